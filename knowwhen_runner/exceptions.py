@@ -1,0 +1,59 @@
+"""The errors knowwhen_runner raises on purpose.
+
+    KnowwhenError                 any known failure; the CLI prints its message in one line, exit 2
+    ├── ConfigError               a sweep config that does not load or validate (file:line: field: message)
+    ├── ScenarioError             a scenario or dataset file that is missing or malformed (file:line: ...)
+    ├── QueueError                the run database: wrong schema version, locked, unreachable, disk full
+    │   └── SchemaVersionError    a database written by another version of the code
+    ├── ProviderError             a model call that failed for good (after retries), with its class
+    └── ServeError                the built-in local server could not start
+
+Every message is one sentence a user can act on, and never carries an API key.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "KnowwhenError",
+    "ProviderError",
+    "QueueError",
+    "ScenarioError",
+    "SchemaVersionError",
+    "ServeError",
+]
+
+
+class KnowwhenError(Exception):
+    """A known failure with a message meant for the user."""
+
+    exit_code = 2
+
+
+class ConfigError(KnowwhenError):
+    """The sweep config is missing, unreadable or invalid."""
+
+
+class ScenarioError(KnowwhenError):
+    """A scenario or dataset file is missing or malformed."""
+
+
+class QueueError(KnowwhenError):
+    """The run database cannot be used."""
+
+
+class SchemaVersionError(QueueError):
+    """The run database was written by another version of knowwhen_runner."""
+
+
+class ProviderError(KnowwhenError):
+    """A model call failed for good."""
+
+    def __init__(self, message: str, *, kind: str = "fatal", status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+
+
+class ServeError(KnowwhenError):
+    """The built-in local server could not be started."""
