@@ -7,12 +7,14 @@ raise ``ScenarioError`` naming the file and line; they never guess from file nam
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .exceptions import ScenarioError
-from .jsonio import find_jsonl, iter_jsonl, read_json
+from .jsonio import dumps, find_jsonl, iter_jsonl, read_json
 
 __all__ = [
     "QUESTION_TEXT",
@@ -20,6 +22,7 @@ __all__ = [
     "Occurrence",
     "Question",
     "QuestionSet",
+    "compute_qhash",
     "load_question_set",
     "read_corpus",
     "read_occurrences",
@@ -27,6 +30,18 @@ __all__ = [
 ]
 
 QUESTION_TEXT = "Which tool should the agent call next?"
+
+
+def compute_qhash(
+    state: str, options: Sequence[str], descriptions: Sequence[str | None], question: str = QUESTION_TEXT
+) -> str:
+    """sha256 of the exact state string, options, option descriptions and question text.
+
+    The four parts are serialised as one compact JSON array (UTF-8, no spaces), so any change to any part,
+    including the order of options, gives another question.
+    """
+    payload = dumps([state, list(options), list(descriptions), question])
+    return hashlib.sha256(payload).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +117,6 @@ def read_questions(path: Path) -> dict[str, Question]:
             raise ScenarioError(f"{path}:{line}: missing field 'state'")
         if not isinstance(state, str):
             # System One accepts any JSON state; we keep its text form for rendering and hashing.
-            from .jsonio import dumps
-
             state = dumps(state, sort_keys=True).decode()
         options = _str_list(path, line, _require(path, line, row, "options", list), "options")
         if not options:
