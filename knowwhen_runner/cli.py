@@ -19,6 +19,7 @@ __all__ = ["app", "main"]
 
 app = typer.Typer(
     add_completion=False,
+    pretty_exceptions_enable=False,
     no_args_is_help=True,
     help="Know when a decision model can take over from an LLM: sweep, resume, score and report.",
 )
@@ -29,25 +30,33 @@ out = Console()
 def main() -> None:
     """Console-script entry point: run the app and turn known errors into one line and exit 2."""
     try:
-        app(standalone_mode=False)
+        app()
     except KnowwhenError as exc:
         console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        console.print("aborted")
-        sys.exit(130)
     except KeyboardInterrupt:
         console.print("interrupted")
         sys.exit(130)
-    except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
 
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(2 if exc.exit_code == 2 else exc.exit_code)
-        raise
+
+@app.callback()
+def _root() -> None:
+    """Know when a decision model can take over from an LLM."""
+
+
+@app.command()
+def version() -> None:
+    """Print the versions of knowwhen_runner and litellm."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    from . import __version__
+
+    try:
+        litellm_version = dist_version("litellm")
+    except PackageNotFoundError:
+        litellm_version = "not installed"
+    out.print(f"knowwhen_runner {__version__} (litellm {litellm_version})")
 
 
 _ = (Path, Annotated, Optional)  # used by commands below
