@@ -1,0 +1,320 @@
+"""The sweep config: one YAML file that is a whole reproducible run.
+
+Typed, frozen pydantic models with a docstring per field; ``load_config`` turns every problem into a
+``ConfigError`` of the form ``file:line: field: message``. Secrets never live here: a model names the
+environment variable that holds its key (``api_key_env``), and a literal key is refused.
+Relative paths resolve against the folder of the config file, so a config can be run from anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .exceptions import ConfigError
+
+__all__ = [
+    "CONFIG_SCHEMA_VERSION",
+    "CacheSettings",
+    "GateSettings",
+    "ModelSpec",
+    "Pricing",
+    "RateLimit",
+    "ScenarioSpec",
+    "ServeSettings",
+    "SweepConfig",
+    "WorkerSettings",
+    "load_config",
+]
+
+CONFIG_SCHEMA_VERSION = 1
+
+Mode = Literal["llm", "model", "gated", "shadow"]
+CachePolicy = Literal["read-write", "read-only", "refresh", "off"]
+_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Shapes of real provider keys; a value like this anywhere in a config is refused.
+_KEY_SHAPE = re.compile(r"^(sk-|sk_|xai-|gsk_|AIza|hf_|ts-)[A-Za-z0-9_\-]{8,}$|^[A-Za-z0-9]{40,}$")
+_SECRET_FIELDS = {"api_key", "apikey", "key", "token", "secret", "password", "authorization"}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RateLimit(_Frozen):
+    """How hard one model (or one group of models sharing a provider key) may be driven."""
+
+    requests_per_minute: float | None = Field(
+        None, gt=0, description="Requests per minute; none = unlimited."
+    )
+    tokens_per_minute: float | None = Field(None, gt=0, description="Input+output tokens per minute.")
+    max_in_flight: int = Field(16, ge=1, le=4096, description="Requests open at once.")
+
+
+class Pricing(_Frozen):
+    """A price override, for models litellm has no list price for (USD)."""
+
+    input_per_million: float = Field(0.0, ge=0, description="USD per million input tokens.")
+    output_per_million: float = Field(0.0, ge=0, description="USD per million output tokens.")
+    per_request: float = Field(0.0, ge=0, description="USD per request, on top of tokens.")
+
+
+class ModelSpec(_Frozen):
+    """A decision model or an LLM, reached through litellm."""
+
+    id: str = Field(pattern=_ID, description="Short id used in files and tables, e.g. 'e12'.")
+    model: str = Field(min_length=1, description="litellm model string, e.g. 'hosted_vllm/lexical'.")
+    kind: Literal["decision", "llm"] = Field(description="'decision' (System One) or 'llm' (chat + tools).")
+    api_base: str | None = Field(None, description="Base URL; ${VAR} is expanded from the environment.")
+    api_key_env: str | None = Field(None, description="Name of the environment variable holding the key.")
+    rate_limit: RateLimit = Field(
+        default_factory=RateLimit, description="Requests/tokens per minute, in flight."
+    )
+    limit_group: str | None = Field(None, description="Models with the same group share one rate limit.")
+    timeout_s: float = Field(60.0, gt=0, description="Per-request timeout in seconds (runtime knob).")
+    pricing: Pricing | None = Field(None, description="Price override; default: litellm's price list.")
+    params: dict[str, Any] = Field(default_factory=dict, description="Output-affecting request params.")
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if _KEY_SHAPE.match(value):
+            raise ValueError(
+                "looks like a literal API key; put the key in an environment variable "
+                "and name that variable here"
+            )
+        if not _ENV_NAME.match(value):
+            raise ValueError("must be the name of an environment variable, e.g. OPENAI_API_KEY")
+        return value
+
+    def limit_key(self) -> str:
+        """Which models share a limit: the explicit group, else provider + base URL + key variable."""
+        if self.limit_group:
+            return f"group:{self.limit_group}"
+        provider = self.model.split("/", 1)[0]
+        return f"{provider}|{self.api_base or ''}|{self.api_key_env or ''}|{self.model}"
+
+
+class ScenarioSpec(_Frozen):
+    """A question set (L1/L2) or a task set (L3)."""
+
+    id: str = Field(pattern=_ID, description="Short id used in files and tables.")
+    kind: Literal["states", "episodes", "isolated"] = Field("states", description="What one job is.")
+    path: Path = Field(description="Folder in the AgentDecisionBench layout (or a task list for episodes).")
+    variant: Literal["main", "nosurf", "nodist"] | None = Field(
+        None, description="Shift re-rendering to read (questions_<variant>.jsonl[.gz]); rows carry it."
+    )
+    limit: int | None = Field(None, ge=1, description="Use only the first N questions (sorted by qhash).")
+    version: str = Field(
+        "1", pattern=_ID, description="Bump to re-run every job of this scenario (items are content-hashed)."
+    )
+
+
+class CacheSettings(_Frozen):
+    """Response cache policy: read-write (default), read-only, refresh (call and overwrite), off."""
+
+    policy: CachePolicy = "read-write"
+
+
+class WorkerSettings(_Frozen):
+    """Runtime knobs; none of them changes a job's identity or a cache key."""
+
+    concurrency: int = Field(32, ge=1, le=4096, description="Jobs in progress at once per process.")
+    lease_seconds: float = Field(60.0, ge=2, description="A claimed job returns to the queue after this.")
+    max_attempts: int = Field(5, ge=1, le=100, description="Attempts per job before it is failed.")
+    batch_size: int = Field(64, ge=1, le=1024, description="Jobs claimed and recorded per transaction.")
+
+
+class ServeSettings(_Frozen):
+    """Start the built-in local model server (`knowwhen serve`) for this run if it is not running."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=1, le=65535)
+
+
+class GateSettings(_Frozen):
+    """Open-loop gating computed at finalise time: decision model when confident, else this LLM."""
+
+    llm: str = Field(description="Model id of the LLM whose answers fill in below the threshold.")
+    target: float | Literal["llm"] = Field(0.99, description="Accuracy the fitted threshold must reach.")
+
+
+class SweepConfig(_Frozen):
+    """A whole sweep: models x modes x scenarios, plus how to run it."""
+
+    schema_version: Literal[1] = Field(1, description="Config format version.")
+    name: str = Field(pattern=_ID, description="Run name; also the run's key in a shared database.")
+    output: Path = Field(description="Run folder (answers, manifests, tables, the SQLite database).")
+    db: str | None = Field(None, description="Database URL; default: sqlite file in the run folder.")
+    models: list[ModelSpec] = Field(min_length=1)
+    modes: list[Mode] = Field(default_factory=lambda: ["model", "llm"])
+    scenarios: list[ScenarioSpec] = Field(min_length=1)
+    cache: CacheSettings = Field(default_factory=CacheSettings)
+    workers: WorkerSettings = Field(default_factory=WorkerSettings)
+    serve: ServeSettings | None = Field(None, description="Start the built-in local server for this run.")
+    gate: GateSettings | None = Field(None, description="Open-loop gating against an LLM.")
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> SweepConfig:
+        for what, ids in (
+            ("models", [m.id for m in self.models]),
+            ("scenarios", [s.id for s in self.scenarios]),
+        ):
+            dupes = sorted({i for i in ids if ids.count(i) > 1})
+            if dupes:
+                raise ValueError(f"duplicate {what} id {dupes[0]!r}")
+        if self.gate and self.gate.llm not in {m.id for m in self.models if m.kind == "llm"}:
+            raise ValueError(f"gate.llm {self.gate.llm!r} is not the id of an llm-kind model")
+        return self
+
+    def model(self, model_id: str) -> ModelSpec:
+        for spec in self.models:
+            if spec.id == model_id:
+                return spec
+        raise KeyError(model_id)
+
+    @property
+    def db_url(self) -> str:
+        return self.db or f"sqlite:///{self.output / 'knowwhen.db'}"
+
+
+# --- loading -------------------------------------------------------------------------------------------
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _expand_env(value: str, where: str) -> str:
+    def sub(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in os.environ:
+            return os.environ[name]
+        if default is not None:
+            return default
+        raise ConfigError(f"{where}: environment variable {name} is not set")
+
+    return _ENV_REF.sub(sub, value)
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """Follow a pydantic error location through the YAML node tree; return the deepest line found."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            nxt = next((v for k, v in node.value if getattr(k, "value", None) == part), None)
+            if nxt is None:
+                key = next((k for k, _ in node.value if getattr(k, "value", None) == part), None)
+                return key.start_mark.line + 1 if key is not None else line
+            node = nxt
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            break
+        line = node.start_mark.line + 1
+    return line
+
+
+def _find_literal_secret(
+    node: yaml.Node, path: tuple[Any, ...] = ()
+) -> tuple[tuple[Any, ...], yaml.Node] | None:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            name = str(getattr(key, "value", ""))
+            if name.lower() in _SECRET_FIELDS:
+                return (*path, name), key
+            found = _find_literal_secret(value, (*path, name))
+            if found:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            found = _find_literal_secret(item, (*path, i))
+            if found:
+                return found
+    elif isinstance(node, yaml.ScalarNode) and isinstance(node.value, str) and _KEY_SHAPE.match(node.value):
+        if not path or path[-1] not in {"model", "id", "name", "qhash"}:
+            return path, node
+    return None
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "(top level)"
+
+
+def _resolve_paths(data: dict[str, Any], base: Path, source: str) -> dict[str, Any]:
+    data = dict(data)
+    if isinstance(data.get("output"), str):
+        data["output"] = str((base / _expand_env(data["output"], f"{source}: output")).resolve())
+    if isinstance(data.get("db"), str):
+        data["db"] = _expand_env(data["db"], f"{source}: db")
+    scenarios = []
+    for i, sc in enumerate(data.get("scenarios") or []):
+        if isinstance(sc, dict) and isinstance(sc.get("path"), str):
+            sc = dict(sc)
+            sc["path"] = str((base / _expand_env(sc["path"], f"{source}: scenarios.{i}.path")).resolve())
+        scenarios.append(sc)
+    if scenarios:
+        data["scenarios"] = scenarios
+    models = []
+    for i, m in enumerate(data.get("models") or []):
+        if isinstance(m, dict) and isinstance(m.get("api_base"), str):
+            m = dict(m)
+            m["api_base"] = _expand_env(m["api_base"], f"{source}: models.{i}.api_base")
+        models.append(m)
+    if models:
+        data["models"] = models
+    return data
+
+
+def load_config(path: str | Path) -> SweepConfig:
+    """Load and validate a sweep config; every failure is one ``ConfigError`` line naming file and field."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found")
+    text = path.read_text(encoding="utf-8")
+    try:
+        root = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{path}{line}: not valid YAML ({problem})") from None
+    if not isinstance(data, dict) or root is None:
+        raise ConfigError(f"{path}:1: a config is a YAML mapping (models, scenarios, output, ...)")
+    secret = _find_literal_secret(root)
+    if secret:
+        loc, node = secret
+        raise ConfigError(
+            f"{path}:{node.start_mark.line + 1}: {_dotted(loc)}: literal API keys are not allowed in a config; "
+            "put the key in an environment variable and name it with api_key_env"
+        )
+    data = _resolve_paths(data, path.parent, str(path))
+    try:
+        config = SweepConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        line = _line_of(root, loc)
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise ConfigError(f"{path}:{line}: {_dotted(loc)}: {msg}{more}") from None
+    for i, sc in enumerate(config.scenarios):
+        if not sc.path.exists():
+            line = _line_of(root, ("scenarios", i, "path"))
+            raise ConfigError(f"{path}:{line}: scenarios.{i}.path: {sc.path} does not exist")
+    return config
+
+
+def config_hash(path: Path) -> str:
+    """sha256 of the config file's bytes, recorded in manifests for provenance."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

@@ -1,0 +1,57 @@
+"""What a job is, and the versioned identity that makes planning idempotent.
+
+A job is one unit of work: one question to one model (open loop) or one episode (closed loop). Its id
+is a hash of exactly what decides its output: the model (id, litellm string, output-affecting params),
+the mode, the scenario (id and version) and the item. Runtime knobs (concurrency, timeouts, retries,
+api_base, keys) are not part of it, so changing them never re-runs finished work.
+Changing what goes into the id is a deliberate act: bump ``JOB_ID_VERSION``; golden tests pin ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from .jsonio import dumps
+
+__all__ = ["JOB_ID_VERSION", "Job", "job_id"]
+
+JOB_ID_VERSION = 1
+
+
+def job_id(
+    *,
+    model_id: str,
+    model: str,
+    params: dict[str, Any],
+    mode: str,
+    scenario_id: str,
+    scenario_version: str,
+    item: str,
+    extra: dict[str, Any] | None = None,
+) -> str:
+    """The job's identity: sha256 over a sorted JSON of its output-deciding inputs (32 hex chars)."""
+    ident: dict[str, Any] = {
+        "v": JOB_ID_VERSION,
+        "model": {"id": model_id, "model": model, "params": params},
+        "mode": mode,
+        "scenario": {"id": scenario_id, "version": scenario_version},
+        "item": item,
+    }
+    if extra:
+        ident["extra"] = extra
+    return hashlib.sha256(dumps(ident, sort_keys=True)).hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One unit of work in the queue. ``payload`` says what to do; the item's data lives in the run."""
+
+    id: str
+    model_id: str
+    mode: str
+    scenario_id: str
+    item: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    attempts: int = 0

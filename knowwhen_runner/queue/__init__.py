@@ -1,0 +1,79 @@
+"""The run's queue: jobs, leases, results and the response cache, behind one interface.
+
+Three backends implement ``Queue``: ``MemoryQueue`` (tests), and ``SqlQueue`` on SQLite (default, a file
+in the run folder) or PostgreSQL (many machines; ``FOR UPDATE SKIP LOCKED`` claims). One contract test
+suite runs on all of them. Only this package touches SQLAlchemy.
+
+Job states: pending -> running (claimed under a lease) -> done | failed; an expired lease makes a running
+job claimable again; completion is idempotent (the first recorded result wins, later ones are ignored).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..jobs import Job
+
+__all__ = ["Failure", "JobCounts", "Queue", "open_queue"]
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """One failed attempt of a job. ``final`` fails the job; otherwise it goes back to pending."""
+
+    job_id: str
+    error: str
+    kind: str = "error"
+    final: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class JobCounts:
+    model_id: str
+    mode: str
+    scenario_id: str
+    status: str
+    n: int
+
+
+class Queue(Protocol):
+    """What the worker, planner, finaliser and CLI may ask of a run's database."""
+
+    run: str
+
+    async def init_run(self, config_text: str, meta: dict[str, Any]) -> dict[str, Any]: ...
+    async def run_info(self) -> dict[str, Any] | None: ...
+    async def enqueue(self, jobs: list[Job], items: dict[tuple[str, str], dict[str, Any]]) -> int: ...
+    async def claim(
+        self, worker: str, n: int, lease_s: float, exclude_models: frozenset[str] = frozenset()
+    ) -> list[Job]: ...
+    async def heartbeat(self, worker: str, lease_s: float) -> int: ...
+    async def complete(self, worker: str, results: list[tuple[str, dict[str, Any]]]) -> int: ...
+    async def fail(self, worker: str, failures: list[Failure]) -> int: ...
+    async def release(self, worker: str, job_ids: list[str]) -> int: ...
+    async def requeue_expired(self) -> int: ...
+    async def requeue_failed(self) -> int: ...
+    async def counts(self) -> list[JobCounts]: ...
+    async def results(self) -> list[tuple[Job, str, dict[str, Any] | None, str | None]]: ...
+    async def attempt_errors(self, job_id: str) -> list[dict[str, Any]]: ...
+    async def items(self, scenario_id: str | None = None) -> dict[tuple[str, str], dict[str, Any]]: ...
+    async def cache_get(self, keys: list[str]) -> dict[str, dict[str, Any]]: ...
+    async def cache_put(self, entries: list[tuple[str, str, dict[str, Any]]]) -> None: ...
+    async def cache_stats(self) -> dict[str, int]: ...
+    async def cache_clear(self, model: str | None = None) -> int: ...
+    async def register_worker(self, worker: str) -> None: ...
+    async def stop_worker(self, worker: str) -> None: ...
+    async def workers(self) -> list[dict[str, Any]]: ...
+    async def close(self) -> None: ...
+
+
+def open_queue(url: str, run: str) -> Queue:
+    """Open the queue at ``url`` (``memory://``, ``sqlite:///path``, ``postgresql://...``) for ``run``."""
+    if url.startswith("memory://"):
+        from .memory import MemoryQueue
+
+        return MemoryQueue(run)
+    from .sql import SqlQueue
+
+    return SqlQueue(url, run)

@@ -1,0 +1,197 @@
+"""In-memory queue for tests: the same contract as the SQL backends, in one process's dicts."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..jobs import Job
+from . import Failure, JobCounts
+
+__all__ = ["MemoryQueue"]
+
+
+@dataclass
+class _Row:
+    job: Job
+    status: str = "pending"
+    attempts: int = 0
+    lease_owner: str | None = None
+    lease_expires: float = 0.0
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+
+class MemoryQueue:
+    """A ``Queue`` held in memory; shared by nothing, lost on exit."""
+
+    def __init__(self, run: str) -> None:
+        self.run = run
+        self._info: dict[str, Any] | None = None
+        self._rows: dict[str, _Row] = {}
+        self._items: dict[tuple[str, str], dict[str, Any]] = {}
+        self._cache: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._workers: dict[str, dict[str, Any]] = {}
+
+    async def init_run(self, config_text: str, meta: dict[str, Any]) -> dict[str, Any]:
+        if self._info is None:
+            self._info = {
+                "name": self.run,
+                "config_text": config_text,
+                "meta": meta,
+                "created_at": time.time(),
+            }
+        return self._info
+
+    async def run_info(self) -> dict[str, Any] | None:
+        return self._info
+
+    async def enqueue(self, jobs: list[Job], items: dict[tuple[str, str], dict[str, Any]]) -> int:
+        for key, payload in items.items():
+            self._items.setdefault(key, payload)
+        added = 0
+        for job in jobs:
+            if job.id not in self._rows:
+                self._rows[job.id] = _Row(job)
+                added += 1
+        return added
+
+    async def claim(
+        self, worker: str, n: int, lease_s: float, exclude_models: frozenset[str] = frozenset()
+    ) -> list[Job]:
+        now = time.time()
+        out: list[Job] = []
+        for row in sorted(self._rows.values(), key=lambda r: r.job.id):
+            if len(out) >= n:
+                break
+            if row.job.model_id in exclude_models:
+                continue
+            if row.status == "pending" or (row.status == "running" and row.lease_expires < now):
+                row.status, row.lease_owner, row.lease_expires = "running", worker, now + lease_s
+                row.attempts += 1
+                out.append(replace(row.job, attempts=row.attempts))
+        return out
+
+    async def heartbeat(self, worker: str, lease_s: float) -> int:
+        until, n = time.time() + lease_s, 0
+        for row in self._rows.values():
+            if row.status == "running" and row.lease_owner == worker:
+                row.lease_expires, n = until, n + 1
+        if worker in self._workers:
+            self._workers[worker]["heartbeat_at"] = time.time()
+        return n
+
+    async def complete(self, worker: str, results: list[tuple[str, dict[str, Any]]]) -> int:
+        n = 0
+        for job_id, result in results:
+            row = self._rows.get(job_id)
+            if row is None or row.status == "done":
+                continue
+            row.status, row.result, row.error, row.lease_owner = "done", result, None, None
+            n += 1
+        if worker in self._workers:
+            self._workers[worker]["jobs_done"] += n
+            self._workers[worker]["heartbeat_at"] = time.time()
+        return n
+
+    async def fail(self, worker: str, failures: list[Failure]) -> int:
+        n = 0
+        for f in failures:
+            row = self._rows.get(f.job_id)
+            if row is None or row.status == "done":
+                continue
+            row.errors.append({"attempt": row.attempts, "worker": worker, "kind": f.kind, "error": f.error})
+            row.error, row.lease_owner = f.error, None
+            row.status = "failed" if f.final else "pending"
+            n += 1
+        return n
+
+    async def release(self, worker: str, job_ids: list[str]) -> int:
+        n = 0
+        for job_id in job_ids:
+            row = self._rows.get(job_id)
+            if row is not None and row.status == "running" and row.lease_owner == worker:
+                row.status, row.lease_owner, row.attempts = "pending", None, max(0, row.attempts - 1)
+                n += 1
+        return n
+
+    async def requeue_expired(self) -> int:
+        now, n = time.time(), 0
+        for row in self._rows.values():
+            if row.status == "running" and row.lease_expires < now:
+                row.status, row.lease_owner, n = "pending", None, n + 1
+        return n
+
+    async def requeue_failed(self) -> int:
+        n = 0
+        for row in self._rows.values():
+            if row.status == "failed":
+                row.status, row.attempts, n = "pending", 0, n + 1
+        return n
+
+    async def counts(self) -> list[JobCounts]:
+        tally: dict[tuple[str, str, str, str], int] = {}
+        for row in self._rows.values():
+            key = (row.job.model_id, row.job.mode, row.job.scenario_id, row.status)
+            tally[key] = tally.get(key, 0) + 1
+        return [JobCounts(*k, n) for k, n in sorted(tally.items())]
+
+    async def results(self) -> list[tuple[Job, str, dict[str, Any] | None, str | None]]:
+        return [
+            (replace(r.job, attempts=r.attempts), r.status, r.result, r.error)
+            for r in sorted(self._rows.values(), key=lambda r: r.job.id)
+        ]
+
+    async def attempt_errors(self, job_id: str) -> list[dict[str, Any]]:
+        row = self._rows.get(job_id)
+        return list(row.errors) if row else []
+
+    async def items(self, scenario_id: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+        return {k: v for k, v in self._items.items() if scenario_id is None or k[0] == scenario_id}
+
+    async def cache_get(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+        return {k: self._cache[k][1] for k in keys if k in self._cache}
+
+    async def cache_put(self, entries: list[tuple[str, str, dict[str, Any]]]) -> None:
+        for key, model, response in entries:
+            self._cache[key] = (model, response)
+
+    async def cache_stats(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for model, _ in self._cache.values():
+            out[model] = out.get(model, 0) + 1
+        return out
+
+    async def cache_clear(self, model: str | None = None) -> int:
+        doomed = [k for k, (m, _) in self._cache.items() if model is None or m == model]
+        for key in doomed:
+            del self._cache[key]
+        return len(doomed)
+
+    async def register_worker(self, worker: str) -> None:
+        now = time.time()
+        self._workers.setdefault(
+            worker,
+            {
+                "id": worker,
+                "run": self.run,
+                "host": "memory",
+                "pid": 0,
+                "started_at": now,
+                "heartbeat_at": now,
+                "jobs_done": 0,
+                "stopped_at": None,
+            },
+        )
+
+    async def stop_worker(self, worker: str) -> None:
+        if worker in self._workers:
+            self._workers[worker]["stopped_at"] = time.time()
+
+    async def workers(self) -> list[dict[str, Any]]:
+        return list(self._workers.values())
+
+    async def close(self) -> None:
+        return None

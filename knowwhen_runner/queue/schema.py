@@ -1,0 +1,117 @@
+"""Tables of a run database (SQLite or PostgreSQL), and its schema version.
+
+A database holds any number of runs (keyed by run name) and one response cache shared by all of them.
+``SCHEMA_VERSION`` changes whenever a table changes; a database of another version is refused.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    text,
+)
+
+__all__ = ["SCHEMA_VERSION", "attempts", "cache", "items", "jobs", "meta", "metadata", "runs", "workers"]
+
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+
+meta = Table(
+    "kw_meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+runs = Table(
+    "kw_runs",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("config_text", Text, nullable=False),
+    Column("meta", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
+items = Table(
+    "kw_items",
+    metadata,
+    Column("run", String(64), nullable=False),
+    Column("scenario", String(64), nullable=False),
+    Column("item", String(128), nullable=False),
+    Column("payload", Text, nullable=False),
+    PrimaryKeyConstraint("run", "scenario", "item"),
+)
+
+jobs = Table(
+    "kw_jobs",
+    metadata,
+    Column("run", String(64), nullable=False),
+    Column("id", String(64), nullable=False),
+    Column("model_id", String(64), nullable=False),
+    Column("mode", String(16), nullable=False),
+    Column("scenario", String(64), nullable=False),
+    Column("item", String(128), nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("status", String(16), nullable=False, server_default="pending"),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("lease_owner", String(128)),
+    Column("lease_expires", Float),
+    Column("result", Text),
+    Column("error", Text),
+    Column("updated_at", Float),
+    PrimaryKeyConstraint("run", "id"),
+    Index("kw_jobs_status", "run", "status"),
+    # PostgreSQL: keep claims flat as finished rows pile up (a plain (status, id) index scans past them).
+    Index(
+        "kw_jobs_pending",
+        "run",
+        "id",
+        postgresql_where=text("status = 'pending'"),
+        sqlite_where=text("status = 'pending'"),
+    ),
+    Index("kw_jobs_owner", "lease_owner"),
+)
+
+attempts = Table(
+    "kw_attempts",
+    metadata,
+    Column("run", String(64), nullable=False),
+    Column("job_id", String(64), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("worker", String(128), nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("error", Text, nullable=False),
+    Column("at", Float, nullable=False),
+    Index("kw_attempts_job", "run", "job_id"),
+)
+
+cache = Table(
+    "kw_cache",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("model", String(256), nullable=False),
+    Column("response", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
+workers = Table(
+    "kw_workers",
+    metadata,
+    Column("id", String(128), primary_key=True),
+    Column("run", String(64), nullable=False),
+    Column("host", String(256), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("started_at", Float, nullable=False),
+    Column("heartbeat_at", Float, nullable=False),
+    Column("jobs_done", Integer, nullable=False, server_default="0"),
+    Column("stopped_at", Float),
+)
