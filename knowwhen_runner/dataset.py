@@ -3,28 +3,40 @@
 A question-set folder (``common_states/``, ``shift/``, or one of ours) holds ``questions.jsonl[.gz]``,
 ``occurrences.jsonl[.gz]``, ``corpus.json`` and ``answers_*.jsonl[.gz]``. Readers validate as they go and
 raise ``ScenarioError`` naming the file and line; they never guess from file names what a row says.
+Answer rows are many (150k on the common states), so they are kept as named tuples, not models.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .exceptions import ScenarioError
 from .jsonio import dumps, find_jsonl, iter_jsonl, read_json
 
 __all__ = [
     "QUESTION_TEXT",
+    "Answer",
+    "AnswerTable",
     "Corpus",
+    "IsolatedAnswer",
+    "LeaderboardRow",
+    "ModelInfo",
     "Occurrence",
     "Question",
     "QuestionSet",
     "compute_qhash",
+    "find_answer_files",
+    "load_answers",
     "load_question_set",
+    "read_answers",
     "read_corpus",
+    "read_isolated_answers",
+    "read_leaderboard",
+    "read_models",
     "read_occurrences",
     "read_questions",
 ]
@@ -205,3 +217,197 @@ def load_question_set(folder: Path, *, questions_stem: str = "questions") -> Que
     else:
         corpus = Corpus(tuple(sorted({o.task for o in occurrences})))
     return QuestionSet(folder, questions, occurrences, corpus)
+
+
+# --- answers -------------------------------------------------------------------------------------------
+
+
+class Answer(NamedTuple):
+    """One model's answer to one question (one row of an ``answers_*`` file)."""
+
+    qhash: str
+    answer: str | None
+    confidence: float | None
+    valid: bool
+    error: Any
+    cost_usd: float
+    latency_ms: float | None
+    probabilities: dict[str, float] | None
+
+
+AnswerTable = dict[tuple[str, str], dict[str, Answer]]
+"""``{(model, variant): {qhash: Answer}}``; rows without a ``variant`` field (common states) are ``main``."""
+
+
+def find_answer_files(folder: Path) -> list[Path]:
+    """Every ``answers_*.jsonl`` and ``answers_*.jsonl.gz`` in a question-set folder, sorted by name."""
+    files = [*Path(folder).glob("answers_*.jsonl"), *Path(folder).glob("answers_*.jsonl.gz")]
+    return sorted(p for p in files if p.is_file())
+
+
+def _number(path: Path, line: int, row: dict[str, Any], name: str) -> float | None:
+    value = row.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ScenarioError(f"{path}:{line}: field '{name}' must be a number or null")
+    return float(value)
+
+
+def _answer_row(path: Path, line: int, row: dict[str, Any]) -> Answer:
+    answer = row.get("answer", ...)
+    if answer is ... or not (answer is None or isinstance(answer, str)):
+        raise ScenarioError(f"{path}:{line}: field 'answer' must be present, a string or null")
+    valid = _require(path, line, row, "valid", bool)
+    probabilities = row.get("probabilities")
+    if probabilities is not None and not isinstance(probabilities, dict):
+        raise ScenarioError(f"{path}:{line}: field 'probabilities' must be an object")
+    return Answer(
+        row["qhash"],
+        answer,
+        _number(path, line, row, "confidence"),
+        valid,
+        row.get("error"),
+        _number(path, line, row, "cost_usd") or 0.0,
+        _number(path, line, row, "latency_ms"),
+        probabilities,
+    )
+
+
+def read_answers(
+    paths: Iterable[Path],
+    questions: Mapping[str, Any] | None = None,
+    *,
+    models: Collection[str] | None = None,
+    variant: str | None = None,
+    into: AnswerTable | None = None,
+) -> AnswerTable:
+    """Read answer files into ``{(model, variant): {qhash: Answer}}``.
+
+    ``models`` and ``variant`` keep only matching rows (the others are still checked to be JSON objects).
+    With ``questions`` given, an answer to an unknown qhash is an error; a second answer of the same model
+    and variant to the same qhash is always one, whichever file it is in.
+    """
+    table: AnswerTable = {} if into is None else into
+    where: dict[tuple[str, str, str], str] = {}
+    for path in paths:
+        for line, row in iter_jsonl(path):
+            model = _require(path, line, row, "model", str)
+            var = row.get("variant") or "main"
+            if not isinstance(var, str):
+                raise ScenarioError(f"{path}:{line}: field 'variant' must be a string")
+            if (models is not None and model not in models) or (variant is not None and var != variant):
+                continue
+            qhash = _require(path, line, row, "qhash", str)
+            if questions is not None and qhash not in questions:
+                raise ScenarioError(f"{path}:{line}: answer for unknown qhash {qhash} (not in the questions)")
+            bucket = table.setdefault((model, var), {})
+            if qhash in bucket:
+                first = where.get((model, var, qhash), "an earlier row")
+                raise ScenarioError(
+                    f"{path}:{line}: duplicate answer of model {model} ({var}) to qhash {qhash}, first at {first}"
+                )
+            bucket[qhash] = _answer_row(path, line, row)
+            where[(model, var, qhash)] = f"{path.name}:{line}"
+    return table
+
+
+def load_answers(
+    folder: Path,
+    questions: Mapping[str, Any] | None = None,
+    *,
+    models: Collection[str] | None = None,
+    variant: str | None = None,
+) -> AnswerTable:
+    """Read every answers file of a question-set folder (see ``read_answers``)."""
+    paths = find_answer_files(folder)
+    if not paths:
+        raise ScenarioError(f"{folder}: no answers_*.jsonl[.gz] files")
+    return read_answers(paths, questions, models=models, variant=variant)
+
+
+# --- isolated answers, models, leaderboard ---------------------------------------------------------------
+
+
+class IsolatedAnswer(NamedTuple):
+    """One L1 row: a model's answer to one BFCL or When2Call item, already marked correct or not."""
+
+    id: str
+    source: str
+    dp: str
+    correct: bool
+    conf: float | None
+    error: Any
+
+
+def read_isolated_answers(
+    path: Path, *, models: Collection[str] | None = None
+) -> dict[str, list[IsolatedAnswer]]:
+    """Read ``isolated/answers.jsonl[.gz]`` into ``{model: [rows]}``; a repeated (model, id) is an error."""
+    out: dict[str, list[IsolatedAnswer]] = {}
+    seen: set[tuple[str, str]] = set()
+    for line, row in iter_jsonl(path):
+        model = _require(path, line, row, "model", str)
+        if models is not None and model not in models:
+            continue
+        item = _require(path, line, row, "id", str)
+        if (model, item) in seen:
+            raise ScenarioError(f"{path}:{line}: duplicate row for model {model} and item {item}")
+        seen.add((model, item))
+        correct = _require(path, line, row, "correct", bool)
+        source = _require(path, line, row, "source", str)
+        dp = _require(path, line, row, "dp", str)
+        conf = _number(path, line, row, "conf")
+        out.setdefault(model, []).append(IsolatedAnswer(item, source, dp, correct, conf, row.get("error")))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """One row of ``models.jsonl[.gz]``: a model id, its display name, kind, and the levels it was run on."""
+
+    id: str
+    name: str
+    kind: str
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def read_models(path: Path) -> list[ModelInfo]:
+    """Read ``models.jsonl[.gz]``; the id is ``model`` (as in every other file) or ``id``."""
+    out: list[ModelInfo] = []
+    for line, row in iter_jsonl(path):
+        ident = row.get("model", row.get("id"))
+        if not isinstance(ident, str):
+            raise ScenarioError(f"{path}:{line}: missing field 'model' (the model id)")
+        name = row.get("name", row.get("model_name")) or ident
+        out.append(ModelInfo(ident, str(name), str(row.get("kind") or ""), row))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderboardRow:
+    """One published number: which model, level, task set and metric, and its value as printed."""
+
+    line: int
+    model: str
+    level: str
+    task_set: str
+    metric: str
+    value: str
+    value_num: float | None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def read_leaderboard(path: Path) -> list[LeaderboardRow]:
+    """Read ``leaderboard/headline_numbers.jsonl[.gz]``."""
+    out: list[LeaderboardRow] = []
+    for line, row in iter_jsonl(path):
+        model = _require(path, line, row, "model", str)
+        level = _require(path, line, row, "level", str)
+        metric = _require(path, line, row, "metric", str)
+        task_set = row.get("task_set") or ""
+        value_num = _number(path, line, row, "value_num")
+        value = row.get("value")
+        shown = value if isinstance(value, str) else ("" if value is None else str(value))
+        out.append(LeaderboardRow(line, model, level, str(task_set), metric, shown, value_num, row))
+    return out
