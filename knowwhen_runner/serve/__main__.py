@@ -1,0 +1,33 @@
+"""``python -m knowwhen_runner.serve``: the entry point the process helper and ``knowwhen serve`` use."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from .faults import parse_fault_spec, parse_rpm_spec
+from .server import run_server
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Parse flags and serve until interrupted."""
+    parser = argparse.ArgumentParser(prog="python -m knowwhen_runner.serve", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument(
+        "--fault", action="append", default=[], metavar="SPEC", help="e.g. 429:count=20:retry_after=1"
+    )
+    parser.add_argument("--enforce-rpm", action="append", default=[], metavar="MODEL=N")
+    parser.add_argument("--log-level", default="warning")
+    args = parser.parse_args(argv)
+    try:
+        faults = [parse_fault_spec(spec) for spec in args.fault]
+        limits = dict(parse_rpm_spec(spec) for spec in args.enforce_rpm)
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        parser.error(str(exc))
+    run_server(args.host, args.port, faults=faults, enforce_rpm=limits, log_level=args.log_level)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

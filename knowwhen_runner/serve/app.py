@@ -1,0 +1,363 @@
+"""The local model server as a plain ASGI app: System One, chat completions, and admin endpoints.
+
+It is a bare ASGI callable with a route table rather than a framework app because benchmarks measure the
+runner against it: every request should cost the server tens of microseconds, not the runner's budget.
+It is also what lets the ``reset`` fault reach the connection's transport and drop it without a reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs
+
+import orjson
+from pydantic import TypeAdapter, ValidationError
+
+from .faults import FaultBook, FaultRule, RpmLimits, ceil_seconds, retry_after_header
+from .models import ModelRegistry, default_registry
+from .stats import STATUS_RESET, Stats
+
+__all__ = ["ServeApp", "create_app"]
+
+_RULES = TypeAdapter(list[FaultRule])
+_JSON = [(b"content-type", b"application/json")]
+_MAX_LABELS = 255
+_DESCRIPTION_TYPES = {str, type(None)}
+_HTTP_FAULTS = {
+    "429": (429, "rate_limit_error", "Injected fault: rate limit exceeded."),
+    "529": (529, "overloaded_error", "Injected fault: the server is overloaded."),
+    "500": (500, "server_error", "Injected fault: internal server error."),
+    "503": (503, "service_unavailable", "Injected fault: service unavailable."),
+}
+
+
+@dataclass
+class Reply:
+    """An HTTP reply, or (``reset``) an instruction to drop the connection without one."""
+
+    status: int
+    body: bytes = b""
+    headers: list[tuple[bytes, bytes]] = field(default_factory=lambda: list(_JSON))
+    reset: bool = False
+
+
+class BadRequest(Exception):
+    """The request body is not a valid request for its endpoint (HTTP 422)."""
+
+
+def _json(status: int, payload: object, headers: list[tuple[bytes, bytes]] | None = None) -> Reply:
+    return Reply(status, orjson.dumps(payload), [*_JSON, *(headers or [])])
+
+
+def _error(
+    status: int, kind: str, message: str, code: str | None = None, retry_after: float | None = None
+) -> Reply:
+    headers = [] if retry_after is None else [(b"retry-after", retry_after_header(retry_after).encode())]
+    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return _json(status, body, headers)
+
+
+def _require(cond: bool, message: str) -> None:
+    if not cond:
+        raise BadRequest(message)
+
+
+def _parse_choice(name: str, question: Mapping[str, Any]) -> tuple[list[str], list[str | None]]:
+    criteria = question.get("criteria")
+    if not isinstance(criteria, dict) or not 0 < len(criteria) <= _MAX_LABELS:
+        raise BadRequest(f"questions.{name}.criteria: 1-255 labels")
+    labels = list(criteria)
+    descriptions = list(criteria.values())
+    _require(set(map(type, descriptions)) <= _DESCRIPTION_TYPES, f"questions.{name}.criteria: str or null")
+    return labels, descriptions
+
+
+def _systemone_request(body: Any) -> tuple[str, object, dict[str, Any]]:
+    _require(isinstance(body, dict), "body: expected a JSON object")
+    model, state, questions = body.get("model"), body.get("state"), body.get("questions")
+    _require(isinstance(model, str) and bool(model), "model: required string")
+    _require(state is not None, "state: required")
+    _require(isinstance(questions, dict) and bool(questions), "questions: a non-empty object")
+    for name, q in questions.items():
+        _require(
+            isinstance(q, dict) and q.get("type") in ("choice", "noul"),
+            f"questions.{name}.type: choice or noul",
+        )
+    return model, state, questions
+
+
+def _chat_request(body: Any) -> tuple[str, list[Any], list[Any], object]:
+    _require(isinstance(body, dict), "body: expected a JSON object")
+    model, messages, tools = body.get("model"), body.get("messages"), body.get("tools") or []
+    _require(isinstance(model, str) and bool(model), "model: required string")
+    _require(isinstance(messages, list) and bool(messages), "messages: a non-empty list")
+    _require(isinstance(tools, list), "tools: a list")
+    return model, messages, tools, body.get("tool_choice", "auto")
+
+
+def _corrupt_answer(answer: dict[str, Any], fault: str) -> None:
+    """Make a well-formed choice answer wrong in the way ``fault`` names (in place)."""
+    if fault == "bad_choice":
+        answer["choice"] = "__not_an_option__"
+    elif fault == "bad_probs":
+        answer["probabilities"] = {k: v * 0.5 for k, v in answer["probabilities"].items()}
+    elif fault == "no_confidence":
+        answer.pop("confidence", None)
+
+
+class ServeApp:
+    """ASGI app holding the registry, the fault book, rate limits and stats (one process, one state)."""
+
+    def __init__(
+        self,
+        registry: ModelRegistry | None = None,
+        faults: FaultBook | None = None,
+        limits: RpmLimits | None = None,
+        stats: Stats | None = None,
+    ) -> None:
+        self.registry = registry or default_registry()
+        self.faults = faults or FaultBook()
+        self.limits = limits or RpmLimits()
+        self.stats = stats or Stats()
+        self._ids = itertools.count(1)
+        self.routes: dict[tuple[str, str], Callable[[bytes, dict[str, list[str]]], Awaitable[Reply]]] = {
+            ("POST", "/v1/systemone"): self.systemone,
+            ("POST", "/systemone"): self.systemone,
+            ("POST", "/v1/chat/completions"): self.chat,
+            ("POST", "/chat/completions"): self.chat,
+            ("GET", "/v1/models"): self.models,
+            ("GET", "/health"): self.health,
+            ("GET", "/admin/faults"): self.get_faults,
+            ("POST", "/admin/faults"): self.set_faults,
+            ("DELETE", "/admin/faults"): self.clear_faults,
+            ("GET", "/admin/limits"): self.get_limits,
+            ("POST", "/admin/limits"): self.set_limits,
+            ("GET", "/admin/stats"): self.get_stats,
+            ("POST", "/admin/reset"): self.reset_stats,
+        }
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        handler = self.routes.get((scope["method"], scope["path"]))
+        body = b""
+        more = True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        if handler is None:
+            reply = _error(404, "not_found_error", f"No route {scope['method']} {scope['path']}.")
+        else:
+            query = parse_qs(scope.get("query_string", b"").decode()) if scope.get("query_string") else {}
+            reply = await handler(body, query)
+        if reply.reset:
+            await _drop_connection(send)
+            return
+        await send({"type": "http.response.start", "status": reply.status, "headers": reply.headers})
+        await send({"type": "http.response.body", "body": reply.body})
+
+    # -- model endpoints -------------------------------------------------------------------------
+
+    async def _gate(self, model: str, endpoint: str) -> tuple[Reply | None, FaultRule | None]:
+        """Rate limit, then faults: an error reply to send instead of answering, and the fault that fired."""
+        wait = self.limits.admit(model)
+        if wait is not None:
+            return _error(
+                429, "rate_limit_error", f"Rate limit for {model} exceeded.", retry_after=ceil_seconds(wait)
+            ), None
+        rule = self.faults.pick(model, endpoint)
+        if rule is None:
+            return None, None
+        if rule.delay_s:
+            await asyncio.sleep(rule.delay_s)
+        if rule.fault in _HTTP_FAULTS:
+            status, kind, message = _HTTP_FAULTS[rule.fault]
+            return _error(status, kind, message, retry_after=rule.retry_after), rule
+        if rule.fault == "reset":
+            return Reply(STATUS_RESET, reset=True), rule
+        if rule.fault == "malformed":
+            return Reply(200, b'{"model": "' + model.encode() + b'", "answers": {"'), rule
+        return None, rule
+
+    async def systemone(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
+        """Answer System One choice (and minimal noul) questions."""
+        try:
+            model, state, questions = _systemone_request(orjson.loads(raw))
+            parsed = {n: _parse_choice(n, q) for n, q in questions.items() if q["type"] == "choice"}
+        except (orjson.JSONDecodeError, BadRequest) as exc:
+            return self._done("", "systemone", _error(422, "invalid_request_error", str(exc)))
+        decider = self.registry.decision.get(model)
+        if decider is None:
+            return self._done(model, "systemone", _unknown_model(model))
+        early, rule = await self._gate(model, "systemone")
+        if early is not None:
+            return self._done(model, "systemone", early)
+        answers: dict[str, Any] = {}
+        for name, question in questions.items():
+            if question["type"] == "noul":
+                probs = decider.decide(state, ["true", "false"], _noul_descriptions(question))
+                answers[name] = {"type": "noul", "noul": probs[0]}
+                continue
+            labels, descriptions = parsed[name]
+            probs = decider.decide(state, labels, descriptions)
+            best = max(range(len(labels)), key=probs.__getitem__)
+            answers[name] = {
+                "type": "choice",
+                "choice": labels[best],
+                "confidence": probs[best],
+                "probabilities": dict(zip(labels, probs, strict=True)),
+            }
+            if rule is not None:
+                _corrupt_answer(answers[name], rule.fault)
+        if rule is not None and rule.fault == "missing_answer":
+            answers = {}
+        usage = {"input_tokens": max(1, len(raw) // 4), "output_tokens": 0}
+        return self._done(
+            model, "systemone", _json(200, {"model": model, "answers": answers, "usage": usage})
+        )
+
+    async def chat(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
+        """Answer an OpenAI chat completion, with one tool call when tools are offered."""
+        try:
+            model, messages, tools, tool_choice = _chat_request(orjson.loads(raw))
+        except (orjson.JSONDecodeError, BadRequest) as exc:
+            return self._done("", "chat", _error(422, "invalid_request_error", str(exc)))
+        chat_model = self.registry.chat.get(model)
+        if chat_model is None:
+            return self._done(model, "chat", _unknown_model(model))
+        early, rule = await self._gate(model, "chat")
+        if early is not None:
+            return self._done(model, "chat", early)
+        message = chat_model.complete(messages, tools, tool_choice)
+        calls = message.get("tool_calls")
+        if rule is not None and calls:
+            if rule.fault == "bad_choice":
+                calls[0]["function"]["name"] = "__not_a_tool__"
+            elif rule.fault == "missing_answer":
+                message = {"role": "assistant", "content": ""}
+                calls = None
+        prompt_tokens = max(1, len(raw) // 4)
+        completion_tokens = 8 + len(orjson.dumps(calls or message.get("content") or "")) // 4
+        payload = {
+            "id": f"chatcmpl-{next(self._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": "tool_calls" if calls else "stop",
+                    "logprobs": None,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+        return self._done(model, "chat", _json(200, payload))
+
+    def _done(self, model: str, endpoint: str, reply: Reply) -> Reply:
+        self.stats.record(model, endpoint, reply.status)
+        return reply
+
+    # -- discovery and admin ---------------------------------------------------------------------
+
+    async def models(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
+        """OpenAI-style model list."""
+        data = [
+            {"id": n, "object": "model", "created": 0, "owned_by": "knowwhen"} for n in self.registry.names()
+        ]
+        return _json(200, {"object": "list", "data": data})
+
+    async def health(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
+        """Liveness, for the process helper to wait on."""
+        return _json(200, {"status": "ok"})
+
+    async def get_faults(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
+        """The active rules with their remaining counts."""
+        return _json(200, [rule.status() for rule in self.faults.rules])
+
+    async def set_faults(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
+        """Replace the active rules with the posted list."""
+        try:
+            rules = _RULES.validate_json(raw or b"[]")
+        except ValidationError as exc:
+            return _error(422, "invalid_request_error", str(exc))
+        self.faults.replace(rules)
+        return await self.get_faults(raw, query)
+
+    async def clear_faults(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
+        """Remove every rule."""
+        self.faults.replace([])
+        return _json(200, [])
+
+    async def get_limits(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
+        """The enforced requests-per-minute per model."""
+        return _json(200, self.limits.limits)
+
+    async def set_limits(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
+        """Replace the enforced limits with the posted {model: rpm} object (0 or null removes one)."""
+        try:
+            limits = TypeAdapter(dict[str, int | None]).validate_json(raw or b"{}")
+        except ValidationError as exc:
+            return _error(422, "invalid_request_error", str(exc))
+        self.limits.replace({m: n for m, n in limits.items() if n})
+        return _json(200, self.limits.limits)
+
+    async def get_stats(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
+        """Counts and records; ``?records=0`` leaves records out, ``?since=T`` keeps those at or after T."""
+        since = float(query["since"][0]) if "since" in query else None
+        records = query.get("records", ["1"])[0] not in ("0", "false")
+        return _json(200, self.stats.snapshot(since=since, records=records))
+
+    async def reset_stats(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
+        """Zero every count and record."""
+        self.stats.reset()
+        return _json(200, {"total": 0})
+
+
+def _unknown_model(model: str) -> Reply:
+    return _error(404, "not_found_error", f"The model {model!r} does not exist.", code="model_not_found")
+
+
+def _noul_descriptions(question: Mapping[str, Any]) -> list[str | None]:
+    criteria = question.get("criteria")
+    if not isinstance(criteria, dict):
+        criteria = {}
+    instructions = question.get("instructions") or ""
+    return [criteria.get("true") or instructions, criteria.get("false")]
+
+
+async def _drop_connection(send: Any) -> None:
+    """Close the TCP connection without any response bytes.
+
+    uvicorn does not expose the transport to the app, but its ``send`` is a bound method of the
+    request cycle that owns it. If that ever changes, the nearest equivalent is used: start a response
+    and fail mid-way, which makes uvicorn close the connection with the body incomplete.
+    """
+    transport = getattr(getattr(send, "__self__", None), "transport", None)
+    if transport is not None:
+        transport.abort()
+        await asyncio.sleep(0)  # let uvicorn see the disconnect before it tries to answer for us
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"100")]})
+    raise ConnectionAbortedError("reset fault: connection dropped mid-response")
+
+
+def create_app(
+    *,
+    faults: list[FaultRule] | None = None,
+    enforce_rpm: dict[str, int] | None = None,
+    registry: ModelRegistry | None = None,
+) -> ServeApp:
+    """The app with its reference models, starting faults and rate limits."""
+    return ServeApp(registry=registry, faults=FaultBook(faults or []), limits=RpmLimits(enforce_rpm or {}))

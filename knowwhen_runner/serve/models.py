@@ -1,0 +1,133 @@
+"""The models the local server can answer as, behind two small interfaces.
+
+A ``DecisionModel`` answers System One choice questions with one probability per option; a
+``ChatModel`` answers chat completions with a message (usually one tool call). The app only sees a
+``ModelRegistry``, so new reference models (a learned tool-sequence prior, an answer-key oracle for
+tests, a simulated agent LLM for DecisionGym) are added by registering them, never by editing the app.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from .lexical import DEFAULT_TEMPERATURE, lexical_probabilities
+
+__all__ = [
+    "ChatModel",
+    "DecisionModel",
+    "LexicalChatModel",
+    "LexicalDecisionModel",
+    "ModelRegistry",
+    "default_registry",
+]
+
+
+@runtime_checkable
+class DecisionModel(Protocol):
+    """Answers one choice question: a probability for every label, in label order, summing to 1."""
+
+    def decide(
+        self, state: object, labels: Sequence[str], descriptions: Sequence[str | None]
+    ) -> Sequence[float]:
+        """Score the options for this state."""
+        ...
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """Answers a chat completion with an OpenAI assistant message (``content`` and/or ``tool_calls``)."""
+
+    def complete(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], tool_choice: object
+    ) -> dict[str, Any]:
+        """Return the assistant message for these messages and tools."""
+        ...
+
+
+@dataclass(frozen=True)
+class LexicalDecisionModel:
+    """Reference baseline: TF-IDF similarity of the state's task and observation to each option."""
+
+    temperature: float = DEFAULT_TEMPERATURE
+
+    def decide(
+        self, state: object, labels: Sequence[str], descriptions: Sequence[str | None]
+    ) -> Sequence[float]:
+        """Softmax over cosine similarities; deterministic."""
+        return lexical_probabilities(state, labels, descriptions, temperature=self.temperature)
+
+
+def _message_text(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return ""
+
+
+@dataclass
+class LexicalChatModel:
+    """Reference baseline LLM: calls the tool whose name and description best match the last user message.
+
+    It writes no arguments (``"{}"``): it stands in for an LLM's tool choice, not its argument filling.
+    """
+
+    scorer: LexicalDecisionModel = field(default_factory=LexicalDecisionModel)
+    _ids: itertools.count[int] = field(default_factory=itertools.count, repr=False)
+
+    def complete(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], tool_choice: object
+    ) -> dict[str, Any]:
+        """One tool call for the best-matching tool; plain text when no tools are offered or choice is "none"."""
+        functions = [t.get("function", t) for t in tools if isinstance(t, Mapping)]
+        names = [str(f.get("name", "")) for f in functions]
+        if isinstance(tool_choice, Mapping):  # {"type": "function", "function": {"name": ...}}
+            forced = tool_choice.get("function", {}).get("name")
+            if forced in names:
+                names = [forced]
+                functions = [f for f in functions if f.get("name") == forced]
+        if not names or tool_choice == "none":
+            return {"role": "assistant", "content": "I have nothing to call."}
+        user = [m for m in messages if m.get("role") == "user"]
+        text = _message_text(user[-1]) if user else ""
+        probs = self.scorer.decide(text, names, [f.get("description") for f in functions])
+        best = max(range(len(names)), key=probs.__getitem__)
+        call = {
+            "id": f"call_{next(self._ids):08d}",
+            "type": "function",
+            "function": {"name": names[best], "arguments": "{}"},
+        }
+        return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
+@dataclass
+class ModelRegistry:
+    """Model names the server answers as, per endpoint kind; an unknown name is a 404."""
+
+    decision: dict[str, DecisionModel] = field(default_factory=dict)
+    chat: dict[str, ChatModel] = field(default_factory=dict)
+
+    def add_decision(self, name: str, model: DecisionModel) -> None:
+        """Serve ``model`` at ``/v1/systemone`` as ``name``."""
+        self.decision[name] = model
+
+    def add_chat(self, name: str, model: ChatModel) -> None:
+        """Serve ``model`` at ``/v1/chat/completions`` as ``name``."""
+        self.chat[name] = model
+
+    def names(self) -> list[str]:
+        """Every served model name, sorted."""
+        return sorted({*self.decision, *self.chat})
+
+
+def default_registry() -> ModelRegistry:
+    """The reference models the server starts with."""
+    registry = ModelRegistry()
+    lexical = LexicalDecisionModel()
+    registry.add_decision("lexical", lexical)
+    registry.add_chat("lexical-llm", LexicalChatModel(scorer=lexical))
+    return registry

@@ -1,0 +1,41 @@
+"""Run the app under uvicorn in this process, tuned for throughput (uvloop, httptools, no access log).
+
+One worker only: faults, rate limits and stats are per-process state, and a test that injects a fault
+must see it on every request. One uvloop worker already serves thousands of requests per second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import uvicorn
+
+from .app import create_app
+from .faults import FaultRule
+
+__all__ = ["run_server"]
+
+
+def run_server(
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    *,
+    faults: Sequence[FaultRule] = (),
+    enforce_rpm: Mapping[str, int] | None = None,
+    log_level: str = "warning",
+) -> None:
+    """Serve the reference models until interrupted (blocking)."""
+    app = create_app(faults=list(faults), enforce_rpm=dict(enforce_rpm or {}))
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        lifespan="off",
+        access_log=False,
+        log_level=log_level,
+        timeout_keep_alive=30,
+        backlog=4096,
+    )
+    uvicorn.Server(config).run()
