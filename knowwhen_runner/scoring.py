@@ -1,0 +1,273 @@
+"""Scoring that reproduces AgentDecisionBench's numbers: L2 open-loop accuracy, L1 isolated accuracy, gating.
+
+L2 follows the dataset card: an answer is right when, trimmed and lower-cased, it is one of the state's
+acceptable tools (the gold tool when that list is empty); accuracy is the mean over each task's
+occurrences, then over the eligible tasks of ``corpus.json``. Results are percents, unrounded.
+The answer key is compiled once (``compile_key``) so that scoring each further model is a single pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .dataset import Answer, IsolatedAnswer, QuestionSet
+from .exceptions import ScenarioError
+from .metrics import (
+    GatedPoint,
+    ThresholdFit,
+    aurc,
+    brier_score,
+    expected_calibration_error,
+    fit_threshold,
+    gated_at,
+    gated_curve,
+)
+
+__all__ = [
+    "MUST_ASK_TOOL",
+    "AnswerKey",
+    "GatedReport",
+    "L1Score",
+    "ScoreResult",
+    "StratumScore",
+    "compile_key",
+    "gated_open_loop",
+    "occurrence_correct",
+    "score_l1",
+    "score_l2",
+    "task_weights",
+]
+
+MUST_ASK_TOOL = "request_clarification"
+"""The shift's name for ``ask_user``; must-ask occurrences are those where it is the only acceptable tool."""
+
+
+def _norm(name: str) -> str:
+    return name.strip().lower()
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerKey:
+    """An answer key reduced to what scoring needs, one entry per counted occurrence (parallel tuples).
+
+    Only occurrences of eligible tasks are kept. ``maps`` holds the nosurf renaming per qhash, with both
+    sides trimmed and lower-cased. ``empty_tasks`` are eligible tasks without any occurrence: they are left
+    out of every mean (there is nothing to score), and listed so the omission is visible.
+    """
+
+    tasks: tuple[str, ...]
+    qhashes: tuple[str, ...]
+    task_index: tuple[int, ...]
+    acceptable: tuple[frozenset[str], ...]
+    strata: tuple[str, ...]
+    must_ask: tuple[bool, ...]
+    maps: Mapping[str, Mapping[str, str]]
+    empty_tasks: tuple[str, ...]
+
+
+def compile_key(qset: QuestionSet, *, must_ask_tool: str = MUST_ASK_TOOL) -> AnswerKey:
+    """Compile a question set's answer key for scoring; raises if no eligible task has an occurrence."""
+    eligible = {task: i for i, task in enumerate(qset.corpus.eligible_tasks)}
+    kept = [o for o in qset.occurrences if o.task in eligible]
+    present = sorted({o.task for o in kept}, key=eligible.__getitem__)
+    if not present:
+        raise ScenarioError(f"{qset.path}: no occurrence belongs to an eligible task of corpus.json")
+    index = {task: i for i, task in enumerate(present)}
+    acceptable = tuple(frozenset(_norm(t) for t in (o.acceptable_tools or (o.gold,))) for o in kept)
+    maps = {q.qhash: {_norm(k): _norm(v) for k, v in q.map.items()} for q in qset.questions.values() if q.map}
+    return AnswerKey(
+        tasks=tuple(present),
+        qhashes=tuple(o.qhash for o in kept),
+        task_index=tuple(index[o.task] for o in kept),
+        acceptable=acceptable,
+        strata=tuple(o.stratum for o in kept),
+        must_ask=tuple(ok == {_norm(must_ask_tool)} for ok in acceptable),
+        maps=maps,
+        empty_tasks=tuple(t for t in qset.corpus.eligible_tasks if t not in index),
+    )
+
+
+def _key(key: AnswerKey | QuestionSet) -> AnswerKey:
+    return key if isinstance(key, AnswerKey) else compile_key(key)
+
+
+def _choice(answer: Answer | None, mapping: Mapping[str, str] | None) -> str | None:
+    """The normalised tool an answer chose, or None when it does not count (missing/errored/invalid/null)."""
+    if answer is None or answer.error or not answer.valid or answer.answer is None:
+        return None
+    choice = _norm(answer.answer)
+    return mapping.get(choice, choice) if mapping else choice
+
+
+def occurrence_correct(answers: Mapping[str, Answer], key: AnswerKey | QuestionSet) -> list[bool]:
+    """Whether each occurrence of the compiled key was answered right (same order as ``key.qhashes``)."""
+    k = _key(key)
+    out: list[bool] = []
+    for qhash, ok in zip(k.qhashes, k.acceptable, strict=True):
+        choice = _choice(answers.get(qhash), k.maps.get(qhash))
+        out.append(choice is not None and choice in ok)
+    return out
+
+
+def task_weights(key: AnswerKey | QuestionSet) -> list[float]:
+    """Per-occurrence weights 1 / (occurrences of its task × tasks): the weighted mean is the task mean."""
+    k = _key(key)
+    sizes = [0] * len(k.tasks)
+    for t in k.task_index:
+        sizes[t] += 1
+    return [1.0 / (sizes[t] * len(k.tasks)) for t in k.task_index]
+
+
+@dataclass(frozen=True, slots=True)
+class StratumScore:
+    """Accuracy (percent, per task then mean) over one subset of occurrences."""
+
+    accuracy: float
+    n_occurrences: int
+    n_tasks: int
+
+
+def _task_mean(
+    correct: Sequence[bool], task_index: Sequence[int], mask: Sequence[bool] | None
+) -> StratumScore:
+    hits: dict[int, list[int]] = {}
+    for i, (ok, t) in enumerate(zip(correct, task_index, strict=True)):
+        if mask is None or mask[i]:
+            cell = hits.setdefault(t, [0, 0])
+            cell[0] += ok
+            cell[1] += 1
+    if not hits:
+        return StratumScore(float("nan"), 0, 0)
+    mean = sum(h / n for h, n in hits.values()) / len(hits)
+    return StratumScore(100.0 * mean, sum(n for _, n in hits.values()), len(hits))
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreResult:
+    """L2 scores of one model on one question set and variant; all accuracies are unrounded percents.
+
+    ``must_ask`` and each stratum use the same aggregation as ``accuracy``: the occurrences of the subset
+    are averaged per task, then over the tasks that have at least one occurrence in the subset.
+    ``must_ask`` is None when the subset is empty. ``n_unanswered`` counts occurrences with no answer row.
+    """
+
+    accuracy: float
+    must_ask: float | None
+    n_tasks: int
+    n_occurrences: int
+    strata: dict[str, StratumScore]
+    n_must_ask: int
+    n_unanswered: int
+    n_empty_tasks: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def score_l2(answers: Mapping[str, Answer], key: AnswerKey | QuestionSet) -> ScoreResult:
+    """Score one model's answers (``{qhash: Answer}`` of one variant) against a question set's key."""
+    k = _key(key)
+    correct = occurrence_correct(answers, k)
+    overall = _task_mean(correct, k.task_index, None)
+    must = _task_mean(correct, k.task_index, k.must_ask)
+    strata = {
+        name: _task_mean(correct, k.task_index, [s == name for s in k.strata])
+        for name in sorted(set(k.strata))
+    }
+    return ScoreResult(
+        accuracy=overall.accuracy,
+        must_ask=must.accuracy if must.n_occurrences else None,
+        n_tasks=overall.n_tasks,
+        n_occurrences=overall.n_occurrences,
+        strata=strata,
+        n_must_ask=must.n_occurrences,
+        n_unanswered=sum(q not in answers for q in k.qhashes),
+        n_empty_tasks=len(k.empty_tasks),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class L1Score:
+    """L1 isolated accuracy of one model, in percent: pooled over all rows, and BFCL tool choice."""
+
+    pooled: float
+    bfcl_tool_choice: float | None
+    n_items: int
+    n_bfcl_tool_choice: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def score_l1(rows: Sequence[IsolatedAnswer]) -> L1Score:
+    """Pooled accuracy = mean of ``correct``; BFCL tool choice = rows with dp tool_select and a bfcl source."""
+    if not rows:
+        raise ScenarioError("no isolated answers to score")
+    bfcl = [r.correct for r in rows if r.dp == "tool_select" and r.source.startswith("bfcl")]
+    return L1Score(
+        pooled=100.0 * sum(r.correct for r in rows) / len(rows),
+        bfcl_tool_choice=100.0 * sum(bfcl) / len(bfcl) if bfcl else None,
+        n_items=len(rows),
+        n_bfcl_tool_choice=len(bfcl),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GatedReport:
+    """Gated open-loop of a decision model over an LLM on one question set (fractions, not percents).
+
+    ``curve`` runs from τ above every confidence (the LLM alone) to τ = 0 (the model alone). Accuracy is
+    per task then mean, as L2 is scored; coverage is the share of occurrences handed to the model. The
+    model's calibration (ECE, Brier, AURC) is over the occurrences, pooled. A missing, errored or invalid
+    model answer counts as confidence 0, so it is delegated only at τ = 0, where it is scored wrong.
+    """
+
+    model_accuracy: float
+    llm_accuracy: float
+    curve: list[GatedPoint]
+    fit: ThresholdFit | None
+    at_fit: GatedPoint | None
+    ece: float | None
+    brier: float | None
+    aurc: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _confidence(answer: Answer | None) -> float:
+    if answer is None or answer.error or not answer.valid or answer.answer is None:
+        return 0.0
+    return float(answer.confidence or 0.0)
+
+
+def gated_open_loop(
+    model_answers: Mapping[str, Answer],
+    llm_answers: Mapping[str, Answer],
+    key: AnswerKey | QuestionSet,
+    *,
+    target: float | None = None,
+) -> GatedReport:
+    """Gate ``model_answers`` over ``llm_answers``; with ``target``, fit τ on the model's covered accuracy."""
+    k = _key(key)
+    conf = [_confidence(model_answers.get(q)) for q in k.qhashes]
+    mk = occurrence_correct(model_answers, k)
+    lk = occurrence_correct(llm_answers, k)
+    weights = task_weights(k)
+    curve = gated_curve(conf, mk, lk, weights)
+    fit = fit_threshold(conf, mk, target) if target is not None else None
+    at_fit = None
+    if fit is not None and fit.threshold is not None:
+        at_fit = gated_at(conf, mk, lk, fit.threshold, weights)
+    return GatedReport(
+        model_accuracy=curve[-1].accuracy,
+        llm_accuracy=curve[0].accuracy,
+        curve=curve,
+        fit=fit,
+        at_fit=at_fit,
+        ece=expected_calibration_error(conf, mk),
+        brier=brier_score(conf, mk),
+        aurc=aurc(conf, mk),
+    )
