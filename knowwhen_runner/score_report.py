@@ -1,0 +1,335 @@
+"""``knowwhen score``: score answer files of a question-set folder, and check the published leaderboard.
+
+The CLI command is a thin wrapper over ``run_score``; everything it prints is built here, as a JSON-able
+dict first (``score_report``, ``leaderboard_report``) and rendered as a rich table second, so ``--json``
+and the table can never disagree.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from rich.console import Console
+from rich.table import Table
+
+from .dataset import AnswerTable, QuestionSet, load_answers, load_question_set, read_isolated_answers
+from .dataset import read_leaderboard as _read_leaderboard
+from .exceptions import ScenarioError
+from .jsonio import dumps, find_jsonl
+from .scoring import compile_key, gated_open_loop, score_l1, score_l2
+
+__all__ = [
+    "VARIANTS",
+    "LeaderboardCheck",
+    "LeaderboardTarget",
+    "check_leaderboard",
+    "leaderboard_report",
+    "leaderboard_target",
+    "load_variant",
+    "run_score",
+    "score_report",
+]
+
+VARIANTS = {"main": "questions", "nosurf": "questions_nosurf", "nodist": "questions_nodist"}
+"""Variant name -> stem of its questions file; answers say their variant in the row (common states: main)."""
+
+
+def load_variant(dataset_dir: Path, variant: str = "main") -> QuestionSet:
+    """Load a question-set folder with the questions file of ``variant`` (same qhashes as main)."""
+    if variant not in VARIANTS:
+        raise ScenarioError(f"unknown variant '{variant}' (one of: {', '.join(VARIANTS)})")
+    return load_question_set(Path(dataset_dir), questions_stem=VARIANTS[variant])
+
+
+def _answers_of(table: AnswerTable, model: str, variant: str, folder: Path) -> dict[str, Any]:
+    found = table.get((model, variant))
+    if found is None:
+        # The table may have been read for the wanted models only; list what the folder really holds.
+        every = load_answers(folder)
+        known = sorted({f"{m} ({v})" for m, v in every}) or ["none"]
+        raise ScenarioError(f"{folder}: no answers of model '{model}' ({variant}); found: {', '.join(known)}")
+    return found
+
+
+def score_report(
+    dataset_dir: Path,
+    *,
+    model: str | None = None,
+    variant: str = "main",
+    all_models: bool = False,
+    gate_with: str | None = None,
+    target: float = 0.99,
+) -> dict[str, Any]:
+    """Score one model (or every model with ``all_models``) and return a JSON-able report.
+
+    With ``gate_with``, each scored model is also gated over that LLM's answers of the same variant.
+    """
+    folder = Path(dataset_dir)
+    if not all_models and not model:
+        raise ScenarioError("give --model ID, or --all to score every model in the folder")
+    qset = load_variant(folder, variant)
+    key = compile_key(qset)
+    wanted = None if all_models else {m for m in (model, gate_with) if m}
+    table = load_answers(folder, qset.questions, models=wanted, variant=variant)
+    names = sorted({m for m, v in table if v == variant}) if all_models else [str(model)]
+    llm = _answers_of(table, gate_with, variant, folder) if gate_with else None
+    results: dict[str, Any] = {}
+    for name in names:
+        answers = _answers_of(table, name, variant, folder)
+        entry = score_l2(answers, key).to_dict()
+        if llm is not None:
+            entry["gate"] = {"llm": gate_with, **gated_open_loop(answers, llm, key, target=target).to_dict()}
+        results[name] = entry
+    if all_models:
+        return {"dataset": str(folder), "variant": variant, "models": results}
+    return {"dataset": str(folder), "variant": variant, "model": model, **results[str(model)]}
+
+
+# --- leaderboard check -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderboardCheck:
+    """One leaderboard row against its recomputation; ``status`` is match, differs, no data or not recomputable."""
+
+    line: int
+    model: str
+    level: str
+    task_set: str
+    metric: str
+    published: float | None
+    recomputed: float | None
+    status: str
+    note: str = ""
+
+
+class LeaderboardTarget(NamedTuple):
+    """What recomputes a leaderboard row: level, folder under the dataset root, variant, and measure."""
+
+    level: str
+    folder: str
+    variant: str
+    measure: str
+
+
+def leaderboard_target(level: str, task_set: str, metric: str) -> LeaderboardTarget | None:
+    """Map a leaderboard row to what recomputes it, or None when the files cannot (L3, unknown metric).
+
+    L1 measures are ``pooled`` and ``bfcl_tool_choice`` (folder ``isolated``); L2 measures are
+    ``accuracy``, ``must_ask`` or a stratum name, on ``shift`` or ``common_states`` and a variant. Names
+    are matched loosely (case, separators, words like "bfcl", "must", "nosurf") because the published
+    field values are free text copied from the paper's tables.
+    """
+    lvl = re.sub(r"[^a-z0-9]", "", level.lower())
+    ts, m = task_set.lower(), metric.lower()
+    text = f"{ts} {m}"
+    if lvl in {"l1", "1", "isolated"}:
+        if "bfcl" in text:
+            return LeaderboardTarget("L1", "isolated", "", "bfcl_tool_choice")
+        if "pooled" in text or "isolated" in text or m in {"accuracy", "acc"}:
+            return LeaderboardTarget("L1", "isolated", "", "pooled")
+        return None
+    if lvl not in {"l2", "2", "openloop"}:
+        return None
+    folder = "shift" if "shift" in ts else "common_states" if "common" in ts else None
+    variant = "nosurf" if "nosurf" in text else "nodist" if "nodist" in text else "main"
+    if "must" in m:
+        measure = "must_ask"
+    elif "after_off_plan" in m or "on_plan" in m:
+        measure = "after_off_plan" if "after_off_plan" in m else "on_plan"
+    elif "accuracy" in m or m in {"acc", "all", "all_states", "l2"}:
+        measure = "accuracy"
+    else:
+        return None
+    return None if folder is None else LeaderboardTarget("L2", folder, variant, measure)
+
+
+def _published(value: str, value_num: float | None) -> tuple[float | None, int]:
+    """The printed number and its decimals (the precision to compare at); value_num when nothing prints."""
+    found = re.search(r"-?\d+(?:\.(\d+))?", value)
+    if found:
+        return float(found.group(0)), len(found.group(1) or "")
+    return value_num, 1
+
+
+class _Recomputer:
+    """Loads each question set, answer table and the isolated answers once, for all leaderboard rows."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._l2: dict[tuple[str, str], tuple[Any, AnswerTable]] = {}
+        self._l1: dict[str, Any] | None = None
+
+    def value(self, target: LeaderboardTarget, model: str) -> float | None:
+        """The recomputed number (percent), or None when the files hold no answers of ``model``."""
+        if target.level == "L1":
+            return self._l1_value(model, target.measure)
+        return self._l2_value(target.folder, target.variant, model, target.measure)
+
+    def _l2_value(self, folder: str, variant: str, model: str, kind: str) -> float | None:
+        if (folder, variant) not in self._l2:
+            qset = load_variant(self.root / folder, variant)
+            table = load_answers(self.root / folder, qset.questions, variant=variant)
+            self._l2[(folder, variant)] = (compile_key(qset), table)
+        key, table = self._l2[(folder, variant)]
+        answers = table.get((model, variant))
+        if answers is None:
+            return None
+        result = score_l2(answers, key)
+        if kind == "accuracy":
+            return result.accuracy
+        if kind == "must_ask":
+            return result.must_ask
+        stratum = result.strata.get(kind)
+        return stratum.accuracy if stratum else None
+
+    def _l1_value(self, model: str, kind: str) -> float | None:
+        if self._l1 is None:
+            path = find_jsonl(self.root / "isolated", "answers")
+            if path is None:
+                raise ScenarioError(f"{self.root / 'isolated'}: no answers.jsonl[.gz] (the isolated answers)")
+            self._l1 = read_isolated_answers(path)
+        rows = self._l1.get(model)
+        if not rows:
+            return None
+        score = score_l1(rows)
+        return score.pooled if kind == "pooled" else score.bfcl_tool_choice
+
+
+def check_leaderboard(root: Path) -> list[LeaderboardCheck]:
+    """Recompute every L1/L2 leaderboard row the files allow and compare at the printed precision."""
+    root = Path(root)
+    path = find_jsonl(root / "leaderboard", "headline_numbers")
+    if path is None:
+        raise ScenarioError(f"{root / 'leaderboard'}: no headline_numbers.jsonl[.gz]")
+    recompute = _Recomputer(root)
+    out: list[LeaderboardCheck] = []
+    for row in _read_leaderboard(path):
+        published, decimals = _published(row.value, row.value_num)
+        base = (row.line, row.model, row.level, row.task_set, row.metric, published)
+        target = leaderboard_target(row.level, row.task_set, row.metric)
+        if target is None:
+            out.append(LeaderboardCheck(*base, None, "not recomputable", "no data for this level or metric"))
+            continue
+        got = recompute.value(target, row.model)
+        if got is None or published is None:
+            note = "no answers for this model" if got is None else "no published number"
+            out.append(LeaderboardCheck(*base, got, "no data", note))
+            continue
+        same = abs(got - published) <= 0.5 * 10.0**-decimals + 1e-9
+        out.append(
+            LeaderboardCheck(*base, got, "match" if same else "differs", "/".join(filter(None, target)))
+        )
+    return out
+
+
+def leaderboard_report(root: Path) -> dict[str, Any]:
+    """JSON-able leaderboard check: every row and a count per status."""
+    rows = check_leaderboard(root)
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    return {"dataset": str(root), "counts": counts, "rows": [asdict(r) for r in rows]}
+
+
+# --- rendering -------------------------------------------------------------------------------------------
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f}"
+
+
+def _render_model(report: dict[str, Any], console: Console) -> None:
+    table = Table(title=f"{report['model']} on {report['dataset']} ({report['variant']})")
+    for column in ("subset", "accuracy %", "tasks", "occurrences"):
+        table.add_column(column, justify="left" if column == "subset" else "right", overflow="fold")
+    table.add_row(
+        "all states", _pct(report["accuracy"]), str(report["n_tasks"]), str(report["n_occurrences"])
+    )
+    table.add_row("must-ask", _pct(report["must_ask"]), "", str(report["n_must_ask"]))
+    for name, s in report["strata"].items():
+        table.add_row(name, _pct(s["accuracy"]), str(s["n_tasks"]), str(s["n_occurrences"]))
+    console.print(table)
+    if report["n_unanswered"]:
+        console.print(f"{report['n_unanswered']} occurrences have no answer (scored wrong)")
+    if "gate" in report:
+        _render_gate(report["gate"], console)
+
+
+def _render_gate(gate: dict[str, Any], console: Console) -> None:
+    console.print(
+        f"gated over {gate['llm']}: LLM alone {100 * gate['llm_accuracy']:.1f}%, "
+        f"model alone {100 * gate['model_accuracy']:.1f}%, ECE {gate['ece']:.3f}, AURC {gate['aurc']:.3f}"
+    )
+    fit, at = gate["fit"], gate["at_fit"]
+    if fit and fit["reachable"] and at:
+        console.print(
+            f"target {fit['target']}: τ = {fit['threshold']:.4f}, coverage {100 * at['coverage']:.1f}%, "
+            f"gated accuracy {100 * at['accuracy']:.1f}%"
+        )
+    elif fit:
+        console.print(f"target {fit['target']}: unreachable (no threshold reaches it)")
+
+
+def _render_all(report: dict[str, Any], console: Console) -> None:
+    table = Table(title=f"{report['dataset']} ({report['variant']})")
+    strata = sorted({s for r in report["models"].values() for s in r["strata"]})
+    for column in ("model", "accuracy %", "must-ask %", *strata, "unanswered"):
+        table.add_column(column, justify="left" if column == "model" else "right", overflow="fold")
+    for name, r in report["models"].items():
+        cells = [_pct(r["strata"][s]["accuracy"]) if s in r["strata"] else "–" for s in strata]
+        table.add_row(name, _pct(r["accuracy"]), _pct(r["must_ask"]), *cells, str(r["n_unanswered"]))
+    console.print(table)
+
+
+def _render_leaderboard(report: dict[str, Any], console: Console) -> None:
+    table = Table(title=f"leaderboard check: {report['dataset']}")
+    for column in ("line", "model", "level", "task set", "metric", "published", "recomputed", "status"):
+        table.add_column(column, overflow="fold")
+    for r in report["rows"]:
+        cells = (r["line"], r["model"], r["level"], r["task_set"], r["metric"])
+        table.add_row(*map(str, cells), _pct(r["published"]), _pct(r["recomputed"]), r["status"])
+    console.print(table)
+    console.print(", ".join(f"{n} {status}" for status, n in sorted(report["counts"].items())))
+
+
+def run_score(
+    target_dir: Path,
+    *,
+    model: str | None = None,
+    variant: str = "main",
+    as_json: bool = False,
+    all_models: bool = False,
+    gate_with: str | None = None,
+    target: float = 0.99,
+    leaderboard: bool = False,
+    console: Console | None = None,
+) -> int:
+    """Everything ``knowwhen score`` does; returns the exit code (1 when a leaderboard row differs)."""
+    console = console or Console()
+    if leaderboard:
+        report = leaderboard_report(target_dir)
+        code = 1 if report["counts"].get("differs") else 0
+    else:
+        report = score_report(
+            target_dir,
+            model=model,
+            variant=variant,
+            all_models=all_models,
+            gate_with=gate_with,
+            target=target,
+        )
+        code = 0
+    if as_json:
+        # Raw JSON, not rich's pretty printer: a pipe must get exactly one parseable document.
+        console.file.write(dumps(report).decode() + "\n")
+    elif leaderboard:
+        _render_leaderboard(report, console)
+    elif all_models:
+        _render_all(report, console)
+    else:
+        _render_model(report, console)
+    return code
