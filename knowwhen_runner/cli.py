@@ -59,4 +59,32 @@ def version() -> None:
     out.print(f"knowwhen_runner {__version__} (litellm {litellm_version})")
 
 
+@app.command()
+def score(
+    path: Annotated[Path, typer.Argument(help="Question-set folder; with --leaderboard, the dataset root.")],
+    model: Annotated[str | None, typer.Option("--model", help="Model id to score.")] = None,
+    variant: Annotated[str, typer.Option(help="Question variant: main, nosurf or nodist.")] = "main",
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    all_models: Annotated[bool, typer.Option("--all", help="Score every model in the folder.")] = False,
+    gate_with: Annotated[str | None, typer.Option(help="LLM id to gate the model over.")] = None,
+    target: Annotated[float, typer.Option(help="Target covered accuracy for the fitted threshold.")] = 0.99,
+    leaderboard: Annotated[bool, typer.Option("--leaderboard", help="Check the leaderboard.")] = False,
+) -> None:
+    """Score existing answer files as the benchmark does, or check the leaderboard against them."""
+    from .score_report import run_score
+
+    code = run_score(
+        path,
+        model=model,
+        variant=variant,
+        as_json=as_json,
+        all_models=all_models,
+        gate_with=gate_with,
+        target=target,
+        leaderboard=leaderboard,
+        console=out,
+    )
+    raise typer.Exit(code)
+
+
 _ = (Path, Annotated, Optional)  # used by commands below
