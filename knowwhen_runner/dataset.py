@@ -280,7 +280,6 @@ def read_answers(
     *,
     models: Collection[str] | None = None,
     variant: str | None = None,
-    into: AnswerTable | None = None,
 ) -> AnswerTable:
     """Read answer files into ``{(model, variant): {qhash: Answer}}``.
 
@@ -288,7 +287,7 @@ def read_answers(
     With ``questions`` given, an answer to an unknown qhash is an error; a second answer of the same model
     and variant to the same qhash is always one, whichever file it is in.
     """
-    table: AnswerTable = {} if into is None else into
+    table: AnswerTable = {}
     where: dict[tuple[str, str, str], str] = {}
     for path in paths:
         for line, row in iter_jsonl(path):
