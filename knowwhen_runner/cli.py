@@ -60,6 +60,125 @@ def version() -> None:
 
 
 @app.command()
+def run(
+    config: Annotated[Path, typer.Argument(help="Sweep config (YAML).")],
+    db: Annotated[
+        str | None, typer.Option(help="Database URL (default: SQLite file in the run folder).")
+    ] = None,
+    retry_failed: Annotated[
+        bool, typer.Option("--retry-failed", help="Re-queue jobs that failed for good.")
+    ] = False,
+    no_finalize: Annotated[
+        bool, typer.Option("--no-finalize", help="Skip writing answers and tables.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
+) -> None:
+    """Plan CONFIG into its queue and work until every job is recorded, then finalise. Rerun to resume."""
+    from .runner import run_sweep
+
+    summary = run_sweep(
+        config, db=db, retry_failed=retry_failed, finalize=not no_finalize, progress=not quiet
+    )
+    st = summary.stats
+    out.print(
+        f"{summary.run}: {summary.planned} jobs planned ({summary.added} new); this run answered {st.done} "
+        f"({st.cache_hits} from cache, {st.calls} model calls, {st.requests} requests), failed {st.failed}, "
+        f"cost ${st.cost_usd:.4f}"
+    )
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items()))
+    out.print(f"queue: {counts}")
+    if summary.interrupted:
+        out.print("interrupted: run the same command again to resume")
+        raise typer.Exit(130)
+    if summary.finalized:
+        out.print(f"results: {summary.output}  (table: {summary.output / 'table.md'})")
+
+
+@app.command()
+def plan(
+    config: Annotated[Path, typer.Argument(help="Sweep config (YAML).")],
+    db: Annotated[
+        str | None, typer.Option(help="Database URL (default: SQLite file in the run folder).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Dry run: jobs per model/mode/scenario, calls still to make, cache hits and a cost estimate."""
+    import dataclasses
+    import json
+
+    from rich.table import Table
+
+    from .runner import plan_report
+
+    report = plan_report(config, db=db)
+    if as_json:
+        out.print_json(json.dumps(dataclasses.asdict(report)))
+        return
+    table = Table(title=f"plan: {config}")
+    for col in ("model", "mode", "scenario", "jobs", "done"):
+        table.add_column(col, justify="right" if col in ("jobs", "done") else "left")
+    for cell in report.cells:
+        table.add_row(cell["model"], cell["mode"], cell["scenario"], str(cell["jobs"]), str(cell["done"]))
+    out.print(table)
+    cost = (
+        "unknown (no list price; set pricing)"
+        if report.est_cost_usd is None
+        else f"${report.est_cost_usd:,.4f}"
+    )
+    out.print(
+        f"{report.jobs} jobs, {report.new_jobs} still to do; {report.calls_to_make} model calls to make, "
+        f"{report.cache_hits} answered from the cache; estimated cost {cost}"
+    )
+
+
+@app.command()
+def status(
+    run_dir: Annotated[Path, typer.Argument(help="Run folder (the config's output).")],
+    db: Annotated[str | None, typer.Option(help="Database URL, for runs on PostgreSQL.")] = None,
+    run_name: Annotated[
+        str | None, typer.Option("--run", help="Run name, when the database has several.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Done / pending / failed per model, cost and calls so far, and the workers."""
+    import json
+
+    from rich.table import Table
+
+    from .runner import status_report
+
+    report = status_report(run_dir, db=db, run=run_name)
+    if as_json:
+        out.print_json(json.dumps(report, default=str))
+        return
+    table = Table(title=f"run {report['run']}")
+    cols = ("done", "pending", "running", "failed", "calls", "cache_hits", "cost_usd")
+    table.add_column("model")
+    for col in cols:
+        table.add_column(col, justify="right")
+    for model, row in sorted(report["models"].items()):
+        table.add_row(model, *(f"${row[c]:.4f}" if c == "cost_usd" else str(row[c]) for c in cols))
+    out.print(table)
+    for w in report["workers"]:
+        state = "stopped" if w.get("stopped_at") else "running"
+        out.print(f"worker {w['id']}: {state}, {w['jobs_done']} jobs, last heartbeat {w['heartbeat_at']:.0f}")
+
+
+@app.command()
+def finalize(
+    config: Annotated[Path, typer.Argument(help="The run folder, or the sweep config (YAML) of the run.")],
+    db: Annotated[
+        str | None, typer.Option(help="Database URL (default: SQLite file in the run folder).")
+    ] = None,
+) -> None:
+    """Write the run's answers files and tables from what is recorded (idempotent)."""
+    from .runner import finalize_config
+
+    output = finalize_config(config, db=db)
+    out.print(f"finalised: {output}")
+
+
+@app.command()
 def score(
     path: Annotated[Path, typer.Argument(help="Question-set folder; with --leaderboard, the dataset root.")],
     model: Annotated[str | None, typer.Option("--model", help="Model id to score.")] = None,

@@ -31,6 +31,7 @@ __all__ = [
     "SweepConfig",
     "WorkerSettings",
     "load_config",
+    "parse_config",
 ]
 
 CONFIG_SCHEMA_VERSION = 1
@@ -238,9 +239,13 @@ def _find_literal_secret(
             found = _find_literal_secret(item, (*path, i))
             if found:
                 return found
-    elif isinstance(node, yaml.ScalarNode) and isinstance(node.value, str) and _KEY_SHAPE.match(node.value):
-        if not path or path[-1] not in {"model", "id", "name", "qhash"}:
-            return path, node
+    elif (
+        isinstance(node, yaml.ScalarNode)
+        and isinstance(node.value, str)
+        and _KEY_SHAPE.match(node.value)
+        and (not path or path[-1] not in {"model", "id", "name", "qhash"})
+    ):
+        return path, node
     return None
 
 
@@ -278,7 +283,16 @@ def load_config(path: str | Path) -> SweepConfig:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the config ({exc})") from None
+    return parse_config(text, base=path.parent, source=str(path))
+
+
+def parse_config(text: str, *, base: Path, source: str) -> SweepConfig:
+    """Validate config text; relative paths resolve against ``base``; ``source`` names it in errors."""
+    path = source
     try:
         root = yaml.compose(text)
         data = yaml.safe_load(text)
@@ -296,7 +310,7 @@ def load_config(path: str | Path) -> SweepConfig:
             f"{path}:{node.start_mark.line + 1}: {_dotted(loc)}: literal API keys are not allowed in a config; "
             "put the key in an environment variable and name it with api_key_env"
         )
-    data = _resolve_paths(data, path.parent, str(path))
+    data = _resolve_paths(data, base, source)
     try:
         config = SweepConfig.model_validate(data)
     except ValidationError as exc:

@@ -129,6 +129,18 @@ class SqlQueue:
     def _insert(self, table: Any) -> Any:
         return (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(table)
 
+    def single_run_name(self) -> str:
+        """The name of the only run in this database (for commands given just a run folder)."""
+        names = self._guarded(self._run_names)
+        if len(names) != 1:
+            found = ", ".join(names) or "none"
+            raise QueueError(f"{safe_url(self.url)}: expected one run, found {found}; name one with --run")
+        return names[0]
+
+    def _run_names(self) -> list[str]:
+        with self._engine.begin() as conn:
+            return [r[0] for r in conn.execute(select(s.runs.c.name).order_by(s.runs.c.name))]
+
     # -- runs and items -------------------------------------------------------------------------------
 
     async def init_run(self, config_text: str, meta: dict[str, Any]) -> dict[str, Any]:

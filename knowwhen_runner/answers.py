@@ -1,0 +1,95 @@
+"""Answer rows: one model's answer to one question, in the AgentDecisionBench answers schema.
+
+A row says what the model answered and whether the answer can be scored (``valid``): a choice outside
+the options, a missing answer, a confidence outside [0, 1] or probabilities that do not sum to 1 make
+a row invalid with its reason in ``error`` — recorded, never silently counted as correct.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["ANSWER_SCHEMA_VERSION", "answer_row", "failed_row", "validate_response"]
+
+ANSWER_SCHEMA_VERSION = 1
+_PROB_TOLERANCE = 0.02
+
+
+def validate_response(item: dict[str, Any], response: dict[str, Any]) -> str | None:
+    """Why a normalised response cannot be scored, or None when it can."""
+    choice = response.get("choice")
+    if choice is None:
+        return "no answer: the model refused or left the question out"
+    if choice not in item["options"]:
+        return f"choice {str(choice)[:80]!r} is not one of the options"
+    conf = response.get("confidence")
+    if conf is not None and (
+        not isinstance(conf, (int, float)) or not 0.0 <= float(conf) <= 1.0 or math.isnan(conf)
+    ):
+        return f"confidence {conf!r} is not a probability"
+    probs = response.get("probabilities")
+    if probs:
+        values = list(probs.values())
+        if any(not isinstance(v, (int, float)) or v < 0 for v in values):
+            return "probabilities contain a negative or non-numeric value"
+        total = float(sum(values))
+        if abs(total - 1.0) > _PROB_TOLERANCE:
+            return f"probabilities sum to {total:.4f}, not 1"
+    return None
+
+
+def answer_row(
+    *,
+    model_id: str,
+    qhash: str,
+    item: dict[str, Any],
+    response: dict[str, Any],
+    attempts: int,
+    requests: int,
+    wall_ms: float,
+    cache_hit: bool,
+    errors: list[str] | None = None,
+) -> dict[str, Any]:
+    """The row for one answered question (valid or not)."""
+    problem = validate_response(item, response)
+    return {
+        "model": model_id,
+        "qhash": qhash,
+        "answer": response.get("choice"),
+        "confidence": response.get("confidence"),
+        "probabilities": response.get("probabilities"),
+        "valid": problem is None,
+        "error": problem,
+        "attempts": attempts,
+        "requests": requests,
+        "cost_usd": response.get("cost_usd"),
+        "latency_ms": response.get("latency_ms"),
+        "wall_ms": round(wall_ms, 3),
+        "input_tokens": response.get("input_tokens"),
+        "output_tokens": response.get("output_tokens"),
+        "cache_hit": cache_hit,
+        "retry_errors": errors or [],
+    }
+
+
+def failed_row(*, model_id: str, qhash: str, error: str, attempts: int) -> dict[str, Any]:
+    """The row for a question whose call failed for good: no answer, counted as wrong."""
+    return {
+        "model": model_id,
+        "qhash": qhash,
+        "answer": None,
+        "confidence": None,
+        "probabilities": None,
+        "valid": False,
+        "error": error,
+        "attempts": attempts,
+        "requests": None,
+        "cost_usd": None,
+        "latency_ms": None,
+        "wall_ms": None,
+        "input_tokens": None,
+        "output_tokens": None,
+        "cache_hit": False,
+        "retry_errors": [],
+    }

@@ -1,0 +1,335 @@
+"""Model calls: the only module that talks to litellm, and the one place that decides retries.
+
+Decision models are asked one System One ``choice`` question through ``litellm.asystemone``; LLMs are
+given the options as tools through ``litellm.acompletion``. ``classify`` maps any exception to retry /
+retry-after / rate-limited / fatal; tenacity waits (``Retry-After`` replaces the backoff); a 429 or 529
+pauses the model for every task of this process. litellm is imported on the first real call, so a run
+answered wholly from the cache never pays for its import.
+Responses are normalised into plain dicts (what the cache stores); API keys are read from the
+environment at call time and redacted from every message we keep.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+from .config import ModelSpec
+from .dataset import QUESTION_TEXT
+from .exceptions import ProviderError
+from .ratelimit import Limiters
+
+__all__ = [
+    "CallOutcome",
+    "ModelClient",
+    "Secrets",
+    "Verdict",
+    "classify",
+    "decision_body",
+    "llm_body",
+]
+
+_QUESTION_NAME = "next_tool"
+_SYSTEM_PROMPT = (
+    "You are the tool-choice step of a customer-service agent. Read the agent's state and call the one "
+    "tool the agent should call next."
+)
+_litellm: Any = None
+
+
+def _import_litellm() -> Any:
+    global _litellm
+    if _litellm is None:
+        import litellm
+
+        import knowwhen_runner  # noqa: F401  (sets LITELLM_LOCAL_MODEL_COST_MAP before the import)
+
+        litellm.suppress_debug_info = True
+        litellm.telemetry = False
+        for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "httpx"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+        _litellm = litellm
+    return _litellm
+
+
+# --- request bodies (pure) ------------------------------------------------------------------------------
+
+
+def decision_body(item: dict[str, Any]) -> dict[str, Any]:
+    """The System One request for one question: one ``choice`` question over the options."""
+    criteria = dict(zip(item["options"], item["descriptions"], strict=True))
+    return {
+        "state": item["state"],
+        "questions": {
+            _QUESTION_NAME: {"type": "choice", "instructions": QUESTION_TEXT, "criteria": criteria}
+        },
+    }
+
+
+def llm_body(item: dict[str, Any]) -> dict[str, Any]:
+    """The chat request for one question: the state as the user message, the options as tools."""
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": desc or "",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+        for name, desc in zip(item["options"], item["descriptions"], strict=True)
+    ]
+    messages = [
+        {"role": "system", "content": _SYSTEM_PROMPT},
+        {"role": "user", "content": f"{item['state']}\n\n{QUESTION_TEXT}"},
+    ]
+    return {"messages": messages, "tools": tools, "tool_choice": "required"}
+
+
+# --- secrets --------------------------------------------------------------------------------------------
+
+
+class Secrets:
+    """The API keys of a run, read from the environment variables its config names; redacts them."""
+
+    def __init__(self, models: list[ModelSpec]) -> None:
+        self._env = {m.id: m.api_key_env for m in models}
+        values = {os.environ.get(m.api_key_env, "") for m in models if m.api_key_env}
+        self._values = sorted((v for v in values if len(v) >= 4), key=len, reverse=True)
+
+    def missing(self) -> list[tuple[str, str]]:
+        """(model id, variable) for every model whose key variable is not set."""
+        return [(mid, env) for mid, env in self._env.items() if env and not os.environ.get(env)]
+
+    def key_for(self, model: ModelSpec) -> str | None:
+        return os.environ.get(model.api_key_env) if model.api_key_env else None
+
+    def redact(self, text: str) -> str:
+        for value in self._values:
+            text = text.replace(value, "[REDACTED]")
+        # Keys echoed back by providers often arrive truncated or in a header.
+        text = re.sub(r"(Bearer\s+)[A-Za-z0-9._\-]{8,}", r"\1[REDACTED]", text)
+        return re.sub(r"\b(sk-|sk_|gsk_|xai-|hf_)[A-Za-z0-9_\-]{6,}", "[REDACTED]", text)
+
+
+# --- classification -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What to do about one failed request."""
+
+    kind: str  # "retry" | "retry_after" | "rate_limited" | "fatal"
+    wait: float | None = None
+    status: int | None = None
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    for source in (
+        getattr(exc, "litellm_response_headers", None),
+        getattr(getattr(exc, "response", None), "headers", None),
+    ):
+        if not source:
+            continue
+        try:
+            value = source.get("retry-after") or source.get("Retry-After")
+        except AttributeError:
+            continue
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value))
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def classify(exc: BaseException) -> Verdict:
+    """The one place that decides whether and how a failed request is retried."""
+    status = getattr(exc, "status_code", None)
+    if not isinstance(status, int):
+        status = None
+    wait = _retry_after(exc)
+    name = type(exc).__name__
+    if status in (429, 529) or name == "RateLimitError":
+        return Verdict("rate_limited", wait, status or 429)
+    if name in (
+        "Timeout",
+        "APIConnectionError",
+        "ServiceUnavailableError",
+        "InternalServerError",
+        "BadGatewayError",
+    ):
+        return Verdict("retry_after" if wait is not None else "retry", wait, status)
+    if status is not None and (status >= 500 or status in (408, 409, 425)):
+        return Verdict("retry_after" if wait is not None else "retry", wait, status)
+    if status is not None and 400 <= status < 500:
+        return Verdict("fatal", None, status)
+    if isinstance(exc, (ValueError, KeyError, TypeError)) and name not in ("JSONDecodeError",):
+        return Verdict("fatal", None, status)
+    return Verdict("retry", wait, status)
+
+
+# --- calls ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class CallOutcome:
+    """A normalised response (what the cache stores) and what it took to get it."""
+
+    response: dict[str, Any]
+    requests: int
+    errors: list[str] = field(default_factory=list)
+
+
+class ModelClient:
+    """Calls models with retries and rate limits; one per worker process."""
+
+    def __init__(
+        self, limiters: Limiters, secrets: Secrets, *, max_tries: int = 6, max_backoff_s: float = 30.0
+    ):
+        self._limiters = limiters
+        self._secrets = secrets
+        self._max_tries = max_tries
+        self._max_backoff = max_backoff_s
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        verdict = classify(exc) if exc else Verdict("retry")
+        if verdict.wait is not None:
+            return min(verdict.wait, 600.0)
+        base = min(self._max_backoff, 0.5 * 2 ** (state.attempt_number - 1))
+        return base * (0.5 + random.random() / 2)
+
+    async def call(self, model: ModelSpec, kind: str, body: dict[str, Any]) -> CallOutcome:
+        """Make one logical call (several requests when retried); raise ``ProviderError`` when it fails for good."""
+        limiter = self._limiters[model.id]
+        errors: list[str] = []
+        requests = 0
+        tokens = len(str(body)) // 4
+
+        def note(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            if exc is None:
+                return
+            verdict = classify(exc)
+            errors.append(self._describe(exc, verdict))
+            if verdict.kind == "rate_limited":
+                limiter.penalize(verdict.wait if verdict.wait is not None else self._wait(state))
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self._max_tries),
+            wait=self._wait,
+            retry=retry_if_exception(lambda e: classify(e).kind != "fatal"),
+            after=note,
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    requests += 1
+                    async with limiter.slot(tokens):
+                        started = time.perf_counter()
+                        try:
+                            response = await self._request(model, kind, body)
+                        except Exception:
+                            limiter.record(ok=False)
+                            raise
+                        limiter.record(ok=True)
+                    response["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        except Exception as exc:
+            verdict = classify(exc)
+            message = self._describe(exc, verdict)
+            if not errors or errors[-1] != message:
+                errors.append(message)
+            raise ProviderError(message, kind=verdict.kind, status=verdict.status) from None
+        return CallOutcome(response, requests, errors)
+
+    def _describe(self, exc: BaseException, verdict: Verdict) -> str:
+        status = f"HTTP {verdict.status} " if verdict.status else ""
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return self._secrets.redact(f"{status}{type(exc).__name__}: {text}"[:500])
+
+    async def _request(self, model: ModelSpec, kind: str, body: dict[str, Any]) -> dict[str, Any]:
+        litellm = _import_litellm()
+        key = self._secrets.key_for(model) or "not-needed"
+        if kind == "decision":
+            resp = await litellm.asystemone(
+                model=model.model,
+                state=body["state"],
+                questions=body["questions"],
+                api_base=model.api_base,
+                api_key=key,
+                timeout=model.timeout_s,
+                **model.params,
+            )
+            return self._decision_response(model, resp)
+        resp = await litellm.acompletion(
+            model=model.model,
+            api_base=model.api_base,
+            api_key=key,
+            timeout=model.timeout_s,
+            messages=body["messages"],
+            tools=body["tools"],
+            tool_choice=body["tool_choice"],
+            **model.params,
+        )
+        return self._llm_response(model, resp)
+
+    def _cost(self, model: ModelSpec, resp: Any, tokens_in: int, tokens_out: int) -> float | None:
+        if model.pricing is not None:
+            p = model.pricing
+            return (
+                tokens_in * p.input_per_million / 1e6
+                + tokens_out * p.output_per_million / 1e6
+                + p.per_request
+            )
+        hidden = getattr(resp, "_hidden_params", None) or {}
+        cost = hidden.get("response_cost")
+        return float(cost) if cost is not None else None
+
+    def _decision_response(self, model: ModelSpec, resp: Any) -> dict[str, Any]:
+        usage = getattr(resp, "usage", None)
+        tokens_in = int(getattr(usage, "input_tokens", 0) or 0)
+        tokens_out = int(getattr(usage, "output_tokens", 0) or 0)
+        answer = (getattr(resp, "answers", None) or {}).get(_QUESTION_NAME)
+        out: dict[str, Any] = {
+            "choice": None,
+            "confidence": None,
+            "probabilities": None,
+            "input_tokens": tokens_in,
+            "output_tokens": tokens_out,
+            "cost_usd": self._cost(model, resp, tokens_in, tokens_out),
+        }
+        if answer is not None:
+            out["choice"] = getattr(answer, "choice", None)
+            out["confidence"] = getattr(answer, "confidence", None)
+            probs = getattr(answer, "probabilities", None)
+            out["probabilities"] = dict(probs) if probs else None
+        return out
+
+    def _llm_response(self, model: ModelSpec, resp: Any) -> dict[str, Any]:
+        usage = getattr(resp, "usage", None)
+        tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
+        tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
+        message = resp.choices[0].message
+        calls = getattr(message, "tool_calls", None) or []
+        choice = calls[0].function.name if calls else None
+        arguments = calls[0].function.arguments if calls else None
+        return {
+            "choice": choice,
+            "arguments": arguments,
+            "confidence": None,
+            "probabilities": None,
+            "content": getattr(message, "content", None),
+            "input_tokens": tokens_in,
+            "output_tokens": tokens_out,
+            "cost_usd": self._cost(model, resp, tokens_in, tokens_out),
+        }

@@ -1,0 +1,91 @@
+"""The progress display of long work: done/total, rate, ETA, cost so far, models backing off.
+
+On a terminal it is a live rich bar; elsewhere (CI, a batch node's log) one plain line every 10 s.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+__all__ = ["SweepProgress"]
+
+
+class SweepProgress:
+    """Shows the progress of a run; ``update`` is cheap and may be called on every recorded batch."""
+
+    def __init__(
+        self,
+        total: int,
+        already: int,
+        *,
+        backing_off: Callable[[], list[tuple[str, float]]],
+        enabled: bool = True,
+        console: Console | None = None,
+    ) -> None:
+        self.total, self.already = total, already
+        self._backing_off = backing_off
+        self._console = console or Console(stderr=True)
+        self._live = enabled and self._console.is_terminal
+        self._plain = enabled and not self._live
+        self._start = time.monotonic()
+        self._last_line = 0.0
+        self._done = already
+        self._cost = 0.0
+        self._failed = 0
+        self._progress: Progress | None = None
+        self._task = None
+
+    def __enter__(self) -> SweepProgress:
+        if self._live:
+            self._progress = Progress(
+                TextColumn("[bold]knowwhen[/]"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]}"),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[cost]}"),
+                TextColumn("[yellow]{task.fields[backoff]}"),
+                console=self._console,
+                transient=False,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task(
+                "run", total=self.total, completed=self.already, rate="", cost="", backoff=""
+            )
+        return self
+
+    def update(self, done_now: int, cost_usd: float, failed: int) -> None:
+        self._done = self.already + done_now + failed
+        self._cost, self._failed = cost_usd, failed
+        elapsed = max(1e-6, time.monotonic() - self._start)
+        rate = (done_now + failed) / elapsed
+        backoff = ", ".join(f"{m} backing off {s:.0f}s" for m, s in self._backing_off())
+        if self._progress is not None and self._task is not None:
+            self._progress.update(
+                self._task,
+                completed=self._done,
+                rate=f"{rate:,.0f} jobs/s",
+                cost=f"${cost_usd:,.4f}",
+                backoff=backoff,
+            )
+        elif self._plain and time.monotonic() - self._last_line >= 10:
+            self._last_line = time.monotonic()
+            eta = (self.total - self._done) / rate if rate > 0 else float("inf")
+            print(
+                f"knowwhen: {self._done}/{self.total} jobs, {rate:,.1f}/s, ETA {eta:,.0f}s, "
+                f"cost ${cost_usd:,.4f}, failed {failed}" + (f", {backoff}" if backoff else ""),
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._progress is not None:
+            self._progress.stop()

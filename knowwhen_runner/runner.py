@@ -1,0 +1,389 @@
+"""Running a sweep: load, plan, enqueue, work, finalise — and the dry-run and status reports.
+
+``run_sweep`` is what ``knowwhen run`` does; running it again after a crash or Ctrl-C is the resume,
+because planning is idempotent and the queue keeps every recorded result.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections import Counter
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+
+from . import __version__
+from .cache import CacheMode, cache_key
+from .client import ModelClient, Secrets, decision_body, llm_body
+from .config import SweepConfig, config_hash, load_config, parse_config
+from .exceptions import ConfigError
+from .jobs import JOB_ID_VERSION
+from .plan import Plan, plan
+from .progress import SweepProgress
+from .queue import Queue, open_queue
+from .ratelimit import Limiters
+from .scenarios import Scenario, load_scenario
+from .worker import Worker, WorkStats
+
+__all__ = ["PlanReport", "RunSummary", "load_and_plan", "plan_report", "run_sweep", "status_report"]
+
+
+def load_and_plan(config: SweepConfig) -> tuple[dict[str, Scenario], Plan]:
+    scenarios = {spec.id: load_scenario(spec) for spec in config.scenarios}
+    return scenarios, plan(config, scenarios)
+
+
+def _with_db(config: SweepConfig, db: str | None) -> SweepConfig:
+    return config.model_copy(update={"db": db}) if db else config
+
+
+def _check_keys(config: SweepConfig) -> Secrets:
+    secrets = Secrets(config.models)
+    missing = secrets.missing()
+    if missing:
+        model_id, env = missing[0]
+        raise ConfigError(
+            f"model {model_id!r} needs its API key in the environment variable {env}, which is not set"
+        )
+    return secrets
+
+
+@dataclass
+class RunSummary:
+    run: str
+    output: Path
+    planned: int
+    added: int
+    stats: WorkStats
+    counts: dict[str, int] = field(default_factory=dict)
+    interrupted: bool = False
+    finalized: bool = False
+
+
+def run_sweep(
+    config_path: str | Path,
+    *,
+    db: str | None = None,
+    retry_failed: bool = False,
+    finalize: bool = True,
+    progress: bool = True,
+) -> RunSummary:
+    """Plan the config into its queue and work until every job is recorded; then finalise."""
+    path = Path(config_path)
+    config = _with_db(load_config(path), db)
+    secrets = _check_keys(config)
+    _scenarios, the_plan = load_and_plan(config)
+    config_text = path.read_text(encoding="utf-8")
+    return anyio.run(_run, path, config_text, config, secrets, the_plan, retry_failed, finalize, progress)
+
+
+def _ensure_server(config: SweepConfig, stack: ExitStack) -> None:
+    if config.serve is None:
+        return
+    url = f"http://{config.serve.host}:{config.serve.port}/health"
+    try:
+        if httpx.get(url, timeout=1.0).status_code == 200:
+            return
+    except httpx.HTTPError:
+        pass
+    from .serve import start_server_process
+
+    server = start_server_process(config.serve.port, host=config.serve.host)
+    stack.callback(server.stop)
+
+
+def _meta(
+    path: Path, config: SweepConfig, scenarios_files: dict[str, dict[str, str]] | None = None
+) -> dict[str, Any]:
+    return {
+        "config_file": path.name,
+        "base_dir": str(path.resolve().parent),
+        "config_sha256": config_hash(path),
+        "job_id_version": JOB_ID_VERSION,
+        "knowwhen_runner": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+async def _run(
+    path: Path,
+    config_text: str,
+    config: SweepConfig,
+    secrets: Secrets,
+    the_plan: Plan,
+    retry_failed: bool,
+    finalize: bool,
+    progress: bool,
+) -> RunSummary:
+    queue = open_queue(config.db_url, config.name)
+    try:
+        await queue.init_run(config_text, _meta(path, config))
+        added = await queue.enqueue(the_plan.jobs, the_plan.items)
+        if retry_failed:
+            await queue.requeue_failed()
+        with ExitStack() as stack:
+            _ensure_server(config, stack)
+            stats, interrupted = await work_queue(config, queue, secrets, the_plan.items, progress=progress)
+        counts = Counter[str]()
+        for c in await queue.counts():
+            counts[c.status] += c.n
+        summary = RunSummary(
+            config.name, config.output, len(the_plan.jobs), added, stats, dict(counts), interrupted
+        )
+        if finalize and not interrupted and not counts.get("pending") and not counts.get("running"):
+            from .finalize import finalize_run
+
+            await finalize_run(config, queue)
+            summary.finalized = True
+        return summary
+    finally:
+        await queue.close()
+
+
+async def work_queue(
+    config: SweepConfig,
+    queue: Queue,
+    secrets: Secrets,
+    items: dict[tuple[str, str], dict[str, Any]],
+    *,
+    progress: bool = True,
+) -> tuple[WorkStats, bool]:
+    """Work the queue in this process with a progress bar; Ctrl-C stops gracefully, twice cancels."""
+    limiters = Limiters(config.models)
+    client = ModelClient(limiters, secrets, max_tries=max(2, config.workers.max_attempts + 1))
+    counts = await queue.counts()
+    total = sum(c.n for c in counts)
+    already = sum(c.n for c in counts if c.status in ("done", "failed"))
+    display = SweepProgress(total, already, backing_off=limiters.backing_off, enabled=progress)
+    worker = Worker(
+        config,
+        queue,
+        client,
+        items,
+        limiters=limiters,
+        on_progress=lambda s: display.update(s.done, s.cost_usd, s.failed),
+    )
+    interrupted = False
+    with display:
+        async with anyio.create_task_group() as tg:
+
+            async def watch_signals() -> None:
+                nonlocal interrupted
+                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                    async for _ in signals:
+                        if not interrupted:
+                            interrupted = True
+                            print(
+                                "\nknowwhen: stopping — finishing the calls in flight "
+                                "(Ctrl-C again to cancel them); rerun to resume",
+                                file=sys.stderr,
+                                flush=True,
+                            )
+                            worker.stop()
+                        else:
+                            tg.cancel_scope.cancel()
+
+            async def work() -> None:
+                await worker.run()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(watch_signals)
+            tg.start_soon(work)
+    return worker.stats, interrupted
+
+
+# --- dry run and status -------------------------------------------------------------------------------
+
+
+@dataclass
+class PlanReport:
+    cells: list[dict[str, Any]]
+    jobs: int
+    new_jobs: int
+    calls_to_make: int
+    cache_hits: int
+    est_cost_usd: float | None
+    skipped: list[str]
+
+
+def plan_report(config_path: str | Path, *, db: str | None = None) -> PlanReport:
+    """What ``run`` would do: jobs per cell, how many are new, calls still to make, cache hits, cost."""
+    config = _with_db(load_config(config_path), db)
+    _scenarios, the_plan = load_and_plan(config)
+    return anyio.run(_plan_report, config, the_plan)
+
+
+async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
+    done_ids: set[str] = set()
+    db_file = (
+        Path(config.db_url.removeprefix("sqlite:///")) if config.db_url.startswith("sqlite:///") else None
+    )
+    exists = db_file is None or db_file.exists()
+    queue = open_queue(config.db_url, config.name) if exists else None
+    try:
+        if queue is not None:
+            done_ids = {job.id for job, status, _r, _e in await queue.results() if status == "done"}
+        todo = [j for j in the_plan.jobs if j.id not in done_ids]
+        models = {m.id: m for m in config.models}
+        keys: dict[str, tuple[str, int]] = {}
+        for job in todo:
+            model = models[job.model_id]
+            item = the_plan.items[(job.scenario_id, job.item)]
+            kind = "decision" if model.kind == "decision" else "llm"
+            body = decision_body(item) if kind == "decision" else llm_body(item)
+            keys.setdefault(cache_key(model, kind, body), (model.id, len(str(body)) // 4))
+        hits: set[str] = set()
+        if queue is not None and CacheMode(config.cache.policy).read:
+            hits = set(await queue.cache_get(list(keys)))
+    finally:
+        if queue is not None:
+            await queue.close()
+    calls = {k: v for k, v in keys.items() if k not in hits}
+    cells = [
+        {
+            "model": m,
+            "mode": mode,
+            "scenario": sc,
+            "jobs": n,
+            "done": sum(
+                1
+                for j in the_plan.jobs
+                if (j.model_id, j.mode, j.scenario_id) == (m, mode, sc) and j.id in done_ids
+            ),
+        }
+        for (m, mode, sc), n in sorted(the_plan.counts().items())
+    ]
+    return PlanReport(
+        cells,
+        len(the_plan.jobs),
+        len(todo),
+        len(calls),
+        len(hits),
+        _estimate_cost(config, calls),
+        the_plan.skipped,
+    )
+
+
+def _estimate_cost(config: SweepConfig, calls: dict[str, tuple[str, int]]) -> float | None:
+    """Input tokens estimated from request size; output tokens ~ 0 (decisions) or 20 (a tool call)."""
+    total = 0.0
+    by_model = {m.id: m for m in config.models}
+    for model_id, tokens in calls.values():
+        model = by_model[model_id]
+        out_tokens = 0 if model.kind == "decision" else 20
+        if model.pricing is not None:
+            p = model.pricing
+            total += (
+                tokens * p.input_per_million / 1e6 + out_tokens * p.output_per_million / 1e6 + p.per_request
+            )
+            continue
+        price = _list_price(model.model)
+        if price is None:
+            return None
+        total += tokens * price[0] + out_tokens * price[1]
+    return total
+
+
+def _list_price(model: str) -> tuple[float, float] | None:
+    if model.startswith("hosted_vllm/"):
+        return (0.0, 0.0)  # self-hosted
+    from .client import _import_litellm
+
+    info = _import_litellm().model_cost.get(model) or _import_litellm().model_cost.get(
+        model.split("/", 1)[-1]
+    )
+    if not info:
+        return None
+    return float(info.get("input_cost_per_token") or 0.0), float(info.get("output_cost_per_token") or 0.0)
+
+
+def status_report(run_dir: str | Path, *, db: str | None = None, run: str | None = None) -> dict[str, Any]:
+    """Done / pending / failed per model, cost and calls so far, workers."""
+    return anyio.run(_status, Path(run_dir), db, run)
+
+
+def _open_existing(run_dir: Path, db: str | None, run: str | None) -> tuple[Queue, str]:
+    if db is None:
+        db_file = run_dir / "knowwhen.db"
+        if not db_file.is_file():
+            raise ConfigError(
+                f"{run_dir}: no run here (no knowwhen.db); give the run folder of a config's output"
+            )
+        db = f"sqlite:///{db_file}"
+    if run is None:
+        from .queue.sql import SqlQueue
+
+        run = SqlQueue(db, "").single_run_name()
+    return open_queue(db, run), run
+
+
+async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, Any]:
+    queue, name = _open_existing(run_dir, db, run)
+    try:
+        by_model: dict[str, dict[str, Any]] = {}
+        for job, status, result, _error in await queue.results():
+            row = by_model.setdefault(
+                job.model_id,
+                {
+                    "done": 0,
+                    "pending": 0,
+                    "running": 0,
+                    "failed": 0,
+                    "cost_usd": 0.0,
+                    "calls": 0,
+                    "cache_hits": 0,
+                },
+            )
+            row[status] += 1
+            if result:
+                row["cost_usd"] += result.get("cost_usd") or 0.0
+                row["calls"] += 0 if result.get("cache_hit") else 1
+                row["cache_hits"] += 1 if result.get("cache_hit") else 0
+        return {"run": name, "models": by_model, "workers": await queue.workers()}
+    finally:
+        await queue.close()
+
+
+def config_from_run(run_dir: Path, *, db: str | None = None, run: str | None = None) -> SweepConfig:
+    """The config stored with a run (workers and ``finalize RUN`` need no copy of the file)."""
+    queue, _name = _open_existing(run_dir, db, run)
+
+    async def info() -> dict[str, Any] | None:
+        try:
+            return await queue.run_info()
+        finally:
+            await queue.close()
+
+    found = anyio.run(info)
+    if found is None:
+        raise ConfigError(f"{run_dir}: the database has no run {run!r}")
+    config = parse_config(
+        found["config_text"],
+        base=Path(found["meta"].get("base_dir", ".")),
+        source=f"{found['name']} (stored config)",
+    )
+    return _with_db(config, db)
+
+
+def finalize_config(target: str | Path, *, db: str | None = None) -> Path:
+    """Finalise a run, given its config file or its run folder (idempotent)."""
+    target = Path(target)
+    config = config_from_run(target, db=db) if target.is_dir() else _with_db(load_config(target), db)
+
+    async def go() -> None:
+        from .finalize import finalize_run
+
+        queue = open_queue(config.db_url, config.name)
+        try:
+            await finalize_run(config, queue)
+        finally:
+            await queue.close()
+
+    anyio.run(go)
+    return config.output

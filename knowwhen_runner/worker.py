@@ -1,0 +1,280 @@
+"""Workers: claim jobs in batches, answer them from the cache or the model, record results in batches.
+
+One ``Worker`` per process runs an anyio task group: a claimer (leases batches, answers cache hits at
+once), ``concurrency`` callers (rate-limited model calls), a recorder (writes cache entries, results and
+failures as soon as they arrive, batching whatever has piled up), and a heartbeat that keeps leases
+alive. Identical calls needed by several jobs at once are made once (single flight).
+Stopping (Ctrl-C): claiming stops, calls in flight finish, unstarted jobs are released; a second
+Ctrl-C cancels the calls and releases their jobs too. A killed process loses nothing: its leases expire.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from .answers import answer_row
+from .cache import CacheMode, cache_key
+from .client import ModelClient, decision_body, llm_body
+from .config import ModelSpec, SweepConfig
+from .exceptions import ProviderError
+from .jobs import Job
+from .queue import Failure, Queue
+
+__all__ = ["WorkStats", "Worker", "new_worker_id"]
+
+
+def new_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+@dataclass
+class WorkStats:
+    """What one worker did; shown by the progress bar and returned at the end."""
+
+    done: int = 0
+    failed: int = 0
+    retried: int = 0
+    cache_hits: int = 0
+    calls: int = 0
+    requests: int = 0
+    cost_usd: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class _Outcome:
+    job: Job
+    result: dict[str, Any] | None = None
+    failure: Failure | None = None
+    cache_entry: tuple[str, str, dict[str, Any]] | None = None
+
+
+class Worker:
+    """Works one run's queue until no job is left (or it is told to stop)."""
+
+    def __init__(
+        self,
+        config: SweepConfig,
+        queue: Queue,
+        client: ModelClient,
+        items: dict[tuple[str, str], dict[str, Any]],
+        *,
+        worker_id: str | None = None,
+        on_progress: Callable[[WorkStats], None] | None = None,
+        limiters: Any = None,
+    ) -> None:
+        self.config = config
+        self.queue = queue
+        self.client = client
+        self.items = items
+        self.id = worker_id or new_worker_id()
+        self.stats = WorkStats()
+        self.stopping = anyio.Event()
+        self._on_progress = on_progress
+        self._limiters = limiters
+        self._models: dict[str, ModelSpec] = {m.id: m for m in config.models}
+        self._cache = CacheMode(config.cache.policy)
+        self._settings = config.workers
+        self._inflight: dict[str, anyio.Event] = {}
+        self._fresh: dict[str, dict[str, Any]] = {}
+        self._held: set[str] = set()  # job ids claimed and not yet recorded
+
+    # -- the job ------------------------------------------------------------------------------------------
+
+    def _request(self, job: Job) -> tuple[ModelSpec, str, dict[str, Any], str, dict[str, Any]]:
+        model = self._models[job.model_id]
+        item = self.items[(job.scenario_id, job.item)]
+        kind = "decision" if model.kind == "decision" else "llm"
+        body = decision_body(item) if kind == "decision" else llm_body(item)
+        return model, kind, body, cache_key(model, kind, body), item
+
+    def _row(self, job: Job, item: dict[str, Any], response: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        return answer_row(
+            model_id=job.model_id, qhash=job.item, item=item, response=response, attempts=job.attempts, **kw
+        )
+
+    async def _execute(self, job: Job) -> _Outcome:
+        model, kind, body, key, item = self._request(job)
+        started = time.perf_counter()
+        waiter = self._inflight.get(key)
+        if waiter is not None:  # the same call is already under way for another job
+            await waiter.wait()
+            if key in self._fresh:
+                self.stats.cache_hits += 1
+                row = self._row(
+                    job,
+                    item,
+                    self._fresh[key],
+                    requests=0,
+                    wall_ms=(time.perf_counter() - started) * 1000,
+                    cache_hit=True,
+                )
+                return _Outcome(job, result=row)
+        event = self._inflight[key] = anyio.Event()
+        try:
+            outcome = await self.client.call(model, kind, body)
+        except ProviderError as exc:
+            final = exc.kind == "fatal" or job.attempts >= self._settings.max_attempts
+            return _Outcome(job, failure=Failure(job.id, str(exc), kind=exc.kind, final=final))
+        finally:
+            event.set()
+            self._inflight.pop(key, None)
+        self._fresh[key] = outcome.response
+        if len(self._fresh) > 4096:
+            self._fresh.pop(next(iter(self._fresh)))
+        self.stats.calls += 1
+        self.stats.requests += outcome.requests
+        row = self._row(
+            job,
+            item,
+            outcome.response,
+            requests=outcome.requests,
+            wall_ms=(time.perf_counter() - started) * 1000,
+            cache_hit=False,
+            errors=outcome.errors,
+        )
+        entry = (key, model.model, outcome.response) if self._cache.write else None
+        return _Outcome(job, result=row, cache_entry=entry)
+
+    # -- the loops ------------------------------------------------------------------------------------------
+
+    async def run(self) -> WorkStats:
+        """Work until the queue is empty or ``stop()``; returns what was done."""
+        await self.queue.register_worker(self.id)
+        jobs_send, jobs_recv = anyio.create_memory_object_stream[Job](math.inf)
+        out_send, out_recv = anyio.create_memory_object_stream[_Outcome](math.inf)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._heartbeat_loop, tg)
+                tg.start_soon(self._record_loop, out_recv, tg)
+                async with anyio.create_task_group() as callers:
+                    for _ in range(self._settings.concurrency):
+                        callers.start_soon(self._call_loop, jobs_recv.clone(), out_send.clone())
+                    jobs_recv.close()
+                    await self._claim_loop(jobs_send, out_send.clone())
+                out_send.close()
+        finally:
+            with anyio.CancelScope(shield=True):
+                if self._held:
+                    await self.queue.release(self.id, sorted(self._held))
+                await self.queue.stop_worker(self.id)
+        return self.stats
+
+    def stop(self) -> None:
+        """Stop claiming; calls in flight finish and are recorded."""
+        self.stopping.set()
+
+    def _busy_models(self) -> frozenset[str]:
+        if self._limiters is None:
+            return frozenset()
+        busy = set()
+        for model_id in self._models:
+            lim = self._limiters[model_id]
+            if lim.waiting >= 2 * lim.max_in_flight or lim.paused_for() > 1.0:
+                busy.add(model_id)
+        return frozenset(busy)
+
+    async def _claim_loop(self, jobs: Any, outcomes: Any) -> None:
+        size, lease = self._settings.batch_size, self._settings.lease_seconds
+        limit = self._settings.concurrency + size
+        async with jobs, outcomes:
+            while not self.stopping.is_set():
+                if len(self._held) >= limit:
+                    await anyio.sleep(0.005)
+                    continue
+                claimed = await self.queue.claim(
+                    self.id, min(size, limit - len(self._held)), lease, self._busy_models()
+                )
+                if not claimed:
+                    if self._held:
+                        await anyio.sleep(0.02)
+                        continue
+                    if await self._queue_finished():
+                        return
+                    await anyio.sleep(0.5)
+                    continue
+                self._held.update(j.id for j in claimed)
+                await self._dispatch(claimed, jobs, outcomes)
+
+    async def _dispatch(self, claimed: list[Job], jobs: Any, outcomes: Any) -> None:
+        """Answer cache hits at once; send the rest to the callers."""
+        if not self._cache.read:
+            for job in claimed:
+                await jobs.send(job)
+            return
+        requests = [(job, *self._request(job)) for job in claimed]
+        hits = await self.queue.cache_get([r[4] for r in requests])
+        for job, _model, _kind, _body, key, item in requests:
+            response = hits.get(key)
+            if response is None:
+                await jobs.send(job)
+                continue
+            self.stats.cache_hits += 1
+            await outcomes.send(
+                _Outcome(job, result=self._row(job, item, response, requests=0, wall_ms=0.0, cache_hit=True))
+            )
+
+    async def _queue_finished(self) -> bool:
+        counts = await self.queue.counts()
+        return not any(c.n for c in counts if c.status in ("pending", "running"))
+
+    async def _call_loop(self, jobs: Any, outcomes: Any) -> None:
+        async with jobs, outcomes:
+            async for job in jobs:
+                if self.stopping.is_set():
+                    continue  # not started: released when the worker exits
+                await outcomes.send(await self._execute(job))
+
+    async def _record_loop(self, outcomes: Any, tg: TaskGroup) -> None:
+        async with outcomes:
+            while True:
+                try:
+                    batch = [await outcomes.receive()]
+                except anyio.EndOfStream:
+                    break
+                while len(batch) < 512:
+                    try:
+                        batch.append(outcomes.receive_nowait())
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                await self._record(batch)
+        tg.cancel_scope.cancel()  # everything recorded: stop the heartbeat
+
+    async def _record(self, batch: list[_Outcome]) -> None:
+        with anyio.CancelScope(shield=True):  # a recorded call must not be lost to a cancel
+            entries = [o.cache_entry for o in batch if o.cache_entry is not None]
+            if entries:
+                await self.queue.cache_put(entries)
+            results = [(o.job.id, o.result) for o in batch if o.result is not None]
+            failures = [o.failure for o in batch if o.failure is not None]
+            if results:
+                await self.queue.complete(self.id, results)
+            if failures:
+                await self.queue.fail(self.id, failures)
+        for o in batch:
+            self._held.discard(o.job.id)
+            if o.result is not None:
+                self.stats.done += 1
+                self.stats.cost_usd += o.result.get("cost_usd") or 0.0
+            elif o.failure is not None and o.failure.final:
+                self.stats.failed += 1
+            else:
+                self.stats.retried += 1
+        if self._on_progress:
+            self._on_progress(self.stats)
+
+    async def _heartbeat_loop(self, tg: TaskGroup) -> None:
+        interval = max(0.5, self._settings.lease_seconds / 3)
+        while True:
+            await anyio.sleep(interval)
+            await self.queue.heartbeat(self.id, self._settings.lease_seconds)
