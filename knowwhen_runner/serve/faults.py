@@ -2,8 +2,9 @@
 
 Rules are checked in order against each model request; the first one that matches and fires decides the
 fault. A rule fires on its next ``count`` matching requests, or with a seeded ``probability``, or (with
-neither) on every matching request. Rate limits are a sliding 60-second window per model, counting only
-requests that were let through, as hosted providers do.
+neither) on every matching request. Rate limits are a sliding 60-second window per model, checked before
+the faults: every request the limit lets through uses a slot (even if a fault then fails it), while
+requests it refuses do not, as hosted providers count.
 """
 
 from __future__ import annotations

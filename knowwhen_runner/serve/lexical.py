@@ -33,10 +33,26 @@ DEFAULT_TEMPERATURE = 0.1
 
 
 def _stem(word: str) -> str:
-    """Strip the commonest English suffixes so that "orders" meets "order" and "cancelled" meets "cancel"."""
-    for suffix in ("ing", "ed", "es", "s"):
-        if len(word) > len(suffix) + 3 and word.endswith(suffix):
-            return word[: -len(suffix)]
+    """A few suffix rules, enough that "orders" meets "order", "cancelled" meets "cancel" and "updated"
+    meets "update" while "status" and "address" stay whole; a baseline needs no more than that."""
+    if len(word) <= 3:
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("ing") and len(word) > 5:
+        word = _undouble(word[:-3])
+    elif word.endswith("ed") and len(word) > 4:
+        word = _undouble(word[:-2])
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    if word.endswith("e") and len(word) > 4:
+        word = word[:-1]
+    return word
+
+
+def _undouble(word: str) -> str:
+    if len(word) >= 4 and word[-1] == word[-2] and word[-1] not in "aeiousz":
+        return word[:-1]
     return word
 
 
