@@ -206,4 +206,31 @@ def score(
     raise typer.Exit(code)
 
 
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
+    fault: Annotated[
+        list[str] | None, typer.Option(help="Inject a fault, e.g. 429:count=20:retry_after=1 (repeatable).")
+    ] = None,
+    enforce_rpm: Annotated[
+        list[str] | None,
+        typer.Option(help="Refuse requests past N per minute for MODEL: MODEL=N (repeatable)."),
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "warning",
+) -> None:
+    """Serve the reference models (lexical baselines) on System One and chat completions, for offline runs."""
+    from .serve import parse_fault_spec, parse_rpm_spec, run_server
+
+    try:
+        rules = [parse_fault_spec(spec) for spec in fault or []]
+        limits = dict(parse_rpm_spec(spec) for spec in enforce_rpm or [])
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    out.print(
+        f"knowwhen serve on http://{host}:{port} (System One at /v1/systemone, chat at /v1/chat/completions)"
+    )
+    run_server(host, port, faults=rules, enforce_rpm=limits, log_level=log_level)
+
+
 _ = (Path, Annotated, Optional)  # used by commands below
