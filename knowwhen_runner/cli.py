@@ -233,4 +233,8 @@ def serve(
     run_server(host, port, faults=rules, enforce_rpm=limits, log_level=log_level)
 
 
+from .gym.cli import gym_app  # noqa: E402
+
+app.add_typer(gym_app, name="gym")
+
 _ = (Path, Annotated, Optional)  # used by commands below

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 __all__ = [
+    "SPEEDS",
+    "STATUSES",
     "TODAY",
     "Customer",
     "Item",
@@ -20,6 +22,8 @@ __all__ = [
     "fmt_money",
     "generate_world",
     "new_address",
+    "random_items",
+    "random_order",
 ]
 
 TODAY = dt.date(2026, 3, 1)
@@ -224,12 +228,12 @@ def _customer(rng: random.Random, taken: set[str]) -> Customer:
 
 def random_items(rng: random.Random, k: int, avoid: tuple[str, ...] = ()) -> list[Item]:
     pool = [entry for entry in _CATALOG if entry[0] not in avoid]
-    return [Item(f"SKU-{abs(hash_name(n)) % 9000 + 1000}", n, p) for n, p in rng.sample(pool, k)]
+    return [Item(_sku(n), n, p) for n, p in rng.sample(pool, k)]
 
 
-def hash_name(name: str) -> int:
-    """A stable number for an item name (Python's hash() is salted per process)."""
-    return sum((i + 1) * ord(ch) for i, ch in enumerate(name))
+def _sku(name: str) -> str:
+    """A stable SKU for an item name (Python's hash() is salted per process, so not that)."""
+    return f"SKU-{sum((i + 1) * ord(ch) for i, ch in enumerate(name)) % 9000 + 1000}"
 
 
 def random_order(
