@@ -64,7 +64,7 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     line_no = 0
     try:
         with _open(path) as fh:
-            for line_no, raw in enumerate(fh, start=1):  # noqa: B007 - line_no is used after the loop
+            for line_no, raw in enumerate(fh, start=1):
                 if not raw.strip():
                     continue
                 try:

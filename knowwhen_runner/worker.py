@@ -109,17 +109,17 @@ class Worker:
         waiter = self._inflight.get(key)
         if waiter is not None:  # the same call is already under way for another job
             await waiter.wait()
-            if key in self._fresh:
-                self.stats.cache_hits += 1
-                row = self._row(
-                    job,
-                    item,
-                    self._fresh[key],
-                    requests=0,
-                    wall_ms=(time.perf_counter() - started) * 1000,
-                    cache_hit=True,
-                )
-                return _Outcome(job, result=row)
+        if self._cache.read and key in self._fresh:  # ... or has just been made
+            self.stats.cache_hits += 1
+            row = self._row(
+                job,
+                item,
+                self._fresh[key],
+                requests=0,
+                wall_ms=(time.perf_counter() - started) * 1000,
+                cache_hit=True,
+            )
+            return _Outcome(job, result=row)
         event = self._inflight[key] = anyio.Event()
         try:
             outcome = await self.client.call(model, kind, body)

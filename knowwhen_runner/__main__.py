@@ -1,0 +1,5 @@
+"""``python -m knowwhen_runner`` is the ``knowwhen`` command."""
+
+from .cli import main
+
+main()
