@@ -279,6 +279,7 @@ class ModelClient:
             messages=body["messages"],
             tools=body["tools"],
             tool_choice=body["tool_choice"],
+            max_retries=0,  # the OpenAI SDK would retry on its own; retries are ours (classify)
             **model.params,
         )
         return self._llm_response(model, resp)

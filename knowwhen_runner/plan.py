@@ -36,8 +36,12 @@ class Plan:
         return Counter((j.model_id, j.mode, j.scenario_id) for j in self.jobs)
 
 
-def plan(config: SweepConfig, scenarios: dict[str, Scenario]) -> Plan:
-    """Expand the grid into jobs (pure: same inputs, same jobs, same order)."""
+def plan(config: SweepConfig, scenarios: dict[str, Scenario], fits: dict[str, Any] | None = None) -> Plan:
+    """Expand the grid into jobs (pure: same inputs, same jobs, same order).
+
+    ``fits`` holds thresholds fitted from finished jobs (closed loop: ``shadow`` episodes on a fit task
+    set); jobs that need a fit not yet available are left out and planned again once it is.
+    """
     jobs: list[Job] = []
     items: dict[tuple[str, str], dict[str, Any]] = {}
     skipped: list[str] = []

@@ -78,9 +78,9 @@ def run_sweep(
     path = Path(config_path)
     config = _with_db(load_config(path), db)
     secrets = _check_keys(config)
-    _scenarios, the_plan = load_and_plan(config)
+    scenarios = {spec.id: load_scenario(spec) for spec in config.scenarios}
     config_text = path.read_text(encoding="utf-8")
-    return anyio.run(_run, path, config_text, config, secrets, the_plan, retry_failed, finalize, progress)
+    return anyio.run(_run, path, config_text, config, secrets, scenarios, retry_failed, finalize, progress)
 
 
 def _ensure_server(config: SweepConfig, stack: ExitStack) -> None:
@@ -116,26 +116,47 @@ async def _run(
     config_text: str,
     config: SweepConfig,
     secrets: Secrets,
-    the_plan: Plan,
+    scenarios: dict[str, Scenario],
     retry_failed: bool,
     finalize: bool,
     progress: bool,
 ) -> RunSummary:
+    from .thresholds import compute_fits
+
     queue = open_queue(config.db_url, config.name)
     try:
         await queue.init_run(config_text, _meta(path, config))
-        added = await queue.enqueue(the_plan.jobs, the_plan.items)
         if retry_failed:
             await queue.requeue_failed()
+        fits: dict[str, Any] | None = None
+        total = WorkStats()
+        planned = added = 0
+        interrupted = False
         with ExitStack() as stack:
             _ensure_server(config, stack)
-            stats, interrupted = await work_queue(config, queue, secrets, the_plan.items, progress=progress)
+            # Stages: work what can be planned; a fit from finished jobs may release more (gated episodes).
+            while True:
+                the_plan = plan(config, scenarios, fits)
+                new = await queue.enqueue(the_plan.jobs, the_plan.items)
+                planned, added = len(the_plan.jobs), added + new
+                if retry_failed:
+                    await queue.requeue_failed()
+                stats, interrupted = await work_queue(
+                    config, queue, secrets, the_plan.items, progress=progress
+                )
+                total.add(stats)
+                if interrupted:
+                    break
+                new_fits = await compute_fits(config, queue)
+                if fits is not None and new_fits == fits:
+                    break
+                if fits is None and not new_fits:
+                    break
+                fits = new_fits
         counts = Counter[str]()
         for c in await queue.counts():
             counts[c.status] += c.n
-        summary = RunSummary(
-            config.name, config.output, len(the_plan.jobs), added, stats, dict(counts), interrupted
-        )
+        summary = RunSummary(config.name, config.output, planned, added, total, dict(counts), interrupted)
         if finalize and not interrupted and not counts.get("pending") and not counts.get("running"):
             from .finalize import finalize_run
 

@@ -24,6 +24,7 @@ from anyio.abc import TaskGroup
 
 from .answers import answer_row
 from .cache import CacheMode, cache_key
+from .calls import CachedCalls
 from .client import ModelClient, decision_body, llm_body
 from .config import ModelSpec, SweepConfig
 from .exceptions import ProviderError
@@ -49,6 +50,11 @@ class WorkStats:
     requests: int = 0
     cost_usd: float = 0.0
     started: float = field(default_factory=time.monotonic)
+
+    def add(self, other: WorkStats) -> None:
+        """Add another stage's counts to these."""
+        for name in ("done", "failed", "retried", "cache_hits", "calls", "requests", "cost_usd"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
 @dataclass
@@ -85,8 +91,7 @@ class Worker:
         self._models: dict[str, ModelSpec] = {m.id: m for m in config.models}
         self._cache = CacheMode(config.cache.policy)
         self._settings = config.workers
-        self._inflight: dict[str, anyio.Event] = {}
-        self._fresh: dict[str, dict[str, Any]] = {}
+        self.calls = CachedCalls(queue, client, config.cache.policy)
         self._held: set[str] = set()  # job ids claimed and not yet recorded
 
     # -- the job ------------------------------------------------------------------------------------------
@@ -104,47 +109,37 @@ class Worker:
         )
 
     async def _execute(self, job: Job) -> _Outcome:
+        if job.payload.get("kind") == "episode":
+            return await self._execute_episode(job)
         model, kind, body, key, item = self._request(job)
-        started = time.perf_counter()
-        waiter = self._inflight.get(key)
-        if waiter is not None:  # the same call is already under way for another job
-            await waiter.wait()
-        if self._cache.read and key in self._fresh:  # ... or has just been made
-            self.stats.cache_hits += 1
-            row = self._row(
-                job,
-                item,
-                self._fresh[key],
-                requests=0,
-                wall_ms=(time.perf_counter() - started) * 1000,
-                cache_hit=True,
-            )
-            return _Outcome(job, result=row)
-        event = self._inflight[key] = anyio.Event()
         try:
-            outcome = await self.client.call(model, kind, body)
+            got = await self.calls.call(model, kind, body, key=key, lookup=False, defer_write=True)
         except ProviderError as exc:
-            final = exc.kind == "fatal" or job.attempts >= self._settings.max_attempts
-            return _Outcome(job, failure=Failure(job.id, str(exc), kind=exc.kind, final=final))
-        finally:
-            event.set()
-            self._inflight.pop(key, None)
-        self._fresh[key] = outcome.response
-        if len(self._fresh) > 4096:
-            self._fresh.pop(next(iter(self._fresh)))
-        self.stats.calls += 1
-        self.stats.requests += outcome.requests
+            return _Outcome(job, failure=self._failure(job, exc))
         row = self._row(
             job,
             item,
-            outcome.response,
-            requests=outcome.requests,
-            wall_ms=(time.perf_counter() - started) * 1000,
-            cache_hit=False,
-            errors=outcome.errors,
+            got.response,
+            requests=got.requests,
+            wall_ms=got.wall_ms,
+            cache_hit=got.cache_hit,
+            errors=got.errors,
         )
-        entry = (key, model.model, outcome.response) if self._cache.write else None
-        return _Outcome(job, result=row, cache_entry=entry)
+        return _Outcome(job, result=row, cache_entry=got.cache_entry)
+
+    def _failure(self, job: Job, exc: ProviderError) -> Failure:
+        final = exc.kind == "fatal" or job.attempts >= self._settings.max_attempts
+        return Failure(job.id, str(exc), kind=exc.kind, final=final)
+
+    async def _execute_episode(self, job: Job) -> _Outcome:
+        from .episode import EpisodeContext, run_episode
+
+        ctx = EpisodeContext(models=self._models, items=self.items, calls=self.calls, job=job)
+        try:
+            result = await run_episode(ctx)
+        except ProviderError as exc:
+            return _Outcome(job, failure=self._failure(job, exc))
+        return _Outcome(job, result=result)
 
     # -- the loops ------------------------------------------------------------------------------------------
 
@@ -219,7 +214,7 @@ class Worker:
             if response is None:
                 await jobs.send(job)
                 continue
-            self.stats.cache_hits += 1
+            self.calls.tally.cache_hits += 1
             await outcomes.send(
                 _Outcome(job, result=self._row(job, item, response, requests=0, wall_ms=0.0, cache_hit=True))
             )
@@ -261,6 +256,12 @@ class Worker:
                 await self.queue.complete(self.id, results)
             if failures:
                 await self.queue.fail(self.id, failures)
+        tally = self.calls.tally
+        self.stats.calls, self.stats.requests, self.stats.cache_hits = (
+            tally.calls,
+            tally.requests,
+            tally.cache_hits,
+        )
         for o in batch:
             self._held.discard(o.job.id)
             if o.result is not None:

@@ -1,0 +1,114 @@
+"""Model calls through the cache: what a job (a question, or every step of an episode) calls.
+
+A call is looked up in the cache first (by its content-addressed key), made once when several jobs need
+it at the same time (single flight), and remembered for a while so a job right behind reuses it.
+Episodes write each response to the cache as soon as it arrives, so a killed episode replays its finished
+calls on resume and continues where it stopped; question jobs hand their entries to the batched recorder.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from .cache import CacheMode, cache_key
+from .client import ModelClient
+from .config import ModelSpec
+from .queue import Queue
+
+__all__ = ["CachedCalls", "CallResult", "CallTally"]
+
+_FRESH_MAX = 4096
+
+
+@dataclass
+class CallResult:
+    """A normalised response and how it was obtained."""
+
+    response: dict[str, Any]
+    key: str
+    cache_hit: bool
+    requests: int = 0
+    errors: list[str] = field(default_factory=list)
+    wall_ms: float = 0.0
+    cache_entry: tuple[str, str, dict[str, Any]] | None = None  # to write, when deferred
+
+
+@dataclass
+class CallTally:
+    calls: int = 0
+    requests: int = 0
+    cache_hits: int = 0
+
+
+class CachedCalls:
+    """Cache-through model calls for one worker process."""
+
+    def __init__(self, queue: Queue, client: ModelClient, policy: str) -> None:
+        self._queue = queue
+        self._client = client
+        self._mode = CacheMode(policy)
+        self._inflight: dict[str, anyio.Event] = {}
+        self._fresh: dict[str, dict[str, Any]] = {}
+        self.tally = CallTally()
+
+    @property
+    def reads(self) -> bool:
+        return self._mode.read
+
+    async def call(
+        self,
+        model: ModelSpec,
+        kind: str,
+        body: dict[str, Any],
+        *,
+        key: str | None = None,
+        lookup: bool = True,
+        defer_write: bool = False,
+    ) -> CallResult:
+        """Answer from the cache or the model; raises ``ProviderError`` when the call fails for good."""
+        key = key or cache_key(model, kind, body)
+        started = time.perf_counter()
+        waiter = self._inflight.get(key)
+        if waiter is not None:  # the same call is under way for another job
+            await waiter.wait()
+        if self._mode.read:
+            response = self._fresh.get(key)
+            if response is None and lookup:
+                response = (await self._queue.cache_get([key])).get(key)
+            if response is not None:
+                self.tally.cache_hits += 1
+                return CallResult(response, key, True, wall_ms=(time.perf_counter() - started) * 1000)
+        event = self._inflight[key] = anyio.Event()
+        try:
+            outcome = await self._client.call(model, kind, body)
+        finally:
+            event.set()
+            self._inflight.pop(key, None)
+        self._remember(key, outcome.response)
+        self.tally.calls += 1
+        self.tally.requests += outcome.requests
+        result = CallResult(
+            outcome.response,
+            key,
+            False,
+            outcome.requests,
+            outcome.errors,
+            (time.perf_counter() - started) * 1000,
+        )
+        if self._mode.write:
+            entry = (key, model.model, outcome.response)
+            if defer_write:
+                result.cache_entry = entry
+            else:
+                with anyio.CancelScope(shield=True):
+                    await self._queue.cache_put([entry])
+        return result
+
+    def _remember(self, key: str, response: dict[str, Any]) -> None:
+        self._fresh[key] = response
+        if len(self._fresh) > _FRESH_MAX:
+            self._fresh.pop(next(iter(self._fresh)))
