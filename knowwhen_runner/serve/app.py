@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
@@ -34,6 +35,9 @@ _HTTP_FAULTS = {
     "500": (500, "server_error", "Injected fault: internal server error."),
     "503": (503, "service_unavailable", "Injected fault: service unavailable."),
 }
+
+
+_AUTH: ContextVar[str] = ContextVar("authorization", default="")
 
 
 @dataclass
@@ -145,6 +149,9 @@ class ServeApp:
         if scope["type"] != "http":
             return
         handler = self.routes.get((scope["method"], scope["path"]))
+        _AUTH.set(
+            next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"authorization"), "")
+        )
         body = b""
         more = True
         while more:
@@ -179,6 +186,10 @@ class ServeApp:
         if rule.fault in _HTTP_FAULTS:
             status, kind, message = _HTTP_FAULTS[rule.fault]
             return _error(status, kind, message, retry_after=rule.retry_after), rule
+        if rule.fault == "401":
+            # Like providers that echo the rejected key back: the runner must redact it before storing.
+            token = _AUTH.get().removeprefix("Bearer ").strip()
+            return _error(401, "authentication_error", f"Incorrect API key provided: {token}."), rule
         if rule.fault == "reset":
             return Reply(STATUS_RESET, reset=True), rule
         if rule.fault == "malformed":

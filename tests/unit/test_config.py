@@ -1,0 +1,101 @@
+"""Config loading: every mistake is one line naming file, line and field; secrets are refused."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from knowwhen_runner.config import load_config
+from knowwhen_runner.exceptions import ConfigError
+
+GOOD = """\
+name: t
+output: out
+models:
+  - id: m
+    model: hosted_vllm/x
+    kind: decision
+    api_key_env: MY_KEY
+scenarios:
+  - id: s
+    path: .
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_good_config_loads_with_paths_relative_to_the_file(tmp_path: Path) -> None:
+    """Relative paths resolve against the config's folder, not the working directory."""
+    config = load_config(_write(tmp_path, GOOD))
+    assert config.output == (tmp_path / "out").resolve()
+    assert config.scenarios[0].path == tmp_path.resolve()
+    assert config.db_url == f"sqlite:///{(tmp_path / 'out' / 'knowwhen.db').resolve()}"
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (("kind: decision", "kind: decisio"), "c.yaml:6: models.0.kind: Input should be 'decision' or 'llm'"),
+        (("kind: decision", "kind: decision\n    colour: red"), "c.yaml:7: models.0.colour: unknown field"),
+        (
+            ("name: t", "name: t\nworkers: {concurrency: lots}"),
+            "c.yaml:2: workers.concurrency: Input should be",
+        ),
+        (("path: .", "path: missing"), "c.yaml:10: scenarios.0.path:"),
+        (
+            ("api_key_env: MY_KEY", "api_key: sk-abcdefghijklmnopqrstu"),
+            "c.yaml:7: models.0.api_key: literal API keys",
+        ),
+        (
+            ("api_key_env: MY_KEY", "api_key_env: sk-abcdefghijklmnopqrstu"),
+            "c.yaml:7: models.0.api_key_env: literal API keys",
+        ),
+        (("id: s", "id: m\n  - id: m\n    path: ."), "scenarios"),
+    ],
+)
+def test_bad_config_names_file_line_and_field(tmp_path: Path, edit: tuple[str, str], expected: str) -> None:
+    """Each mistake is reported with the line and dotted field path."""
+    text = GOOD.replace(*edit, 1)
+    with pytest.raises(ConfigError) as info:
+        load_config(_write(tmp_path, text))
+    assert expected in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_duplicate_model_ids_are_refused(tmp_path: Path) -> None:
+    """Two models with one id would overwrite each other's answers."""
+    text = GOOD.replace("scenarios:", "  - id: m\n    model: hosted_vllm/y\n    kind: llm\nscenarios:")
+    with pytest.raises(ConfigError, match="duplicate models id 'm'"):
+        load_config(_write(tmp_path, text))
+
+
+def test_env_vars_expand_in_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """${VAR} in a path comes from the environment; an unset one is named."""
+    monkeypatch.setenv("KW_DATA", str(tmp_path))
+    config = load_config(_write(tmp_path, GOOD.replace("path: .", "path: ${KW_DATA}")))
+    assert config.scenarios[0].path == tmp_path.resolve()
+    monkeypatch.delenv("KW_DATA")
+    with pytest.raises(ConfigError, match="KW_DATA is not set"):
+        load_config(_write(tmp_path, GOOD.replace("path: .", "path: ${KW_DATA}")))
+
+
+def test_cli_prints_one_line_and_exits_2(tmp_path: Path) -> None:
+    """The command line shows a bad config as one error line, never a traceback."""
+    path = _write(tmp_path, GOOD.replace("kind: decision", "kind: 7"))
+    done = subprocess.run(
+        [sys.executable, "-m", "knowwhen_runner", "plan", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "c.yaml:6: models.0.kind" in lines[0]
+    assert "Traceback" not in done.stderr
