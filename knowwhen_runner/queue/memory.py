@@ -42,6 +42,8 @@ class MemoryQueue:
                 "config_text": config_text,
                 "meta": meta,
                 "created_at": time.time(),
+                "finalized_at": None,
+                "finalized_by": None,
             }
         return self._info
 
@@ -56,6 +58,8 @@ class MemoryQueue:
             if job.id not in self._rows:
                 self._rows[job.id] = _Row(job)
                 added += 1
+        if added and self._info is not None:
+            self._info.update(finalized_at=None, finalized_by=None)
         return added
 
     async def claim(
@@ -103,6 +107,8 @@ class MemoryQueue:
             if row is None or row.status == "done":
                 continue
             row.errors.append({"attempt": row.attempts, "worker": worker, "kind": f.kind, "error": f.error})
+            if row.status != "running" or row.lease_owner != worker:
+                continue  # the lease moved on: the attempt is kept, the job is not ours
             row.error, row.lease_owner = f.error, None
             row.status = "failed" if f.final else "pending"
             n += 1
@@ -117,6 +123,18 @@ class MemoryQueue:
                 n += 1
         return n
 
+    async def take_finalize(self, worker: str) -> bool:
+        if self._info is None or self._info["finalized_at"] is not None:
+            return False
+        if any(r.status in ("pending", "running") for r in self._rows.values()):
+            return False
+        self._info.update(finalized_at=time.time(), finalized_by=worker)
+        return True
+
+    async def release_finalize(self, worker: str) -> None:
+        if self._info is not None and self._info["finalized_by"] == worker:
+            self._info.update(finalized_at=None, finalized_by=None)
+
     async def requeue_expired(self) -> int:
         now, n = time.time(), 0
         for row in self._rows.values():
@@ -129,6 +147,8 @@ class MemoryQueue:
         for row in self._rows.values():
             if row.status == "failed":
                 row.status, row.attempts, n = "pending", 0, n + 1
+        if n and self._info is not None:
+            self._info.update(finalized_at=None, finalized_by=None)
         return n
 
     async def counts(self) -> list[JobCounts]:
@@ -191,7 +211,8 @@ class MemoryQueue:
             self._workers[worker]["stopped_at"] = time.time()
 
     async def workers(self) -> list[dict[str, Any]]:
-        return list(self._workers.values())
+        now = time.time()
+        return [{**w, "heartbeat_age_s": max(0.0, now - w["heartbeat_at"])} for w in self._workers.values()]
 
     async def close(self) -> None:
         return None

@@ -1,6 +1,7 @@
 """Tables of a run database (SQLite or PostgreSQL), and its schema version.
 
-A database holds any number of runs (keyed by run name) and one response cache shared by all of them.
+A database holds any number of runs (keyed by run name), one response cache shared by all of them, and
+the rate-limit ledger shared by every process that calls the same provider through it.
 ``SCHEMA_VERSION`` changes whenever a table changes; a database of another version is refused.
 """
 
@@ -19,9 +20,22 @@ from sqlalchemy import (
     text,
 )
 
-__all__ = ["SCHEMA_VERSION", "attempts", "cache", "items", "jobs", "meta", "metadata", "runs", "workers"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "attempts",
+    "cache",
+    "items",
+    "jobs",
+    "limit_holds",
+    "limits",
+    "meta",
+    "metadata",
+    "runs",
+    "workers",
+]
 
-SCHEMA_VERSION = 1
+# 2: kw_runs.finalized_at/finalized_by (finalise once per fleet), kw_limits and kw_limit_holds.
+SCHEMA_VERSION = 2
 
 metadata = MetaData()
 
@@ -39,6 +53,10 @@ runs = Table(
     Column("config_text", Text, nullable=False),
     Column("meta", Text, nullable=False),
     Column("created_at", Float, nullable=False),
+    # Set by the one process that finalises the run once every job is finished; cleared when jobs are
+    # added or re-queued, so the run is finalised again after more work.
+    Column("finalized_at", Float),
+    Column("finalized_by", String(128)),
 )
 
 items = Table(
@@ -114,4 +132,27 @@ workers = Table(
     Column("heartbeat_at", Float, nullable=False),
     Column("jobs_done", Integer, nullable=False, server_default="0"),
     Column("stopped_at", Float),
+)
+
+# Fleet-wide rate limits, one row per limit key (provider + base + key variable + model, or a group).
+# ``next_slot`` is the GCRA "theoretical arrival time" in database-clock seconds: reserving k requests
+# moves it k intervals on; ``next_token`` does the same for tokens per minute.
+limits = Table(
+    "kw_limits",
+    metadata,
+    Column("key", String(512), primary_key=True),
+    Column("next_slot", Float, nullable=False),
+    Column("next_token", Float, nullable=False),
+)
+
+# Fleet-wide requests in flight: each process holds a leased share of a key's max_in_flight.
+limit_holds = Table(
+    "kw_limit_holds",
+    metadata,
+    Column("key", String(512), nullable=False),
+    Column("holder", String(128), nullable=False),
+    Column("permits", Integer, nullable=False),
+    Column("wants", Integer, nullable=False),
+    Column("expires", Float, nullable=False),
+    PrimaryKeyConstraint("key", "holder"),
 )

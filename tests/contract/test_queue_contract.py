@@ -8,9 +8,12 @@ from pathlib import Path
 
 import anyio
 import pytest
+from sqlalchemy import create_engine, text
 
+from knowwhen_runner.exceptions import SchemaVersionError
 from knowwhen_runner.jobs import Job
 from knowwhen_runner.queue import Failure, Queue, open_queue
+from knowwhen_runner.queue.schema import SCHEMA_VERSION
 from tests.pg import temporary_database
 
 
@@ -171,3 +174,124 @@ def test_runs_are_isolated(make_queue, request) -> None:
     run(a.enqueue, _jobs(2), {})
     assert run(b.claim, "w", 10, 30.0) == []
     assert len(run(a.claim, "w", 10, 30.0)) == 2
+
+
+def _backend(request: pytest.FixtureRequest) -> str:
+    return str(request.node.callspec.params["make_queue"])
+
+
+def _sql_url(q: Queue, request: pytest.FixtureRequest) -> str:
+    if _backend(request) == "memory":
+        pytest.skip("the memory backend has no schema")
+    return q.url  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("written", "word"), [(99, "newer"), (1, "older")])
+def test_database_of_another_schema_version_is_refused(make_queue, request, written, word) -> None:
+    """A database whose kw_meta says another schema version is refused in one line that says what to do."""
+    q = make_queue()
+    url = _sql_url(q, request)
+    run(q.run_info)  # creates the schema
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    version = text("UPDATE kw_meta SET value = :v WHERE key = 'schema_version'")
+    try:
+        with engine.begin() as conn:
+            conn.execute(version, {"v": str(written)})
+        with pytest.raises(SchemaVersionError) as caught:
+            run(open_queue(url, "other").run_info)
+        message = str(caught.value)
+        assert "\n" not in message and word in message and f"version {written}" in message
+        assert ("upgrade" if word == "newer" else "another --db") in message
+    finally:
+        with engine.begin() as conn:
+            conn.execute(version, {"v": str(SCHEMA_VERSION)})
+        engine.dispose()
+
+
+def test_failure_after_a_lost_lease_leaves_the_job_to_its_new_holder(make_queue) -> None:
+    """A worker whose lease expired cannot fail a job another worker now holds; its attempt is still kept."""
+    q = make_queue()
+    run(q.enqueue, _jobs(1), {})
+    job = run(q.claim, "slow", 1, 0.4)[0]
+    time.sleep(0.6)
+    assert [j.id for j in run(q.claim, "live", 1, 30.0)] == [job.id]
+    assert run(q.fail, "slow", [Failure(job.id, "HTTP 500", kind="retry")]) == 0
+    assert run(q.claim, "third", 1, 30.0) == []  # still leased by "live"
+    assert run(q.complete, "live", [(job.id, {"answer": "x"})]) == 1
+    assert [e["error"] for e in run(q.attempt_errors, job.id)] == ["HTTP 500"]
+
+
+def test_finalize_marker_is_taken_once_when_finished(make_queue) -> None:
+    """Only a finished run can be taken for finalising, by one process; new or re-queued jobs clear it."""
+    q = make_queue()
+    run(q.init_run, "name: r", {})
+    run(q.enqueue, _jobs(1), {})
+    assert not run(q.take_finalize, "a")  # a job is still pending
+    job = run(q.claim, "a", 1, 30.0)[0]
+    run(q.fail, "a", [Failure(job.id, "HTTP 400", kind="fatal", final=True)])
+    assert run(q.take_finalize, "a") and not run(q.take_finalize, "b")
+    assert run(q.run_info)["finalized_by"] == "a"
+    run(q.release_finalize, "b")  # not b's to release
+    assert not run(q.take_finalize, "b")
+    run(q.release_finalize, "a")
+    assert run(q.take_finalize, "b")
+    run(q.requeue_failed)
+    assert run(q.run_info)["finalized_at"] is None
+    job = run(q.claim, "a", 1, 30.0)[0]
+    run(q.complete, "a", [(job.id, {})])
+    assert run(q.take_finalize, "c")
+    run(q.enqueue, _jobs(2), {})
+    assert run(q.run_info)["finalized_at"] is None and not run(q.take_finalize, "c")
+
+
+def test_workers_report_jobs_and_heartbeat_age(make_queue) -> None:
+    """The worker registry counts recorded jobs per worker and says how long ago each was heard from."""
+    q = make_queue()
+    run(q.enqueue, _jobs(3), {})
+    run(q.register_worker, "w1")
+    jobs = run(q.claim, "w1", 3, 30.0)
+    run(q.complete, "w1", [(j.id, {}) for j in jobs] + [(jobs[0].id, {})])
+    run(q.stop_worker, "w1")
+    (row,) = run(q.workers)
+    assert row["id"] == "w1" and row["jobs_done"] == 3 and row["stopped_at"] is not None
+    assert 0.0 <= row["heartbeat_age_s"] < 5.0
+
+
+def test_concurrent_claimers_never_share_a_job(make_queue, request) -> None:
+    """Four claimers on their own connections, racing: each job is leased once, no claim exceeds its batch."""
+    if _backend(request) == "memory":
+        pytest.skip("the memory backend is one process's dicts")
+    first = make_queue()
+    run(first.enqueue, _jobs(200), {})
+    queues = [first, *(open_queue(first.url, first.run) for _ in range(3))]  # type: ignore[attr-defined]
+    taken: list[list[str]] = [[] for _ in queues]
+
+    async def drain(i: int) -> None:
+        while batch := await queues[i].claim(f"w{i}", 7, 30.0):
+            assert len(batch) <= 7
+            taken[i].extend(j.id for j in batch)
+
+    async def race() -> None:
+        async with anyio.create_task_group() as tg:
+            for i in range(len(queues)):
+                tg.start_soon(drain, i)
+        for extra in queues[1:]:
+            await extra.close()
+
+    run(race)
+    every = [job for ids in taken for job in ids]
+    assert len(every) == 200 and len(set(every)) == 200
+    assert sum(1 for ids in taken if ids) >= 2
+
+
+def test_postgresql_leases_use_the_server_clock(make_queue, request, monkeypatch) -> None:
+    """On PostgreSQL a worker whose clock runs an hour ahead cannot take live leases from the others."""
+    if _backend(request) != "postgresql":
+        pytest.skip("SQLite is one machine's file: its processes share one clock")
+    q = make_queue()
+    run(q.enqueue, _jobs(1), {})
+    assert len(run(q.claim, "a", 1, 30.0)) == 1
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 3600)
+    assert run(q.claim, "skewed", 1, 30.0) == []
+    assert run(q.requeue_expired) == 0

@@ -1,0 +1,128 @@
+"""Connections to a run database, its clock, and its schema (created and versioned by us).
+
+Shared by the queue (``sql.py``) and the fleet's rate-limit ledger (``limits.py``), which open their own
+engines on the same URL. On PostgreSQL every time that other machines compare against (lease expiries,
+heartbeats, rate-limit slots) is the database server's clock, read in SQL.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Float, create_engine, event, inspect, literal, literal_column, select, text
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.sql.elements import ColumnElement
+
+from ..exceptions import QueueError, SchemaVersionError
+from . import schema as s
+
+__all__ = ["DbClock", "ensure_schema", "is_shared_url", "make_engine", "safe_url"]
+
+# Leases and rate-limit slots are compared by processes on different machines. Their clocks drift (a
+# few seconds is common without NTP), and a worker whose clock runs ahead by more than a lease would
+# take live jobs from the others. So on PostgreSQL the database server's clock is the only clock:
+# ``now()`` is the start of the (short) transaction, which is what every statement of a claim wants.
+# SQLite is one machine's file, so its processes share that machine's clock.
+_PG_NOW = "CAST(EXTRACT(EPOCH FROM now()) AS DOUBLE PRECISION)"
+_SCHEMA_LOCK = 0x6B77_5F73  # pg_advisory_xact_lock key: one process creates the tables at a time
+
+
+def safe_url(url: str) -> str:
+    """The URL with any password hidden, for messages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "<database url>"
+
+
+def is_shared_url(url: str) -> bool:
+    """Whether processes on other machines can reach this database (PostgreSQL)."""
+    return url.startswith("postgresql")
+
+
+def make_engine(url: str, *, pool_size: int = 2) -> Engine:
+    """An engine for SQLite (WAL, ``BEGIN IMMEDIATE``) or PostgreSQL (psycopg 3)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 60})
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA busy_timeout=60000")
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            # Take the write lock at BEGIN: two processes then wait for each other (busy_timeout)
+            # instead of failing with "database is locked" when a reader upgrades to a writer.
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+    if parsed.get_backend_name() == "postgresql":
+        if parsed.drivername == "postgresql":
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        return create_engine(parsed, pool_pre_ping=True, pool_size=pool_size, max_overflow=2)
+    raise QueueError(f"{safe_url(url)}: unsupported database (use sqlite:///FILE or postgresql://...)")
+
+
+class DbClock:
+    """'Now' in epoch seconds: the server's clock on PostgreSQL, this machine's on SQLite."""
+
+    def __init__(self, dialect: str) -> None:
+        self.server_side = dialect == "postgresql"
+        self.sql = _PG_NOW if self.server_side else ":now"  # for text() statements; bind ``now``
+
+    def params(self) -> dict[str, float]:
+        """Bind parameters every statement using ``sql`` needs (``now`` is ignored on PostgreSQL)."""
+        return {"now": time.time()}
+
+    def expr(self) -> ColumnElement[float]:
+        """The same instant as a Core expression, for ``update().values(...)``."""
+        if self.server_side:
+            return literal_column(_PG_NOW, Float)
+        return literal(time.time(), Float)
+
+
+def _version_message(url: str, found: str) -> str:
+    where = safe_url(url)
+    try:
+        version = int(found)
+    except ValueError:
+        return (
+            f"{where}: its kw_meta schema_version is {found!r}, which no knowwhen_runner writes; "
+            "give another database with --db"
+        )
+    code = s.SCHEMA_VERSION
+    if version > code:
+        return (
+            f"{where}: written by a newer knowwhen_runner (run-schema version {version}, this one reads "
+            f"{code}); upgrade knowwhen_runner on this machine, or give another database with --db"
+        )
+    return (
+        f"{where}: written by an older knowwhen_runner (run-schema version {version}, this one reads "
+        f"{code}); finish its runs with that release, or start afresh with another --db or run folder"
+    )
+
+
+def ensure_schema(engine: Engine, url: str) -> None:
+    """Create the tables if missing; refuse a database of another schema version (newer or older)."""
+    with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            # Processes starting together on a fresh database would race CREATE TABLE otherwise.
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK})
+        version = select(s.meta.c.value).where(s.meta.c.key == "schema_version")
+        if inspect(conn).has_table("kw_meta"):
+            found = conn.execute(version).scalar()
+            if found is not None and found != str(s.SCHEMA_VERSION):
+                raise SchemaVersionError(_version_message(url, found))
+        s.metadata.create_all(conn)
+        if conn.execute(version).scalar() is None:
+            conn.execute(s.meta.insert().values(key="schema_version", value=str(s.SCHEMA_VERSION)))
