@@ -92,11 +92,15 @@ class Worker:
         self._cache = CacheMode(config.cache.policy)
         self._settings = config.workers
         self.calls = CachedCalls(queue, client, config.cache.policy)
+        self._requests: dict[str, tuple[ModelSpec, str, dict[str, Any], str, dict[str, Any]]] = {}
         self._held: set[str] = set()  # job ids claimed and not yet recorded
 
     # -- the job ------------------------------------------------------------------------------------------
 
     def _request(self, job: Job) -> tuple[ModelSpec, str, dict[str, Any], str, dict[str, Any]]:
+        known = self._requests.pop(job.id, None)
+        if known is not None:
+            return known
         model = self._models[job.model_id]
         item = self.items[(job.scenario_id, job.item)]
         kind = "decision" if model.kind == "decision" else "llm"
@@ -207,11 +211,18 @@ class Worker:
             for job in claimed:
                 await jobs.send(job)
             return
-        requests = [(job, *self._request(job)) for job in claimed]
+        questions = []
+        for job in claimed:
+            if job.payload.get("kind") == "question":
+                questions.append(job)
+            else:  # episodes look their calls up one by one
+                await jobs.send(job)
+        requests = [(job, *self._request(job)) for job in questions]
         hits = await self.queue.cache_get([r[4] for r in requests])
-        for job, _model, _kind, _body, key, item in requests:
+        for job, model, kind, body, key, item in requests:
             response = hits.get(key)
             if response is None:
+                self._requests[job.id] = (model, kind, body, key, item)
                 await jobs.send(job)
                 continue
             self.calls.tally.cache_hits += 1
