@@ -4,19 +4,29 @@ Requests are spaced evenly (GCRA with no burst): at N requests/min a request may
 no sliding minute ever sees more than N. Tokens work the same way with the estimated size of each request.
 A 429/529 pauses the model for everyone in this process (``penalize``), and a model that keeps failing is
 paused for longer each time (a circuit breaker) instead of being hammered.
+
+One process keeps its limits in memory (``Limiter``). When several processes work one run (a shared
+database), ``Limiters`` built inside ``shared_limits(ledger, holder)`` hand out ``FleetLimiter``s: the
+same interface, with request slots and in-flight permits reserved in the database, so a model's limits
+hold for the whole fleet (see ``queue.limits``).
 """
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Protocol
 
 import anyio
 
 from .config import ModelSpec, RateLimit
 
-__all__ = ["Limiter", "Limiters"]
+__all__ = ["FleetLimiter", "Ledger", "Limiter", "Limiters", "shared_limits"]
 
 _BREAKER_AFTER = 8  # consecutive failed requests before the model is paused
 _BREAKER_MAX_S = 120.0
@@ -90,15 +100,25 @@ class Limiter:
 
 
 class Limiters:
-    """One ``Limiter`` per limit key; models with the same key share it."""
+    """One ``Limiter`` per limit key; models with the same key share it.
+
+    Inside ``shared_limits`` the limiters are ``FleetLimiter``s on that ledger.
+    """
 
     def __init__(self, models: list[ModelSpec]) -> None:
+        fleet = _fleet.get()
         self._by_key: dict[str, Limiter] = {}
         self._by_model: dict[str, Limiter] = {}
         for spec in models:
             key = spec.limit_key()
             if key not in self._by_key:
-                self._by_key[key] = Limiter(spec.id, spec.rate_limit)
+                self._by_key[key] = (
+                    FleetLimiter(
+                        spec.id, spec.rate_limit, key=key, fleet=fleet, ttl=max(30.0, 2 * spec.timeout_s)
+                    )
+                    if fleet is not None
+                    else Limiter(spec.id, spec.rate_limit)
+                )
             self._by_model[spec.id] = self._by_key[key]
 
     def __getitem__(self, model_id: str) -> Limiter:
@@ -106,3 +126,196 @@ class Limiters:
 
     def backing_off(self) -> list[tuple[str, float]]:
         return [(lim.name, lim.paused_for()) for lim in self._by_key.values() if lim.paused_for() > 0]
+
+
+# --- the fleet's limits -----------------------------------------------------------------------------------
+
+
+class Ledger(Protocol):
+    """Where the fleet keeps its limits (``queue.limits.LimitLedger``)."""
+
+    async def reserve(
+        self,
+        key: str,
+        count: int,
+        interval: float,
+        *,
+        tokens: int = 0,
+        token_interval: float = 0.0,
+        pause_until: float = 0.0,
+    ) -> _Reservation: ...
+
+    async def hold(self, key: str, holder: str, *, want: int, in_use: int, cap: int, ttl: float) -> int: ...
+
+
+class _Reservation(Protocol):
+    start: float
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Fleet:
+    ledger: Ledger
+    holder: str
+
+
+_fleet: ContextVar[_Fleet | None] = ContextVar("knowwhen_fleet_limits", default=None)
+
+
+@contextmanager
+def shared_limits(ledger: Ledger, holder: str) -> Iterator[None]:
+    """Within this block (and the event loops started in it), ``Limiters`` are the fleet's."""
+    token = _fleet.set(_Fleet(ledger, holder))
+    try:
+        yield
+    finally:
+        _fleet.reset(token)
+
+
+class FleetLimiter(Limiter):
+    """A ``Limiter`` whose request slots and in-flight permits are reserved in the fleet's ledger.
+
+    Slots: reserved in blocks sized to cover about ``_BLOCK_S`` at the model's rate (one at a time at
+    low rates), so a busy process pays one database round trip per block, not per request. A slot that
+    passes unused is dropped, never spent late, so requests of the fleet never bunch up.
+    In flight: the process holds a share of the model's ``max_in_flight``; it asks for more when its
+    requests queue, gives permits back as soon as none of its requests waits for one, and otherwise
+    renews the share every ``_RESYNC_S`` (which is also when it yields to a newcomer's fair share).
+    """
+
+    _BLOCK_S = 0.1
+    _MAX_BLOCK = 64
+    _RESYNC_S = 0.5
+    _POLL_S = 0.2
+
+    def __init__(self, name: str, rate: RateLimit, *, key: str, fleet: _Fleet, ttl: float) -> None:
+        super().__init__(name, rate)
+        self._key, self._ledger, self._holder, self._ttl = key, fleet.ledger, fleet.holder, ttl
+        self._cap = rate.max_in_flight
+        self._slots: deque[float] = deque()  # reserved starts, on this process's monotonic clock
+        self._slot_lock = anyio.Lock()
+        self._offset = 0.0  # ledger clock minus monotonic clock, as of the last reservation
+        self._pause_sent = 0.0
+        self._share = 0  # permits this process may use now
+        self._in_use = 0
+        self._queued = 0  # requests waiting for a permit
+        self._asked = 0  # the want sent with the last sync
+        self._changed = anyio.Event()
+        self._sync_lock = anyio.Lock()
+        self._synced_at = -math.inf
+
+    @asynccontextmanager
+    async def slot(self, tokens: int = 0) -> AsyncIterator[None]:
+        """Wait for a fleet permit and a fleet slot; the body is one request."""
+        self.waiting += 1
+        started = False
+        try:
+            await self._acquire()
+            try:
+                await self._wait_turn(tokens)
+                self.waiting -= 1
+                started = True
+                yield
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._release()
+        finally:
+            if not started:
+                self.waiting -= 1
+
+    # -- in flight --------------------------------------------------------------------------------------
+
+    async def _acquire(self) -> None:
+        self._queued += 1
+        try:
+            while self._in_use >= self._share:
+                changed = self._changed
+                await self._sync(for_permit=True)
+                if self._in_use < self._share:
+                    break
+                with anyio.move_on_after(self._POLL_S):
+                    await changed.wait()  # a permit released here, or time to ask the ledger again
+        finally:
+            self._queued -= 1
+        self._in_use += 1
+
+    async def _release(self) -> None:
+        self._in_use -= 1
+        self._notify()
+        if self._queued == 0 or self._in_use >= self._share:
+            await self._sync()  # give back what nobody here waits for, or shrink to our share
+        else:
+            await self._sync(min_age=self._RESYNC_S)  # renew, and yield to newcomers' fair shares
+
+    async def _sync(self, *, min_age: float = 0.0, for_permit: bool = False) -> None:
+        """Tell the ledger what we use and want, and learn our share; one sync at a time.
+
+        For a permit, a sync is skipped when another one just got us a permit, or just asked for as
+        much as we want now (then a permit comes back here, or we ask again after ``_POLL_S``).
+        """
+        async with self._sync_lock:
+            while True:
+                want, in_use = min(self._cap, self._in_use + self._queued), self._in_use
+                age = time.monotonic() - self._synced_at
+                if for_permit and (in_use < self._share or (want <= self._asked and age < self._POLL_S)):
+                    return
+                if not for_permit and age < min_age:
+                    return
+                self._share = await self._ledger.hold(
+                    self._key, self._holder, want=want, in_use=in_use, cap=self._cap, ttl=self._ttl
+                )
+                self._asked, self._synced_at = want, time.monotonic()
+                self._notify()
+                if for_permit or self._queued or self._in_use >= in_use:
+                    return
+                min_age = 0.0  # requests ended meanwhile and nobody waits: give those permits back too
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    # -- requests per minute ----------------------------------------------------------------------------
+
+    async def _wait_turn(self, tokens: int) -> None:
+        while True:
+            now = time.monotonic()
+            if self.paused_until > now:
+                if self._interval and self.paused_until > self._pause_sent:
+                    await self._share_pause()
+                await anyio.sleep(self.paused_until - time.monotonic())
+                continue
+            if self._interval or self._token_interval:
+                start = await self._next_start(tokens)
+                if start > time.monotonic():
+                    await anyio.sleep(start - time.monotonic())
+            if self.paused_until <= time.monotonic():
+                return
+
+    async def _next_start(self, tokens: int) -> float:
+        async with self._slot_lock:
+            now = time.monotonic()
+            while self._slots and self._slots[0] < now:
+                self._slots.popleft()  # nobody was ready for it: spending it late would bunch requests
+            if self._slots and not self._token_interval:
+                return self._slots.popleft()
+            count = 1
+            if not self._token_interval and self._interval:
+                count = max(1, min(self._MAX_BLOCK, int(self._BLOCK_S / self._interval), self.waiting))
+            got = await self._ledger.reserve(
+                self._key,
+                count,
+                self._interval,
+                tokens=tokens if self._token_interval else 0,
+                token_interval=self._token_interval,
+            )
+            self._offset = got.now - time.monotonic()
+            first = got.start - self._offset
+            self._slots.extend(first + i * self._interval for i in range(count))
+            return self._slots.popleft()
+
+    async def _share_pause(self) -> None:
+        """Push a 429's pause into the ledger: no process of the fleet starts a request before it ends."""
+        async with self._slot_lock:
+            self._slots.clear()  # reserved before the pause
+            pause_until, self._pause_sent = self.paused_until, self.paused_until
+            await self._ledger.reserve(self._key, 0, self._interval, pause_until=pause_until + self._offset)

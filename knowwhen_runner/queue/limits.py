@@ -1,0 +1,189 @@
+"""The fleet's rate-limit ledger: request slots and requests in flight, kept in the run database.
+
+When several processes work one run (PostgreSQL, or a SQLite file worked by ``--processes N``), a
+model's limits must hold for all of them together, so they are kept where all of them look: here.
+``ratelimit.FleetLimiter`` is the only user.
+
+Requests per minute are GCRA with no burst: ``kw_limits.next_slot`` is the earliest start of the key's
+next request on the database clock. Reserving k requests is one ``UPDATE ... RETURNING`` that moves it
+k intervals past ``max(next_slot, now)``; the caller owns the k start times in between, one interval
+apart, so no two requests of the fleet start closer than an interval.
+Requests in flight are shares: each process holds a leased number of permits of a key's
+``max_in_flight`` in ``kw_limit_holds``, asks for what it needs, gets its max-min fair share of what the
+others do not hold, and loses the share if it stops renewing it (a killed process).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+from sqlalchemy import Connection, text
+from sqlalchemy.exc import DBAPIError
+
+from ..exceptions import QueueError
+from .engine import DbClock, ensure_schema, make_engine, safe_url
+
+__all__ = ["LimitLedger", "Reservation", "fair_shares"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """``count`` request starts from ``start``, one interval apart, and the ledger's ``now`` (its clock)."""
+
+    start: float
+    now: float
+
+
+def fair_shares(cap: int, wants: dict[str, int]) -> dict[str, int]:
+    """Max-min fair split of ``cap`` permits: nobody gets more than it wants, the hungriest share the rest."""
+    share = dict.fromkeys(wants, 0)
+    left = cap
+    hungry = sorted(h for h, w in wants.items() if w > 0)
+    while left > 0 and hungry:
+        each = max(1, left // len(hungry))
+        for holder in list(hungry):
+            give = min(each, wants[holder] - share[holder], left)
+            share[holder] += give
+            left -= give
+            if share[holder] >= wants[holder]:
+                hungry.remove(holder)
+            if left == 0:
+                break
+    return share
+
+
+class LimitLedger:
+    """Reservations and in-flight shares in one database; one per process, on its own connection."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._engine = make_engine(url, pool_size=1)
+        self._clock = DbClock(self._engine.dialect.name)
+        self._greatest = "GREATEST" if self._clock.server_side else "MAX"
+        self._limiter: anyio.CapacityLimiter | None = None
+        self._ready = False
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(1)
+        return await anyio.to_thread.run_sync(
+            functools.partial(self._guarded, fn, *args), limiter=self._limiter
+        )
+
+    def _guarded(self, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            if not self._ready:
+                ensure_schema(self._engine, self.url)
+                self._ready = True
+            return fn(*args)
+        except DBAPIError as exc:
+            detail = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+            raise QueueError(f"{safe_url(self.url)}: rate-limit ledger: {detail}") from None
+
+    def _ensure_key(self, conn: Connection, key: str) -> None:
+        conn.execute(
+            text(
+                "INSERT INTO kw_limits (key, next_slot, next_token) VALUES (:key, 0, 0) "
+                "ON CONFLICT (key) DO NOTHING"
+            ),
+            {"key": key},
+        )
+
+    # -- requests per minute ----------------------------------------------------------------------------
+
+    async def reserve(
+        self,
+        key: str,
+        count: int,
+        interval: float,
+        *,
+        tokens: int = 0,
+        token_interval: float = 0.0,
+        pause_until: float = 0.0,
+    ) -> Reservation:
+        """Reserve ``count`` request starts (and ``tokens`` of the token budget); none before ``pause_until``."""
+        return await self._call(self._reserve, key, count, interval, tokens, token_interval, pause_until)
+
+    def _reserve(
+        self, key: str, count: int, interval: float, tokens: int, token_interval: float, pause: float
+    ) -> Reservation:
+        now = self._clock.sql
+        base = f"{self._greatest}(next_slot, next_token, {now}, :pause)"
+        stmt = text(
+            f"UPDATE kw_limits SET next_slot = {base} + :k * :iv, next_token = {base} + :tok * :tiv "
+            f"WHERE key = :key RETURNING next_slot, {now}"
+        )
+        params = {
+            **self._clock.params(),
+            "key": key,
+            "k": count,
+            "iv": interval,
+            "tok": tokens,
+            "tiv": token_interval,
+            "pause": pause,
+        }
+        with self._engine.begin() as conn:
+            row = conn.execute(stmt, params).first()
+            if row is None:
+                self._ensure_key(conn, key)
+                row = conn.execute(stmt, params).first()
+        assert row is not None
+        return Reservation(start=float(row[0]) - count * interval, now=float(row[1]))
+
+    # -- requests in flight -----------------------------------------------------------------------------
+
+    async def hold(self, key: str, holder: str, *, want: int, in_use: int, cap: int, ttl: float) -> int:
+        """Renew this holder's share of ``cap`` for ``ttl`` s; returns how many permits it may use now.
+
+        The share is the holder's fair share of ``cap`` given every holder's wants, but never what
+        others still hold (they shrink to their own fair share when they renew). The row records at
+        least ``in_use``: permits in use are given back as their requests end, not revoked.
+        """
+        return await self._call(self._hold, key, holder, want, in_use, cap, ttl)
+
+    def _hold(self, key: str, holder: str, want: int, in_use: int, cap: int, ttl: float) -> int:
+        now = self._clock.sql
+        params: dict[str, Any] = {**self._clock.params(), "key": key, "h": holder, "ttl": ttl}
+        with self._engine.begin() as conn:
+            self._ensure_key(conn, key)
+            lock = " FOR UPDATE" if self._clock.server_side else ""  # SQLite: BEGIN IMMEDIATE is the lock
+            conn.execute(text(f"SELECT key FROM kw_limits WHERE key = :key{lock}"), params)
+            conn.execute(text(f"DELETE FROM kw_limit_holds WHERE key = :key AND expires < {now}"), params)
+            others = conn.execute(
+                text("SELECT holder, permits, wants FROM kw_limit_holds WHERE key = :key AND holder <> :h"),
+                params,
+            ).fetchall()
+            held = sum(r[1] for r in others)
+            shares = fair_shares(cap, {**{r[0]: r[2] for r in others}, holder: want})
+            share = max(0, min(shares[holder], cap - held))
+            permits = max(share, in_use)
+            if permits == 0 and want == 0:
+                conn.execute(text("DELETE FROM kw_limit_holds WHERE key = :key AND holder = :h"), params)
+                return 0
+            conn.execute(
+                text(
+                    "INSERT INTO kw_limit_holds (key, holder, permits, wants, expires) "
+                    f"VALUES (:key, :h, :p, :w, {now} + :ttl) ON CONFLICT (key, holder) DO UPDATE SET "
+                    "permits = excluded.permits, wants = excluded.wants, expires = excluded.expires"
+                ),
+                {**params, "p": permits, "w": want},
+            )
+        return share
+
+    async def drop(self, holder: str) -> None:
+        """Give back every share this holder has (a process that is done)."""
+        await self._call(self._drop, holder)
+
+    def _drop(self, holder: str) -> None:
+        with self._engine.begin() as conn:
+            conn.execute(text("DELETE FROM kw_limit_holds WHERE holder = :h"), {"h": holder})
+
+    async def close(self) -> None:
+        self._engine.dispose()
