@@ -1,0 +1,345 @@
+"""The CXS manifest: one versioned JSON document per model that says how much of the decision work it
+can take over (coverage) and how well that work then succeeds, per scenario and mode.
+
+Pydantic models, frozen and strict about extra fields; their JSON Schemas are generated into
+``schemas/`` (``python -m knowwhen_runner.schemas``) and a test fails when the two drift. Units: every
+field ending in ``_pct`` is a percent (as the benchmark prints it); every other accuracy, coverage and
+rate is a fraction in [0, 1]; money is USD, time is milliseconds unless the name says otherwise.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .answers import ANSWER_SCHEMA_VERSION
+from .exceptions import ScenarioError
+
+__all__ = [
+    "MANIFEST_SCHEMA_VERSION",
+    "AnswerRow",
+    "Calibration",
+    "ClosedLoopCell",
+    "Cost",
+    "CoverageCurve",
+    "CurvePoint",
+    "CxsManifest",
+    "Fit",
+    "Gate",
+    "GatePoint",
+    "IsolatedCell",
+    "JobTally",
+    "Latency",
+    "ModelRef",
+    "OpenLoopCell",
+    "Operations",
+    "ReliabilityBin",
+    "RunProvenance",
+    "ScenarioProvenance",
+    "Stratum",
+    "Tokens",
+    "Validity",
+    "load_manifest",
+    "manifest_path",
+]
+
+MANIFEST_SCHEMA_VERSION: Literal[1] = 1
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelRef(_Model):
+    """Which model this is: its id in the run, its litellm model string, kind and output-affecting params."""
+
+    id: str
+    model: str
+    kind: Literal["decision", "llm"]
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScenarioProvenance(_Model):
+    """A scenario of the run and the sha256 of each of its files (read at finalise time)."""
+
+    id: str
+    kind: str
+    variant: str | None = None
+    version: str
+    limit: int | None = None
+    files: dict[str, str] = Field(default_factory=dict, description="File name -> sha256.")
+    settings: dict[str, Any] = Field(
+        default_factory=dict, description="Other fields the config set (episodes: suite, split, n, τ...)."
+    )
+
+
+class RunProvenance(_Model):
+    """Where the numbers come from: the run, its config, the code versions and when it happened (UTC)."""
+
+    name: str
+    config_file: str | None = None
+    config_sha256: str | None = None
+    job_id_version: int | None = None
+    created_by: str | None = Field(None, description="knowwhen_runner version that created the run.")
+    packages: dict[str, str] = Field(description="Versions of the packages that finalised the run.")
+    created: str | None = Field(None, description="When the run was first planned.")
+    work_started: str | None = Field(None, description="When the first worker started.")
+    work_ended: str | None = Field(None, description="Last heartbeat or stop of any worker.")
+    finalized_at: str = Field(description="When this manifest was written (the only field a rerun changes).")
+
+
+class JobTally(_Model):
+    """The model's jobs in the queue, and how hard they were to get done."""
+
+    total: int
+    done: int
+    failed: int
+    pending: int
+    running: int
+    attempts: int = Field(description="Claims of all jobs, summed.")
+    retried: int = Field(description="Jobs that needed more than one attempt.")
+    retry_errors: int = Field(description="Errors retried within an attempt (transient provider errors).")
+    failure_kinds: dict[str, int] = Field(default_factory=dict, description="Failed jobs by error class.")
+
+
+class Stratum(_Model):
+    accuracy_pct: float | None
+    n_occurrences: int
+    n_tasks: int
+
+
+class Validity(_Model):
+    """Answer rows by outcome: valid, answered but unscorable (invalid), or failed for good."""
+
+    n_rows: int
+    valid_rate: float | None
+    invalid_rate: float | None
+    failed_rate: float | None
+    n_unanswered: int = Field(description="Occurrences of the answer key with no answer row (scored wrong).")
+
+
+class ReliabilityBin(_Model):
+    lower: float
+    upper: float
+    n: int
+    mean_confidence: float
+    accuracy: float
+
+
+class Calibration(_Model):
+    """Calibration of the chosen option's confidence, pooled over occurrences (10 equal-width bins)."""
+
+    ece: float | None
+    brier: float | None
+    bins: list[ReliabilityBin]
+
+
+class CurvePoint(_Model):
+    threshold: float
+    coverage: float
+    accuracy: float
+    support: int
+
+
+class CoverageCurve(_Model):
+    """Selective accuracy: the occurrences with confidence ≥ τ, their share and their accuracy (pooled).
+
+    ``area`` is the area under accuracy over coverage (= 1 − ``aurc``). Long curves are thinned to about
+    200 points for storage; ``n_thresholds`` says how many distinct confidences the full curve had.
+    """
+
+    points: list[CurvePoint]
+    area: float | None
+    aurc: float | None
+    n_thresholds: int
+    thinned: bool
+
+
+class Fit(_Model):
+    """The lowest τ whose covered accuracy reaches ``target``; ``target_source`` says where it came from."""
+
+    target: float
+    target_source: Literal["config", "llm", "default"]
+    reachable: bool
+    threshold: float | None
+    coverage: float
+    accuracy: float | None
+    support: int
+
+
+class GatePoint(_Model):
+    threshold: float
+    coverage: float
+    accuracy: float
+
+
+class Gate(_Model):
+    """Open-loop gating over ``llm``: the model's answer where its confidence ≥ τ, the LLM's elsewhere.
+
+    Accuracies are per task then mean (as L2 is scored), as fractions. ``curve`` may be thinned like the
+    coverage curve; ``at_thresholds`` are exact, at a few fixed τ.
+    """
+
+    llm: str
+    llm_accuracy: float
+    model_accuracy: float
+    at_fit: GatePoint | None
+    at_thresholds: list[GatePoint]
+    curve: list[GatePoint]
+    thinned: bool
+
+
+class Cost(_Model):
+    total_usd: float | None
+    per_1k_decisions_usd: float | None
+    n_priced: int = Field(description="Rows with a known price; the others have no list price.")
+
+
+class Latency(_Model):
+    p50_ms: float | None
+    p95_ms: float | None
+    p99_ms: float | None
+    n: int
+
+
+class Tokens(_Model):
+    input: int
+    output: int
+
+
+class Operations(_Model):
+    """What a set of decisions cost: calls, cache hits, money, latency of the model calls, tokens."""
+
+    decisions: int
+    cost: Cost
+    latency: Latency
+    tokens: Tokens
+    cache_hits: int
+    calls: int = Field(description="Decisions answered by a model call (not the cache, not failed).")
+
+
+class OpenLoopCell(_Model):
+    """One scenario × mode of the open loop (L2 states): the benchmark's scores and what they cost."""
+
+    scenario: str
+    mode: str
+    variant: str | None
+    items: int = Field(description="Questions answered (answer rows, failed ones included).")
+    tasks: int
+    occurrences: int
+    accuracy_pct: float | None = Field(description="Benchmark rule: per task, then mean over eligible tasks.")
+    must_ask_pct: float | None
+    n_must_ask: int
+    strata: dict[str, Stratum]
+    validity: Validity
+    calibration: Calibration | None = None
+    curve: CoverageCurve | None = None
+    fit: Fit | None = None
+    gate: Gate | None = None
+    cost: Cost
+    latency: Latency
+    tokens: Tokens
+    cache_hits: int
+    calls: int = Field(description="Rows answered by a model call this run (not the cache).")
+
+
+class IsolatedCell(_Model):
+    """L1 isolated accuracy on one scenario (BFCL and When2Call items)."""
+
+    scenario: str
+    mode: str
+    items: int
+    pooled_pct: float
+    bfcl_tool_choice_pct: float | None
+    n_bfcl_tool_choice: int
+
+
+class ClosedLoopCell(_Model):
+    """One scenario × mode × τ of the closed loop (L3 episodes).
+
+    ``success_rate`` counts an episode whose job failed for good as unsuccessful (like a missing L2 answer).
+    ``coverage`` and ``model_accuracy`` are pooled over decisions: the share the model took, and how many
+    of those had a known right answer and were right.
+    """
+
+    scenario: str
+    mode: str
+    tau: float | None
+    episodes: int
+    failed: int
+    success_rate: float | None
+    coverage: float | None
+    model_accuracy: float | None
+    model_steps: int
+    steps_mean: float | None
+    budget_exhausted: int
+    decision_calls: int
+    llm_calls: int
+    llm_calls_saved: int
+    fallbacks: int
+    cost_total_usd: float
+    cost_per_episode_usd: float | None
+    cost_split_usd: dict[str, float]
+    latency: Latency
+    cache_hits: int
+    fit: dict[str, Any] | None = None
+
+
+class CxsManifest(_Model):
+    """Coverage × success of one model over a whole run."""
+
+    schema_version: Literal[1] = MANIFEST_SCHEMA_VERSION
+    model: ModelRef
+    run: RunProvenance
+    scenarios: list[ScenarioProvenance]
+    jobs: JobTally
+    totals: Operations = Field(description="Every open-loop and isolated decision of the model, pooled.")
+    open_loop: list[OpenLoopCell] = Field(default_factory=list)
+    isolated: list[IsolatedCell] = Field(default_factory=list)
+    closed_loop: list[ClosedLoopCell] = Field(default_factory=list)
+
+    def cell(self, scenario: str, mode: str | None = None) -> OpenLoopCell | None:
+        """The open-loop cell of ``scenario`` (and ``mode``, when given), if the model has one."""
+        return next((c for c in self.open_loop if c.scenario == scenario and mode in (None, c.mode)), None)
+
+
+class AnswerRow(_Model):
+    """One answer row as ``answers.answer_row`` / ``failed_row`` write it (``variant`` added for shifts)."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, json_schema_extra={"x-answer-schema-version": ANSWER_SCHEMA_VERSION}
+    )
+
+    model: str
+    qhash: str
+    answer: str | None
+    confidence: float | None
+    probabilities: dict[str, float] | None
+    valid: bool
+    error: str | None
+    attempts: int
+    requests: int | None
+    cost_usd: float | None
+    latency_ms: float | None
+    wall_ms: float | None
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_hit: bool
+    retry_errors: list[str]
+    variant: str | None = None
+
+
+def manifest_path(output: Path, model_id: str) -> Path:
+    """Where a run writes the manifest of ``model_id``."""
+    return Path(output) / "manifests" / f"{model_id}.cxs.json"
+
+
+def load_manifest(path: Path) -> CxsManifest:
+    """Read and validate one manifest file; a file that is not a valid manifest is a ``ScenarioError``."""
+    try:
+        return CxsManifest.model_validate_json(Path(path).read_bytes())
+    except (OSError, ValidationError) as exc:
+        first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        raise ScenarioError(f"{path}: not a readable CXS manifest ({first})") from None
