@@ -1,0 +1,177 @@
+"""The run's static HTML report: one self-contained file with the tables, the plots and the provenance.
+
+Everything is inline (CSS, a few lines of JS to sort table columns, plots as base64 data URIs); the page
+makes no network request, so it opens the same offline, attached to an e-mail or years later.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from html import escape
+from pathlib import Path
+
+from .jsonio import atomic_write_bytes
+from .manifest import CxsManifest
+from .tables import Table
+
+__all__ = ["render_report", "write_report"]
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;
+ margin:0;color:#1d2433;background:#f6f7f9;font-size:14px;line-height:1.45}
+main{max-width:1200px;margin:0 auto;padding:24px 28px 40px}
+h1{font-size:24px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #d9dde3;
+ padding-bottom:4px}h3{font-size:15px;margin:18px 0 6px}
+.meta{color:#5a6270;margin:0}.note{color:#5a6270;font-size:13px;margin:4px 0 8px}
+.wrap{overflow-x:auto;background:#fff;border:1px solid #d9dde3;border-radius:6px}
+table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums;font-size:13px}
+th,td{padding:4px 7px;border-bottom:1px solid #eceef1;white-space:nowrap}
+th{background:#eef1f5;text-align:left;font-weight:600;cursor:pointer;user-select:none;white-space:normal;
+ vertical-align:bottom;min-width:44px;max-width:110px}
+th.num,td.num{text-align:right}th:hover{background:#e2e7ee}
+th[data-dir=asc]::after{content:" ▲";font-size:10px}th[data-dir=desc]::after{content:" ▼";font-size:10px}
+tbody tr:hover{background:#f8fafc}td.missing{color:#9aa1ab}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:14px}
+figure{margin:0;background:#fff;border:1px solid #d9dde3;border-radius:6px;padding:8px}
+figure img{width:100%;height:auto;display:block}figcaption{color:#5a6270;font-size:12px;margin-top:4px}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:0}dt{color:#5a6270}
+dd{margin:0;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
+footer{color:#5a6270;font-size:12px;margin-top:30px}
+"""
+
+_JS = """
+document.querySelectorAll("table.sortable th").forEach(th => th.addEventListener("click", () => {
+  const body = th.closest("table").tBodies[0], rows = Array.from(body.rows), i = th.cellIndex;
+  const dir = th.dataset.dir === "asc" ? -1 : 1;
+  th.closest("tr").querySelectorAll("th").forEach(h => delete h.dataset.dir);
+  th.dataset.dir = dir > 0 ? "asc" : "desc";
+  const v = r => { const t = r.cells[i].textContent.trim(), n = Number(t);
+    return t === "\\u2013" ? null : (t !== "" && !isNaN(n) ? n : t); };
+  rows.sort((a, b) => { const x = v(a), y = v(b);
+    if (x === null) return y === null ? 0 : 1; if (y === null) return -1;
+    return (x < y ? -1 : x > y ? 1 : 0) * dir; });
+  rows.forEach(r => body.appendChild(r));
+}));
+"""
+
+
+def _table_html(table: Table) -> str:
+    head = "".join(
+        f'<th class="{"" if c.fmt == "text" else "num"}">{escape(c.header)}</th>' for c in table.columns
+    )
+    body = []
+    for row in table.rows:
+        cells = []
+        for c in table.columns:
+            text = table.cell(row, c)
+            cls = ("" if c.fmt == "text" else "num") + (" missing" if text == "–" else "")
+            cells.append(f'<td class="{cls.strip()}">{escape(text)}</td>')
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    note = f'<p class="note">{escape(table.note)}</p>' if table.note else ""
+    return (
+        f'{note}<div class="wrap"><table class="sortable"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
+def _figure_html(name: str, path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    caption = {
+        "coverage": "Covered accuracy (solid) and gated accuracy (dotted) against coverage; dot: fitted τ; "
+        "dashed: the LLM alone.",
+        "reliability": "Reliability: accuracy per confidence bin (10 equal-width bins).",
+        "cost": "Cost against accuracy (L2) or task success (L3); only cells with a known price.",
+    }.get(name.split("-", 1)[0], "")
+    return (
+        f'<figure><img alt="{escape(name)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{escape(name)}. {escape(caption)}</figcaption></figure>"
+    )
+
+
+def _dl(items: Sequence[tuple[str, str | None]]) -> str:
+    rows = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v or '–')}</dd>" for k, v in items)
+    return f"<dl>{rows}</dl>"
+
+
+def _provenance(manifests: Sequence[CxsManifest]) -> str:
+    run = manifests[0].run
+    parts = [
+        "<h3>Run</h3>",
+        _dl(
+            [
+                ("config", run.config_file),
+                ("config sha256", run.config_sha256),
+                ("job id version", None if run.job_id_version is None else str(run.job_id_version)),
+                ("created by", run.created_by and f"knowwhen_runner {run.created_by}"),
+                ("created", run.created),
+                ("work", f"{run.work_started or '–'} → {run.work_ended or '–'}"),
+                *((name, v) for name, v in run.packages.items()),
+            ]
+        ),
+        "<h3>Models</h3>",
+        _dl(
+            [
+                (
+                    m.model.id,
+                    f"{m.model.model} ({m.model.kind}); jobs {m.jobs.done}/{m.jobs.total} done, "
+                    f"{m.jobs.failed} failed, {m.jobs.attempts} attempts, {m.jobs.retried} retried",
+                )
+                for m in manifests
+            ]
+        ),
+        "<h3>Scenario files (sha256)</h3>",
+        _dl(
+            [(f"{s.id} / {name}", digest) for s in manifests[0].scenarios for name, digest in s.files.items()]
+        ),
+    ]
+    return "".join(parts)
+
+
+_SECTIONS = {
+    "comparison": "Comparison",
+    "gated": "Gated curve",
+    "closed-loop": "Closed loop",
+    "details": "Open-loop details",
+}
+
+
+def render_report(
+    manifests: Sequence[CxsManifest], tables: Mapping[str, Table], plots: Mapping[str, Path]
+) -> str:
+    """The report as one HTML string."""
+    if not manifests:
+        return "<!doctype html><html><body><p>No models in this run.</p></body></html>\n"
+    run = manifests[0].run
+    sections = []
+    for name, title in _SECTIONS.items():
+        table = tables.get(name)
+        if table is not None and (table.rows or name == "comparison"):
+            sections.append(f"<h2>{title}</h2>{_table_html(table)}")
+        if name == "comparison" and plots:
+            figures = "".join(_figure_html(n, p) for n, p in plots.items())
+            sections.append(f'<h2>Plots</h2><div class="grid">{figures}</div>')
+    return "\n".join(
+        [
+            "<!doctype html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{escape(run.name)}: knowwhen report</title><style>{_CSS}</style></head>",
+            "<body><main>",
+            f"<h1>{escape(run.name)}</h1>",
+            f'<p class="meta">Coverage × success of {len(manifests)} models; config '
+            f"{escape(run.config_file or '–')}, created {escape(run.created or '–')}.</p>",
+            *sections,
+            f"<h2>Provenance</h2>{_provenance(manifests)}",
+            f'<footer data-time="finalized">Finalised {escape(run.finalized_at)}.</footer>',
+            f"</main><script>{_JS}</script></body></html>",
+            "",
+        ]
+    )
+
+
+def write_report(
+    path: Path, manifests: Sequence[CxsManifest], tables: Mapping[str, Table], plots: Mapping[str, Path]
+) -> None:
+    """Write ``report.html``."""
+    atomic_write_bytes(path, render_report(manifests, tables, plots).encode())

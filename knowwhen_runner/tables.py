@@ -1,0 +1,297 @@
+"""Comparison tables of a run, built from its CXS manifests alone: Markdown, CSV and LaTeX.
+
+``comparison`` has one row per model with the paper's columns (L1 isolated, L2 all states, L2 must-ask,
+L3 success) plus coverage at the fitted threshold, cost and latency; ``gated`` is the gated curve of each
+decision model at a few thresholds; ``closed-loop`` and ``details`` give the rest. A missing value is
+shown as "–", never as 0. CSV cells keep six decimals; the other formats print what the paper prints.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .jsonio import atomic_write_bytes
+from .manifest import CxsManifest, Gate, GatePoint
+
+__all__ = [
+    "MISSING",
+    "Column",
+    "Table",
+    "closed_loop_table",
+    "comparison_table",
+    "details_table",
+    "gated_table",
+    "write_tables",
+]
+
+MISSING = "–"
+
+_FORMATS = {
+    "pct": lambda v: f"{v:.1f}",  # already a percent
+    "frac": lambda v: f"{100 * v:.1f}",  # a fraction shown as a percent
+    "usd": lambda v: f"{v:.4f}",
+    "ms": lambda v: f"{v:.1f}",
+    "tau": lambda v: f"{v:.3f}",
+    "num": lambda v: f"{v:.3f}",
+    "int": lambda v: f"{int(v)}",
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column: the row key it reads, its header, and how its values print (see ``_FORMATS``)."""
+
+    key: str
+    header: str
+    fmt: str = "text"
+
+
+@dataclass(frozen=True)
+class Table:
+    """A titled table of rows (dicts keyed by column key); ``name`` is its file stem."""
+
+    name: str
+    title: str
+    columns: list[Column]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    note: str = ""
+
+    def cell(self, row: dict[str, Any], column: Column, *, precise: bool = False) -> str:
+        value = row.get(column.key)
+        if value is None or value == "":
+            return MISSING
+        if column.fmt == "text" or isinstance(value, str):
+            return str(value)
+        if precise and column.fmt not in ("int", "text"):
+            scaled = 100 * value if column.fmt == "frac" else value
+            return f"{scaled:.6f}"
+        return _FORMATS[column.fmt](value)
+
+    def to_markdown(self) -> str:
+        align = ["---" if c.fmt == "text" else "---:" for c in self.columns]
+        lines = [f"# {self.title}", ""]
+        if self.note:
+            lines += [self.note, ""]
+        lines.append("| " + " | ".join(c.header for c in self.columns) + " |")
+        lines.append("|" + "|".join(align) + "|")
+        for row in self.rows:
+            cells = [self.cell(row, c).replace("|", "\\|") for c in self.columns]
+            lines.append("| " + " | ".join(cells) + " |")
+        return "\n".join(lines) + "\n"
+
+    def to_csv(self) -> str:
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow([c.header for c in self.columns])
+        for row in self.rows:
+            writer.writerow([self.cell(row, c, precise=True) for c in self.columns])
+        return buf.getvalue()
+
+    def to_latex(self) -> str:
+        spec = "".join("l" if c.fmt == "text" else "r" for c in self.columns)
+        lines = [f"% {_tex(self.title)}", f"\\begin{{tabular}}{{{spec}}}", "\\toprule"]
+        lines.append(" & ".join(_tex(c.header) for c in self.columns) + " \\\\")
+        lines.append("\\midrule")
+        for row in self.rows:
+            lines.append(" & ".join(_tex(self.cell(row, c)) for c in self.columns) + " \\\\")
+        lines += ["\\bottomrule", "\\end{tabular}"]
+        return "\n".join(lines) + "\n"
+
+
+_TEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "τ": r"$\tau$",
+}
+
+
+def _tex(text: str) -> str:
+    return "".join(_TEX.get(ch, ch) for ch in text)
+
+
+# --- the tables ----------------------------------------------------------------------------------------
+
+
+def _scenarios(manifests: Sequence[CxsManifest], kind: str) -> list[str]:
+    return [s.id for s in manifests[0].scenarios if s.kind == kind] if manifests else []
+
+
+def _suffix(ids: list[str], sc: str) -> str:
+    return f" ({sc})" if len(ids) > 1 else ""
+
+
+def _own_mode(m: CxsManifest) -> str:
+    return "model" if m.model.kind == "decision" else "llm"
+
+
+def comparison_table(manifests: Sequence[CxsManifest]) -> Table:
+    """One row per model: the paper's columns, coverage at the fitted τ, cost and latency."""
+    iso, states, eps = (_scenarios(manifests, k) for k in ("isolated", "states", "episodes"))
+    cols = [Column("model", "model"), Column("kind", "kind")]
+    cols += [Column(f"l1:{sc}", "L1 isolated" + _suffix(iso, sc), "pct") for sc in iso or [""]]
+    for sc in states:
+        cols += [
+            Column(f"l2:{sc}", "L2 all states" + _suffix(states, sc), "pct"),
+            Column(f"ask:{sc}", "L2 must-ask" + _suffix(states, sc), "pct"),
+        ]
+    cols += [Column(f"l3:{sc}", "L3 success" + _suffix(eps, sc), "frac") for sc in eps or [""]]
+    cols += [Column(f"cov:{sc}", "coverage @ τ" + _suffix(states, sc), "frac") for sc in states]
+    cols += [Column("cost", "cost / 1k decisions (USD)", "usd"), Column("p50", "latency p50 (ms)", "ms")]
+    rows = []
+    for m in manifests:
+        row: dict[str, Any] = {"model": m.model.id, "kind": m.model.kind}
+        for cell in m.isolated:
+            row[f"l1:{cell.scenario}"] = cell.pooled_pct
+        for c in m.open_loop:
+            row[f"l2:{c.scenario}"], row[f"ask:{c.scenario}"] = c.accuracy_pct, c.must_ask_pct
+            row[f"cov:{c.scenario}"] = c.fit.coverage if c.fit else None
+        for e in m.closed_loop:
+            if e.mode == _own_mode(m) and f"l3:{e.scenario}" not in row:
+                row[f"l3:{e.scenario}"] = e.success_rate
+        row["cost"], row["p50"] = m.totals.cost.per_1k_decisions_usd, m.totals.latency.p50_ms
+        rows.append(row)
+    note = (
+        "Accuracy and success in %, L2 per task then mean over the eligible tasks; coverage: share of "
+        "decisions at or above the threshold fitted for the target accuracy."
+    )
+    return Table("comparison", f"{_run_name(manifests)}: comparison", cols, rows, note)
+
+
+def _run_name(manifests: Sequence[CxsManifest]) -> str:
+    return manifests[0].run.name if manifests else "run"
+
+
+def _gate_rows(model: str, scenario: str, gate: Gate) -> list[dict[str, Any]]:
+    def row(point: str, p: GatePoint) -> dict[str, Any]:
+        delta = 100 * (p.accuracy - gate.llm_accuracy)
+        return {
+            "model": model,
+            "scenario": scenario,
+            "llm": gate.llm,
+            "point": point,
+            "tau": p.threshold,
+            "coverage": p.coverage,
+            "accuracy": p.accuracy,
+            "delta": delta,
+        }
+
+    llm_alone = GatePoint(threshold=gate.curve[0].threshold, coverage=0.0, accuracy=gate.llm_accuracy)
+    model_alone = GatePoint(threshold=0.0, coverage=1.0, accuracy=gate.model_accuracy)
+    fixed = [("fixed", p) for p in gate.at_thresholds]
+    fitted = [("fitted", gate.at_fit)] if gate.at_fit else []
+    points = sorted([*fixed, *fitted], key=lambda item: -item[1].threshold)
+    return [row("LLM alone", llm_alone), *(row(n, p) for n, p in points), row("model alone", model_alone)]
+
+
+def gated_table(manifests: Sequence[CxsManifest]) -> Table:
+    """The gated curve of each decision model and scenario at a few τ, the fitted τ, and both ends."""
+    cols = [
+        Column("model", "model"),
+        Column("scenario", "scenario"),
+        Column("llm", "LLM"),
+        Column("point", "point"),
+        Column("tau", "τ", "tau"),
+        Column("coverage", "coverage (%)", "frac"),
+        Column("accuracy", "gated accuracy (%)", "frac"),
+        Column("delta", "vs LLM (pp)", "pct"),
+    ]
+    rows = [
+        r
+        for m in manifests
+        for c in m.open_loop
+        if c.gate is not None
+        for r in _gate_rows(m.model.id, c.scenario, c.gate)
+    ]
+    note = (
+        "The decision model answers where its confidence ≥ τ, the LLM elsewhere; accuracy per task then mean."
+    )
+    return Table("gated", f"{_run_name(manifests)}: gated curve", cols, rows, note)
+
+
+def closed_loop_table(manifests: Sequence[CxsManifest]) -> Table:
+    """Every closed-loop cell: success, coverage, what the model saved and what it cost."""
+    cols = [
+        Column("model", "model"),
+        Column("scenario", "scenario"),
+        Column("mode", "mode"),
+        Column("tau", "τ", "tau"),
+        Column("episodes", "episodes", "int"),
+        Column("failed", "failed", "int"),
+        Column("success_rate", "success (%)", "frac"),
+        Column("coverage", "coverage (%)", "frac"),
+        Column("model_accuracy", "model accuracy (%)", "frac"),
+        Column("llm_calls_saved", "LLM calls saved", "int"),
+        Column("fallbacks", "fallbacks", "int"),
+        Column("cost_per_episode_usd", "cost / episode (USD)", "usd"),
+    ]
+    rows = [{"model": m.model.id, **c.model_dump()} for m in manifests for c in m.closed_loop]
+    return Table("closed-loop", f"{_run_name(manifests)}: closed loop", cols, rows)
+
+
+def details_table(manifests: Sequence[CxsManifest]) -> Table:
+    """Per model and scenario: validity, calibration, the curve's area, latency, tokens and cache hits."""
+    cols = [
+        Column("model", "model"),
+        Column("scenario", "scenario"),
+        Column("items", "items", "int"),
+        Column("valid", "valid (%)", "frac"),
+        Column("failed", "failed (%)", "frac"),
+        Column("ece", "ECE", "num"),
+        Column("brier", "Brier", "num"),
+        Column("area", "curve area", "num"),
+        Column("tau", "fitted τ", "tau"),
+        Column("p50", "p50 (ms)", "ms"),
+        Column("p95", "p95 (ms)", "ms"),
+        Column("p99", "p99 (ms)", "ms"),
+        Column("tokens_in", "tokens in", "int"),
+        Column("cache_hits", "cache hits", "int"),
+    ]
+    rows = []
+    for m in manifests:
+        for c in m.open_loop:
+            cal, curve, fit = c.calibration, c.curve, c.fit
+            rows.append(
+                {
+                    "model": m.model.id,
+                    "scenario": c.scenario,
+                    "items": c.items,
+                    "valid": c.validity.valid_rate,
+                    "failed": c.validity.failed_rate,
+                    "ece": cal.ece if cal else None,
+                    "brier": cal.brier if cal else None,
+                    "area": curve.area if curve else None,
+                    "tau": fit.threshold if fit else None,
+                    "p50": c.latency.p50_ms,
+                    "p95": c.latency.p95_ms,
+                    "p99": c.latency.p99_ms,
+                    "tokens_in": c.tokens.input,
+                    "cache_hits": c.cache_hits,
+                }
+            )
+    return Table("details", f"{_run_name(manifests)}: open-loop details", cols, rows)
+
+
+def write_tables(folder: Path, manifests: Sequence[CxsManifest]) -> dict[str, Table]:
+    """Write each table as ``<name>.md``, ``.csv`` and ``.tex``; the closed-loop one only when it has rows."""
+    tables = [comparison_table(manifests), gated_table(manifests), details_table(manifests)]
+    closed = closed_loop_table(manifests)
+    if closed.rows:
+        tables.append(closed)
+    for table in tables:
+        atomic_write_bytes(folder / f"{table.name}.md", table.to_markdown().encode())
+        atomic_write_bytes(folder / f"{table.name}.csv", table.to_csv().encode())
+        atomic_write_bytes(folder / f"{table.name}.tex", table.to_latex().encode())
+    return {t.name: t for t in tables}
