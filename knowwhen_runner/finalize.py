@@ -1,36 +1,62 @@
-"""Finalising a run: answers files in the benchmark's layout and an accuracy table.
+"""Finalising a run: answers files in the benchmark's layout, one CXS manifest per model, comparison
+tables, plots, a static HTML report, and the short ``table.md``.
 
-Idempotent: it reads only the queue's recorded results and rewrites the same files (atomically). For each
-``states`` scenario it writes ``<output>/<scenario>/`` as a question-set folder of its own — the
-questions, answer key and corpus copied beside one ``answers_<model>.jsonl.gz`` per model — so the
-benchmark's scoring code and ``knowwhen score`` read it unchanged.
+Idempotent: it reads only the queue's recorded results and rewrites the same files (atomically); a rerun
+changes nothing but the ``finalized_at`` time. For each ``states`` scenario it writes
+``<output>/<scenario>/`` as a question-set folder of its own — the questions, answer key and corpus copied
+beside one ``answers_<model>.jsonl.gz`` per model — so the benchmark's scoring code and ``knowwhen score``
+read it unchanged; the manifests are scored from those same files.
 """
 
 from __future__ import annotations
 
 import shutil
-from collections import defaultdict
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as dist_version
 from pathlib import Path
 from typing import Any
 
-from .answers import failed_row
 from .config import ScenarioSpec, SweepConfig
-from .dataset import load_answers, load_question_set
-from .jsonio import atomic_write_bytes, find_jsonl, write_jsonl
+from .cxs import closed_loop_cell, isolated_cell, open_loop_cell, operations
+from .dataset import AnswerTable, QuestionSet, load_answers, load_question_set
+from .exceptions import KnowwhenError
+from .jsonio import atomic_write_bytes, file_sha256, find_jsonl, write_jsonl
+from .manifest import (
+    ClosedLoopCell,
+    CxsManifest,
+    IsolatedCell,
+    ModelRef,
+    OpenLoopCell,
+    RunProvenance,
+    ScenarioProvenance,
+    manifest_path,
+)
 from .queue import Queue
-from .scoring import score_l2
+from .records import EpisodeKey, RunRecords, collect_records
+from .scoring import AnswerKey, compile_key, score_l2
 
-__all__ = ["finalize_run", "scenario_folder"]
+__all__ = ["PACKAGES", "finalize_run", "scenario_folder", "write_outputs"]
+
+PACKAGES = ("knowwhen-runner", "litellm", "pydantic", "numpy", "matplotlib")
+"""Packages whose versions every manifest records (read from metadata; litellm is never imported)."""
 
 
 def scenario_folder(config: SweepConfig, scenario_id: str) -> Path:
     return config.output / scenario_id
 
 
+def _stem(spec: ScenarioSpec) -> str:
+    return "questions" if spec.variant in (None, "main") else f"questions_{spec.variant}"
+
+
 def _copy_question_files(spec: ScenarioSpec, dest: Path) -> None:
     dest.mkdir(parents=True, exist_ok=True)
-    stem = "questions" if spec.variant in (None, "main") else f"questions_{spec.variant}"
-    for name in (stem, "occurrences"):
+    if spec.path is None:  # states scenarios always have one (config validation)
+        return
+    for name in (_stem(spec), "occurrences"):
         src = find_jsonl(spec.path, name)
         if src is not None:
             target = dest / src.name
@@ -47,44 +73,235 @@ def _public_row(row: dict[str, Any], variant: str | None) -> dict[str, Any]:
     return out
 
 
+@dataclass
+class _Folder:
+    """A finalised question-set folder, loaded as the benchmark reads it."""
+
+    spec: ScenarioSpec
+    qset: QuestionSet
+    key: AnswerKey
+    table: AnswerTable
+
+    def answers(self, model_id: str) -> dict[str, Any] | None:
+        return self.table.get((model_id, self.spec.variant or "main"))
+
+
 async def finalize_run(config: SweepConfig, queue: Queue) -> dict[str, Any]:
-    """Write answers files and ``table.md``; returns the scores it tabulated."""
-    rows: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for job, status, result, error in await queue.results():
-        if job.payload.get("kind") != "question":
-            continue
-        if status == "done" and result is not None:
-            rows[(job.scenario_id, job.model_id)].append(result)
-        elif status == "failed":
-            rows[(job.scenario_id, job.model_id)].append(
-                failed_row(
-                    model_id=job.model_id, qhash=job.item, error=error or "failed", attempts=job.attempts
-                )
-            )
-    scores: dict[str, dict[str, Any]] = {}
+    """Write every output of the run from what the queue recorded; returns the L2 scores of ``table.md``."""
+    results = await queue.results()
+    kinds = {
+        job.id: ((await queue.attempt_errors(job.id)) or [{}])[-1].get("kind", "error")
+        for job, status, _r, _e in results
+        if status == "failed"
+    }
+    records = collect_records(results, {m.id for m in config.models}, kinds)
+    folders: dict[str, _Folder] = {}
     for spec in config.scenarios:
-        if spec.kind != "states":
-            continue
-        dest = scenario_folder(config, spec.id)
-        _copy_question_files(spec, dest)
-        for model in config.models:
-            model_rows = sorted(rows.get((spec.id, model.id), []), key=lambda r: r["qhash"])
-            if not model_rows:
-                continue
-            write_jsonl(
-                dest / f"answers_{model.id}.jsonl.gz", (_public_row(r, spec.variant) for r in model_rows)
-            )
-        scores[spec.id] = _score_folder(spec, dest)
+        if spec.kind == "states":
+            folder = _write_folder(config, spec, records)
+            if folder is not None:
+                folders[spec.id] = folder
+    scores = {
+        sc: {m: score_l2(a, f.key) for (m, v), a in f.table.items() if v == (f.spec.variant or "main")}
+        for sc, f in folders.items()
+    }
+    provenance = _run_provenance(config, await queue.run_info() or {}, await queue.workers())
+    scenarios = [_scenario_provenance(spec) for spec in config.scenarios]
+    manifests = [_manifest(config, m.id, records, folders, provenance, scenarios) for m in config.models]
+    write_outputs(config.output, manifests)
     _write_table(config, scores)
     return scores
 
 
-def _score_folder(spec: ScenarioSpec, folder: Path) -> dict[str, Any]:
-    stem = "questions" if spec.variant in (None, "main") else f"questions_{spec.variant}"
-    qset = load_question_set(folder, questions_stem=stem)
-    table = load_answers(folder, qset.questions)
-    variant = spec.variant or "main"
-    return {model: score_l2(answers, qset) for (model, var), answers in table.items() if var == variant}
+def _write_folder(config: SweepConfig, spec: ScenarioSpec, records: RunRecords) -> _Folder | None:
+    dest = scenario_folder(config, spec.id)
+    _copy_question_files(spec, dest)
+    for model in config.models:
+        rows = sorted(records.rows.get((spec.id, model.id), []), key=lambda r: r["qhash"])
+        if rows:
+            write_jsonl(dest / f"answers_{model.id}.jsonl.gz", (_public_row(r, spec.variant) for r in rows))
+    if not any((spec.id, m.id) in records.rows for m in config.models):
+        return None
+    qset = load_question_set(dest, questions_stem=_stem(spec))
+    table = load_answers(dest, qset.questions, variant=spec.variant or "main")
+    return _Folder(spec, qset, compile_key(qset), table)
+
+
+# --- manifests -----------------------------------------------------------------------------------------
+
+
+def _iso(seconds: float | None) -> str | None:
+    return None if seconds is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def _packages() -> dict[str, str]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = dist_version(name)
+        except PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def _run_provenance(
+    config: SweepConfig, info: dict[str, Any], workers: Sequence[dict[str, Any]]
+) -> RunProvenance:
+    meta = info.get("meta") or {}
+    started = [float(w["started_at"]) for w in workers if w.get("started_at") is not None]
+    ended = [float(w.get("stopped_at") or w.get("heartbeat_at") or 0.0) for w in workers]
+    return RunProvenance(
+        name=config.name,
+        config_file=meta.get("config_file"),
+        config_sha256=meta.get("config_sha256"),
+        job_id_version=meta.get("job_id_version"),
+        created_by=meta.get("knowwhen_runner"),
+        packages=_packages(),
+        created=meta.get("created") or _iso(info.get("created_at")),
+        work_started=_iso(min(started)) if started else None,
+        work_ended=_iso(max(ended)) if ended else None,
+        finalized_at=_iso(time.time()) or "",
+    )
+
+
+def _scenario_files(spec: ScenarioSpec) -> dict[str, str]:
+    from .scenarios import load_scenario
+
+    try:
+        return dict(load_scenario(spec).files)
+    except KnowwhenError:
+        # A kind this version cannot load: hash what is there, so provenance is never silently empty.
+        path = spec.path
+        if path is None:
+            return {}
+        files = [path] if path.is_file() else sorted(p for p in path.glob("*") if p.is_file())
+        return {p.name: file_sha256(p) for p in files}
+
+
+_SCENARIO_FIELDS_SHOWN = {"id", "kind", "path", "variant", "version", "limit"}
+
+
+def _scenario_provenance(spec: ScenarioSpec) -> ScenarioProvenance:
+    return ScenarioProvenance(
+        id=spec.id,
+        kind=spec.kind,
+        variant=spec.variant,
+        version=spec.version,
+        limit=spec.limit,
+        files=_scenario_files(spec),
+        settings=spec.model_dump(mode="json", exclude_defaults=True, exclude=_SCENARIO_FIELDS_SHOWN),
+    )
+
+
+def _manifest(
+    config: SweepConfig,
+    model_id: str,
+    records: RunRecords,
+    folders: dict[str, _Folder],
+    run: RunProvenance,
+    scenarios: list[ScenarioProvenance],
+) -> CxsManifest:
+    spec = config.model(model_id)
+    rows = [r for sc in config.scenarios for r in records.rows.get((sc.id, model_id), [])]
+    return CxsManifest(
+        model=ModelRef(id=spec.id, model=spec.model, kind=spec.kind, params=spec.params),
+        run=run,
+        scenarios=scenarios,
+        jobs=records.tally(model_id),
+        totals=operations(rows),
+        open_loop=_open_loop(config, model_id, records, folders),
+        isolated=_isolated(config, model_id, records),
+        closed_loop=_closed_loop(config, model_id, records),
+    )
+
+
+def _open_loop(
+    config: SweepConfig, model_id: str, records: RunRecords, folders: dict[str, _Folder]
+) -> list[OpenLoopCell]:
+    decision = config.model(model_id).kind == "decision"
+    gate = config.gate
+    out = []
+    for sc, folder in folders.items():
+        answers = folder.answers(model_id)
+        if answers is None:
+            continue
+        llm_answers = folder.answers(gate.llm) if gate and decision else None
+        cell = open_loop_cell(
+            sc,
+            records.modes[(sc, model_id)],
+            folder.spec.variant,
+            records.rows[(sc, model_id)],
+            answers,
+            folder.key,
+            decision=decision,
+            target=gate.target if gate else None,
+            llm=(gate.llm, llm_answers) if gate and llm_answers is not None else None,
+        )
+        out.append(cell)
+    return out
+
+
+def _isolated(config: SweepConfig, model_id: str, records: RunRecords) -> list[IsolatedCell]:
+    out = []
+    for spec in config.scenarios:
+        rows = records.rows.get((spec.id, model_id))
+        if spec.kind == "isolated" and rows:
+            cell = isolated_cell(spec.id, records.modes[(spec.id, model_id)], rows)
+            if cell is not None:
+                out.append(cell)
+    return out
+
+
+_MODE_ORDER = {"llm": 0, "model": 1, "shadow": 2, "gated": 3}
+
+
+def _closed_loop(config: SweepConfig, model_id: str, records: RunRecords) -> list[ClosedLoopCell]:
+    order = {spec.id: i for i, spec in enumerate(config.scenarios)}
+
+    def rank(key: EpisodeKey) -> tuple[Any, ...]:
+        _owner, scenario, mode, tau = key
+        return (
+            order.get(scenario, len(order)),
+            scenario,
+            _MODE_ORDER.get(mode, 9),
+            mode,
+            tau is not None,
+            tau or 0,
+        )
+
+    keys = {k for k in (*records.episodes, *records.failed_episodes) if k[0] == model_id}
+    return [
+        closed_loop_cell(k[1], k[2], k[3], records.episodes.get(k, []), records.failed_episodes.get(k, 0))
+        for k in sorted(keys, key=rank)
+    ]
+
+
+# --- writing -------------------------------------------------------------------------------------------
+
+
+def _prune(folder: Path, pattern: str, keep: set[Path]) -> None:
+    """Remove our own files of an earlier finalise that this one did not write (a model or scenario gone)."""
+    for path in folder.glob(pattern):
+        if path not in keep:
+            path.unlink()
+
+
+def write_outputs(output: Path, manifests: Sequence[CxsManifest]) -> None:
+    """Write the manifests, then the tables, plots and report built from them alone."""
+    from .plots import write_plots
+    from .report import write_report
+    from .tables import write_tables
+
+    written = set()
+    for manifest in manifests:
+        path = manifest_path(output, manifest.model.id)
+        atomic_write_bytes(path, (manifest.model_dump_json(indent=2) + "\n").encode())
+        written.add(path)
+    _prune(output / "manifests", "*.cxs.json", written)
+    tables = write_tables(output / "tables", manifests)
+    plots = write_plots(output / "plots", manifests)
+    _prune(output / "plots", "*.png", set(plots.values()))
+    write_report(output / "report.html", manifests, tables, plots)
 
 
 def _write_table(config: SweepConfig, scores: dict[str, dict[str, Any]]) -> None:

@@ -1,0 +1,364 @@
+"""Coverage × success: turning a run's recorded results into the cells of the CXS manifests.
+
+Open-loop cells come from the answers as the benchmark reads them (scored by ``scoring``, selective
+metrics from ``metrics``) plus the raw rows for cost, latency, tokens and cache hits; closed-loop cells
+come from episode results. This module groups, counts and converts units; it never re-implements a score.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal, TypeVar
+
+import numpy as np
+
+from .dataset import Answer, IsolatedAnswer
+from .manifest import (
+    Calibration,
+    ClosedLoopCell,
+    Cost,
+    CoverageCurve,
+    CurvePoint,
+    Fit,
+    Gate,
+    GatePoint,
+    IsolatedCell,
+    Latency,
+    OpenLoopCell,
+    Operations,
+    ReliabilityBin,
+    Stratum,
+    Tokens,
+    Validity,
+)
+from .metrics import (
+    aurc,
+    brier_score,
+    coverage_accuracy_curve,
+    expected_calibration_error,
+    fit_threshold,
+    gated_at,
+)
+from .scoring import AnswerKey, gated_open_loop, occurrence_correct, score_l1, score_l2, task_weights
+
+__all__ = [
+    "DEFAULT_TARGET",
+    "GATE_THRESHOLDS",
+    "closed_loop_cell",
+    "isolated_cell",
+    "open_loop_cell",
+    "operations",
+]
+
+GATE_THRESHOLDS = (0.5, 0.8, 0.9, 0.95, 0.99)
+"""The τ at which every manifest records the gated point exactly (the gated table's columns)."""
+DEFAULT_TARGET = 0.99
+"""Target accuracy of the fitted threshold when the config has no ``gate`` section."""
+_CURVE_POINTS = 200
+_BINS = 10
+_P = TypeVar("_P", CurvePoint, GatePoint)
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) else float(value)
+
+
+def _rate(n: int, total: int) -> float | None:
+    return n / total if total else None
+
+
+# --- open loop -----------------------------------------------------------------------------------------
+
+
+def open_loop_cell(
+    scenario: str,
+    mode: str,
+    variant: str | None,
+    rows: Sequence[Mapping[str, Any]],
+    answers: Mapping[str, Answer],
+    key: AnswerKey,
+    *,
+    decision: bool,
+    target: float | str | None = None,
+    llm: tuple[str, Mapping[str, Answer]] | None = None,
+) -> OpenLoopCell:
+    """One scenario × mode: the benchmark's L2 scores, validity, operations and (decision models) CXS."""
+    score = score_l2(answers, key)
+    strata = {
+        name: Stratum(accuracy_pct=_finite(s.accuracy), n_occurrences=s.n_occurrences, n_tasks=s.n_tasks)
+        for name, s in score.strata.items()
+    }
+    selective: dict[str, Any] = _selective(answers, key, target, llm) if decision else {}
+    return OpenLoopCell(
+        scenario=scenario,
+        mode=mode,
+        variant=variant,
+        items=len(rows),
+        tasks=score.n_tasks,
+        occurrences=score.n_occurrences,
+        accuracy_pct=_finite(score.accuracy),
+        must_ask_pct=_finite(score.must_ask),
+        n_must_ask=score.n_must_ask,
+        strata=strata,
+        validity=_validity(rows, score.n_unanswered),
+        **selective,
+        **_operations(rows),
+    )
+
+
+def _confidence(answer: Answer | None) -> float:
+    # The rule of scoring.gated_open_loop: an answer that does not count has confidence 0.
+    if answer is None or answer.error or not answer.valid or answer.answer is None:
+        return 0.0
+    return float(answer.confidence or 0.0)
+
+
+def _selective(
+    answers: Mapping[str, Answer],
+    key: AnswerKey,
+    target: float | str | None,
+    llm: tuple[str, Mapping[str, Answer]] | None,
+) -> dict[str, Any]:
+    conf = [_confidence(answers.get(q)) for q in key.qhashes]
+    correct = occurrence_correct(answers, key)
+    goal, source = _target(target, key, llm)
+    fit = None
+    if goal is not None:
+        found = fit_threshold(conf, correct, goal)
+        fit = Fit(
+            target=found.target,
+            target_source=source,
+            reachable=found.reachable,
+            threshold=found.threshold,
+            coverage=found.coverage,
+            accuracy=found.accuracy,
+            support=found.support,
+        )
+    return {
+        "calibration": _calibration(conf, correct),
+        "curve": _curve(conf, correct),
+        "fit": fit,
+        "gate": _gate(answers, key, llm, conf, correct, goal) if llm else None,
+    }
+
+
+def _target(
+    target: float | str | None, key: AnswerKey, llm: tuple[str, Mapping[str, Answer]] | None
+) -> tuple[float | None, Literal["config", "llm", "default"]]:
+    if target is None:
+        return DEFAULT_TARGET, "default"
+    if target == "llm":
+        if llm is None:
+            return None, "llm"
+        return score_l2(llm[1], key).accuracy / 100.0, "llm"
+    return float(target), "config"
+
+
+def _calibration(conf: Sequence[float], correct: Sequence[bool]) -> Calibration:
+    c, k = np.asarray(conf, dtype=np.float64), np.asarray(correct, dtype=np.float64)
+    bins = np.clip(np.floor(c * _BINS).astype(np.int64), 0, _BINS - 1)
+    out = []
+    for b in range(_BINS):
+        mask = bins == b
+        if mask.any():
+            out.append(
+                ReliabilityBin(
+                    lower=b / _BINS,
+                    upper=(b + 1) / _BINS,
+                    n=int(mask.sum()),
+                    mean_confidence=float(c[mask].mean()),
+                    accuracy=float(k[mask].mean()),
+                )
+            )
+    return Calibration(
+        ece=expected_calibration_error(conf, correct), brier=brier_score(conf, correct), bins=out
+    )
+
+
+def _thin(points: Sequence[_P]) -> tuple[list[_P], bool]:
+    """Keep the first point reaching each 1/200 of coverage, and both ends."""
+    if len(points) <= _CURVE_POINTS + 1:
+        return list(points), False
+    kept: list[_P] = []
+    last = -1
+    for i, p in enumerate(points):
+        bucket = int(p.coverage * _CURVE_POINTS)
+        if bucket != last or i == len(points) - 1:
+            kept.append(p)
+            last = bucket
+    return kept, True
+
+
+def _curve(conf: Sequence[float], correct: Sequence[bool]) -> CoverageCurve:
+    full = [
+        CurvePoint(threshold=p.threshold, coverage=p.coverage, accuracy=p.accuracy, support=p.support)
+        for p in coverage_accuracy_curve(conf, correct)
+    ]
+    risk = aurc(conf, correct)
+    points, thinned = _thin(full)
+    return CoverageCurve(
+        points=points,
+        area=None if risk is None else 1.0 - risk,
+        aurc=risk,
+        n_thresholds=len(full),
+        thinned=thinned,
+    )
+
+
+def _gate(
+    answers: Mapping[str, Answer],
+    key: AnswerKey,
+    llm: tuple[str, Mapping[str, Answer]],
+    conf: Sequence[float],
+    correct: Sequence[bool],
+    goal: float | None,
+) -> Gate:
+    llm_id, llm_answers = llm
+    report = gated_open_loop(answers, llm_answers, key, target=goal)
+    llm_correct = occurrence_correct(llm_answers, key)
+    weights = task_weights(key)
+    exact = [gated_at(conf, correct, llm_correct, tau, weights) for tau in GATE_THRESHOLDS]
+    curve, thinned = _thin([GatePoint(**_fields(p)) for p in report.curve])
+    return Gate(
+        llm=llm_id,
+        llm_accuracy=report.llm_accuracy,
+        model_accuracy=report.model_accuracy,
+        at_fit=GatePoint(**_fields(report.at_fit)) if report.at_fit else None,
+        at_thresholds=[GatePoint(**_fields(p)) for p in exact],
+        curve=curve,
+        thinned=thinned,
+    )
+
+
+def _fields(point: Any) -> dict[str, float]:
+    """A metrics gated point as plain fields (slots dataclasses have no ``__dict__``)."""
+    return {"threshold": point.threshold, "coverage": point.coverage, "accuracy": point.accuracy}
+
+
+def _failed(row: Mapping[str, Any]) -> bool:
+    """A row of a job that failed for good (``answers.failed_row``): no request on record."""
+    return not row.get("valid") and row.get("requests") is None
+
+
+def _validity(rows: Sequence[Mapping[str, Any]], unanswered: int) -> Validity:
+    n = len(rows)
+    valid = sum(1 for r in rows if r.get("valid"))
+    failed = sum(1 for r in rows if _failed(r))
+    return Validity(
+        n_rows=n,
+        valid_rate=_rate(valid, n),
+        invalid_rate=_rate(n - valid - failed, n),
+        failed_rate=_rate(failed, n),
+        n_unanswered=unanswered,
+    )
+
+
+def _latency(values: Iterable[float | None]) -> Latency:
+    """p50 / p95 / p99 (linear interpolation) of the known values."""
+    known = np.asarray([v for v in values if v is not None], dtype=np.float64)
+    if not known.size:
+        return Latency(p50_ms=None, p95_ms=None, p99_ms=None, n=0)
+    p50, p95, p99 = (float(x) for x in np.percentile(known, [50, 95, 99]))
+    return Latency(p50_ms=p50, p95_ms=p95, p99_ms=p99, n=int(known.size))
+
+
+def _operations(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    priced = [float(r["cost_usd"]) for r in rows if r.get("cost_usd") is not None]
+    total = float(sum(priced)) if priced else None
+    hits = sum(1 for r in rows if r.get("cache_hit"))
+    failed = sum(1 for r in rows if _failed(r))
+    return {
+        "cost": Cost(
+            total_usd=total,
+            per_1k_decisions_usd=None if total is None else 1000.0 * total / len(priced),
+            n_priced=len(priced),
+        ),
+        "latency": _latency(r.get("latency_ms") for r in rows),
+        "tokens": Tokens(
+            input=sum(int(r.get("input_tokens") or 0) for r in rows),
+            output=sum(int(r.get("output_tokens") or 0) for r in rows),
+        ),
+        "cache_hits": hits,
+        "calls": len(rows) - hits - failed,
+    }
+
+
+def operations(rows: Sequence[Mapping[str, Any]]) -> Operations:
+    """Cost, latency, tokens and cache hits of any set of answer rows."""
+    return Operations(decisions=len(rows), **_operations(rows))
+
+
+# --- isolated (L1) and closed loop (L3) ------------------------------------------------------------------
+
+
+def isolated_cell(scenario: str, mode: str, rows: Sequence[Mapping[str, Any]]) -> IsolatedCell | None:
+    """L1 accuracy from rows that carry ``correct`` (as the benchmark's isolated answers do)."""
+    scored = [
+        IsolatedAnswer(
+            str(r.get("id") or r.get("qhash")),
+            str(r.get("source") or ""),
+            str(r.get("dp") or "tool_select"),
+            bool(r["correct"]),
+            r.get("conf"),
+            r.get("error"),
+        )
+        for r in rows
+        if isinstance(r.get("correct"), bool)
+    ]
+    if not scored:
+        return None
+    l1 = score_l1(scored)
+    return IsolatedCell(
+        scenario=scenario,
+        mode=mode,
+        items=l1.n_items,
+        pooled_pct=l1.pooled,
+        bfcl_tool_choice_pct=l1.bfcl_tool_choice,
+        n_bfcl_tool_choice=l1.n_bfcl_tool_choice,
+    )
+
+
+def _sum_dict(values: Any) -> float:
+    return float(sum(v for v in (values or {}).values() if isinstance(v, int | float)))
+
+
+def closed_loop_cell(
+    scenario: str, mode: str, tau: float | None, results: Sequence[Mapping[str, Any]], failed: int
+) -> ClosedLoopCell:
+    """One scenario × mode × τ of episodes (results in the episode format), ``failed`` jobs included."""
+    results = sorted(results, key=lambda r: str(r.get("task_id")))
+    decisions = [d for r in results for d in r.get("decisions") or []]
+    taken = [d for d in decisions if d.get("decided_by") == "model"]
+    judged = [bool(d["model_correct"]) for d in taken if d.get("model_correct") is not None]
+    n = len(results)
+    costs = [_sum_dict(r.get("cost_usd")) for r in results]
+    split: dict[str, float] = {}
+    for r in results:
+        for part, value in (r.get("cost_usd") or {}).items():
+            split[part] = split.get(part, 0.0) + float(value or 0.0)
+    total = float(sum(costs))
+    fit = next((r["fit"] for r in results if r.get("fit")), None)
+    return ClosedLoopCell(
+        scenario=scenario,
+        mode=mode,
+        tau=tau,
+        episodes=n,
+        failed=failed,
+        success_rate=_rate(sum(1 for r in results if r.get("success")), n + failed),
+        coverage=_rate(len(taken), len(decisions)),
+        model_accuracy=_rate(sum(judged), len(judged)),
+        model_steps=len(taken),
+        steps_mean=float(np.mean([int(r.get("steps") or 0) for r in results])) if n else None,
+        budget_exhausted=sum(1 for r in results if r.get("budget_exhausted")),
+        decision_calls=sum(int(r.get("decision_calls") or 0) for r in results),
+        llm_calls=sum(int(r.get("llm_calls") or 0) for r in results),
+        llm_calls_saved=sum(int(r.get("llm_calls_saved") or 0) for r in results),
+        fallbacks=sum(int(r.get("fallbacks") or 0) for r in results),
+        cost_total_usd=total,
+        cost_per_episode_usd=total / n if n else None,
+        cost_split_usd=dict(sorted(split.items())),
+        latency=_latency(_sum_dict(r.get("latency_ms")) for r in results),
+        cache_hits=sum(int(r.get("cache_hits") or 0) for r in results),
+        fit=fit,
+    )
