@@ -1,0 +1,162 @@
+"""``knowwhen compare RUN_A RUN_B``: what changed between two finalised runs, read from their manifests.
+
+Per model and scenario: L2 accuracy, coverage at the fitted threshold and cost per 1,000 decisions (open
+loop); success, coverage and cost per episode per mode and τ (closed loop). ``compare_runs`` returns a
+JSON-able dict; the command prints only the values that changed, ``--json`` prints everything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .exceptions import ScenarioError
+from .jsonio import dumps
+from .manifest import ClosedLoopCell, CxsManifest, OpenLoopCell, load_manifest
+
+__all__ = ["compare_runs", "load_run_manifests", "run_compare"]
+
+_TOLERANCE = 1e-9
+
+
+def load_run_manifests(run: Path) -> dict[str, CxsManifest]:
+    """``{model id: manifest}`` of a run folder (or of its ``manifests/`` folder itself)."""
+    run = Path(run)
+    folder = run / "manifests" if (run / "manifests").is_dir() else run
+    paths = sorted(folder.glob("*.cxs.json"))
+    if not paths:
+        raise ScenarioError(f"{run}: no CXS manifests (manifests/*.cxs.json); run `knowwhen finalize` on it")
+    manifests = [load_manifest(p) for p in paths]
+    return {m.model.id: m for m in manifests}
+
+
+def _delta(a: float | None, b: float | None) -> dict[str, Any]:
+    diff = None if a is None or b is None else b - a
+    changed = (a is None) != (b is None) or (diff is not None and abs(diff) > _TOLERANCE)
+    return {"a": a, "b": b, "delta": diff, "changed": changed}
+
+
+def _open_values(cell: OpenLoopCell | None) -> dict[str, float | None]:
+    if cell is None:
+        return dict.fromkeys(("accuracy_pct", "coverage", "cost_per_1k_usd"))
+    return {
+        "accuracy_pct": cell.accuracy_pct,
+        "coverage": cell.fit.coverage if cell.fit else None,
+        "cost_per_1k_usd": cell.cost.per_1k_decisions_usd,
+    }
+
+
+def _closed_values(cell: ClosedLoopCell | None) -> dict[str, float | None]:
+    if cell is None:
+        return dict.fromkeys(("success_rate", "coverage", "cost_per_episode_usd"))
+    return {
+        "success_rate": cell.success_rate,
+        "coverage": cell.coverage,
+        "cost_per_episode_usd": cell.cost_per_episode_usd,
+    }
+
+
+def _union(a: Iterable[Any], b: Iterable[Any]) -> list[Any]:
+    return list(dict.fromkeys([*a, *b]))
+
+
+def _compare_model(a: CxsManifest | None, b: CxsManifest | None) -> dict[str, Any]:
+    open_a = {(c.scenario, c.mode): c for c in (a.open_loop if a else [])}
+    open_b = {(c.scenario, c.mode): c for c in (b.open_loop if b else [])}
+    closed_a = {(c.scenario, c.mode, c.tau): c for c in (a.closed_loop if a else [])}
+    closed_b = {(c.scenario, c.mode, c.tau): c for c in (b.closed_loop if b else [])}
+    open_loop = []
+    for sc, mode in _union(open_a, open_b):
+        va, vb = _open_values(open_a.get((sc, mode))), _open_values(open_b.get((sc, mode)))
+        values = {name: _delta(va[name], vb[name]) for name in va}
+        open_loop.append({"scenario": sc, "mode": mode, **values})
+    closed_loop = []
+    for sc, mode, tau in _union(closed_a, closed_b):
+        va, vb = _closed_values(closed_a.get((sc, mode, tau))), _closed_values(closed_b.get((sc, mode, tau)))
+        values = {name: _delta(va[name], vb[name]) for name in va}
+        closed_loop.append({"scenario": sc, "mode": mode, "tau": tau, **values})
+    return {
+        "in": "both" if a and b else ("a" if a else "b"),
+        "open_loop": open_loop,
+        "closed_loop": closed_loop,
+    }
+
+
+def compare_runs(run_a: Path, run_b: Path) -> dict[str, Any]:
+    """Every compared value of two runs, with its delta (B − A) and whether it changed."""
+    a, b = load_run_manifests(run_a), load_run_manifests(run_b)
+    first_a, first_b = next(iter(a.values())), next(iter(b.values()))
+    return {
+        "a": {"path": str(run_a), "run": first_a.run.name, "config_sha256": first_a.run.config_sha256},
+        "b": {"path": str(run_b), "run": first_b.run.name, "config_sha256": first_b.run.config_sha256},
+        "models": {m: _compare_model(a.get(m), b.get(m)) for m in _union(a, b)},
+    }
+
+
+def _fmt(name: str, value: float | None, *, signed: bool = False) -> str:
+    if value is None:
+        return "–"
+    sign = "+" if signed else ""
+    if name.endswith("_usd"):
+        return f"{value:{sign}.4f}"
+    scale = 1.0 if name.endswith("_pct") else 100.0  # fractions print as percents
+    return f"{scale * value:{sign}.1f}"
+
+
+_LABELS = {
+    "accuracy_pct": "L2 accuracy %",
+    "coverage": "coverage %",
+    "cost_per_1k_usd": "USD / 1k decisions",
+    "success_rate": "L3 success %",
+    "cost_per_episode_usd": "USD / episode",
+}
+
+
+def _changed_rows(report: dict[str, Any]) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    for model, entry in report["models"].items():
+        for loop in ("open_loop", "closed_loop"):
+            for cell in entry[loop]:
+                where = cell["mode"] if cell.get("tau") is None else f"{cell['mode']} τ={cell['tau']:g}"
+                for name, label in _LABELS.items():
+                    v = cell.get(name)
+                    if v is not None and v["changed"]:
+                        rows.append(
+                            (
+                                model,
+                                cell["scenario"],
+                                where,
+                                label,
+                                _fmt(name, v["a"]),
+                                _fmt(name, v["b"]),
+                                _fmt(name, v["delta"], signed=True),
+                            )
+                        )
+    return rows
+
+
+def run_compare(run_a: Path, run_b: Path, *, as_json: bool = False, console: Console | None = None) -> int:
+    """Everything ``knowwhen compare`` does; returns the exit code."""
+    console = console or Console()
+    report = compare_runs(run_a, run_b)
+    if as_json:
+        console.file.write(dumps(report).decode() + "\n")
+        return 0
+    for model, entry in report["models"].items():
+        if entry["in"] != "both":
+            console.print(f"{model}: only in run {entry['in'].upper()}")
+    rows = _changed_rows(report)
+    if not rows:
+        console.print(f"no changes between {run_a} and {run_b} in accuracy, coverage, success or cost")
+        return 0
+    table = Table(title=f"changed: {run_a} (A) → {run_b} (B)")
+    for col in ("model", "scenario", "mode", "metric", "A", "B", "Δ"):
+        table.add_column(col, justify="right" if col in ("A", "B", "Δ") else "left")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    return 0
