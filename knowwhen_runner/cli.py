@@ -237,4 +237,17 @@ from .gym.cli import gym_app  # noqa: E402
 
 app.add_typer(gym_app, name="gym")
 
+
+@app.command()
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="First run folder (A).")],
+    run_b: Annotated[Path, typer.Argument(help="Second run folder (B).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with every value.")] = False,
+) -> None:
+    """What changed from run A to run B per model and scenario: accuracy, coverage, success, cost."""
+    from .compare import run_compare
+
+    raise typer.Exit(run_compare(run_a, run_b, as_json=as_json, console=out))
+
+
 _ = (Path, Annotated, Optional)  # used by commands below
