@@ -12,10 +12,19 @@ import hashlib
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .exceptions import ConfigError
 
@@ -29,6 +38,7 @@ __all__ = [
     "ScenarioSpec",
     "ServeSettings",
     "SweepConfig",
+    "TauFit",
     "WorkerSettings",
     "load_config",
     "parse_config",
@@ -105,12 +115,44 @@ class ModelSpec(_Frozen):
         return f"{provider}|{self.api_base or ''}|{self.api_key_env or ''}|{self.model}"
 
 
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+#: Tool calls an episode may make when its scenario does not say.
+DEFAULT_MAX_STEPS = 15
+_EPISODE_ONLY = ("agent", "suite", "split", "n", "max_steps", "tau", "modes", "allow_eval")
+
+
+class TauFit(_Frozen):
+    """A gating threshold fitted on the ``shadow`` episodes of another (fit) task set, per decision model."""
+
+    fit: str = Field(pattern=_ID, description="Id of the episodes scenario whose shadow episodes fit τ.")
+    target: Fraction | Literal["llm"] = Field(
+        description="Accuracy the delegated choices must reach; 'llm': the agent LLM's own on those states."
+    )
+    min_support: int = Field(
+        10, ge=1, description="Fewest delegated choices a fitted τ may rest on (fewer is noise, not a fit)."
+    )
+
+
+def _tau_kind(value: Any) -> str:
+    return "fit" if isinstance(value, dict | TauFit) else "fixed"
+
+
+# Tagged, so that a bad fit reference reports the fit's field rather than "not a number".
+Tau = Annotated[
+    Annotated[float, Field(ge=0.0), Tag("fixed")] | Annotated[TauFit, Tag("fit")], Discriminator(_tau_kind)
+]
+
+
 class ScenarioSpec(_Frozen):
     """A question set (L1/L2) or a task set (L3)."""
 
     id: str = Field(pattern=_ID, description="Short id used in files and tables.")
     kind: Literal["states", "episodes", "isolated"] = Field("states", description="What one job is.")
-    path: Path = Field(description="Folder in the AgentDecisionBench layout (or a task list for episodes).")
+    path: Path | None = Field(
+        None,
+        description="Folder in the AgentDecisionBench layout, or (episodes) a task list as written by "
+        "`knowwhen gym tasks`; episodes may give suite + split + n instead.",
+    )
     variant: Literal["main", "nosurf", "nodist"] | None = Field(
         None, description="Shift re-rendering to read (questions_<variant>.jsonl[.gz]); rows carry it."
     )
@@ -118,6 +160,55 @@ class ScenarioSpec(_Frozen):
     version: str = Field(
         "1", pattern=_ID, description="Bump to re-run every job of this scenario (items are content-hashed)."
     )
+    agent: str | None = Field(
+        None, description="Episodes: model id of the agent LLM; default: the config's only llm-kind model."
+    )
+    suite: str | None = Field(
+        None, description="Episodes without a path: DecisionGym preset (common, shift, hard) or suite JSON."
+    )
+    split: Literal["train", "fit", "bench", "eval"] | None = Field(
+        None, description="Episodes without a path: the seed range (eval needs allow_eval)."
+    )
+    n: int | None = Field(None, ge=1, description="Episodes: number of tasks (with a path: the first N).")
+    start: int = Field(0, ge=0, description="Episodes without a path: first seed offset inside the split.")
+    allow_eval: bool = Field(
+        False, description="Episodes: allow the reserved evaluation seeds (or KNOWWHEN_EVAL_RUNS=1)."
+    )
+    max_steps: int | None = Field(
+        None,
+        ge=1,
+        le=200,
+        description=f"Episodes: tool calls allowed per episode (default {DEFAULT_MAX_STEPS}).",
+    )
+    tau: Tau | None = Field(
+        None,
+        description="Episodes, mode gated: a fixed threshold, or {fit: <scenario id>, target: <accuracy|llm>}.",
+    )
+    modes: list[Mode] | None = Field(
+        None,
+        description="Episodes: modes run on this task set (default: the sweep's); [] for a fit set that "
+        "only runs the shadow episodes other scenarios' fits need.",
+    )
+
+    @model_validator(mode="after")
+    def _fields_fit_kind(self) -> ScenarioSpec:
+        if self.kind != "episodes":
+            given = [name for name in _EPISODE_ONLY if getattr(self, name) not in (None, False)]
+            if given:
+                raise ValueError(f"{given[0]}: only episodes scenarios take this field")
+            if self.path is None:
+                raise ValueError(f"a {self.kind} scenario needs a path")
+            return self
+        if self.path is None and (self.split is None or self.n is None):
+            raise ValueError("an episodes scenario needs a path (a task list) or split and n (and a suite)")
+        if self.path is not None and (self.suite or self.split):
+            raise ValueError("give an episodes scenario either a path or suite + split + n, not both")
+        return self
+
+    @property
+    def steps(self) -> int:
+        """The step budget of one episode."""
+        return self.max_steps or DEFAULT_MAX_STEPS
 
 
 class CacheSettings(_Frozen):
@@ -175,7 +266,33 @@ class SweepConfig(_Frozen):
                 raise ValueError(f"duplicate {what} id {dupes[0]!r}")
         if self.gate and self.gate.llm not in {m.id for m in self.models if m.kind == "llm"}:
             raise ValueError(f"gate.llm {self.gate.llm!r} is not the id of an llm-kind model")
+        self._check_episodes()
         return self
+
+    def _check_episodes(self) -> None:
+        """Every episodes scenario has one agent LLM, and a fitted τ names another episodes scenario."""
+        llms = [m.id for m in self.models if m.kind == "llm"]
+        episodes = {s.id for s in self.scenarios if s.kind == "episodes"}
+        for i, sc in enumerate(self.scenarios):
+            if sc.kind != "episodes":
+                continue
+            if sc.agent is not None and sc.agent not in llms:
+                raise ValueError(f"scenarios.{i}.agent: {sc.agent!r} is not the id of an llm-kind model")
+            if sc.agent is None and len(llms) != 1:
+                raise ValueError(
+                    f"scenarios.{i}.agent: scenario {sc.id!r} needs its agent LLM named "
+                    f"(the config has {len(llms)} llm-kind models)"
+                )
+            if isinstance(sc.tau, TauFit) and (sc.tau.fit not in episodes or sc.tau.fit == sc.id):
+                raise ValueError(
+                    f"scenarios.{i}.tau.fit: {sc.tau.fit!r} is not the id of another episodes scenario"
+                )
+
+    def agent_of(self, scenario: ScenarioSpec) -> ModelSpec:
+        """The agent LLM of an episodes scenario (named, or the config's only llm-kind model)."""
+        if scenario.agent is not None:
+            return self.model(scenario.agent)
+        return next(m for m in self.models if m.kind == "llm")
 
     def model(self, model_id: str) -> ModelSpec:
         for spec in self.models:
@@ -323,7 +440,7 @@ def parse_config(text: str, *, base: Path, source: str) -> SweepConfig:
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise ConfigError(f"{path}:{line}: {_dotted(loc)}: {msg}{more}") from None
     for i, sc in enumerate(config.scenarios):
-        if not sc.path.exists():
+        if sc.path is not None and not sc.path.exists():
             line = _line_of(root, ("scenarios", i, "path"))
             raise ConfigError(f"{path}:{line}: scenarios.{i}.path: {sc.path} does not exist")
     return config

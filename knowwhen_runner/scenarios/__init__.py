@@ -34,4 +34,8 @@ def load_scenario(spec: ScenarioSpec) -> Scenario:
         from .states import load_states
 
         return load_states(spec)
+    if spec.kind == "episodes":
+        from .episodes import load_episodes
+
+        return load_episodes(spec)
     raise ScenarioError(f"scenario {spec.id!r}: kind {spec.kind!r} is not supported by this version")

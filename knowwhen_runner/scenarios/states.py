@@ -11,6 +11,7 @@ from typing import Any
 
 from ..config import ScenarioSpec
 from ..dataset import Question, load_question_set
+from ..exceptions import ScenarioError
 from ..jsonio import file_sha256, find_jsonl
 from . import Scenario
 
@@ -30,6 +31,8 @@ def question_item(question: Question) -> dict[str, Any]:
 
 
 def load_states(spec: ScenarioSpec) -> Scenario:
+    if spec.path is None:  # the config validator requires one; this keeps the type honest
+        raise ScenarioError(f"scenario {spec.id!r}: a states scenario needs a path")
     stem = "questions" if spec.variant in (None, "main") else f"questions_{spec.variant}"
     qset = load_question_set(spec.path, questions_stem=stem)
     qhashes = sorted(qset.questions)
