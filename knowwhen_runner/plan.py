@@ -4,6 +4,10 @@ The grid is models x modes x scenarios x items. Open loop (``states``, ``isolate
 answers in mode ``model``, an LLM in mode ``llm``; ``gated`` needs no calls of its own (it is computed at
 finalise time from both) and ``shadow`` exists only in the closed loop. Planning the same config again
 yields the same job ids, so enqueuing them again adds nothing: ``run`` after a crash is the resume.
+
+Closed loop (``episodes``): one job per episode, see ``_episode_jobs``. An ``llm`` episode has no
+decision model: its job (and result) carries the agent LLM's id as its model, as an LLM's open-loop
+answers do. A fitted τ is identified by its reference (fit set, target), not by the number it fits to.
 """
 
 from __future__ import annotations
@@ -12,11 +16,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import ModelSpec, SweepConfig
+from .config import ModelSpec, ScenarioSpec, SweepConfig, TauFit
 from .jobs import Job, job_id
 from .scenarios import Scenario
 
-__all__ = ["Plan", "open_loop_mode", "plan"]
+__all__ = ["FitRequest", "Plan", "fit_requests", "open_loop_mode", "plan"]
 
 
 def open_loop_mode(model: ModelSpec) -> str:
@@ -49,6 +53,9 @@ def plan(config: SweepConfig, scenarios: dict[str, Scenario], fits: dict[str, An
         scenario = scenarios[spec.id]
         for item_id, payload in scenario.items.items():
             items[(scenario.id, item_id)] = payload
+        if scenario.kind == "episodes":
+            jobs.extend(_episode_jobs(config, spec, scenario, fits or {}, skipped))
+            continue
         for model in config.models:
             for mode in config.modes:
                 if scenario.kind in ("states", "isolated"):
@@ -60,7 +67,13 @@ def plan(config: SweepConfig, scenarios: dict[str, Scenario], fits: dict[str, An
                             )
                         continue
                     jobs.extend(_question_jobs(model, mode, scenario))
-    return Plan(jobs, items, skipped)
+    jobs.extend(_fit_shadow_jobs(config, scenarios))
+    return Plan(_unique(jobs), items, skipped)
+
+
+def _unique(jobs: list[Job]) -> list[Job]:
+    """First occurrence of each job id (a fit set's own shadow episodes are also the ones a fit needs)."""
+    return list({job.id: job for job in reversed(jobs)}.values())[::-1]
 
 
 def _question_jobs(model: ModelSpec, mode: str, scenario: Scenario) -> list[Job]:
@@ -84,3 +97,151 @@ def _question_jobs(model: ModelSpec, mode: str, scenario: Scenario) -> list[Job]
         )
         for item_id in scenario.items
     ]
+
+
+# --- closed loop ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FitRequest:
+    """A τ some gated episodes wait for: fitted on ``shadow`` episodes of a fit set, per decision model."""
+
+    key: str
+    scenario: str  # the fit set
+    decision_model: str
+    agent: str
+    target: float | str
+    min_support: int
+
+
+def fit_requests(config: SweepConfig) -> list[FitRequest]:
+    """Every fit the config asks for, in config order (pure; the planner and ``compute_fits`` share it)."""
+    out: dict[str, FitRequest] = {}
+    for spec in config.scenarios:
+        if spec.kind != "episodes" or not isinstance(spec.tau, TauFit):
+            continue
+        agent = config.agent_of(spec)
+        for model in _decision_models(config):
+            key = f"{spec.tau.fit}/{model.id}/{agent.id}/target={spec.tau.target}/min_support={spec.tau.min_support}"
+            out.setdefault(
+                key, FitRequest(key, spec.tau.fit, model.id, agent.id, spec.tau.target, spec.tau.min_support)
+            )
+    return list(out.values())
+
+
+def _decision_models(config: SweepConfig) -> list[ModelSpec]:
+    return [m for m in config.models if m.kind == "decision"]
+
+
+def _spec(config: SweepConfig, scenario_id: str) -> ScenarioSpec:
+    return next(s for s in config.scenarios if s.id == scenario_id)
+
+
+def _tau_identity(config: SweepConfig, tau: float | TauFit) -> dict[str, Any]:
+    """What a gated job's id records of its τ: the fixed number, or the fit's reference (never its value)."""
+    if isinstance(tau, TauFit):
+        fit_set = _spec(config, tau.fit)
+        return {
+            "fit": tau.fit,
+            "fit_version": fit_set.version,
+            "target": tau.target,
+            "min_support": tau.min_support,
+        }
+    return {"fixed": tau}
+
+
+def _episode_job(
+    spec: ScenarioSpec,
+    scenario: Scenario,
+    mode: str,
+    agent: ModelSpec,
+    decider: ModelSpec | None,
+    item_id: str,
+    gate: tuple[dict[str, Any], float | None, dict[str, Any] | None] | None = None,
+) -> Job:
+    """One episode: (decision model or, in mode llm, the agent itself) x agent x mode x τ x task."""
+    model = decider or agent
+    extra: dict[str, Any] = {
+        "agent": {"id": agent.id, "model": agent.model, "params": agent.params},
+        "max_steps": spec.steps,
+    }
+    payload: dict[str, Any] = {
+        "kind": "episode",
+        "agent": agent.id,
+        "decision_model": decider.id if decider else None,
+        "max_steps": spec.steps,
+        "tau": None,
+        "fit": None,
+    }
+    if gate is not None:
+        extra["tau"], payload["tau"], payload["fit"] = gate
+    ident = job_id(
+        model_id=model.id,
+        model=model.model,
+        params=model.params,
+        mode=mode,
+        scenario_id=scenario.id,
+        scenario_version=scenario.version,
+        item=item_id,
+        extra=extra,
+    )
+    return Job(id=ident, model_id=model.id, mode=mode, scenario_id=scenario.id, item=item_id, payload=payload)
+
+
+def _gate(
+    config: SweepConfig, spec: ScenarioSpec, decider: ModelSpec, fits: dict[str, Any], skipped: list[str]
+) -> tuple[dict[str, Any], float | None, dict[str, Any] | None] | None:
+    """(τ identity, numeric τ, fit record) of a gated cell, or None (with the reason) when it must wait."""
+    if spec.tau is None:
+        skipped.append(
+            f"{decider.id} x gated x {spec.id}: no tau (give a number or {{fit: ..., target: ...}})"
+        )
+        return None
+    if not isinstance(spec.tau, TauFit):
+        return _tau_identity(config, spec.tau), float(spec.tau), None
+    agent = config.agent_of(spec)
+    request = next(
+        r
+        for r in fit_requests(config)
+        if (r.scenario, r.decision_model, r.agent) == (spec.tau.fit, decider.id, agent.id)
+        and r.target == spec.tau.target
+        and r.min_support == spec.tau.min_support
+    )
+    fit = fits.get(request.key)
+    if fit is None:
+        skipped.append(f"{decider.id} x gated x {spec.id}: waits for the τ fit on {spec.tau.fit}")
+        return None
+    return _tau_identity(config, spec.tau), fit.get("tau"), fit
+
+
+def _episode_jobs(
+    config: SweepConfig, spec: ScenarioSpec, scenario: Scenario, fits: dict[str, Any], skipped: list[str]
+) -> list[Job]:
+    """The scenario's own episodes: every mode it runs, every decision model, every task."""
+    agent = config.agent_of(spec)
+    deciders = _decision_models(config)
+    jobs: list[Job] = []
+    for mode in spec.modes if spec.modes is not None else config.modes:
+        if mode == "llm":
+            jobs += [_episode_job(spec, scenario, mode, agent, None, item) for item in scenario.items]
+            continue
+        if not deciders:
+            skipped.append(f"{mode} x {spec.id}: the config has no decision-kind model")
+        for decider in deciders:
+            gate = _gate(config, spec, decider, fits, skipped) if mode == "gated" else None
+            if mode == "gated" and gate is None:
+                continue
+            jobs += [
+                _episode_job(spec, scenario, mode, agent, decider, item, gate) for item in scenario.items
+            ]
+    return jobs
+
+
+def _fit_shadow_jobs(config: SweepConfig, scenarios: dict[str, Scenario]) -> list[Job]:
+    """The shadow episodes every requested fit is computed from, on its fit set, with the gated agent."""
+    jobs: list[Job] = []
+    for request in fit_requests(config):
+        spec, scenario = _spec(config, request.scenario), scenarios[request.scenario]
+        agent, decider = config.model(request.agent), config.model(request.decision_model)
+        jobs += [_episode_job(spec, scenario, "shadow", agent, decider, item) for item in scenario.items]
+    return jobs
