@@ -365,7 +365,8 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
             )
             row[status] += 1
             if result:
-                row["cost_usd"] += result.get("cost_usd") or 0.0
+                cost = result.get("cost_usd") or 0.0  # an episode's is {"decision": x, "llm": y}
+                row["cost_usd"] += sum(cost.values()) if isinstance(cost, dict) else cost
                 row["calls"] += 0 if result.get("cache_hit") else 1
                 row["cache_hits"] += 1 if result.get("cache_hit") else 0
         return {"run": name, "models": by_model, "workers": await queue.workers()}

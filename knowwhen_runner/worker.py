@@ -277,7 +277,8 @@ class Worker:
             self._held.discard(o.job.id)
             if o.result is not None:
                 self.stats.done += 1
-                self.stats.cost_usd += o.result.get("cost_usd") or 0.0
+                cost = o.result.get("cost_usd") or 0.0  # an episode's is {"decision": x, "llm": y}
+                self.stats.cost_usd += sum(cost.values()) if isinstance(cost, dict) else cost
             elif o.failure is not None and o.failure.final:
                 self.stats.failed += 1
             else:

@@ -1,0 +1,113 @@
+"""Fitting τ from shadow episodes: the data it uses, the target, its support, and when it is made."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+
+from knowwhen_runner.config import SweepConfig, parse_config
+from knowwhen_runner.plan import FitRequest, fit_requests, plan
+from knowwhen_runner.queue import Failure
+from knowwhen_runner.queue.memory import MemoryQueue
+from knowwhen_runner.scenarios import load_scenario
+from knowwhen_runner.thresholds import compute_fits, fit_from_results
+
+
+def _decision(conf: float | None, model_ok: bool | None, llm_ok: bool) -> dict[str, Any]:
+    return {
+        "model_confidence": conf,
+        "model_correct": model_ok,
+        "llm_choice": "some_tool",
+        "llm_correct": llm_ok,
+    }
+
+
+def _request(target: float | str, min_support: int = 1) -> FitRequest:
+    return FitRequest("k", "fit", "prior", "agent", target, min_support)
+
+
+# conf 0.9 x4 all right, 0.6 x4 half right, 0.3 x2 wrong, one unanswered; the LLM is right on 9 of 11
+_RESULTS = [
+    {
+        "decisions": [_decision(0.9, True, True)] * 4
+        + [_decision(0.6, True, True), _decision(0.6, False, True)]
+    },
+    {"decisions": [_decision(0.6, True, True), _decision(0.6, False, False), _decision(0.3, False, True)]},
+    {"decisions": [_decision(0.3, False, False), _decision(None, None, True)]},
+]
+
+
+def test_a_numeric_target_gives_the_lowest_tau_reaching_it_with_its_support() -> None:
+    """Target 0.75: τ = 0.6 covers 8 answered choices at 6/8; the unanswered one is left out and counted."""
+    fit = fit_from_results(_request(0.75), _RESULTS)
+    assert (fit["tau"], fit["support"], fit["accuracy"], fit["reachable"]) == (0.6, 8, 0.75, True)
+    assert fit["coverage"] == pytest.approx(0.8)
+    assert (fit["decisions"], fit["unanswered"], fit["episodes"]) == (10, 1, 3)
+    assert fit["decision_point"] == "tool_select"
+
+
+def test_target_llm_is_the_agents_own_accuracy_on_the_same_states() -> None:
+    """Target llm: the LLM was right on 9 of 11 choices, so τ must reach 0.818 (only 0.9 does)."""
+    fit = fit_from_results(_request("llm"), _RESULTS)
+    assert fit["llm_accuracy"] == pytest.approx(9 / 11)
+    assert fit["target_accuracy"] == pytest.approx(9 / 11)
+    assert (fit["tau"], fit["support"]) == (0.9, 4)
+
+
+def test_too_little_support_leaves_the_target_unreachable() -> None:
+    """With min_support above the confident set, no τ qualifies: τ is None and nothing is delegated."""
+    fit = fit_from_results(_request(0.99, min_support=5), _RESULTS)
+    assert (fit["tau"], fit["reachable"], fit["support"], fit["coverage"]) == (None, False, 0, 0.0)
+
+
+def _config(tmp_path: Path) -> SweepConfig:
+    data = {
+        "name": "t",
+        "output": "out",
+        "models": [
+            {"id": "prior", "model": "hosted_vllm/prior", "kind": "decision"},
+            {"id": "agent", "model": "openai/agent-sim", "kind": "llm"},
+        ],
+        "modes": ["gated"],
+        "scenarios": [
+            {"id": "fit", "kind": "episodes", "suite": "common", "split": "fit", "n": 2, "modes": []},
+            {
+                "id": "ev",
+                "kind": "episodes",
+                "suite": "common",
+                "split": "bench",
+                "n": 2,
+                "tau": {"fit": "fit", "target": 0.75, "min_support": 1},
+            },
+        ],
+    }
+    return parse_config(yaml.safe_dump(data), base=tmp_path, source="c.yaml")
+
+
+def test_the_fit_is_made_once_every_shadow_episode_has_finished(tmp_path: Path) -> None:
+    """No fit while a shadow episode is pending; then one, from the done episodes, with the failed counted."""
+    config = _config(tmp_path)
+    scenarios = {s.id: load_scenario(s) for s in config.scenarios}
+    first = plan(config, scenarios)
+    assert {j.mode for j in first.jobs} == {"shadow"}
+
+    async def go() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        queue = MemoryQueue("t")
+        await queue.enqueue(first.jobs, first.items)
+        before = await compute_fits(config, queue)
+        jobs = await queue.claim("w", 10, 60.0)
+        await queue.complete("w", [(jobs[0].id, {"decisions": [_decision(0.8, True, True)]})])
+        partial = await compute_fits(config, queue)
+        await queue.fail("w", [Failure(jobs[1].id, "boom", kind="fatal", final=True)])
+        return before, partial, await compute_fits(config, queue)
+
+    before, partial, after = anyio.run(go)
+    key = fit_requests(config)[0].key
+    assert before == {} and partial == {}
+    assert after[key]["tau"] == 0.8 and after[key]["failed_episodes"] == 1 and after[key]["episodes"] == 1
+    gated = [j for j in plan(config, scenarios, after).jobs if j.mode == "gated"]
+    assert len(gated) == 2 and all(j.payload["tau"] == 0.8 for j in gated)
