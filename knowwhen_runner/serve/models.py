@@ -130,4 +130,7 @@ def default_registry() -> ModelRegistry:
     lexical = LexicalDecisionModel()
     registry.add_decision("lexical", lexical)
     registry.add_chat("lexical-llm", LexicalChatModel(scorer=lexical))
+    from .gym_models import register_gym_models  # DecisionGym's simulator, prior and test doubles
+
+    register_gym_models(registry)
     return registry

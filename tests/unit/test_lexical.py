@@ -79,7 +79,14 @@ def test_reference_models_satisfy_the_interfaces() -> None:
     registry = default_registry()
     assert isinstance(registry.decision["lexical"], DecisionModel)
     assert isinstance(registry.chat["lexical-llm"], ChatModel)
-    assert registry.names() == ["lexical", "lexical-llm"]
+    assert registry.names() == [
+        "agent-sim",
+        "lexical",
+        "lexical-llm",
+        "oracle-test-double",
+        "prior",
+        "random-test-double",
+    ]
 
 
 def test_lexical_decision_model_matches_the_scorer() -> None:
