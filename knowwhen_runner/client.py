@@ -178,6 +178,8 @@ def _retry_after(exc: BaseException) -> float | None:
 
 def classify(exc: BaseException) -> Verdict:
     """The one place that decides whether and how a failed request is retried."""
+    if isinstance(exc, ProviderError):  # ours: already decided (e.g. "paused")
+        return Verdict(exc.kind, None, exc.status)
     status = getattr(exc, "status_code", None)
     if not isinstance(status, int):
         status = None
@@ -274,13 +276,18 @@ class ModelClient:
                 return
             verdict = classify(exc)
             errors.append(self._describe(exc, verdict))
+            limiter.last_error = errors[-1]
             if verdict.kind == "rate_limited":
                 limiter.penalize(verdict.wait if verdict.wait is not None else self._wait(state))
 
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self._max_tries),
             wait=self._wait,
-            retry=retry_if_exception(lambda e: classify(e).kind != "fatal"),
+            retry=retry_if_exception(
+                lambda e: (
+                    classify(e).kind in ("retry", "retry_after", "rate_limited") and not limiter.tripped()
+                )
+            ),
             after=note,
             reraise=True,
         )
@@ -288,15 +295,27 @@ class ModelClient:
             async for attempt in retrying:
                 with attempt:
                     requests += 1
+                    if limiter.tripped():
+                        # Paused after failing again and again: no request now; the job goes back to the
+                        # queue (or fails for good when out of attempts) instead of hammering the model.
+                        last = errors[-1] if errors else limiter.last_error or "earlier calls failed"
+                        raise ProviderError(
+                            f"{model.id} is paused after {limiter.failures_in_row} failed requests in a row "
+                            f"(last: {last})",
+                            kind="paused",
+                        )
                     async with limiter.slot(tokens):
                         started = time.perf_counter()
                         try:
                             response = await self._request(model, kind, body)
-                        except Exception:
-                            limiter.record(ok=False)
+                        except Exception as exc:
+                            if classify(exc).kind in ("retry", "retry_after"):
+                                limiter.record(ok=False)
                             raise
                         limiter.record(ok=True)
                     response["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        except ProviderError:
+            raise
         except Exception as exc:
             verdict = classify(exc)
             message = self._describe(exc, verdict)

@@ -88,6 +88,12 @@ class Limiter:
         self.backoffs += 1
         self.paused_until = max(self.paused_until, time.monotonic() + max(0.0, seconds))
 
+    last_error: str | None = None
+
+    def tripped(self) -> bool:
+        """Whether the breaker is open: the model failed too often in a row and is paused for now."""
+        return self.failures_in_row >= _BREAKER_AFTER and self.paused_for() > 0
+
     def record(self, ok: bool) -> None:
         """Count consecutive failures; past a threshold pause the model, longer each time."""
         if ok:
