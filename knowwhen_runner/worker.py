@@ -27,6 +27,7 @@ from .cache import CacheMode, cache_key
 from .calls import CachedCalls
 from .client import ModelClient, decision_body, llm_body
 from .config import ModelSpec, SweepConfig
+from .crashpoints import crashpoint
 from .exceptions import ProviderError
 from .jobs import Job
 from .queue import Failure, Queue
@@ -203,6 +204,7 @@ class Worker:
                     await anyio.sleep(0.5)
                     continue
                 self._held.update(j.id for j in claimed)
+                crashpoint("claim")
                 await self._dispatch(claimed, jobs, outcomes)
 
     async def _dispatch(self, claimed: list[Job], jobs: Any, outcomes: Any) -> None:
@@ -239,7 +241,9 @@ class Worker:
             async for job in jobs:
                 if self.stopping.is_set():
                     continue  # not started: released when the worker exits
-                await outcomes.send(await self._execute(job))
+                outcome = await self._execute(job)
+                crashpoint("call")
+                await outcomes.send(outcome)
 
     async def _record_loop(self, outcomes: Any, tg: TaskGroup) -> None:
         async with outcomes:
@@ -261,6 +265,7 @@ class Worker:
             entries = [o.cache_entry for o in batch if o.cache_entry is not None]
             if entries:
                 await self.queue.cache_put(entries)
+            crashpoint("record")
             results = [(o.job.id, o.result) for o in batch if o.result is not None]
             failures = [o.failure for o in batch if o.failure is not None]
             if results:
