@@ -1,0 +1,73 @@
+"""Golden outputs of finalising a small hand-made run: manifests and tables are pinned byte for byte.
+
+A change to any number or format shows up here as a diff; when it is deliberate, regenerate the files
+with ``KNOWWHEN_UPDATE_GOLDEN=1 pytest tests/golden`` and review the diff like code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from knowwhen_runner.config import SweepConfig
+from knowwhen_runner.finalize import finalize_run
+from tests.golden.builders import finished_queue, small_config
+
+GOLDEN = Path(__file__).parent / "small"
+UPDATE = os.environ.get("KNOWWHEN_UPDATE_GOLDEN") == "1"
+TABLES = [
+    f"{name}.{ext}"
+    for name in ("comparison", "gated", "closed-loop", "details")
+    for ext in ("md", "csv", "tex")
+]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> SweepConfig:
+    config = small_config(tmp_path_factory.mktemp("golden"))
+
+    async def go() -> None:
+        await finalize_run(config, await finished_queue(config))
+
+    anyio.run(go)
+    return config
+
+
+def _normalised(doc: dict[str, Any]) -> dict[str, Any]:
+    """What may differ between machines and days: versions, the finalise time, hashes of gzip files."""
+    doc["run"]["packages"] = {name: "<version>" for name in doc["run"]["packages"]}
+    doc["run"]["finalized_at"] = "<time>"
+    for scenario in doc["scenarios"]:
+        scenario["files"] = {name: "<sha256>" for name in scenario["files"]}
+    return doc
+
+
+def _check(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if UPDATE:
+        path.write_text(text)
+    assert path.is_file(), f"no golden file {name}; create it with KNOWWHEN_UPDATE_GOLDEN=1"
+    assert text == path.read_text(), f"{name} differs from its golden file"
+
+
+@pytest.mark.parametrize("model", ["dm", "llm"])
+def test_manifest_matches_its_golden_file(finished: SweepConfig, model: str) -> None:
+    """The manifest of each model, versions, time and file hashes aside, is exactly the pinned one."""
+    doc = json.loads((finished.output / "manifests" / f"{model}.cxs.json").read_text())
+    _check(f"{model}.cxs.json", json.dumps(_normalised(doc), indent=2, ensure_ascii=False) + "\n")
+
+
+@pytest.mark.parametrize("name", TABLES)
+def test_table_matches_its_golden_file(finished: SweepConfig, name: str) -> None:
+    """Each table file (Markdown, CSV, LaTeX) is exactly the pinned one."""
+    _check(name, (finished.output / "tables" / name).read_text())
+
+
+def test_table_md_keeps_its_format(finished: SweepConfig) -> None:
+    """The short table.md of earlier versions is still written, with the benchmark rule's accuracy."""
+    _check("table.md", (finished.output / "table.md").read_text())

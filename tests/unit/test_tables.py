@@ -1,0 +1,190 @@
+"""Tables, plots and the comparison of runs, built from the manifests of a small finished run."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+from pathlib import Path
+
+import anyio
+import pytest
+from typer.testing import CliRunner
+
+from knowwhen_runner.cli import app
+from knowwhen_runner.compare import compare_runs
+from knowwhen_runner.config import SweepConfig
+from knowwhen_runner.dataset import load_answers, load_question_set
+from knowwhen_runner.finalize import finalize_run
+from knowwhen_runner.manifest import CxsManifest, load_manifest, manifest_path
+from knowwhen_runner.plots import write_plots
+from knowwhen_runner.scoring import score_l2
+from knowwhen_runner.tables import MISSING, Column, Table, comparison_table, gated_table
+from tests.golden.builders import finished_queue, small_config
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> tuple[SweepConfig, list[CxsManifest]]:
+    config = small_config(tmp_path)
+
+    async def go() -> None:
+        await finalize_run(config, await finished_queue(config))
+
+    anyio.run(go)
+    return config, [load_manifest(manifest_path(config.output, m.id)) for m in config.models]
+
+
+def _csv(path: Path) -> dict[str, dict[str, str]]:
+    return {row["model"]: row for row in csv.DictReader(io.StringIO(path.read_text()))}
+
+
+def _md(path: Path) -> dict[str, dict[str, str]]:
+    lines = [line for line in path.read_text().splitlines() if line.startswith("| ")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[1:]]
+    return {row[0]: dict(zip(header, row, strict=True)) for row in rows}
+
+
+def test_comparison_cells_equal_the_scoring_modules_numbers(
+    run: tuple[SweepConfig, list[CxsManifest]],
+) -> None:
+    """L2 cells in Markdown (1 decimal) and CSV (6 decimals) are score_l2 on the written answers files."""
+    config, _ = run
+    qset = load_question_set(config.output / "qs")
+    table = load_answers(config.output / "qs", qset.questions)
+    md, rows = (
+        _md(config.output / "tables" / "comparison.md"),
+        _csv(config.output / "tables" / "comparison.csv"),
+    )
+    for model in ("dm", "llm"):
+        expected = score_l2(table[(model, "main")], qset).accuracy
+        assert md[model]["L2 all states"] == f"{expected:.1f}"
+        assert float(rows[model]["L2 all states"]) == pytest.approx(expected, abs=1e-6)
+    assert md["dm"]["L3 success"] == "75.0" and md["dm"]["coverage @ τ"] == "40.7"
+
+
+def test_missing_cells_are_dashes_never_zero(run: tuple[SweepConfig, list[CxsManifest]]) -> None:
+    """No L1 scenario, no must-ask states, no coverage for an LLM: "–" in every format, never 0."""
+    config, _ = run
+    md, rows = (
+        _md(config.output / "tables" / "comparison.md"),
+        _csv(config.output / "tables" / "comparison.csv"),
+    )
+    for table in (md, rows):
+        assert table["dm"]["L1 isolated"] == table["dm"]["L2 must-ask"] == MISSING
+        assert table["llm"]["coverage @ τ"] == MISSING
+    tex = (config.output / "tables" / "comparison.tex").read_text()
+    assert "llm & llm & – & 85.8 & – &" in tex
+
+
+def test_latex_escapes_specials_and_writes_tau_in_math() -> None:
+    """Underscores, percent signs and τ become valid LaTeX; a value missing prints as "–"."""
+    table = Table(
+        "t", "x", [Column("a", "coverage @ τ"), Column("b", "100% share", "pct")], [{"a": "my_model"}]
+    )
+    tex = table.to_latex()
+    assert r"coverage @ $\tau$ & 100\% share \\" in tex
+    assert r"my\_model & – \\" in tex and tex.startswith("% x\n\\begin{tabular}{lr}")
+
+
+def test_gated_table_runs_from_the_llm_alone_to_the_model_alone(
+    run: tuple[SweepConfig, list[CxsManifest]],
+) -> None:
+    """Rows go from coverage 0 (the LLM's accuracy) through fixed and fitted τ to coverage 100 (the model's)."""
+    _, manifests = run
+    table = gated_table(manifests)
+    cell = manifests[0].open_loop[0]
+    assert cell.gate is not None and cell.gate.at_fit is not None
+    first, last = table.rows[0], table.rows[-1]
+    assert (first["point"], first["coverage"], first["accuracy"]) == (
+        "LLM alone",
+        0.0,
+        cell.gate.llm_accuracy,
+    )
+    assert (last["point"], last["coverage"], last["accuracy"]) == (
+        "model alone",
+        1.0,
+        cell.gate.model_accuracy,
+    )
+    taus, coverage = [r["tau"] for r in table.rows[1:-1]], [r["coverage"] for r in table.rows]
+    assert taus == sorted(taus, reverse=True) and coverage == sorted(coverage) and len(taus) == 5 + 1
+    fitted = next(r for r in table.rows if r["point"] == "fitted")
+    assert fitted["accuracy"] == cell.gate.at_fit.accuracy
+
+
+def test_comparison_columns_repeat_per_scenario_when_there_are_several(
+    run: tuple[SweepConfig, list[CxsManifest]],
+) -> None:
+    """With two states scenarios, each L2 column names its scenario."""
+    _, manifests = run
+    second = manifests[0].scenarios[0].model_copy(update={"id": "qs2"})
+    two = [m.model_copy(update={"scenarios": [*m.scenarios, second]}) for m in manifests]
+    headers = [c.header for c in comparison_table(two).columns]
+    assert "L2 all states (qs)" in headers and "L2 all states (qs2)" in headers
+
+
+def test_plots_are_byte_identical_when_drawn_twice(
+    run: tuple[SweepConfig, list[CxsManifest]], tmp_path: Path
+) -> None:
+    """Same manifests, same PNG bytes; the files carry no software or date text chunk."""
+    _, manifests = run
+    first = write_plots(tmp_path / "a", manifests)
+    second = write_plots(tmp_path / "b", manifests)
+    assert list(first) == ["coverage-qs", "reliability-qs", "cost-success"]
+    for name, path in first.items():
+        data = path.read_bytes()
+        assert data.startswith(b"\x89PNG") and data == second[name].read_bytes()
+        assert b"Software" not in data and b"Creation Time" not in data
+
+
+def test_compare_finds_changes_and_none_between_equal_runs(
+    run: tuple[SweepConfig, list[CxsManifest]], tmp_path: Path
+) -> None:
+    """Identical runs: nothing changed; one edited accuracy: exactly that value changed, with its delta."""
+    config, _ = run
+    other = tmp_path / "other"
+    shutil.copytree(config.output / "manifests", other / "manifests")
+    same = compare_runs(config.output, other)
+    flags = [
+        v["changed"]
+        for m in same["models"].values()
+        for c in m["open_loop"]
+        for v in c.values()
+        if isinstance(v, dict)
+    ]
+    assert flags and not any(flags)
+    path = other / "manifests" / "dm.cxs.json"
+    doc = json.loads(path.read_text())
+    doc["open_loop"][0]["accuracy_pct"] += 2.0
+    path.write_text(json.dumps(doc))
+    changed = compare_runs(config.output, other)["models"]["dm"]["open_loop"][0]
+    assert changed["accuracy_pct"]["changed"] and changed["accuracy_pct"]["delta"] == pytest.approx(2.0)
+    assert not changed["coverage"]["changed"]
+
+
+def test_compare_cli_prints_changes_and_json(
+    run: tuple[SweepConfig, list[CxsManifest]], tmp_path: Path
+) -> None:
+    """`knowwhen compare A B` lists the changed value; --json prints one object with every model."""
+    config, _ = run
+    other = tmp_path / "other"
+    shutil.copytree(config.output / "manifests", other / "manifests")
+    path = other / "manifests" / "llm.cxs.json"
+    doc = json.loads(path.read_text())
+    doc["closed_loop"][0]["success_rate"] = 1.0
+    path.write_text(json.dumps(doc))
+    runner = CliRunner()
+    shown = runner.invoke(app, ["compare", str(config.output), str(other)])
+    assert shown.exit_code == 0, shown.output
+    assert "L3 success %" in shown.output and "+25.0" in shown.output and "L2 accuracy" not in shown.output
+    as_json = runner.invoke(app, ["compare", str(config.output), str(other), "--json"])
+    assert set(json.loads(as_json.stdout)["models"]) == {"dm", "llm"}
+
+
+def test_compare_without_manifests_is_one_error_line(tmp_path: Path) -> None:
+    """A folder without manifests exits 2 with a sentence that names it."""
+    from tests.helpers import knowwhen
+
+    done = knowwhen("compare", str(tmp_path), str(tmp_path))
+    assert done.returncode == 2 and "no CXS manifests" in done.stderr and "Traceback" not in done.stderr
