@@ -1,0 +1,127 @@
+"""Finalising a real run (the local server, a real SQLite file): idempotence, schemas, the report, compare."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from knowwhen_runner.serve import ServerProcess
+from tests.helpers import knowwhen, make_question_set, write_config
+
+SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
+GATE = {"llm": "lexical-llm", "target": 0.9}
+_TIME_KEY = '"finalized_at"'
+_TIME_LINE = 'data-time="finalized"'
+
+
+def _run(server: ServerProcess, folder: Path, scenario: Path) -> Path:
+    config = write_config(folder / "c.yaml", server.base_url, scenario, gate=GATE)
+    done = knowwhen("run", str(config), "-q")
+    assert done.returncode == 0, done.stderr
+    return folder / "out"
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_question_set(tmp_path_factory.mktemp("qs"), n_tasks=10)  # 45 questions
+
+
+@pytest.fixture(scope="module")
+def out(serve: ServerProcess, tmp_path_factory: pytest.TempPathFactory, scenario: Path) -> Path:
+    """One finished run shared by the module's tests (they only read it, or finalise it again)."""
+    serve.clear_faults()
+    serve.set_rpm_limits({})
+    return _run(serve, tmp_path_factory.mktemp("run"), scenario)
+
+
+def _snapshot(out: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(out)): p.read_bytes()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and not p.name.startswith("knowwhen.db")
+    }
+
+
+def _without_times(name: str, data: bytes) -> bytes:
+    if name.endswith(".cxs.json") or name.endswith(".html"):
+        marker = _TIME_KEY if name.endswith(".json") else _TIME_LINE
+        return b"\n".join(line for line in data.split(b"\n") if marker.encode() not in line)
+    return data
+
+
+def test_finalize_again_changes_nothing_but_the_finalise_time(out: Path) -> None:
+    """`knowwhen finalize RUN` after `run`: same files, byte for byte, except the lines carrying the time."""
+    before = _snapshot(out)
+    assert {
+        "manifests/lexical.cxs.json",
+        "tables/comparison.csv",
+        "plots/coverage-qs.png",
+        "report.html",
+    } <= set(before)
+    time.sleep(1.1)  # so that the finalise time really differs
+    done = knowwhen("finalize", str(out))
+    assert done.returncode == 0, done.stderr
+    after = _snapshot(out)
+    assert set(after) == set(before)
+    for name, data in before.items():
+        assert _without_times(name, after[name]) == _without_times(name, data), f"{name} changed"
+    stamp = [json.loads(x["manifests/lexical.cxs.json"])["run"]["finalized_at"] for x in (before, after)]
+    assert stamp[0] != stamp[1]
+
+
+def test_manifests_of_a_real_run_validate_against_the_committed_schema(out: Path) -> None:
+    """Both models' manifests are valid; the provenance names the config file, its hash and litellm's version."""
+    schema = json.loads((SCHEMAS / "cxs-manifest.schema.json").read_text())
+    for model in ("lexical", "lexical-llm"):
+        doc = json.loads((out / "manifests" / f"{model}.cxs.json").read_text())
+        jsonschema.Draft202012Validator(schema).validate(doc)
+        assert doc["run"]["config_file"] == "c.yaml" and len(doc["run"]["config_sha256"]) == 64
+        assert doc["run"]["work_started"] and doc["run"]["packages"]["litellm"]
+        assert doc["jobs"]["done"] == 45 and doc["totals"]["decisions"] == 45
+
+
+def test_report_is_one_file_without_network_references(out: Path) -> None:
+    """report.html embeds its plots as data URIs and references nothing by http(s)."""
+    html = (out / "report.html").read_text()
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*https?://""", html, re.I)
+    assert "http://" not in html and "https://" not in html
+    assert "<link" not in html and not re.search(r"<script[^>]+src=", html)
+    images = re.findall(r'<img[^>]+src="([^"]+)"', html)
+    assert len(images) == 3 and all(src.startswith("data:image/png;base64,") for src in images)
+    assert '<table class="sortable">' in html and "lexical-llm" in html
+
+
+def test_table_cells_equal_knowwhen_score(out: Path) -> None:
+    """The comparison CSV and the gated manifest agree with `knowwhen score` on the same answers folder."""
+    done = knowwhen(
+        "score", str(out / "qs"), "--all", "--json", "--gate-with", "lexical-llm", "--target", "0.9"
+    )
+    assert done.returncode == 0, done.stderr
+    scored = json.loads(done.stdout)["models"]
+    with open(out / "tables" / "comparison.csv") as fh:
+        rows = {r["model"]: r for r in csv.DictReader(fh)}
+    for model in ("lexical", "lexical-llm"):
+        assert float(rows[model]["L2 all states"]) == pytest.approx(scored[model]["accuracy"], abs=1e-6)
+    gate = json.loads((out / "manifests" / "lexical.cxs.json").read_text())["open_loop"][0]["gate"]
+    assert gate["llm_accuracy"] == pytest.approx(scored["lexical"]["gate"]["llm_accuracy"])
+    assert gate["model_accuracy"] == pytest.approx(scored["lexical"]["gate"]["model_accuracy"])
+    if scored["lexical"]["gate"]["at_fit"] is not None:
+        assert gate["at_fit"]["coverage"] == pytest.approx(scored["lexical"]["gate"]["at_fit"]["coverage"])
+
+
+def test_compare_two_runs_of_the_same_config(
+    server: ServerProcess, tmp_path: Path, scenario: Path, out: Path
+) -> None:
+    """A second run of the same config and questions: `knowwhen compare` finds no change in any score."""
+    other = _run(server, tmp_path, scenario)
+    done = knowwhen("compare", str(out), str(other))
+    assert done.returncode == 0, done.stderr
+    assert "no changes" in done.stdout
+    as_json = json.loads(knowwhen("compare", str(out), str(other), "--json").stdout)
+    assert as_json["models"]["lexical"]["in"] == "both"
