@@ -256,6 +256,8 @@ async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
         models = {m.id: m for m in config.models}
         keys: dict[str, tuple[str, int]] = {}
         for job in todo:
+            if job.payload.get("kind") == "episode":
+                continue  # an episode's calls depend on its answers: not known before it runs
             model = models[job.model_id]
             item = the_plan.items[(job.scenario_id, job.item)]
             kind = "decision" if model.kind == "decision" else "llm"
@@ -282,6 +284,8 @@ async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
         }
         for (m, mode, sc), n in sorted(the_plan.counts().items())
     ]
+    episodes = sum(1 for j in todo if j.payload.get("kind") == "episode")
+    notes = [f"{episodes} episodes to run: their calls are not in the call count or cost estimate"]
     return PlanReport(
         cells,
         len(the_plan.jobs),
@@ -289,7 +293,7 @@ async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
         len(calls),
         len(hits),
         _estimate_cost(config, calls),
-        the_plan.skipped,
+        the_plan.skipped + (notes if episodes else []),
     )
 
 

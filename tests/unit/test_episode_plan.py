@@ -9,6 +9,7 @@ import yaml
 
 from knowwhen_runner.config import SweepConfig, parse_config
 from knowwhen_runner.plan import fit_requests, plan
+from knowwhen_runner.runner import plan_report
 from knowwhen_runner.scenarios import Scenario, load_scenario
 
 
@@ -144,3 +145,13 @@ def test_gated_without_tau_is_skipped_with_a_reason(tmp_path: Path) -> None:
     the_plan = plan(config, _scenarios(config))
     assert the_plan.jobs == []
     assert any("no tau" in note for note in the_plan.skipped)
+
+
+def test_the_dry_run_counts_episodes_without_guessing_their_calls(tmp_path: Path) -> None:
+    """`knowwhen plan` on episodes lists their cells and says their calls are not in the estimate."""
+    config = _config(tmp_path)
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_none=True)))
+    report = plan_report(path)
+    assert report.jobs == report.new_jobs == 26 and report.calls_to_make == 0
+    assert "26 episodes to run: their calls are not in the call count or cost estimate" in report.skipped
