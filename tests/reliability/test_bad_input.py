@@ -1,0 +1,194 @@
+"""Bad input gets one clear sentence naming the file, line or field, and exit code 2 — never a traceback."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from knowwhen_runner.config import load_config
+from knowwhen_runner.dataset import load_question_set
+from knowwhen_runner.exceptions import KnowwhenError
+from tests.helpers import knowwhen, make_question_set, write_config
+
+
+def _one_line_error(done, expected: str) -> None:
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert expected in lines[0], lines[0]
+
+
+def _rewrite_gz(path: Path, edit) -> None:
+    rows = [json.loads(line) for line in gzip.open(path, "rt")]
+    rows = edit(rows)
+    with gzip.open(path, "wt") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in rows)
+
+
+SCENARIO_BREAKS = {
+    "truncated gzip": (
+        lambda f: (f / "questions.jsonl.gz").write_bytes((f / "questions.jsonl.gz").read_bytes()[:-40]),
+        "questions.jsonl.gz",
+    ),
+    "malformed line": (
+        lambda f: _append_raw(f / "questions.jsonl.gz", b"{not json\n"),
+        "questions.jsonl.gz:",
+    ),
+    "unknown qhash": (
+        lambda f: _rewrite_gz(
+            f / "occurrences.jsonl.gz", lambda rows: [*rows, {**rows[0], "qhash": "f" * 64, "step": 99}]
+        ),
+        "is not in the questions file",
+    ),
+    "duplicate question": (
+        lambda f: _rewrite_gz(f / "questions.jsonl.gz", lambda rows: [*rows, rows[0]]),
+        "duplicate qhash",
+    ),
+    "duplicate occurrence": (
+        lambda f: _rewrite_gz(f / "occurrences.jsonl.gz", lambda rows: [*rows, rows[0]]),
+        "duplicate occurrence",
+    ),
+    "missing answer key": (lambda f: (f / "occurrences.jsonl.gz").unlink(), "occurrences"),
+    "corpus not json": (lambda f: (f / "corpus.json").write_text("{oops"), "corpus.json"),
+}
+
+
+def _append_raw(path: Path, raw: bytes) -> None:
+    data = gzip.decompress(path.read_bytes()) + raw
+    path.write_bytes(gzip.compress(data))
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIO_BREAKS))
+def test_broken_scenario_files_are_named(tmp_path: Path, name: str, tally: Counter[str]) -> None:
+    """Truncated gzip, malformed lines, unknown qhashes and duplicates stop planning with one line."""
+    folder = make_question_set(tmp_path / "qs", n_tasks=3)
+    breaker, expected = SCENARIO_BREAKS[name]
+    breaker(folder)
+    cfg = write_config(tmp_path / "c.yaml", "http://127.0.0.1:9", folder)
+    tally["bad inputs tried"] += 1
+    _one_line_error(knowwhen("plan", str(cfg)), expected)
+
+
+CONFIG_BREAKS = {
+    "unknown field": ({"colour": "red"}, "colour: unknown field"),
+    "wrong type": ({"workers": {"concurrency": "many"}}, "workers.concurrency"),
+    "duplicate model ids": (None, "duplicate models id"),
+    "missing scenario folder": ({"scenarios": [{"id": "qs", "path": "nowhere"}]}, "scenarios.0.path"),
+    "literal key": (None, "literal API keys are not allowed"),
+    "not a mapping": ("- just\n- a list\n", "a config is a YAML mapping"),
+    "broken yaml": ("name: [unclosed\n", "not valid YAML"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIG_BREAKS))
+def test_broken_configs_are_named(tmp_path: Path, name: str, tally: Counter[str]) -> None:
+    """Each config mistake is one line with the file, line and field."""
+    folder = make_question_set(tmp_path / "qs", n_tasks=1)
+    cfg = write_config(tmp_path / "c.yaml", "http://127.0.0.1:9", folder)
+    change, expected = CONFIG_BREAKS[name]
+    data = yaml.safe_load(cfg.read_text())
+    if isinstance(change, str):
+        cfg.write_text(change)
+    else:
+        if name == "duplicate model ids":
+            data["models"][1]["id"] = data["models"][0]["id"]
+        elif name == "literal key":
+            data["models"][0]["api_key"] = "sk-live-0123456789abcdefghij"
+        else:
+            data.update(change)
+        cfg.write_text(yaml.safe_dump(data))
+    tally["bad inputs tried"] += 1
+    done = knowwhen("run", str(cfg))
+    _one_line_error(done, expected)
+    assert "sk-live-0123456789abcdefghij" not in done.stderr
+
+
+def test_database_of_another_version_is_refused(tmp_path: Path, tally: Counter[str]) -> None:
+    """A run database written by another schema version is refused with a way forward."""
+    folder = make_question_set(tmp_path / "qs", n_tasks=1)
+    cfg = write_config(tmp_path / "c.yaml", "http://127.0.0.1:9", folder)
+    assert knowwhen("plan", str(cfg)).returncode == 0
+    (tmp_path / "out").mkdir(exist_ok=True)
+    db = tmp_path / "out" / "knowwhen.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE kw_meta (key VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)")
+        conn.execute("INSERT INTO kw_meta VALUES ('schema_version', '99')")
+    tally["bad inputs tried"] += 1
+    _one_line_error(knowwhen("plan", str(cfg)), "schema version 99")
+
+
+# --- fuzzing: the loaders raise our errors or succeed, never crash ----------------------------------------
+
+_fuzz = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20)
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@_fuzz
+@given(
+    mutation=st.dictionaries(
+        st.sampled_from(
+            [
+                "name",
+                "output",
+                "models",
+                "scenarios",
+                "modes",
+                "cache",
+                "workers",
+                "gate",
+                "serve",
+                "db",
+                "extra",
+            ]
+        ),
+        _values,
+        max_size=3,
+    )
+)
+def test_fuzzed_configs_never_crash(tmp_path: Path, mutation: dict) -> None:
+    """Random changes to a valid config load or raise a KnowwhenError, nothing else."""
+    folder = tmp_path / "qs"
+    if not folder.exists():
+        make_question_set(folder, n_tasks=1)
+    cfg = write_config(tmp_path / "c.yaml", "http://127.0.0.1:9", folder)
+    data = yaml.safe_load(cfg.read_text())
+    data.update(mutation)
+    cfg.write_text(yaml.safe_dump(data))
+    try:
+        load_config(cfg)
+    except KnowwhenError:
+        pass
+
+
+@_fuzz
+@given(
+    lines=st.lists(
+        st.one_of(st.binary(max_size=40), _values.map(lambda v: json.dumps(v).encode())), max_size=5
+    )
+)
+def test_fuzzed_scenario_files_never_crash(tmp_path: Path, lines: list[bytes]) -> None:
+    """Random lines in a questions file load or raise a KnowwhenError, nothing else."""
+    folder = make_question_set(tmp_path / "qs", n_tasks=1)
+    _append_raw(folder / "questions.jsonl.gz", b"\n".join(lines) + b"\n")
+    try:
+        load_question_set(folder)
+    except KnowwhenError:
+        pass
