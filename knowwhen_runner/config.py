@@ -370,6 +370,11 @@ def _dotted(loc: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in loc) or "(top level)"
 
 
+def _as_list(value: Any) -> list[Any]:
+    """A list field as a list; anything else is left for validation to report."""
+    return value if isinstance(value, list) else []
+
+
 def _resolve_paths(data: dict[str, Any], base: Path, source: str) -> dict[str, Any]:
     data = dict(data)
     if isinstance(data.get("output"), str):
@@ -377,7 +382,7 @@ def _resolve_paths(data: dict[str, Any], base: Path, source: str) -> dict[str, A
     if isinstance(data.get("db"), str):
         data["db"] = _expand_env(data["db"], f"{source}: db")
     scenarios = []
-    for i, sc in enumerate(data.get("scenarios") or []):
+    for i, sc in enumerate(_as_list(data.get("scenarios"))):
         if isinstance(sc, dict) and isinstance(sc.get("path"), str):
             sc = dict(sc)
             sc["path"] = str((base / _expand_env(sc["path"], f"{source}: scenarios.{i}.path")).resolve())
@@ -385,7 +390,7 @@ def _resolve_paths(data: dict[str, Any], base: Path, source: str) -> dict[str, A
     if scenarios:
         data["scenarios"] = scenarios
     models = []
-    for i, m in enumerate(data.get("models") or []):
+    for i, m in enumerate(_as_list(data.get("models"))):
         if isinstance(m, dict) and isinstance(m.get("api_base"), str):
             m = dict(m)
             m["api_base"] = _expand_env(m["api_base"], f"{source}: models.{i}.api_base")
