@@ -323,6 +323,12 @@ def _sum_dict(values: Any) -> float:
     return float(sum(v for v in (values or {}).values() if isinstance(v, int | float)))
 
 
+def _share_true(flags: Iterable[Any]) -> float | None:
+    """Share of True among the known (non-null) flags."""
+    known = [bool(f) for f in flags if f is not None]
+    return _rate(sum(known), len(known))
+
+
 def closed_loop_cell(
     scenario: str, mode: str, tau: float | None, results: Sequence[Mapping[str, Any]], failed: int
 ) -> ClosedLoopCell:
@@ -330,7 +336,7 @@ def closed_loop_cell(
     results = sorted(results, key=lambda r: str(r.get("task_id")))
     decisions = [d for r in results for d in r.get("decisions") or []]
     taken = [d for d in decisions if d.get("decided_by") == "model"]
-    judged = [bool(d["model_correct"]) for d in taken if d.get("model_correct") is not None]
+    left = [d for d in decisions if d.get("decided_by") == "llm"]
     n = len(results)
     costs = [_sum_dict(r.get("cost_usd")) for r in results]
     split: dict[str, float] = {}
@@ -347,8 +353,10 @@ def closed_loop_cell(
         failed=failed,
         success_rate=_rate(sum(1 for r in results if r.get("success")), n + failed),
         coverage=_rate(len(taken), len(decisions)),
-        model_accuracy=_rate(sum(judged), len(judged)),
+        model_accuracy=_share_true(d.get("model_correct") for d in taken),
         model_steps=len(taken),
+        shadow_accuracy=_share_true(d.get("model_correct") for d in left),
+        llm_accuracy=_share_true(d.get("llm_correct") for d in left),
         steps_mean=float(np.mean([int(r.get("steps") or 0) for r in results])) if n else None,
         budget_exhausted=sum(1 for r in results if r.get("budget_exhausted")),
         decision_calls=sum(int(r.get("decision_calls") or 0) for r in results),

@@ -261,7 +261,8 @@ class ClosedLoopCell(_Model):
 
     ``success_rate`` counts an episode whose job failed for good as unsuccessful (like a missing L2 answer).
     ``coverage`` and ``model_accuracy`` are pooled over decisions: the share the model took, and how many
-    of those had a known right answer and were right.
+    of those had a known right answer and were right. ``shadow_accuracy`` is the model's recorded answer
+    on the decisions the LLM took (every decision in mode ``shadow``), ``llm_accuracy`` the LLM's own there.
     """
 
     scenario: str
@@ -273,6 +274,8 @@ class ClosedLoopCell(_Model):
     coverage: float | None
     model_accuracy: float | None
     model_steps: int
+    shadow_accuracy: float | None = None
+    llm_accuracy: float | None = None
     steps_mean: float | None
     budget_exhausted: int
     decision_calls: int

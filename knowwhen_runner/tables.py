@@ -139,7 +139,13 @@ def _own_mode(m: CxsManifest) -> str:
 
 def comparison_table(manifests: Sequence[CxsManifest]) -> Table:
     """One row per model: the paper's columns, coverage at the fitted τ, cost and latency."""
-    iso, states, eps = (_scenarios(manifests, k) for k in ("isolated", "states", "episodes"))
+    iso, states = _scenarios(manifests, "isolated"), _scenarios(manifests, "states")
+    # An episodes scenario gets an L3 column when some model ran it in its own mode (not a fit set).
+    eps = [
+        sc
+        for sc in _scenarios(manifests, "episodes")
+        if any(e.scenario == sc and e.mode == _own_mode(m) for m in manifests for e in m.closed_loop)
+    ]
     cols = [Column("model", "model"), Column("kind", "kind")]
     cols += [Column(f"l1:{sc}", "L1 isolated" + _suffix(iso, sc), "pct") for sc in iso or [""]]
     for sc in states:
@@ -233,6 +239,7 @@ def closed_loop_table(manifests: Sequence[CxsManifest]) -> Table:
         Column("success_rate", "success (%)", "frac"),
         Column("coverage", "coverage (%)", "frac"),
         Column("model_accuracy", "model accuracy (%)", "frac"),
+        Column("shadow_accuracy", "model in shadow (%)", "frac"),
         Column("llm_calls_saved", "LLM calls saved", "int"),
         Column("fallbacks", "fallbacks", "int"),
         Column("cost_per_episode_usd", "cost / episode (USD)", "usd"),

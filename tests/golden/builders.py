@@ -95,8 +95,10 @@ def _question_results(config: SweepConfig) -> list[tuple[Job, dict[str, Any] | N
     return out
 
 
-def decision(step: int, by: str, *, correct: bool | None = True, fallback: bool = False) -> dict[str, Any]:
-    """One decision of an episode result."""
+def decision(
+    step: int, by: str, *, correct: bool | None = True, fallback: bool = False, llm_correct: bool = True
+) -> dict[str, Any]:
+    """One decision of an episode result (``correct``: the model's choice, recorded whoever decided)."""
     return {
         "step": step,
         "decided_by": by,
@@ -106,6 +108,7 @@ def decision(step: int, by: str, *, correct: bool | None = True, fallback: bool 
         "llm_choice": "get_orders" if by == "llm" else None,
         "acceptable": ["get_orders"],
         "model_correct": correct,
+        "llm_correct": llm_correct if by == "llm" else None,
         "fallback": fallback,
         "error": None,
     }
@@ -153,8 +156,8 @@ def _episode_results() -> list[tuple[Job, dict[str, Any] | None]]:
         ]),
         ("dm", "gated", 0.8, [
             (True, [decision(0, m), decision(1, llm), decision(2, m)]),
-            (True, [decision(0, llm), decision(1, llm, fallback=True), decision(2, m)]),
-            (True, [decision(0, m), decision(1, m, correct=False), decision(2, llm)]),
+            (True, [decision(0, llm), decision(1, llm, fallback=True, correct=False), decision(2, m)]),
+            (True, [decision(0, m), decision(1, m, correct=False), decision(2, llm, llm_correct=False)]),
         ]),
         ("llm", llm, None, [
             (True, [decision(0, llm), decision(1, llm)]),

@@ -173,6 +173,7 @@ def test_closed_loop_cells_from_episode_results(run: tuple[SweepConfig, dict[str
         "llm"
     ] == pytest.approx(0.06)
     assert gated.fit == {"target": 0.9, "tau": 0.8}
+    assert (gated.shadow_accuracy, gated.llm_accuracy) == (0.75, 0.75)  # on the 4 decisions the LLM took
     (llm,) = manifests["llm"].closed_loop  # mode llm episodes belong to the LLM's manifest
     assert (llm.mode, llm.success_rate, llm.coverage, llm.model_accuracy) == ("llm", 0.75, 0.0, None)
 
