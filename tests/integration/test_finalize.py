@@ -7,10 +7,13 @@ import json
 import re
 import time
 from pathlib import Path
+from typing import Any
 
+import anyio
 import jsonschema
 import pytest
 
+from knowwhen_runner.queue import open_queue
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config
 
@@ -125,3 +128,43 @@ def test_compare_two_runs_of_the_same_config(
     assert "no changes" in done.stdout
     as_json = json.loads(knowwhen("compare", str(out), str(other), "--json").stdout)
     assert as_json["models"]["lexical"]["in"] == "both"
+
+
+def test_closed_loop_manifest_of_real_episodes(server: ServerProcess, tmp_path: Path) -> None:
+    """Real episodes (prior + simulated agent): each manifest cell's success and coverage match the recorded results."""
+    base = server.base_url
+    config = {
+        "name": "l3",
+        "output": str(tmp_path / "out"),
+        "models": [
+            {"id": "prior", "model": "hosted_vllm/prior", "kind": "decision", "api_base": base},
+            {"id": "agent", "model": "openai/agent-sim", "kind": "llm", "api_base": f"{base}/v1"},
+        ],
+        "modes": ["llm", "model"],
+        "scenarios": [{"id": "t", "kind": "episodes", "suite": "common", "split": "fit", "n": 6}],
+    }
+    path = tmp_path / "c.yaml"
+    path.write_text(json.dumps(config))
+    done = knowwhen("run", str(path), "-q")
+    assert done.returncode == 0, done.stderr
+
+    async def read() -> list[Any]:
+        queue = open_queue(f"sqlite:///{tmp_path / 'out' / 'knowwhen.db'}", "l3")
+        try:
+            return await queue.results()
+        finally:
+            await queue.close()
+
+    recorded = [r for _job, status, r, _e in anyio.run(read) if status == "done" and r]
+    for model, mode in (("prior", "model"), ("agent", "llm")):
+        (cell,) = json.loads((tmp_path / "out" / "manifests" / f"{model}.cxs.json").read_text())[
+            "closed_loop"
+        ]
+        mine = [r for r in recorded if r["mode"] == mode]
+        decisions = [d for r in mine for d in r["decisions"]]
+        assert (cell["mode"], cell["episodes"]) == (mode, 6)
+        assert cell["success_rate"] == pytest.approx(sum(r["success"] for r in mine) / 6)
+        by_model = sum(d["decided_by"] == "model" for d in decisions)
+        assert cell["coverage"] == pytest.approx(by_model / len(decisions))
+        assert cell["llm_calls_saved"] == sum(r["llm_calls_saved"] for r in mine)
+    assert "L3 success" in (tmp_path / "out" / "tables" / "comparison.md").read_text()
