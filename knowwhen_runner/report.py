@@ -7,12 +7,13 @@ makes no network request, so it opens the same offline, attached to an e-mail or
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
 
 from .jsonio import atomic_write_bytes
-from .manifest import CxsManifest
+from .manifest import CxsManifest, ScenarioProvenance
 from .tables import Table
 
 __all__ = ["render_report", "write_report"]
@@ -94,6 +95,14 @@ def _dl(items: Sequence[tuple[str, str | None]]) -> str:
     return f"<dl>{rows}</dl>"
 
 
+def _scenario_text(s: ScenarioProvenance) -> str:
+    parts = [s.kind, f"version {s.version}"]
+    parts += [f"variant {s.variant}"] if s.variant else []
+    parts += [f"first {s.limit}"] if s.limit else []
+    parts += [f"{k} {json.dumps(v, sort_keys=True)}" for k, v in sorted(s.settings.items())]
+    return ", ".join(parts)
+
+
 def _provenance(manifests: Sequence[CxsManifest]) -> str:
     run = manifests[0].run
     parts = [
@@ -120,6 +129,8 @@ def _provenance(manifests: Sequence[CxsManifest]) -> str:
                 for m in manifests
             ]
         ),
+        "<h3>Scenarios</h3>",
+        _dl([(s.id, _scenario_text(s)) for s in manifests[0].scenarios]),
         "<h3>Scenario files (sha256)</h3>",
         _dl(
             [(f"{s.id} / {name}", digest) for s in manifests[0].scenarios for name, digest in s.files.items()]
