@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+import anyio.to_thread
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from .config import ModelSpec
@@ -330,7 +332,8 @@ class ModelClient:
         return self._secrets.redact(f"{status}{type(exc).__name__}: {text}"[:500])
 
     async def _request(self, model: ModelSpec, kind: str, body: dict[str, Any]) -> dict[str, Any]:
-        litellm = _import_litellm()
+        # Off the event loop: the first import takes seconds, and cache hits must not wait for it.
+        litellm = _litellm or await anyio.to_thread.run_sync(_import_litellm)
         if model.id not in self._priced:
             _register_price(litellm, model)
             self._priced.add(model.id)

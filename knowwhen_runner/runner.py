@@ -20,7 +20,7 @@ import httpx
 
 from . import __version__
 from .cache import CacheMode, cache_key
-from .client import ModelClient, Secrets, decision_body, llm_body, preload_litellm
+from .client import ModelClient, Secrets, decision_body, llm_body
 from .config import SweepConfig, config_hash, load_config, parse_config
 from .exceptions import ConfigError
 from .jobs import JOB_ID_VERSION
@@ -138,8 +138,6 @@ async def _run(
             while True:
                 the_plan = plan(config, scenarios, fits)
                 new = await queue.enqueue(the_plan.jobs, the_plan.items)
-                if any(c.status == "pending" for c in await queue.counts()):
-                    preload_litellm()
                 planned, added = len(the_plan.jobs), added + new
                 if retry_failed:
                     await queue.requeue_failed()

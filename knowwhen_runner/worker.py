@@ -25,7 +25,7 @@ from anyio.abc import TaskGroup
 from .answers import answer_row
 from .cache import CacheMode, cache_key
 from .calls import CachedCalls
-from .client import ModelClient, decision_body, llm_body
+from .client import ModelClient, decision_body, llm_body, preload_litellm
 from .config import ModelSpec, SweepConfig
 from .crashpoints import crashpoint
 from .exceptions import ProviderError
@@ -210,6 +210,7 @@ class Worker:
     async def _dispatch(self, claimed: list[Job], jobs: Any, outcomes: Any) -> None:
         """Answer cache hits at once; send the rest to the callers."""
         if not self._cache.read:
+            preload_litellm()
             for job in claimed:
                 await jobs.send(job)
             return
@@ -218,12 +219,14 @@ class Worker:
             if job.payload.get("kind") == "question":
                 questions.append(job)
             else:  # episodes look their calls up one by one
+                preload_litellm()
                 await jobs.send(job)
         requests = [(job, *self._request(job)) for job in questions]
         hits = await self.queue.cache_get([r[4] for r in requests])
         for job, model, kind, body, key, item in requests:
             response = hits.get(key)
             if response is None:
+                preload_litellm()  # a real call is coming: start the slow import now
                 self._requests[job.id] = (model, kind, body, key, item)
                 await jobs.send(job)
                 continue
