@@ -72,12 +72,20 @@ def run(
         bool, typer.Option("--no-finalize", help="Skip writing answers and tables.")
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
+    processes: Annotated[
+        int, typer.Option("--processes", min=1, help="Worker processes on this machine (this one included).")
+    ] = 1,
 ) -> None:
     """Plan CONFIG into its queue and work until every job is recorded, then finalise. Rerun to resume."""
-    from .runner import run_sweep
+    from .fleet import run_fleet
 
-    summary = run_sweep(
-        config, db=db, retry_failed=retry_failed, finalize=not no_finalize, progress=not quiet
+    summary = run_fleet(
+        config,
+        db=db,
+        processes=processes,
+        retry_failed=retry_failed,
+        finalize=not no_finalize,
+        progress=not quiet,
     )
     st = summary.stats
     out.print(
@@ -159,9 +167,16 @@ def status(
     for model, row in sorted(report["models"].items()):
         table.add_row(model, *(f"${row[c]:.4f}" if c == "cost_usd" else str(row[c]) for c in cols))
     out.print(table)
-    for w in report["workers"]:
-        state = "stopped" if w.get("stopped_at") else "running"
-        out.print(f"worker {w['id']}: {state}, {w['jobs_done']} jobs, last heartbeat {w['heartbeat_at']:.0f}")
+    if report["workers"]:
+        from .fleet import describe_workers
+
+        workers = Table(title="workers")
+        for col in ("worker", "state", "heartbeat", "jobs", "jobs/s"):
+            workers.add_column(col, justify="left" if col in ("worker", "state") else "right")
+        for w in describe_workers(report["workers"]):
+            heartbeat = f"{w['heartbeat_age_s']:.0f} s ago"
+            workers.add_row(w["id"], w["state"], heartbeat, str(w["jobs_done"]), f"{w['jobs_per_s']:.1f}")
+        out.print(workers)
 
 
 @app.command()
@@ -248,6 +263,40 @@ def compare(
     from .compare import run_compare
 
     raise typer.Exit(run_compare(run_a, run_b, as_json=as_json, console=out))
+
+
+@app.command()
+def worker(
+    db: Annotated[
+        str,
+        typer.Option(envvar="KNOWWHEN_DB", help="Database URL of the run (PostgreSQL, or its SQLite file)."),
+    ],
+    run_name: Annotated[
+        str | None,
+        typer.Option("--run", envvar="KNOWWHEN_RUN", help="Run name, when the database holds several."),
+    ] = None,
+    wait: Annotated[
+        float, typer.Option(min=0, help="Wait up to this many seconds for the run to be planned.")
+    ] = 0.0,
+    no_finalize: Annotated[
+        bool, typer.Option("--no-finalize", help="Leave finalising to another process.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
+) -> None:
+    """Join a run in a shared database from any machine: work until it has no open jobs, then exit."""
+    from .fleet import join_run
+
+    summary = join_run(db, run_name, wait_s=wait, finalize=not no_finalize, progress=not quiet)
+    st = summary.stats
+    out.print(
+        f"{summary.run}: worker {summary.worker} answered {st.done} ({st.cache_hits} from cache, "
+        f"{st.calls} model calls, {st.requests} requests), failed {st.failed}, cost ${st.cost_usd:.4f}"
+    )
+    out.print("queue: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())))
+    if summary.interrupted:
+        out.print("interrupted: its unfinished jobs are back in the queue for the other workers")
+        raise typer.Exit(130)
+    out.print("finalised the run" if summary.finalized else (summary.note or "not finalised"))
 
 
 _ = (Path, Annotated, Optional)  # used by commands below

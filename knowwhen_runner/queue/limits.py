@@ -16,7 +16,8 @@ others do not hold, and loses the share if it stops renewing it (a killed proces
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -87,6 +88,18 @@ class LimitLedger:
             detail = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
             raise QueueError(f"{safe_url(self.url)}: rate-limit ledger: {detail}") from None
 
+    @contextmanager
+    def _begin(self) -> Iterator[Connection]:
+        """A transaction that does not wait for its commit to reach the disk (PostgreSQL).
+
+        Losing the last few milliseconds of reservations in a server crash costs nothing worth a disk
+        flush per request: the fleet would at worst start a few requests one interval early, once.
+        """
+        with self._engine.begin() as conn:
+            if self._clock.server_side:
+                conn.execute(text("SET LOCAL synchronous_commit TO OFF"))
+            yield conn
+
     def _ensure_key(self, conn: Connection, key: str) -> None:
         conn.execute(
             text(
@@ -129,7 +142,7 @@ class LimitLedger:
             "tiv": token_interval,
             "pause": pause,
         }
-        with self._engine.begin() as conn:
+        with self._begin() as conn:
             row = conn.execute(stmt, params).first()
             if row is None:
                 self._ensure_key(conn, key)
@@ -151,7 +164,7 @@ class LimitLedger:
     def _hold(self, key: str, holder: str, want: int, in_use: int, cap: int, ttl: float) -> int:
         now = self._clock.sql
         params: dict[str, Any] = {**self._clock.params(), "key": key, "h": holder, "ttl": ttl}
-        with self._engine.begin() as conn:
+        with self._begin() as conn:
             self._ensure_key(conn, key)
             lock = " FOR UPDATE" if self._clock.server_side else ""  # SQLite: BEGIN IMMEDIATE is the lock
             conn.execute(text(f"SELECT key FROM kw_limits WHERE key = :key{lock}"), params)

@@ -1,0 +1,166 @@
+"""Throughput of one run worked by 1, 2 and 4 worker processes, and the cost of the fleet's rate limits.
+
+Not a test. Starts the local model server (``knowwhen serve``, which answers at once), writes a question
+set of ``--questions`` questions for one decision model, and runs ``knowwhen run --processes P`` on a
+fresh database for each P, timing the whole command and the work itself (first to last recorded job,
+from the queue's own timestamps, so the interpreter's and litellm's start-up are left out). Then it
+times rate-limit reservations and in-flight renewals against the ledger, one call at a time.
+
+Run: ``python benchmarks/bench_fleet.py [--questions 3000] [--processes 1 2 4] [--pg URL]``, where
+``--pg`` names a PostgreSQL database the benchmark may create throwaway databases from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import anyio
+import yaml
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from knowwhen_runner.dataset import compute_qhash
+from knowwhen_runner.queue.limits import LimitLedger
+from knowwhen_runner.serve import start_server_process
+
+TOOLS = {f"tool_{i:02d}": f"Does thing number {i} for the customer." for i in range(12)}
+
+
+def _write_questions(folder: Path, n: int) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    options, descriptions = list(TOOLS), list(TOOLS.values())
+    questions, occurrences = [], []
+    for i in range(n):
+        state = f"TASK: request {i}\nHISTORY:\n(none)\nCURRENT OBSERVATION: customer {i} needs tool {i % 12}"
+        qhash = compute_qhash(state, options, descriptions)
+        questions.append({"qhash": qhash, "state": state, "options": options, "descriptions": descriptions})
+        gold = options[i % len(options)]
+        occurrences.append(
+            {"task": f"task-{i:05d}", "step": 0, "qhash": qhash, "gold": gold, "gold_status": "ok"}
+            | {"gold_aux": {"acceptable_tools": [gold]}, "stratum": "on_plan", "dp": "tool_select"}
+        )
+    for name, rows in (("questions", questions), ("occurrences", occurrences)):
+        with gzip.open(folder / f"{name}.jsonl.gz", "wt") as fh:
+            fh.writelines(json.dumps(r) + "\n" for r in rows)
+    eligible = [o["task"] for o in occurrences]
+    (folder / "corpus.json").write_text(json.dumps({"eligible_tasks": eligible}))
+
+
+def _write_config(folder: Path, base_url: str, questions: Path) -> Path:
+    config = {
+        "name": "bench",
+        "output": str(folder / "out"),
+        "models": [
+            {"id": "lexical", "model": "hosted_vllm/lexical", "kind": "decision", "api_base": base_url}
+        ],
+        "scenarios": [{"id": "qs", "path": str(questions)}],
+    }
+    path = folder / "bench.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+@contextmanager
+def _database(pg: str | None, folder: Path) -> Iterator[str]:
+    """A fresh database: a SQLite file, or a throwaway database on the given PostgreSQL server."""
+    if pg is None:
+        yield f"sqlite:///{folder / f'bench-{uuid.uuid4().hex[:8]}.db'}"
+        return
+    url = make_url(pg).set(drivername="postgresql+psycopg")
+    name = f"kw_bench_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def _work_span(db: str) -> tuple[int, float]:
+    """Jobs done and seconds from the first to the last recorded one."""
+    engine = create_engine(db.replace("postgresql://", "postgresql+psycopg://"))
+    with engine.connect() as conn:
+        n, first, last = conn.execute(
+            text("SELECT count(*), min(updated_at), max(updated_at) FROM kw_jobs WHERE status = 'done'")
+        ).one()
+    engine.dispose()
+    return int(n), float(last - first)
+
+
+def bench_processes(config: Path, processes: int, pg: str | None, folder: Path) -> dict[str, float]:
+    with _database(pg, folder) as db:
+        started = time.perf_counter()
+        command = ["run", str(config), "-q", "--no-finalize", "--processes", str(processes), "--db", db]
+        done = subprocess.run(
+            [sys.executable, "-m", "knowwhen_runner", *command], capture_output=True, text=True
+        )
+        wall = time.perf_counter() - started
+        if done.returncode != 0:
+            raise SystemExit(f"knowwhen run failed: {done.stderr.strip().splitlines()[-1:]}")
+        n, span = _work_span(db)
+    return {"jobs": n, "wall_s": wall, "work_s": span, "jobs_per_s": (n - 1) / span if span else 0.0}
+
+
+async def _ledger_costs(db: str, n: int) -> dict[str, float]:
+    ledger = LimitLedger(db)
+    key = f"bench-{hashlib.sha256(db.encode()).hexdigest()[:8]}"
+    await ledger.reserve(key, 1, 1e-6)  # creates the schema and the key's row
+    started = time.perf_counter()
+    for _ in range(n):
+        await ledger.reserve(key, 1, 1e-6)
+    one = (time.perf_counter() - started) / n
+    started = time.perf_counter()
+    for i in range(n):
+        await ledger.hold(key, "bench", want=8, in_use=i % 8, cap=16, ttl=60.0)
+    hold = (time.perf_counter() - started) / n
+    await ledger.close()
+    return {"reserve_ms": one * 1000, "hold_ms": hold * 1000}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--questions", type=int, default=3000)
+    parser.add_argument("--processes", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--pg", help="PostgreSQL URL to create throwaway databases from (also run there)")
+    parser.add_argument("--ledger-calls", type=int, default=2000)
+    args = parser.parse_args()
+    backends: list[str | None] = [None] + ([args.pg] if args.pg else [])
+    with tempfile.TemporaryDirectory() as tmp, start_server_process() as server:
+        folder = Path(tmp)
+        _write_questions(folder / "qs", args.questions)
+        config = _write_config(folder, server.base_url, folder / "qs")
+        print(f"{'database':<11} {'processes':>9} {'jobs':>6} {'wall s':>8} {'work s':>8} {'jobs/s':>8}")
+        for pg in backends:
+            for p in args.processes:
+                server.reset_stats()
+                r = bench_processes(config, p, pg, folder)
+                label = "postgresql" if pg else "sqlite"
+                print(
+                    f"{label:<11} {p:>9} {r['jobs']:>6.0f} {r['wall_s']:>8.2f} {r['work_s']:>8.2f} "
+                    f"{r['jobs_per_s']:>8.0f}"
+                )
+        print()
+        print(f"{'database':<11} {'reserve ms':>11} {'renew share ms':>15}  (one call at a time)")
+        for pg in backends:
+            with _database(pg, folder) as db:
+                costs = anyio.run(_ledger_costs, db, args.ledger_calls)
+            label = "postgresql" if pg else "sqlite"
+            print(f"{label:<11} {costs['reserve_ms']:>11.3f} {costs['hold_ms']:>15.3f}")
+
+
+if __name__ == "__main__":
+    main()

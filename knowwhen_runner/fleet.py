@@ -1,0 +1,333 @@
+"""Many workers on one run: join it from any machine, add worker processes, share limits, finalise once.
+
+A run planned into a database keeps its config and item data there (``kw_runs``, ``kw_items``), so a
+worker needs only the database URL and the run name: ``knowwhen worker`` loads both, takes API keys
+from its own environment, works until the run has no open jobs, and exits. When a database is shared
+(PostgreSQL, or a SQLite file worked by ``--processes N``) every process reserves its model calls in
+the database (``ratelimit.shared_limits``), so a model's limits hold for the whole fleet, and the run
+is finalised once, by the first process to find it finished (``Queue.take_finalize``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import yaml
+from pydantic import ValidationError
+
+# Imported before any job is claimed: it takes seconds of CPU, and a first call made while a background
+# import is still running blocks the event loop (and the heartbeats that keep its leases) until it ends.
+from .client import Secrets, _import_litellm, preload_litellm
+from .config import SweepConfig, _resolve_paths, load_config
+from .exceptions import ConfigError, QueueError
+from .queue import Queue, open_queue
+from .queue.engine import is_shared_url
+from .queue.limits import LimitLedger
+from .ratelimit import shared_limits
+from .runner import RunSummary, run_sweep, work_queue
+from .worker import WorkStats, new_worker_id
+
+__all__ = [
+    "JoinSummary",
+    "describe_workers",
+    "finalize_once",
+    "join_run",
+    "run_fleet",
+    "stored_config",
+]
+
+_CHILD_WAIT_S = 120.0  # how long a spawned worker waits for the main process to plan the run
+_SILENT_AFTER_S = 30.0  # a running worker not heard from for this long is shown as silent
+
+
+# --- the config stored with a run --------------------------------------------------------------------
+
+
+def stored_config(info: dict[str, Any], db: str) -> SweepConfig:
+    """The config stored with a run, on a machine that may have none of its files.
+
+    Unlike ``load_config`` this does not require the scenario folders to exist here: a worker reads
+    its items from the database. ``${VAR}`` references are expanded from this machine's environment.
+    """
+    source = f"run {info['name']!r} (stored config)"
+    base = Path((info.get("meta") or {}).get("base_dir", "."))
+    try:
+        data = _resolve_paths(yaml.safe_load(info["config_text"]), base, source)
+        config = SweepConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(f"{source}: {where}: {err['msg']}") from None
+    return config.model_copy(update={"db": db})
+
+
+def _keys(config: SweepConfig) -> Secrets:
+    secrets = Secrets(config.models)
+    missing = secrets.missing()
+    if missing:
+        model_id, env = missing[0]
+        raise ConfigError(
+            f"model {model_id!r} needs its API key in the environment variable {env}, "
+            "which is not set on this machine"
+        )
+    return secrets
+
+
+# --- finalise once -----------------------------------------------------------------------------------
+
+
+async def finalize_once(config: SweepConfig, queue: Queue, who: str) -> str | None:
+    """Finalise the run if it is finished and nobody has; returns why not, or None when it did.
+
+    Finalising reads the scenario files (the answer key), so a machine without them leaves it to one
+    that has them (``knowwhen finalize``).
+    """
+    from .finalize import finalize_run
+
+    missing = [spec.path for spec in config.scenarios if not spec.path.exists()]
+    if missing:
+        return f"not finalised here: {missing[0]} is not on this machine; run knowwhen finalize where it is"
+    if not await queue.take_finalize(who):
+        info = await queue.run_info() or {}
+        if info.get("finalized_by"):
+            return f"finalised by {info['finalized_by']}"
+        return "not finalised: the run still has open jobs"
+    try:
+        await finalize_run(config, queue)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await queue.release_finalize(who)  # let another process (or a rerun) do it
+        raise
+    return None
+
+
+# --- join a run (knowwhen worker) --------------------------------------------------------------------
+
+
+@dataclass
+class JoinSummary:
+    """What one joining worker did, and where the run stands."""
+
+    run: str
+    worker: str
+    stats: WorkStats
+    counts: dict[str, int] = field(default_factory=dict)
+    interrupted: bool = False
+    finalized: bool = False
+    note: str | None = None
+
+
+def join_run(
+    db: str, run: str | None = None, *, wait_s: float = 0.0, finalize: bool = True, progress: bool = True
+) -> JoinSummary:
+    """Work a run planned into ``db`` until it has no open jobs; finalise it if this process is last."""
+    if not db.startswith(("postgresql", "sqlite")):
+        raise ConfigError(
+            f"a worker joins a run in a database (postgresql://... or sqlite:///FILE), not {db}"
+        )
+    return anyio.run(_join, db, run, wait_s, finalize, progress)
+
+
+async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progress: bool) -> JoinSummary:
+    preload_litellm()  # a worker is there to call models: import litellm while the run is looked up
+    name = await _run_name(db, run, wait_s)
+    queue, ledger, holder = open_queue(db, name), LimitLedger(db), new_worker_id()
+    try:
+        info = await _planned_run(queue, wait_s)
+        config = stored_config(info, db)
+        secrets = _keys(config)
+        items = await queue.items()
+        await anyio.to_thread.run_sync(_import_litellm)  # done before claiming (see the import above)
+        with shared_limits(ledger, holder):
+            stats, interrupted = await work_queue(config, queue, secrets, items, progress=progress)
+        summary = JoinSummary(name, holder, stats, await _counts(queue), interrupted)
+        if finalize and not interrupted:
+            summary.note = await finalize_once(config, queue, holder)
+            summary.finalized = summary.note is None
+        return summary
+    finally:
+        with anyio.CancelScope(shield=True):
+            await ledger.drop(holder)
+            await ledger.close()
+            await queue.close()
+
+
+async def _run_name(db: str, run: str | None, wait_s: float) -> str:
+    if run is not None:
+        return run
+    from .queue.sql import SqlQueue
+
+    probe = SqlQueue(db, "")
+    deadline = time.monotonic() + wait_s
+    try:
+        while True:
+            try:
+                return probe.single_run_name()
+            except QueueError:
+                if time.monotonic() >= deadline:
+                    raise
+            await anyio.sleep(1.0)
+    finally:
+        await probe.close()
+
+
+async def _planned_run(queue: Queue, wait_s: float) -> dict[str, Any]:
+    """The run's stored info once it exists and has jobs (a worker may start before the planner)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        info = await queue.run_info()
+        if info is not None and await queue.counts():
+            return info
+        if time.monotonic() >= deadline:
+            if info is None:
+                raise ConfigError(
+                    f"no run {queue.run!r} in this database; plan it with knowwhen run CONFIG --db URL "
+                    "(or give --wait SECONDS to wait for it)"
+                )
+            return info
+        await anyio.sleep(1.0)
+
+
+async def _counts(queue: Queue) -> dict[str, int]:
+    counts = Counter[str]()
+    for c in await queue.counts():
+        counts[c.status] += c.n
+    return dict(counts)
+
+
+# --- knowwhen run, with or without more processes ----------------------------------------------------
+
+
+def run_fleet(
+    config_path: str | Path,
+    *,
+    db: str | None = None,
+    processes: int = 1,
+    retry_failed: bool = False,
+    finalize: bool = True,
+    progress: bool = True,
+) -> RunSummary:
+    """``knowwhen run``: one process on a private database as before; else a member of a fleet.
+
+    With a shared database (PostgreSQL, or ``processes > 1``) this process plans and works under the
+    fleet's limits, ``processes - 1`` worker processes join it on this machine, and the run is
+    finalised once (by whichever process finds it finished first).
+    """
+    config = load_config(config_path)
+    url = db or config.db_url
+    if processes <= 1 and not is_shared_url(url):
+        return run_sweep(config_path, db=db, retry_failed=retry_failed, finalize=finalize, progress=progress)
+    ledger, holder = LimitLedger(url), new_worker_id()
+    children = _spawn_workers(url, config.name, processes - 1)
+    interrupted = True
+    try:
+        _import_litellm()
+        with shared_limits(ledger, holder):
+            summary = run_sweep(
+                config_path, db=db, retry_failed=retry_failed, finalize=False, progress=progress
+            )
+        interrupted = summary.interrupted
+    finally:
+        _finish_workers(children, interrupted)
+    anyio.run(ledger.drop, holder)
+    anyio.run(ledger.close)
+    if finalize and not interrupted:
+        summary.finalized = anyio.run(_finalize_after_run, config.model_copy(update={"db": url}), holder)
+    return summary
+
+
+async def _finalize_after_run(config: SweepConfig, who: str) -> bool:
+    queue = open_queue(config.db_url, config.name)
+    try:
+        note = await finalize_once(config, queue, who)
+    finally:
+        await queue.close()
+    if note is not None:
+        print(f"knowwhen: {note}", file=sys.stderr)
+    return note is None
+
+
+def _spawn_workers(url: str, run: str, n: int) -> list[subprocess.Popen[bytes]]:
+    """Start ``n`` ``knowwhen worker`` processes on the run (the URL travels in the environment, not argv)."""
+    if n <= 0:
+        return []
+    env = {**os.environ, "KNOWWHEN_DB": url, "KNOWWHEN_RUN": run}
+    cmd = [sys.executable, "-m", "knowwhen_runner", "worker", "--quiet", "--no-finalize"]
+    cmd += ["--wait", str(_CHILD_WAIT_S)]
+    # Own sessions: Ctrl-C reaches this process only, which stops them once, gracefully.
+    return [
+        subprocess.Popen(
+            cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True
+        )
+        for _ in range(n)
+    ]
+
+
+def _finish_workers(
+    children: list[subprocess.Popen[bytes]], interrupted: bool, timeout: float = 60.0
+) -> None:
+    """Wait for the worker processes (they exit when the run has no open jobs); stop them if interrupted."""
+    if interrupted:
+        _signal_all(children, signal.SIGINT)
+    deadline = time.monotonic() + timeout
+    try:
+        for child in children:
+            try:
+                child.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.terminate()
+                child.wait(10)
+    except KeyboardInterrupt:
+        _signal_all(children, signal.SIGINT)  # a second stop: cancel the calls in flight
+        for child in children:
+            try:
+                child.wait(10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+        raise
+    failed = [c.returncode for c in children if c.returncode not in (0, 130, -signal.SIGINT)]
+    if failed:
+        print(f"knowwhen: {len(failed)} worker process(es) exited with an error", file=sys.stderr)
+
+
+def _signal_all(children: list[subprocess.Popen[bytes]], sig: int) -> None:
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(sig)
+
+
+# --- status ------------------------------------------------------------------------------------------
+
+
+def describe_workers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Workers as status shows them: state, seconds since their last heartbeat, jobs and jobs/s."""
+    described = []
+    for row in rows:
+        age = float(row.get("heartbeat_age_s") or 0.0)
+        if row.get("stopped_at"):
+            state, until = "stopped", float(row["stopped_at"])
+        else:
+            state, until = ("silent" if age > _SILENT_AFTER_S else "working"), float(row["heartbeat_at"])
+        span = max(1e-9, until - float(row["started_at"]))
+        described.append(
+            {
+                "id": row["id"],
+                "host": row["host"],
+                "pid": row["pid"],
+                "state": state,
+                "heartbeat_age_s": age,
+                "jobs_done": int(row["jobs_done"]),
+                "jobs_per_s": int(row["jobs_done"]) / span if row["jobs_done"] else 0.0,
+            }
+        )
+    return described

@@ -1,0 +1,218 @@
+"""Many workers on one run: real worker processes, the real local server and a real PostgreSQL database."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from knowwhen_runner.queue import open_queue
+from knowwhen_runner.serve import ServerProcess
+from tests.helpers import knowwhen, make_question_set, read_answers, write_config
+from tests.pg import temporary_database
+
+pytestmark = pytest.mark.postgres
+
+MODELS = ("lexical", "lexical-llm")
+
+
+@pytest.fixture
+def pg() -> Iterator[str]:
+    with temporary_database() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def questions(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_question_set(tmp_path_factory.mktemp("fleet") / "qs", n_tasks=20)  # 90 questions
+
+
+@pytest.fixture(scope="module")
+def reference(serve: ServerProcess, questions: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Answers of a single process on its own SQLite file: what every fleet must reproduce."""
+    folder = tmp_path_factory.mktemp("reference")
+    config = write_config(folder / "c.yaml", serve.base_url, questions)
+    done = knowwhen("run", str(config), "-q")
+    assert done.returncode == 0, done.stderr
+    return {m: read_answers(folder / "out" / "qs" / f"answers_{m}.jsonl.gz") for m in MODELS}
+
+
+def _answers(output: Path) -> dict:
+    return {m: read_answers(output / "qs" / f"answers_{m}.jsonl.gz") for m in MODELS}
+
+
+def _rated(base_url: str, rpm: int) -> list[dict[str, Any]]:
+    rate = {"requests_per_minute": rpm}
+    return [
+        {
+            "id": "lexical",
+            "model": "hosted_vllm/lexical",
+            "kind": "decision",
+            "api_base": base_url,
+            "rate_limit": rate,
+        },
+        {
+            "id": "lexical-llm",
+            "model": "openai/lexical-llm",
+            "kind": "llm",
+            "api_base": f"{base_url}/v1",
+            "rate_limit": rate,
+        },
+    ]
+
+
+def _db(url: str, run: str = "t") -> dict[str, Any]:
+    """Jobs and workers of a run, read through the queue."""
+
+    async def read() -> dict[str, Any]:
+        queue = open_queue(url, run)
+        try:
+            return {"results": await queue.results(), "workers": await queue.workers()}
+        finally:
+            await queue.close()
+
+    return anyio.run(read)
+
+
+def _spawn(*args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "knowwhen_runner", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+
+
+def test_four_processes_do_every_job_exactly_once(
+    reference: dict, server: ServerProcess, pg: str, questions: Path, tmp_path: Path
+) -> None:
+    """run --processes 4 on PostgreSQL: each of 180 jobs is answered once, by all four, as one process would."""
+    config = write_config(
+        tmp_path / "c.yaml",
+        server.base_url,
+        questions,
+        models=_rated(server.base_url, 900),  # ~12 s of work: every process joins in
+        workers={"concurrency": 8, "lease_seconds": 10, "batch_size": 4},
+    )
+    done = knowwhen("run", str(config), "-q", "--processes", "4", "--db", pg)
+    assert done.returncode == 0, done.stderr
+    assert server.count() == 180 and server.count(status=200) == 180
+    db = _db(pg)
+    assert [status for _job, status, _r, _e in db["results"]] == ["done"] * 180
+    assert all(job.attempts == 1 for job, *_ in db["results"])
+    workers = db["workers"]
+    assert len(workers) == 4 and all(w["jobs_done"] > 0 and w["stopped_at"] for w in workers)
+    assert sum(w["jobs_done"] for w in workers) == 180
+    assert _answers(tmp_path / "out") == reference
+
+
+def test_a_killed_workers_jobs_are_finished_by_the_others(
+    reference: dict, server: ServerProcess, pg: str, questions: Path, tmp_path: Path
+) -> None:
+    """kill -9 one of three joined workers: its leased jobs come back after the lease and the others finish them."""
+    config = write_config(
+        tmp_path / "c.yaml",
+        server.base_url,
+        questions,
+        models=_rated(server.base_url, 600),
+        workers={"concurrency": 4, "lease_seconds": 3, "batch_size": 4},
+    )
+    main = _spawn("run", str(config), "-q", "--db", pg)
+    workers = [_spawn("worker", "--db", pg, "--run", "t", "-q", "--wait", "60") for _ in range(3)]
+    victim = workers[0]
+    held = _wait_for_leases(pg, victim.pid)
+    victim.send_signal(signal.SIGKILL)
+    killed_at = time.time()
+    for proc in [main, *workers[1:]]:
+        assert proc.wait(timeout=180) == 0, proc.stderr.read().decode() if proc.stderr else ""
+    victim.wait()
+    results = {job.id: (job, status) for job, status, _r, _e in _db(pg)["results"]}
+    assert all(status == "done" for _job, status in results.values())
+    assert all(results[job_id][0].attempts >= 2 for job_id in held)  # leased again, after the lease ran out
+    assert server.count() <= 180 + len(held)  # only calls in flight at the kill may repeat
+    assert _answers(tmp_path / "out") == reference
+    status = knowwhen("status", str(tmp_path / "out"), "--db", pg, "--run", "t")
+    assert status.returncode == 0, status.stderr
+    assert "jobs/s" in status.stdout and status.stdout.count("stopped") == 3
+    assert time.time() - killed_at >= 3.0
+
+
+def _wait_for_leases(pg: str, pid: int, timeout: float = 60.0) -> list[str]:
+    """Job ids a worker process holds, once it holds some and the run is under way."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        db = _db(pg)
+        ids = {w["id"] for w in db["workers"] if w["pid"] == pid}
+        done = sum(1 for _job, status, _r, _e in db["results"] if status == "done")
+        if ids and done >= 20:
+            async_held = _held_by(pg, ids)
+            if async_held:
+                return async_held
+        time.sleep(0.1)
+    raise AssertionError("the worker never held a job")
+
+
+def _held_by(pg: str, worker_ids: set[str]) -> list[str]:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(pg)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT id, lease_owner FROM kw_jobs WHERE status = 'running' AND run = 't'")
+        ).fetchall()
+    engine.dispose()
+    return [job_id for job_id, owner in rows if owner in worker_ids]
+
+
+def test_requests_per_minute_hold_across_four_processes(
+    server: ServerProcess, pg: str, tmp_path: Path
+) -> None:
+    """240 requests/min over 4 processes: no 10 s window at the server sees more than 41, and the rate is reached."""
+    qs = make_question_set(tmp_path / "qs", n_tasks=23)  # 103 questions
+    server.set_rpm_limits({"lexical": 240})  # the server refuses the 241st request of any minute
+    models = _rated(server.base_url, 240)[:1]
+    config = write_config(
+        tmp_path / "c.yaml", server.base_url, qs, models=models, workers={"concurrency": 8, "batch_size": 4}
+    )
+    done = knowwhen("run", str(config), "-q", "--processes", "4", "--db", pg)
+    assert done.returncode == 0, done.stderr
+    times = sorted(r[0] for r in server.stats()["records"] if r[1] == "lexical")
+    assert len(times) == 103 and server.count(status=429) == 0
+    busiest = max(sum(1 for t in times if start <= t < start + 10) for start in times)
+    assert busiest <= 240 // 6 + 1
+    per_minute = (len(times) - 1) / (times[-1] - times[0]) * 60
+    assert per_minute >= 0.9 * 240
+    assert sum(1 for w in _db(pg)["workers"] if w["jobs_done"]) >= 2
+
+
+def test_a_second_run_on_the_same_database_is_answered_from_the_shared_cache(
+    reference: dict, server: ServerProcess, pg: str, questions: Path, tmp_path: Path
+) -> None:
+    """A run under a fresh name on the same PostgreSQL, by two processes, makes zero model calls."""
+    first = write_config(tmp_path / "a" / "c.yaml", server.base_url, questions, name="a")
+    assert knowwhen("run", str(first), "-q", "--db", pg).returncode == 0
+    calls = server.count()
+    assert calls == 180
+    second = write_config(tmp_path / "b" / "c.yaml", server.base_url, questions, name="b")
+    done = knowwhen("run", str(second), "-q", "--db", pg, "--processes", "2")
+    assert done.returncode == 0, done.stderr
+    assert server.count() == calls
+    assert _answers(tmp_path / "b" / "out") == reference
+
+
+@pytest.mark.parametrize("processes", ["2"])
+def test_processes_share_a_sqlite_file(
+    reference: dict, server: ServerProcess, questions: Path, tmp_path: Path, processes: str
+) -> None:
+    """run --processes 2 on the default SQLite file: each job once, the single process's answers."""
+    config = write_config(
+        tmp_path / "c.yaml", server.base_url, questions, models=_rated(server.base_url, 1200)
+    )
+    done = knowwhen("run", str(config), "-q", "--processes", processes)
+    assert done.returncode == 0, done.stderr
+    assert server.count() == 180
+    assert _answers(tmp_path / "out") == reference
