@@ -25,8 +25,8 @@ import anyio.to_thread
 import yaml
 from pydantic import ValidationError
 
-# Imported before any job is claimed: it takes seconds of CPU, and a first call made while a background
-# import is still running blocks the event loop (and the heartbeats that keep its leases) until it ends.
+# litellm is imported before a fleet process claims anything: the import takes seconds of CPU, which a
+# process should not spend holding leased jobs, and local workers then start calling together.
 from .client import Secrets, _import_litellm, preload_litellm
 from .config import SweepConfig, _resolve_paths, load_config
 from .exceptions import ConfigError, QueueError
