@@ -268,6 +268,13 @@ class ModelClient:
     async def call(self, model: ModelSpec, kind: str, body: dict[str, Any]) -> CallOutcome:
         """Make one logical call (several requests when retried); raise ``ProviderError`` when it fails for good."""
         limiter = self._limiters[model.id]
+        if _litellm is None or model.id not in self._priced:
+            # Before taking a rate-limit slot: a slot granted now must be used now, not after an import.
+            # Off the event loop: the first import takes seconds, and cache hits must not wait for it.
+            litellm = _litellm or await anyio.to_thread.run_sync(_import_litellm)
+            if model.id not in self._priced:
+                _register_price(litellm, model)
+                self._priced.add(model.id)
         errors: list[str] = []
         requests = 0
         tokens = len(str(body)) // 4
@@ -332,11 +339,7 @@ class ModelClient:
         return self._secrets.redact(f"{status}{type(exc).__name__}: {text}"[:500])
 
     async def _request(self, model: ModelSpec, kind: str, body: dict[str, Any]) -> dict[str, Any]:
-        # Off the event loop: the first import takes seconds, and cache hits must not wait for it.
-        litellm = _litellm or await anyio.to_thread.run_sync(_import_litellm)
-        if model.id not in self._priced:
-            _register_price(litellm, model)
-            self._priced.add(model.id)
+        litellm = _litellm
         key = self._secrets.key_for(model) or "not-needed"
         if kind == "decision":
             resp = await litellm.asystemone(

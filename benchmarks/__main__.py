@@ -1,0 +1,90 @@
+"""Run every benchmark case against the local server; print a table and write benchmarks/results.json.
+
+``python -m benchmarks`` runs the sizes the targets are stated at (several minutes on two cores);
+``--quick`` runs tiny sizes (a smoke test, figures meaningless); ``--case NAME`` runs some cases only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks import cases
+from knowwhen_runner.serve import start_server_process
+
+HERE = Path(__file__).parent
+
+TARGETS = {
+    "overhead": "ratio runner/bare >= 0.90 (decision and llm)",
+    "cached_replay": ">= 3,000 jobs/s, no model request, litellm not imported",
+    "plan_resume": "plan <= 10 s and <= 1 GB; run start to first new call <= 5 s",
+    "processes": "2 processes >= 1.7 x one",
+    "rate_limit": ">= 95% of the limit with zero 429s",
+    "scoring": "scoring 153,621 rows <= 5 s",
+}
+
+
+def _script(name: str, *args: str) -> dict[str, Any]:
+    """Run one of the stand-alone benchmark scripts and keep its printed output."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, str(HERE / name), *args], capture_output=True, text=True, check=False
+    )
+    return {
+        "exit": done.returncode,
+        "seconds": round(time.perf_counter() - started, 1),
+        "output": done.stdout.strip().splitlines()[-12:],
+        "stderr": done.stderr.strip().splitlines()[-3:],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
+    parser.add_argument("--case", action="append", choices=sorted(TARGETS), help="run only these cases")
+    parser.add_argument("--out", type=Path, default=HERE / "results.json")
+    args = parser.parse_args()
+    wanted = set(args.case or TARGETS)
+    q = args.quick
+    work = cases.scratch()
+    results: dict[str, Any] = {
+        "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
+        "quick": q,
+        "targets": TARGETS,
+        "cases": {},
+    }
+    with start_server_process() as server:
+        if "overhead" in wanted:
+            results["cases"]["overhead"] = cases.overhead(server, work, 200 if q else 5000)
+        if "cached_replay" in wanted:
+            results["cases"]["cached_replay"] = cases.cached_replay(
+                server, work, 3 if q else 39, 50 if q else 3939
+            )
+        if "plan_resume" in wanted:
+            results["cases"]["plan_resume"] = cases.plan_and_resume(
+                server, work, 3 if q else 39, 50 if q else 3939, open_jobs=20 if q else 4621
+            )
+        if "rate_limit" in wanted:
+            results["cases"]["rate_limit"] = cases.rate_limit_fidelity(
+                server, work, 600 if q else 1200, 5 if q else 60
+            )
+    if "processes" in wanted and (HERE / "bench_fleet.py").exists():
+        results["cases"]["processes"] = _script("bench_fleet.py", "--questions", "200" if q else "3000")
+    if "scoring" in wanted:
+        extra = ["--models", "3", "--questions", "200"] if q else []
+        results["cases"]["scoring"] = _script("bench_scoring.py", *extra)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    for name, figures in results["cases"].items():
+        print(f"\n== {name}  (target: {TARGETS[name]})")
+        print(json.dumps(figures, indent=2))
+    print(f"\nwritten: {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,332 @@
+"""Benchmark cases of the runner against the local server: overhead, cached replay, plan/resume, rate limits.
+
+Not tests: each case prints figures and returns a dict for ``benchmarks/results.json``. Rates are taken
+from the server's own request timestamps (first to last request), so interpreter and import start-up
+are left out of both sides of a comparison.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import knowwhen_runner  # noqa: F401  (sets LITELLM_LOCAL_MODEL_COST_MAP)
+from knowwhen_runner.dataset import compute_qhash
+from knowwhen_runner.serve import ServerProcess
+
+OPTIONS = [f"tool_{i:02d}" for i in range(69)]
+DESCRIPTIONS = [f"Does thing number {i} for the customer's order." for i in range(69)]
+
+
+def write_states(folder: Path, n_questions: int, *, per_task: int = 20) -> Path:
+    """A question set of ``n_questions`` distinct 69-option states (synthetic, benchmark layout)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    questions, occurrences = [], []
+    for i in range(n_questions):
+        state = f"TASK: order {i} needs help\nHISTORY:\n(none)\nCURRENT OBSERVATION: step {i}"
+        qhash = compute_qhash(state, OPTIONS, DESCRIPTIONS)
+        questions.append({"qhash": qhash, "state": state, "options": OPTIONS, "descriptions": DESCRIPTIONS})
+        occurrences.append(
+            {
+                "task": f"t{i // per_task:05d}",
+                "qhash": qhash,
+                "gold": OPTIONS[i % 69],
+                "gold_aux": {"acceptable_tools": [OPTIONS[i % 69]]},
+                "stratum": "on_plan",
+                "step": i,
+            }
+        )
+    for name, rows in (("questions", questions), ("occurrences", occurrences)):
+        with gzip.open(folder / f"{name}.jsonl.gz", "wt") as fh:
+            fh.writelines(json.dumps(r) + "\n" for r in rows)
+    tasks = sorted({o["task"] for o in occurrences})
+    (folder / "corpus.json").write_text(json.dumps({"eligible_tasks": tasks}))
+    return folder
+
+
+def write_config(
+    path: Path,
+    server: ServerProcess,
+    scenario: Path,
+    *,
+    models: list[dict[str, Any]],
+    concurrency: int = 32,
+    **extra: Any,
+) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    config = {
+        "name": extra.pop("name", "bench"),
+        "output": str(path.parent / "out"),
+        "models": models,
+        "scenarios": [{"id": "s", "path": str(scenario)}],
+        "workers": {"concurrency": concurrency, "lease_seconds": 120, "batch_size": 64},
+        **extra,
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def decision_model(server: ServerProcess, model_id: str = "lexical", **kw: Any) -> dict[str, Any]:
+    return {
+        "id": model_id,
+        "model": "hosted_vllm/lexical",
+        "kind": "decision",
+        "api_base": server.base_url,
+        "rate_limit": {"max_in_flight": 64},
+        **kw,
+    }
+
+
+def llm_model(server: ServerProcess) -> dict[str, Any]:
+    return {
+        "id": "lexical-llm",
+        "model": "openai/lexical-llm",
+        "kind": "llm",
+        "api_base": f"{server.base_url}/v1",
+        "rate_limit": {"max_in_flight": 64},
+    }
+
+
+def knowwhen(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "knowwhen_runner", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def server_rate(server: ServerProcess) -> tuple[float, int]:
+    """Requests per second between the first and the last request the server saw since its last reset."""
+    records = server.stats()["records"]
+    if len(records) < 2:
+        return 0.0, len(records)
+    first, last = records[0][0], records[-1][0]
+    return (len(records) - 1) / max(1e-9, last - first), len(records)
+
+
+# --- (1) overhead -----------------------------------------------------------------------------------------
+
+
+async def _bare_loop(server: ServerProcess, kind: str, n: int, concurrency: int) -> None:
+    from knowwhen_runner.client import _import_litellm, decision_body, llm_body
+
+    litellm = _import_litellm()
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(i: int) -> None:
+        item = {
+            "state": f"TASK: bare {i}\nHISTORY:\n(none)\nCURRENT OBSERVATION: {i}",
+            "options": OPTIONS,
+            "descriptions": DESCRIPTIONS,
+        }
+        async with sem:
+            if kind == "decision":
+                body = decision_body(item)
+                await litellm.asystemone(
+                    model="hosted_vllm/lexical",
+                    api_base=server.base_url,
+                    api_key="x",
+                    state=body["state"],
+                    questions=body["questions"],
+                )
+            else:
+                body = llm_body(item)
+                await litellm.acompletion(
+                    model="openai/lexical-llm",
+                    api_base=f"{server.base_url}/v1",
+                    api_key="x",
+                    max_retries=0,
+                    **body,
+                )
+
+    await asyncio.gather(*(one(i) for i in range(n)))
+
+
+def overhead(server: ServerProcess, work: Path, n: int, concurrency: int = 32) -> dict[str, Any]:
+    """The same uncached calls in a bare litellm loop and through ``knowwhen run``; ratio of rates."""
+    out: dict[str, Any] = {}
+    scenario = write_states(work / "overhead-qs", n)
+    for kind, model in (("decision", decision_model(server)), ("llm", llm_model(server))):
+        server.reset_stats()
+        asyncio.run(_bare_loop(server, kind, n, concurrency))
+        bare, _ = server_rate(server)
+        server.reset_stats()
+        cfg = write_config(
+            work / f"overhead-{kind}" / "c.yaml",
+            server,
+            scenario,
+            models=[model],
+            concurrency=concurrency,
+            modes=["model" if kind == "decision" else "llm"],
+        )
+        done = knowwhen("run", str(cfg), "-q", "--no-finalize")
+        assert done.returncode == 0, done.stderr
+        runner, seen = server_rate(server)
+        out[kind] = {
+            "calls": n,
+            "bare_per_s": round(bare, 1),
+            "runner_per_s": round(runner, 1),
+            "ratio": round(runner / bare, 3) if bare else None,
+            "requests_seen": seen,
+        }
+    return out
+
+
+# --- (2) cached replay and (3) plan / resume at scale -------------------------------------------------------
+
+
+def _seed_cache(config_path: Path, response: dict[str, Any]) -> int:
+    """Fill the run database's cache with a response for every job of the config (as a finished sweep would)."""
+    import anyio
+
+    from knowwhen_runner.cache import cache_key
+    from knowwhen_runner.client import decision_body
+    from knowwhen_runner.config import load_config
+    from knowwhen_runner.queue import open_queue
+    from knowwhen_runner.runner import load_and_plan
+
+    config = load_config(config_path)
+    _scenarios, the_plan = load_and_plan(config)
+    models = {m.id: m for m in config.models}
+    entries = {}
+    for job in the_plan.jobs:
+        model = models[job.model_id]
+        body = decision_body(the_plan.items[(job.scenario_id, job.item)])
+        entries[cache_key(model, "decision", body)] = (model.model, response)
+
+    async def put() -> None:
+        queue = open_queue(config.db_url, config.name)
+        rows = [(k, m, r) for k, (m, r) in entries.items()]
+        for i in range(0, len(rows), 10_000):
+            await queue.cache_put(rows[i : i + 10_000])
+        await queue.close()
+
+    anyio.run(put)
+    return len(entries)
+
+
+def cached_replay(server: ServerProcess, work: Path, n_models: int, n_questions: int) -> dict[str, Any]:
+    """A sweep whose every answer is in the cache: jobs per second, wall time, and no model call."""
+    scenario = write_states(work / "replay-qs", n_questions)
+    models = [decision_model(server, f"m{i:02d}", params={"variant": i}) for i in range(n_models)]
+    db = f"sqlite:///{work / 'replay.db'}"
+    cfg = write_config(work / "replay" / "c.yaml", server, scenario, models=models, db=db, name="replay")
+    response = {
+        "choice": OPTIONS[0],
+        "confidence": 0.9,
+        "probabilities": None,
+        "input_tokens": 10,
+        "output_tokens": 0,
+        "cost_usd": 0.0,
+        "latency_ms": 1.0,
+    }
+    seeded = _seed_cache(cfg, response)
+    server.reset_stats()
+    started = time.perf_counter()
+    done = knowwhen("run", str(cfg), "-q", "--no-finalize")
+    wall = time.perf_counter() - started
+    assert done.returncode == 0, done.stderr
+    jobs = n_models * n_questions
+    return {
+        "jobs": jobs,
+        "cache_entries": seeded,
+        "wall_s": round(wall, 2),
+        "jobs_per_s": round(jobs / wall, 1),
+        "model_requests": server.count(),
+        "litellm_imported": "litellm" in done.stderr,
+    }
+
+
+def plan_and_resume(
+    server: ServerProcess, work: Path, n_models: int, n_questions: int, open_jobs: int
+) -> dict[str, Any]:
+    """Plan a big grid into a fresh database (seconds, peak RSS); then time run start to first new call."""
+    scenario = write_states(work / "plan-qs", n_questions)
+    models = [decision_model(server, f"m{i:02d}", params={"variant": i}) for i in range(n_models)]
+    cfg = write_config(work / "plan" / "c.yaml", server, scenario, models=models, name="plan")
+    code = (
+        "import resource, sys, time, anyio\n"
+        "from knowwhen_runner.config import load_config\n"
+        "from knowwhen_runner.runner import load_and_plan\n"
+        "from knowwhen_runner.queue import open_queue\n"
+        "t = time.perf_counter(); c = load_config(sys.argv[1]); _s, p = load_and_plan(c)\n"
+        "async def go():\n"
+        "    q = open_queue(c.db_url, c.name); await q.init_run('', {}); n = await q.enqueue(p.jobs, p.items)\n"
+        "    await q.close(); return n\n"
+        "n = anyio.run(go)\n"
+        "print(n, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(cfg)], capture_output=True, text=True, check=True)
+    n, seconds, rss_kb = done.stdout.split()
+    import sqlite3
+
+    with sqlite3.connect(work / "plan" / "out" / "knowwhen.db") as conn:
+        conn.execute(
+            "UPDATE kw_jobs SET status = 'done', result = '{}' WHERE id NOT IN "
+            "(SELECT id FROM kw_jobs ORDER BY id LIMIT ?)",
+            (open_jobs,),
+        )
+    server.reset_stats()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "knowwhen_runner", "run", str(cfg), "-q", "--no-finalize"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    started = time.time()
+    first = None
+    while first is None and proc.poll() is None and time.time() - started < 120:
+        records = server.stats()["records"]
+        first = records[0][0] if records else None
+        time.sleep(0.02)
+    proc.kill()
+    proc.wait()
+    return {
+        "jobs": int(n),
+        "plan_s": round(float(seconds), 2),
+        "plan_peak_rss_mb": round(int(rss_kb) / 1024, 1),
+        "already_done": int(n) - open_jobs,
+        "start_to_first_call_s": round(first - started, 2) if first else None,
+    }
+
+
+# --- (5) rate-limit fidelity -------------------------------------------------------------------------------
+
+
+def rate_limit_fidelity(server: ServerProcess, work: Path, rpm: int, seconds: float) -> dict[str, Any]:
+    """A model limited to ``rpm`` against a server enforcing exactly that: achieved rate and 429s."""
+    n = int(rpm * seconds / 60) + 1
+    scenario = write_states(work / "rate-qs", n)
+    model = decision_model(server, rate_limit={"requests_per_minute": rpm, "max_in_flight": 32})
+    cfg = write_config(work / "rate" / "c.yaml", server, scenario, models=[model], name="rate")
+    server.reset_stats()
+    server.set_rpm_limits({"lexical": rpm})
+    try:
+        done = knowwhen("run", str(cfg), "-q", "--no-finalize")
+    finally:
+        server.set_rpm_limits({})
+    assert done.returncode == 0, done.stderr
+    rate, seen = server_rate(server)
+    rejected = server.count(status=429)
+    return {
+        "limit_rpm": rpm,
+        "requests": seen,
+        "achieved_rpm": round(rate * 60, 1),
+        "share_of_limit": round(rate * 60 / rpm, 3),
+        "http_429": rejected,
+    }
+
+
+def scratch() -> Path:
+    return Path(tempfile.mkdtemp(prefix="knowwhen-bench-"))
