@@ -119,6 +119,17 @@ Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 #: Tool calls an episode may make when its scenario does not say.
 DEFAULT_MAX_STEPS = 15
 _EPISODE_ONLY = ("agent", "suite", "split", "n", "max_steps", "tau", "modes", "allow_eval")
+_ISOLATED_ONLY = ("exclude", "caps")
+#: Sources of an isolated scenario: the BFCL v4 categories, and When2Call.
+IsolatedSource = Literal[
+    "simple_python",
+    "multiple",
+    "live_simple",
+    "live_multiple",
+    "irrelevance",
+    "live_irrelevance",
+    "when2call",
+]
 
 
 class TauFit(_Frozen):
@@ -189,9 +200,21 @@ class ScenarioSpec(_Frozen):
         description="Episodes: modes run on this task set (default: the sweep's); [] for a fit set that "
         "only runs the shadow episodes other scenarios' fits need.",
     )
+    exclude: Path | None = Field(
+        None, description="Isolated: a file of item ids to leave out, one per line (the development items)."
+    )
+    caps: dict[IsolatedSource, Annotated[int, Field(ge=0)]] | None = Field(
+        None,
+        description="Isolated: most items per source, first in file order (default 200 per BFCL "
+        "category, 1,000 When2Call; 0 leaves a source out).",
+    )
 
     @model_validator(mode="after")
     def _fields_fit_kind(self) -> ScenarioSpec:
+        if self.kind != "isolated":
+            given = [name for name in _ISOLATED_ONLY if getattr(self, name) is not None]
+            if given:
+                raise ValueError(f"{given[0]}: only isolated scenarios take this field")
         if self.kind != "episodes":
             given = [name for name in _EPISODE_ONLY if getattr(self, name) not in (None, False)]
             if given:
@@ -386,6 +409,10 @@ def _resolve_paths(data: dict[str, Any], base: Path, source: str) -> dict[str, A
         if isinstance(sc, dict) and isinstance(sc.get("path"), str):
             sc = dict(sc)
             sc["path"] = str((base / _expand_env(sc["path"], f"{source}: scenarios.{i}.path")).resolve())
+        if isinstance(sc, dict) and isinstance(sc.get("exclude"), str):
+            sc = dict(sc)
+            where = f"{source}: scenarios.{i}.exclude"
+            sc["exclude"] = str((base / _expand_env(sc["exclude"], where)).resolve())
         scenarios.append(sc)
     if scenarios:
         data["scenarios"] = scenarios
@@ -448,6 +475,9 @@ def parse_config(text: str, *, base: Path, source: str) -> SweepConfig:
         if sc.path is not None and not sc.path.exists():
             line = _line_of(root, ("scenarios", i, "path"))
             raise ConfigError(f"{path}:{line}: scenarios.{i}.path: {sc.path} does not exist")
+        if sc.exclude is not None and not sc.exclude.is_file():
+            at = _line_of(root, ("scenarios", i, "exclude"))
+            raise ConfigError(f"{path}:{at}: scenarios.{i}.exclude: {sc.exclude} is not a file")
     return config
 
 

@@ -38,4 +38,8 @@ def load_scenario(spec: ScenarioSpec) -> Scenario:
         from .episodes import load_episodes
 
         return load_episodes(spec)
+    if spec.kind == "isolated":
+        from .isolated import load_isolated
+
+        return load_isolated(spec)
     raise ScenarioError(f"scenario {spec.id!r}: kind {spec.kind!r} is not supported by this version")
