@@ -101,6 +101,10 @@ async def finalize_run(config: SweepConfig, queue: Queue) -> dict[str, Any]:
             folder = _write_folder(config, spec, records)
             if folder is not None:
                 folders[spec.id] = folder
+        elif spec.kind == "isolated":
+            from .isolated import finalize_isolated
+
+            records.rows.update(await finalize_isolated(config, spec, queue, records))
     scores = {
         sc: {m: score_l2(a, f.key) for (m, v), a in f.table.items() if v == (f.spec.variant or "main")}
         for sc, f in folders.items()

@@ -1,0 +1,81 @@
+"""L1 end to end: isolated questions answered by the local server, scored into the benchmark's answers file."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from knowwhen_runner.isolated import ISOLATED_FIELDS, score_isolated
+from knowwhen_runner.manifest import load_manifest
+from knowwhen_runner.scenarios.isolated import ASK_OPTION
+from knowwhen_runner.serve import ServerProcess
+from tests.helpers import knowwhen, make_question_set, write_config
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "isolated"
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt") as fh:
+        return [json.loads(line) for line in fh]
+
+
+@pytest.fixture(scope="module")
+def run(serve: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished run with one isolated and one states scenario, both models answering both."""
+    serve.clear_faults()
+    serve.set_rpm_limits({})
+    tmp_path = tmp_path_factory.mktemp("isolated-run")
+    states = make_question_set(tmp_path / "qs", n_tasks=2)
+    config = write_config(
+        tmp_path / "c.yaml",
+        serve.base_url,
+        states,
+        scenarios=[
+            {"id": "l1", "kind": "isolated", "path": str(FIXTURE), "exclude": str(FIXTURE / "dev_items.txt")},
+            {"id": "qs", "path": str(states)},
+        ],
+    )
+    done = knowwhen("run", str(config), "-q")
+    assert done.returncode == 0, done.stderr
+    return tmp_path / "out"
+
+
+def test_answers_file_has_the_card_schema(run: Path) -> None:
+    """Every model's answer to every kept item is one row with exactly the card's isolated fields."""
+    rows = _rows(run / "l1" / "answers.jsonl.gz")
+    assert len(rows) == 2 * 16
+    assert all(tuple(r) == ISOLATED_FIELDS for r in rows)
+    assert {r["model"] for r in rows} == {"lexical", "lexical-llm"}
+    assert "simple_python_2" not in {r["id"] for r in rows}  # on the exclusion list
+    assert {r["model_id"] for r in rows} == {"hosted_vllm/lexical", "openai/lexical-llm"}
+
+
+def test_correct_means_the_answer_is_an_accepted_option(run: Path) -> None:
+    """correct is exactly: the prediction, normalised, is in the item's gold."""
+    rows = _rows(run / "l1" / "answers.jsonl.gz")
+    for r in rows:
+        assert r["correct"] == (r["pred"] is not None and r["pred"].strip().lower() in r["gold"])
+        assert r["dp"] == "tool_select" and r["request_questions"] == 1
+    asks = [r for r in rows if r["id"] == "0b1f5c2e-0000-4000-8000-000000000002"]
+    assert all(r["gold"] == [ASK_OPTION] and r["source"] == "when2call:mcq" for r in asks)
+
+
+def test_manifest_l1_cell_equals_scoring_the_file(run: Path) -> None:
+    """Each manifest's L1 cell holds the numbers score_l1 gives on the written answers file."""
+    scores = score_isolated(run / "l1" / "answers.jsonl.gz")
+    for model, mode in (("lexical", "model"), ("lexical-llm", "llm")):
+        cell = load_manifest(run / "manifests" / f"{model}.cxs.json").isolated[0]
+        assert (cell.scenario, cell.mode, cell.items) == ("l1", mode, 16)
+        assert cell.pooled_pct == pytest.approx(scores[model].pooled)
+        assert cell.bfcl_tool_choice_pct == pytest.approx(scores[model].bfcl_tool_choice)
+        assert cell.n_bfcl_tool_choice == 12
+
+
+def test_comparison_table_shows_l1(run: Path) -> None:
+    """The comparison table carries the L1 column next to the L2 one."""
+    table = (run / "tables" / "comparison.md").read_text()
+    assert "L1 isolated" in table and "L2 all states" in table
