@@ -1,0 +1,58 @@
+"""Ctrl-C stops a run within a few seconds, loses nothing, and the next run resumes."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from knowwhen_runner.serve import ServerProcess
+from tests.helpers import knowwhen, make_question_set, read_answers, write_config
+
+
+def test_ctrl_c_stops_quickly_and_resume_completes(
+    server: ServerProcess, tmp_path: Path, tally: Counter[str]
+) -> None:
+    """SIGINT mid-run: exit within 5 s with code 130, every finished call recorded, no job left leased."""
+    scenario = make_question_set(tmp_path / "qs", n_tasks=16)  # 72 questions
+    models = [
+        {
+            "id": "lexical",
+            "model": "hosted_vllm/lexical",
+            "kind": "decision",
+            "api_base": server.base_url,
+            "rate_limit": {"requests_per_minute": 600, "max_in_flight": 4},
+        }
+    ]
+    cfg = write_config(tmp_path / "c.yaml", server.base_url, scenario, models=models)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "knowwhen_runner", "run", str(cfg), "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while server.count() < 10 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    asked = time.monotonic()
+    _out, err = proc.communicate(timeout=30)
+    stopped_in = time.monotonic() - asked
+    tally["kills survived"] += 1
+    assert proc.returncode == 130, err
+    assert stopped_in < 5.0
+    assert "Traceback" not in err
+    calls = server.count()
+    with sqlite3.connect(tmp_path / "out" / "knowwhen.db") as conn:
+        status = dict(conn.execute("SELECT status, count(*) FROM kw_jobs GROUP BY status").fetchall())
+    assert "running" not in status  # unstarted jobs were released, not left to a lease
+    assert status.get("done", 0) >= calls - 4  # every answered call was recorded (up to those in flight)
+    again = knowwhen("run", str(cfg), "-q")
+    assert again.returncode == 0, again.stderr
+    rows = read_answers(tmp_path / "out" / "qs" / "answers_lexical.jsonl.gz")
+    assert len(rows) == 72
+    assert server.count() <= 72 + 4
