@@ -299,4 +299,55 @@ def worker(
     out.print("finalised the run" if summary.finalized else (summary.note or "not finalised"))
 
 
+@app.command("import")
+def import_(
+    dataset: Annotated[Path, typer.Argument(help="AgentDecisionBench folder (or where to download it).")],
+    config: Annotated[
+        Path | None, typer.Option("--config", help="Sweep config of the run to import into (created if new).")
+    ] = None,
+    into: Annotated[Path | None, typer.Option("--into", help="An existing run folder instead.")] = None,
+    db: Annotated[
+        str | None, typer.Option(help="Database URL (default: SQLite file in the run folder).")
+    ] = None,
+    models: Annotated[
+        str | None, typer.Option("--models", help="Only these published model ids (comma-separated).")
+    ] = None,
+    fetch: Annotated[
+        bool, typer.Option("--fetch", help="Download the dataset into DATASET first if it is not there.")
+    ] = False,
+) -> None:
+    """Load the dataset's published answers into a run as if answered (no model calls); then finalize."""
+    from .hub import resolve_dataset
+    from .importer import import_dataset
+
+    root = resolve_dataset(dataset, fetch=fetch)
+    wanted = {m.strip() for m in models.split(",") if m.strip()} if models else None
+    summary = import_dataset(root, config=config, into=into, db=db, models=wanted)
+    for scenario, per_model in summary.published.items():
+        new = sum(summary.recorded[scenario].values())
+        out.print(
+            f"{scenario}: {sum(per_model.values())} published answers of {len(per_model)} models ({new} new)"
+        )
+    if summary.added_models:
+        out.print(f"joined the run as imported/<id>: {', '.join(summary.added_models)}")
+    for note in summary.skipped:
+        out.print(f"skipped {note}")
+    out.print(f"next: knowwhen finalize {summary.output}")
+
+
+@app.command("fetch-dataset")
+def fetch_dataset(
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for the dataset (reused if it is there).")],
+    revision: Annotated[
+        str | None, typer.Option(help="Dataset revision (commit or tag) to download.")
+    ] = None,
+) -> None:
+    """Download AgentDecisionBench from the Hugging Face hub (once) and write one task list per set."""
+    from .hub import TASK_SETS_DIR
+    from .hub import fetch_dataset as fetch
+
+    root = fetch(out_dir, revision=revision)
+    out.print(f"dataset: {root}  (task lists per set: {root / TASK_SETS_DIR})")
+
+
 _ = (Path, Annotated, Optional)  # used by commands below

@@ -1,0 +1,295 @@
+"""Importing AgentDecisionBench's published answers into a run, as if its models had answered (no calls).
+
+``knowwhen import DATASET_ROOT --config CONFIG`` reads ``common_states/answers_*``, ``shift/answers_*``
+(by ``variant``) and ``isolated/answers.jsonl.gz``, enqueues the jobs the planner would produce for each
+model and item, and completes them with the published rows; ``knowwhen finalize`` then builds manifests
+and tables for the published models as for any run, and ``knowwhen compare`` sets a new model beside them.
+
+A ``states`` scenario takes the answers of the dataset folder with its path's name (a config pointing
+at ``<dataset>/shift`` reads ``<dataset>/shift/answers_*``), for the questions it holds; an ``isolated``
+scenario takes every published L1 row (argument questions included, so pooled accuracy is the published
+one). Episodes have no published results and are left to ``run``. A published model missing from the
+config joins it as ``model: imported/<id>`` when the import creates the run; an existing run keeps its
+stored config, and such models are reported as skipped. Completion never overwrites a recorded result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import yaml
+
+from . import __version__
+from .config import ModelSpec, ScenarioSpec, SweepConfig, parse_config
+from .dataset import find_answer_files, read_models
+from .exceptions import ConfigError, ScenarioError
+from .jobs import JOB_ID_VERSION, Job
+from .jsonio import find_jsonl, iter_jsonl
+from .plan import open_loop_mode, plan
+from .queue import Queue, open_queue
+from .scenarios import Scenario, load_scenario
+
+__all__ = ["IMPORTED_PREFIX", "ImportSummary", "import_dataset", "published_rows"]
+
+IMPORTED_PREFIX = "imported/"
+"""litellm-style model string of a published model that is not in the config (never called)."""
+_CHUNK = 5000
+_WORKER = "import"
+
+Published = dict[str, dict[str, dict[str, Any]]]
+"""``{model id: {item id: published row}}`` of one scenario."""
+
+
+@dataclass
+class ImportSummary:
+    """What an import did."""
+
+    run: str
+    output: Path
+    published: dict[str, dict[str, int]] = field(default_factory=dict)  # scenario -> model -> rows
+    recorded: dict[str, dict[str, int]] = field(default_factory=dict)  # of those, recorded now
+    added_models: list[str] = field(default_factory=list)  # joined the new run as imported/<id>
+    jobs_added: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+# --- reading the published files -------------------------------------------------------------------------
+
+
+def _rows_in(paths: list[Path], key: str, models: Collection[str] | None, variant: str | None) -> Published:
+    out: Published = {}
+    for path in paths:
+        for line, row in iter_jsonl(path):
+            model, item = row.get("model"), row.get(key)
+            if not isinstance(model, str) or not isinstance(item, str):
+                raise ScenarioError(f"{path}:{line}: a published answer needs 'model' and '{key}'")
+            if (models is not None and model not in models) or (
+                variant is not None and (row.get("variant") or "main") != variant
+            ):
+                continue
+            if item in out.setdefault(model, {}):
+                raise ScenarioError(f"{path}:{line}: second answer of model {model} to {item}")
+            out[model][item] = row
+    return out
+
+
+def published_rows(root: Path, spec: ScenarioSpec, models: Collection[str] | None = None) -> Published:
+    """The published answers for one config scenario (empty when the dataset has none for it)."""
+    if spec.kind == "isolated":
+        path = find_jsonl(root / "isolated", "answers")
+        return _rows_in([path], "id", models, None) if path else {}
+    if spec.kind != "states" or spec.path is None:
+        return {}
+    folder = root / spec.path.name
+    paths = find_answer_files(folder) if folder.is_dir() else []
+    rows = _rows_in(paths, "qhash", models, spec.variant or "main")
+    held = set(load_scenario(spec).items)  # only the questions the scenario asks (limit, variant)
+    return {m: {q: r for q, r in answers.items() if q in held} for m, answers in rows.items()}
+
+
+def _model_kinds(root: Path) -> dict[str, str]:
+    """Published model id -> config kind (``llm`` for the LLMs, ``decision`` for everything else)."""
+    path = find_jsonl(root, "models")
+    if path is None:
+        return {}
+    return {m.id: "llm" if m.kind.strip().lower() == "llm" else "decision" for m in read_models(path)}
+
+
+# --- result rows ---------------------------------------------------------------------------------------
+
+
+def _state_result(model_id: str, qhash: str, row: dict[str, Any]) -> dict[str, Any]:
+    """A published L2 answer as the runner's answer row (``answers.answer_row`` fields)."""
+    return {
+        "model": model_id,
+        "qhash": qhash,
+        "answer": row.get("answer"),
+        "confidence": row.get("confidence"),
+        "probabilities": row.get("probabilities"),
+        "valid": bool(row.get("valid")),
+        "error": row.get("error"),
+        "attempts": row.get("attempts"),
+        "requests": row.get("requests"),
+        "cost_usd": row.get("cost_usd"),
+        "latency_ms": row.get("latency_ms"),
+        "wall_ms": row.get("wall_ms"),
+        "input_tokens": row.get("input_tokens"),
+        "output_tokens": row.get("output_tokens"),
+        "cache_hit": False,
+        "retry_errors": [],
+    }
+
+
+def _isolated_result(model_id: str, item: str, row: dict[str, Any]) -> dict[str, Any]:
+    """A published L1 row, kept whole, with the answer-row fields the manifests read."""
+    answered = row.get("pred") is not None and not row.get("error")
+    return {
+        **row,
+        "model": model_id,
+        "qhash": item,
+        "answer": row.get("pred"),
+        "confidence": row.get("conf"),
+        "probabilities": None,
+        "valid": answered,
+        "requests": 1,
+        "cache_hit": False,
+        "retry_errors": [],
+    }
+
+
+def _result(spec: ScenarioSpec, model_id: str, item: str, row: dict[str, Any]) -> dict[str, Any]:
+    return (_isolated_result if spec.kind == "isolated" else _state_result)(model_id, item, row)
+
+
+def _jobs(config: SweepConfig, spec: ScenarioSpec, model: ModelSpec, items: Collection[str]) -> list[Job]:
+    """The planner's own jobs for these items (ids as ``plan`` gives them, in the model's open-loop mode)."""
+    sub = config.model_copy(update={"models": [model], "modes": [open_loop_mode(model)], "scenarios": [spec]})
+    scenario = Scenario(spec.id, spec.kind, spec.version, {item: {} for item in sorted(items)})
+    return plan(sub, {spec.id: scenario}).jobs
+
+
+# --- the run ---------------------------------------------------------------------------------------------
+
+
+def _with_models(text: str, extra: dict[str, str]) -> str:
+    """The config text with ``imported/<id>`` models appended (the whole file re-dumped)."""
+    data = yaml.safe_load(text)
+    data["models"] = [
+        *data.get("models", []),
+        *({"id": mid, "model": f"{IMPORTED_PREFIX}{mid}", "kind": kind} for mid, kind in extra.items()),
+    ]
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def _meta(config_path: Path, text: str) -> dict[str, Any]:
+    return {
+        "config_file": config_path.name,
+        "base_dir": str(config_path.resolve().parent),
+        "config_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "job_id_version": JOB_ID_VERSION,
+        "knowwhen_runner": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "imported": "AgentDecisionBench published answers",
+    }
+
+
+async def _stored_config(
+    queue: Queue, text: str | None, config_path: Path | None
+) -> tuple[SweepConfig, bool]:
+    """The config stored with the run, and whether this import created the run (given its config)."""
+    created = False
+    if text is not None and config_path is not None and await queue.run_info() is None:
+        await queue.init_run(text, _meta(config_path, text))
+        created = True
+    info = await queue.run_info()
+    if info is None:
+        raise ConfigError(f"the database has no run {queue.run!r}; import with --config to create it")
+    base = Path(info["meta"].get("base_dir", "."))
+    config = parse_config(info["config_text"], base=base, source=f"{info['name']} (stored config)")
+    return config, created
+
+
+def _chunks(pairs: list[tuple[str, dict[str, Any]]]) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+    for start in range(0, len(pairs), _CHUNK):
+        yield pairs[start : start + _CHUNK]
+
+
+async def _record(
+    queue: Queue, config: SweepConfig, published: dict[str, Published], summary: ImportSummary
+) -> None:
+    known = {m.id: m for m in config.models}
+    for spec in config.scenarios:
+        for model_id, rows in sorted(published.get(spec.id, {}).items()):
+            model = known.get(model_id)
+            if model is None:
+                summary.skipped.append(f"{model_id} x {spec.id}: not in the run's stored config")
+                continue
+            jobs = _jobs(config, spec, model, rows)
+            summary.jobs_added += await queue.enqueue(jobs, {})
+            pairs = [(j.id, _result(spec, model_id, j.item, rows[j.item])) for j in jobs]
+            done = 0
+            for chunk in _chunks(pairs):
+                done += await queue.complete(_WORKER, chunk)
+            summary.published.setdefault(spec.id, {})[model_id] = len(pairs)
+            summary.recorded.setdefault(spec.id, {})[model_id] = done
+
+
+def _published(root: Path, config: SweepConfig, models: Collection[str] | None) -> dict[str, Published]:
+    out: dict[str, Published] = {}
+    for spec in config.scenarios:
+        rows = published_rows(root, spec, models)
+        if rows:
+            out[spec.id] = rows
+    return out
+
+
+def import_dataset(
+    root: str | Path,
+    *,
+    config: str | Path | None = None,
+    into: str | Path | None = None,
+    db: str | None = None,
+    models: Collection[str] | None = None,
+) -> ImportSummary:
+    """Import the published answers under ``root`` into the run of ``config`` (created if new) or ``into``."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ScenarioError(f"{root}: dataset folder not found")
+    if (config is None) == (into is None):
+        raise ConfigError("give the run either as --config CONFIG or as --into RUN_DIR")
+    text: str | None = None
+    if config is not None:
+        from .config import load_config
+
+        path = Path(config)
+        base_config = load_config(path)
+        text = path.read_text(encoding="utf-8")
+    else:
+        from .runner import config_from_run
+
+        base_config = config_from_run(Path(str(into)), db=db)
+    base_config = base_config.model_copy(update={"db": db}) if db else base_config
+    published = _published(root, base_config, models)
+    if not published:
+        raise ScenarioError(f"{root}: no published answers for any scenario of the config")
+    kinds = _model_kinds(root)
+    present = {m.id for m in base_config.models}
+    extra = {
+        mid: kinds.get(mid, "decision")
+        for rows in published.values()
+        for mid in sorted(rows)
+        if mid not in present
+    }
+    if text is not None and extra:
+        text = _with_models(text, extra)
+    summary = ImportSummary(base_config.name, base_config.output)
+    created = anyio.run(
+        _import, base_config, text, None if config is None else Path(config), published, summary
+    )
+    if created:
+        summary.added_models = [m for m in extra if any(m in r for r in summary.published.values())]
+    return summary
+
+
+async def _import(
+    base: SweepConfig,
+    text: str | None,
+    config_path: Path | None,
+    published: dict[str, Published],
+    summary: ImportSummary,
+) -> bool:
+    base.output.mkdir(parents=True, exist_ok=True)
+    queue = open_queue(base.db_url, base.name)
+    try:
+        stored, created = await _stored_config(queue, text, config_path)
+        stored = stored.model_copy(update={"db": base.db}) if base.db else stored
+        await _record(queue, stored, published, summary)
+        return created
+    finally:
+        await queue.close()
