@@ -1,0 +1,98 @@
+"""The paper's configs: `knowwhen plan` runs offline, without keys, and counts what the dataset card counts."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from knowwhen_runner.config import load_config
+from knowwhen_runner.hub import write_task_sets
+from tests.benchdata import CARD, make_dataset
+from tests.helpers import knowwhen
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+PAPER = ROOT / "configs" / "paper"
+L1 = ROOT / "tests" / "fixtures" / "isolated"
+L1_ITEMS = 18  # the fixture's BFCL and When2Call items (the committed exclusion list names none)
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A dataset folder with the card's counts, its task lists split by set (as fetch-dataset leaves it)."""
+    root = make_dataset(tmp_path_factory.mktemp("paper") / "AgentDecisionBench")
+    write_task_sets(root)
+    return root
+
+
+@pytest.fixture
+def offline(dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This machine as a user without keys or network would have it; returns a copy of configs/paper."""
+    for key in [k for k in os.environ if k.endswith("_API_KEY")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("AGENTDECISIONBENCH", str(dataset))
+    monkeypatch.setenv("KNOWWHEN_L1_DATA", str(L1))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    copy = tmp_path / "configs" / "paper"  # its ../../results is inside tmp_path
+    shutil.copytree(PAPER, copy)
+    return copy
+
+
+def _plan(config: Path) -> dict[str, Any]:
+    done = knowwhen("plan", str(config), "--json")
+    assert done.returncode == 0, done.stderr
+    assert not (config.parent.parent.parent / "results").exists()  # a dry run writes nothing
+    return json.loads(done.stdout)
+
+
+def _cells(report: dict[str, Any]) -> dict[tuple[str, str], dict[str, int]]:
+    out: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
+    for cell in report["cells"]:
+        out[(cell["scenario"], cell["mode"])][cell["model"]] = cell["jobs"]
+    return out
+
+
+EXPECTED = {
+    "l1": L1_ITEMS,
+    "common": CARD["common_states"],
+    **dict.fromkeys(("shift", "shift-nosurf", "shift-nodist"), CARD["shift"]),
+    "shift-l3": CARD["shift_l3"],
+    "common-l3": CARD["common_tasks"],
+}
+
+
+@pytest.mark.parametrize("name", ["shifted-tasks.yaml", "three-levels.yaml", "common-states.yaml"])
+def test_paper_config_plans_offline_with_card_counts(name: str, offline: Path) -> None:
+    """Each decision model gets one job per question of each scenario and one episode per task; cost is estimated."""
+    models = [m.id for m in load_config(offline / name).models if m.kind == "decision"]
+    report = _plan(offline / name)
+    cells = _cells(report)
+    assert "l1" in {sc for sc, _m in cells}
+    for (scenario, mode), per_model in cells.items():
+        if mode == "llm":  # the agent alone, closed loop
+            assert per_model == {"gemini": EXPECTED[scenario]}
+        else:
+            assert per_model == dict.fromkeys(models, EXPECTED[scenario]), (scenario, mode)
+    questions = sum(n for (sc, _m), c in cells.items() if not sc.endswith("-l3") for n in c.values())
+    assert report["calls_to_make"] == questions  # every question is one call; episodes are counted apart
+    assert report["est_cost_usd"] is not None and report["est_cost_usd"] > 0
+
+
+def test_shifted_tasks_has_three_levels_and_all_variants(offline: Path) -> None:
+    """Table 3's config asks L1, the shift states in all three renderings (must-ask included), and L3."""
+    cells = _cells(_plan(offline / "shifted-tasks.yaml"))
+    assert {sc for sc, _m in cells} == {"l1", "shift", "shift-nosurf", "shift-nodist", "shift-l3"}
+    assert sum(cells[("shift-l3", "model")].values()) == 10 * 200
+
+
+def test_paper_config_without_dataset_names_the_path(tmp_path: Path) -> None:
+    """Without the dataset, plan fails in one line naming the missing folder and the config line."""
+    env = {"AGENTDECISIONBENCH": str(tmp_path / "missing"), "KNOWWHEN_L1_DATA": str(L1)}
+    done = knowwhen("plan", str(PAPER / "three-levels.yaml"), env=env)
+    assert done.returncode == 2
+    assert "three-levels.yaml:" in done.stderr and "does not exist" in done.stderr
