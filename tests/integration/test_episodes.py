@@ -100,8 +100,7 @@ def test_the_perfect_decision_model_in_mode_model_succeeds_on_every_task(
 
 
 def test_each_mode_lets_the_right_party_decide(server: ServerProcess, tmp_path: Path) -> None:
-    """llm: all LLM; model: all model; shadow: the LLM's trajectory with the model's answers recorded;
-    gated at τ=0 is model and gated at τ>1 is llm, step for step."""
+    """llm: all LLM; model: all model; shadow: LLM-run, model answers recorded; gated τ=0 ≡ model, τ>1 ≡ llm."""
     scenarios = [
         _tasks("all", "fit", 8, modes=["llm", "model", "shadow"]),
         _tasks("tau0", "fit", 8, modes=["gated"], tau=0.0),
@@ -135,8 +134,7 @@ def test_each_mode_lets_the_right_party_decide(server: ServerProcess, tmp_path: 
 def test_gating_at_a_fitted_tau_keeps_a_bad_model_out_and_lets_a_good_one_in(
     server: ServerProcess, tmp_path: Path
 ) -> None:
-    """τ fitted on shadow runs for the LLM's own accuracy: the random model is never trusted (no worse than llm),
-    the oracle is trusted everywhere; both gated runs carry their fit record."""
+    """At τ fitted to the LLM's accuracy the random model is never trusted (no worse than llm), the oracle always."""
     scenarios = [
         _tasks("fit", "fit", 10, modes=[]),
         _tasks("ev", "bench", 16, tau={"fit": "fit", "target": "llm"}),
