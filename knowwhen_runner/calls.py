@@ -72,18 +72,20 @@ class CachedCalls:
         """Answer from the cache or the model; raises ``ProviderError`` when the call fails for good."""
         key = key or cache_key(model, kind, body)
         started = time.perf_counter()
-        waiter = self._inflight.get(key)
-        if waiter is not None:  # the same call is under way for another job
+        while (waiter := self._inflight.get(key)) is not None:  # the same call is under way for another job
             await waiter.wait()
-        if self._mode.read:
-            response = self._fresh.get(key)
-            if response is None and lookup:
-                response = (await self._queue.cache_get([key])).get(key)
-            if response is not None:
-                self.tally.cache_hits += 1
-                return CallResult(response, key, True, wall_ms=(time.perf_counter() - started) * 1000)
+        if self._mode.read and key in self._fresh:
+            self.tally.cache_hits += 1
+            return CallResult(self._fresh[key], key, True, wall_ms=(time.perf_counter() - started) * 1000)
+        # Claim the key before any await, so a job right behind waits for this one instead of calling too.
         event = self._inflight[key] = anyio.Event()
         try:
+            if self._mode.read and lookup:
+                response = (await self._queue.cache_get([key])).get(key)
+                if response is not None:
+                    self._remember(key, response)
+                    self.tally.cache_hits += 1
+                    return CallResult(response, key, True, wall_ms=(time.perf_counter() - started) * 1000)
             outcome = await self._client.call(model, kind, body)
         finally:
             event.set()
