@@ -37,6 +37,10 @@ def main() -> None:
     except KeyboardInterrupt:
         console.print("interrupted")
         sys.exit(130)
+    except OSError as exc:  # disk full, read-only or missing folder: say which file, not a traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        console.print(f"[bold red]error:[/] {where}{exc.strerror or exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
 
 
 @app.callback()
@@ -95,6 +99,8 @@ def run(
     )
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items()))
     out.print(f"queue: {counts}")
+    for note in summary.waiting:
+        out.print(f"waiting: {note} (some shadow episodes failed: rerun with --retry-failed)")
     if summary.interrupted:
         out.print("interrupted: run the same command again to resume")
         raise typer.Exit(130)

@@ -64,6 +64,7 @@ class RunSummary:
     counts: dict[str, int] = field(default_factory=dict)
     interrupted: bool = False
     finalized: bool = False
+    waiting: list[str] = field(default_factory=list)
 
 
 def run_sweep(
@@ -83,19 +84,36 @@ def run_sweep(
     return anyio.run(_run, path, config_text, config, secrets, scenarios, retry_failed, finalize, progress)
 
 
+def _served_models(base: str) -> set[str] | None:
+    """The model names a running local server offers, or None when nothing answers there."""
+    try:
+        reply = httpx.get(f"{base}/v1/models", timeout=2.0)
+    except httpx.HTTPError:
+        return None
+    if reply.status_code != 200:
+        return None
+    return {m.get("id") for m in reply.json().get("data", [])}
+
+
 def _ensure_server(config: SweepConfig, stack: ExitStack) -> None:
+    """Start the built-in server for the run, or reuse one already on the port if it serves our models."""
     if config.serve is None:
         return
-    url = f"http://{config.serve.host}:{config.serve.port}/health"
-    try:
-        if httpx.get(url, timeout=1.0).status_code == 200:
-            return
-    except httpx.HTTPError:
-        pass
-    from .serve import start_server_process
+    base = f"http://{config.serve.host}:{config.serve.port}"
+    wanted = {m.model.split("/", 1)[-1] for m in config.models if m.api_base and m.api_base.startswith(base)}
+    offered = _served_models(base)
+    if offered is None:
+        from .serve import start_server_process
 
-    server = start_server_process(config.serve.port, host=config.serve.host)
-    stack.callback(server.stop)
+        server = start_server_process(config.serve.port, host=config.serve.host)
+        stack.callback(server.stop)
+        offered = _served_models(base) or set()
+    missing = sorted(wanted - offered)
+    if missing:
+        raise ConfigError(
+            f"serve: the server on {base} does not offer {', '.join(missing)} (another program, or an older "
+            "knowwhen serve?); stop it or choose another serve.port"
+        )
 
 
 def _meta(
@@ -157,6 +175,7 @@ async def _run(
         for c in await queue.counts():
             counts[c.status] += c.n
         summary = RunSummary(config.name, config.output, planned, added, total, dict(counts), interrupted)
+        summary.waiting = [note for note in the_plan.skipped if "waits for" in note]
         if finalize and not interrupted and not counts.get("pending") and not counts.get("running"):
             from .finalize import finalize_run
 

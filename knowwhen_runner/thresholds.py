@@ -27,8 +27,8 @@ DECISION_POINT = "tool_select"
 async def compute_fits(config: SweepConfig, queue: Queue) -> dict[str, Any]:
     """Fits available now, keyed by what the planner asks for; empty when no scenario needs one.
 
-    A fit is made once every shadow episode of its fit set has finished (done, or failed for good);
-    failed episodes are left out of the data and counted in the record.
+    A fit is made once every shadow episode of its fit set is done; while one has failed, the fit waits
+    (``run --retry-failed`` re-runs it) and the gated episodes stay unplanned.
     """
     requests = fit_requests(config)
     if not requests:
@@ -45,7 +45,10 @@ async def compute_fits(config: SweepConfig, queue: Queue) -> dict[str, Any]:
             and job.model_id == request.decision_model
             and job.payload.get("agent") == request.agent
         ]
-        if len(rows) < n_tasks or any(status not in ("done", "failed") for status, _ in rows):
+        # Every shadow episode must be done: fitting around failed ones would fix a threshold on part of
+        # the data and keep it, since gated jobs are identified by the fit they use, not its value.
+        # Failed shadows hold the gated episodes back until `run --retry-failed` completes them.
+        if len(rows) < n_tasks or any(status != "done" for status, _ in rows):
             continue
         done = [result for status, result in rows if status == "done" and result is not None]
         fits[request.key] = fit_from_results(request, done, failed=len(rows) - len(done))

@@ -88,14 +88,14 @@ def _config(tmp_path: Path) -> SweepConfig:
     return parse_config(yaml.safe_dump(data), base=tmp_path, source="c.yaml")
 
 
-def test_the_fit_is_made_once_every_shadow_episode_has_finished(tmp_path: Path) -> None:
-    """No fit while a shadow episode is pending; then one, from the done episodes, with the failed counted."""
+def test_the_fit_is_made_once_every_shadow_episode_is_done(tmp_path: Path) -> None:
+    """No fit while a shadow episode is pending or failed; once all are done, one fit from all of them."""
     config = _config(tmp_path)
     scenarios = {s.id: load_scenario(s) for s in config.scenarios}
     first = plan(config, scenarios)
     assert {j.mode for j in first.jobs} == {"shadow"}
 
-    async def go() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    async def go() -> tuple[dict[str, Any], ...]:
         queue = MemoryQueue("t")
         await queue.enqueue(first.jobs, first.items)
         before = await compute_fits(config, queue)
@@ -103,11 +103,15 @@ def test_the_fit_is_made_once_every_shadow_episode_has_finished(tmp_path: Path) 
         await queue.complete("w", [(jobs[0].id, {"decisions": [_decision(0.8, True, True)]})])
         partial = await compute_fits(config, queue)
         await queue.fail("w", [Failure(jobs[1].id, "boom", kind="fatal", final=True)])
-        return before, partial, await compute_fits(config, queue)
+        with_failed = await compute_fits(config, queue)
+        await queue.requeue_failed()
+        again = await queue.claim("w", 10, 60.0)
+        await queue.complete("w", [(again[0].id, {"decisions": [_decision(0.9, True, True)]})])
+        return before, partial, with_failed, await compute_fits(config, queue)
 
-    before, partial, after = anyio.run(go)
+    before, partial, with_failed, after = anyio.run(go)
     key = fit_requests(config)[0].key
-    assert before == {} and partial == {}
-    assert after[key]["tau"] == 0.8 and after[key]["failed_episodes"] == 1 and after[key]["episodes"] == 1
+    assert before == {} and partial == {} and with_failed == {}
+    assert after[key]["tau"] == 0.8 and after[key]["failed_episodes"] == 0 and after[key]["episodes"] == 2
     gated = [j for j in plan(config, scenarios, after).jobs if j.mode == "gated"]
     assert len(gated) == 2 and all(j.payload["tau"] == 0.8 for j in gated)
