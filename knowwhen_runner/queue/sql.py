@@ -10,6 +10,7 @@ and keeps leases on the database server's clock (see ``engine.py``).
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -135,35 +136,50 @@ class SqlQueue(SideTables):
         return await self._call(self._enqueue, jobs, items)
 
     def _enqueue(self, jobs: list[Job], items: dict[tuple[str, str], dict[str, Any]]) -> int:
-        item_rows = [
-            {"run": self.run, "scenario": sc, "item": it, "payload": orjson.dumps(p).decode()}
-            for (sc, it), p in items.items()
-        ]
-        job_rows = [
-            {
-                "run": self.run,
-                "id": j.id,
-                "model_id": j.model_id,
-                "mode": j.mode,
-                "scenario": j.scenario_id,
-                "item": j.item,
-                "payload": orjson.dumps(j.payload).decode(),
-                "status": "pending",
-                "attempts": 0,
-            }
-            for j in jobs
-        ]
-        count = select(func.count()).select_from(s.jobs).where(s.jobs.c.run == self.run)
+        # Resume is the common case (most jobs already there): read what exists, insert only the rest,
+        # through the driver's executemany (SQLAlchemy's per-row parameter handling costs seconds at 150k).
+        ph = self._placeholder
         with self._engine.begin() as conn:
-            before = conn.execute(count).scalar_one()
-            for chunk in range(0, len(item_rows), 5000):
-                conn.execute(self._insert(s.items).on_conflict_do_nothing(), item_rows[chunk : chunk + 5000])
-            for chunk in range(0, len(job_rows), 5000):
-                conn.execute(self._insert(s.jobs).on_conflict_do_nothing(), job_rows[chunk : chunk + 5000])
-            added = int(conn.execute(count).scalar_one() - before)
+            have_items = {
+                (r[0], r[1])
+                for r in conn.exec_driver_sql(
+                    f"SELECT scenario, item FROM kw_items WHERE run = {ph}", (self.run,)
+                )
+            }
+            new_items = [
+                (self.run, sc, it, orjson.dumps(p).decode())
+                for (sc, it), p in items.items()
+                if (sc, it) not in have_items
+            ]
+            have_jobs = {
+                r[0] for r in conn.exec_driver_sql(f"SELECT id FROM kw_jobs WHERE run = {ph}", (self.run,))
+            }
+            new_jobs = []
+            for j in jobs:
+                if j.id not in have_jobs:
+                    have_jobs.add(j.id)
+                    payload = orjson.dumps(j.payload).decode()
+                    new_jobs.append((self.run, j.id, j.model_id, j.mode, j.scenario_id, j.item, payload))
+            conflict = " ON CONFLICT DO NOTHING"
+            for chunk in range(0, len(new_items), 5000):
+                conn.exec_driver_sql(
+                    f"INSERT INTO kw_items (run, scenario, item, payload) VALUES ({ph}, {ph}, {ph}, {ph}){conflict}",
+                    new_items[chunk : chunk + 5000],
+                )
+            for chunk in range(0, len(new_jobs), 5000):
+                conn.exec_driver_sql(
+                    "INSERT INTO kw_jobs (run, id, model_id, mode, scenario, item, payload, status, attempts) "
+                    f"VALUES ({ph}, {ph}, {ph}, {ph}, {ph}, {ph}, {ph}, 'pending', 0){conflict}",
+                    new_jobs[chunk : chunk + 5000],
+                )
+            added = len(new_jobs)
             if added:
                 self._unmark_finalized(conn)
         return added
+
+    @property
+    def _placeholder(self) -> str:
+        return "?" if self.dialect == "sqlite" else "%s"
 
     def _unmark_finalized(self, conn: Any) -> None:
         conn.execute(
@@ -303,16 +319,20 @@ class SqlQueue(SideTables):
         return await self._call(self._complete, worker, results) if results else 0
 
     def _complete(self, worker: str, results: list[tuple[str, dict[str, Any]]]) -> int:
-        now = self._clock.sql
-        stmt = text(
-            "UPDATE kw_jobs SET status = 'done', result = :result, error = NULL, lease_owner = NULL, "
-            f"updated_at = {now} WHERE run = :run AND id = :id AND status <> 'done'"
+        ph = self._placeholder
+        sqlite_now = self.dialect == "sqlite"
+        now = ph if sqlite_now else self._clock.sql
+        sql = (
+            f"UPDATE kw_jobs SET status = 'done', result = {ph}, error = NULL, lease_owner = NULL, "
+            f"updated_at = {now} WHERE run = {ph} AND id = {ph} AND status <> 'done'"
         )
-        rows = [self._params(id=jid, result=orjson.dumps(r).decode()) for jid, r in results]
-        recorded = 0
+        stamp = time.time()
+        rows = [
+            (orjson.dumps(r).decode(), *((stamp,) if sqlite_now else ()), self.run, jid) for jid, r in results
+        ]
         with self._engine.begin() as conn:
-            for row in rows:  # per-row rowcount: executemany's is not reliable on every driver
-                recorded += conn.execute(stmt, row).rowcount or 0
+            # The driver's executemany: its rowcount is the total of rows changed (sqlite3 and psycopg 3).
+            recorded = int(conn.exec_driver_sql(sql, rows).rowcount or 0)
             conn.execute(
                 update(s.workers)
                 .where(s.workers.c.id == worker)
