@@ -20,7 +20,7 @@ import httpx
 
 from . import __version__
 from .cache import CacheMode, cache_key
-from .client import ModelClient, Secrets, decision_body, llm_body
+from .client import ModelClient, Secrets, decision_body, llm_body, preload_litellm
 from .config import SweepConfig, config_hash, load_config, parse_config
 from .exceptions import ConfigError
 from .jobs import JOB_ID_VERSION
@@ -155,6 +155,7 @@ async def _run(
             # Stages: work what can be planned; a fit from finished jobs may release more (gated episodes).
             while True:
                 the_plan = plan(config, scenarios, fits)
+                await _preload_if_calls_coming(config, queue, the_plan)
                 new = await queue.enqueue(the_plan.jobs, the_plan.items)
                 planned, added = len(the_plan.jobs), added + new
                 if retry_failed:
@@ -184,6 +185,31 @@ async def _run(
         return summary
     finally:
         await queue.close()
+
+
+async def _preload_if_calls_coming(
+    config: SweepConfig, queue: Queue, the_plan: Plan, sample: int = 512
+) -> None:
+    """Start importing litellm now (it takes seconds) if some job will need a real call.
+
+    Answered jobs have their responses in the cache, so a planned question whose key is missing from the
+    cache will be called; a run answered wholly from the cache never imports litellm.
+    """
+    if not CacheMode(config.cache.policy).read or any(
+        j.payload.get("kind") != "question" for j in the_plan.jobs
+    ):
+        preload_litellm()
+        return
+    models = {m.id: m for m in config.models}
+    step = max(1, len(the_plan.jobs) // sample)
+    keys = []
+    for job in the_plan.jobs[::step]:
+        model = models[job.model_id]
+        kind = "decision" if model.kind == "decision" else "llm"
+        item = the_plan.items[(job.scenario_id, job.item)]
+        keys.append(cache_key(model, kind, decision_body(item) if kind == "decision" else llm_body(item)))
+    if keys and len(await queue.cache_get(keys)) < len(keys):
+        preload_litellm()
 
 
 async def work_queue(
