@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import ScenarioSpec, SweepConfig
+from .crashpoints import crashpoint
 from .cxs import closed_loop_cell, isolated_cell, open_loop_cell, operations
 from .dataset import AnswerTable, QuestionSet, load_answers, load_question_set
 from .exceptions import KnowwhenError
@@ -301,6 +302,7 @@ def write_outputs(output: Path, manifests: Sequence[CxsManifest]) -> None:
         path = manifest_path(output, manifest.model.id)
         atomic_write_bytes(path, (manifest.model_dump_json(indent=2) + "\n").encode())
         written.add(path)
+        crashpoint("finalize")
     _prune(output / "manifests", "*.cxs.json", written)
     tables = write_tables(output / "tables", manifests)
     plots = write_plots(output / "plots", manifests)

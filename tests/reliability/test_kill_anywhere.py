@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import subprocess
@@ -42,6 +43,37 @@ def _answers(out: Path) -> dict[str, list[dict]]:
     return {m: read_answers(out / "qs" / f"answers_{m}.jsonl.gz") for m in MODELS}
 
 
+# What legitimately differs between an interrupted and an uninterrupted run: times, and how answers were
+# obtained (calls, cache hits, attempts), never what they were.
+_RUN_DEPENDENT = (
+    "latency",
+    "created",
+    "finalized",
+    "work_",
+    "cache_hits",
+    "calls",
+    "attempts",
+    "retried",
+    "retry_errors",
+    "requests",
+    "config_file",
+    "config_sha256",
+    "name",
+)
+
+
+def _scored(value):
+    if isinstance(value, dict):
+        return {k: _scored(v) for k, v in value.items() if not any(p in k for p in _RUN_DEPENDENT)}
+    if isinstance(value, list):
+        return [_scored(v) for v in value]
+    return value
+
+
+def _manifests(out: Path) -> dict[str, dict]:
+    return {m: _scored(json.loads((out / "manifests" / f"{m}.cxs.json").read_text())) for m in MODELS}
+
+
 def _job_rows(out: Path) -> Counter[str]:
     import sqlite3
 
@@ -55,15 +87,22 @@ def reference(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -
     scenario = make_question_set(base / "qs", n_tasks=16)  # 72 questions x 2 models
     cfg = write_config(base / "c.yaml", server.base_url, scenario, models=_models(server.base_url))
     assert knowwhen("run", str(cfg), "-q").returncode == 0
-    return scenario, _answers(base / "out")
+    return scenario, {
+        "answers": _answers(base / "out"),
+        "manifests": _manifests(base / "out"),
+        "table": (base / "out" / "table.md").read_text(),
+    }
 
 
 def _assert_same(out: Path, expected: dict, tally: Counter[str]) -> None:
     got = _answers(out)
-    lost = sum(len(expected[m]) - len(got[m]) for m in MODELS)
+    lost = sum(len(expected["answers"][m]) - len(got[m]) for m in MODELS)
     tally["results lost"] += max(0, lost)
-    assert got == expected
+    assert got == expected["answers"]
     assert _job_rows(out) == Counter({"done": 144})
+    assert _manifests(out) == expected["manifests"]
+    assert (out / "table.md").read_text() == expected["table"]
+    assert (out / "report.html").is_file()
 
 
 @pytest.mark.parametrize("point", ["claim:2", "call:5", "record:3", "finalize:1"])
