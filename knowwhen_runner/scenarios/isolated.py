@@ -12,7 +12,7 @@ Nothing is downloaded here. The scenario's ``path`` is a folder the user fills o
     <path>/when2call/when2call_test_mcq.jsonl             When2Call test split (or when2call_test_llm_judge.jsonl)
 
 ``bfcl/`` is a copy of ``berkeley-function-call-leaderboard/bfcl_eval/data/`` of github.com/ShishirPatil/gorilla
-(Apache-2.0) and ``when2call/`` a copy of ``test/`` of huggingface.co/datasets/nvidia/When2Call (CC BY 4.0).
+(Apache-2.0) and ``when2call/`` a copy of ``test/`` of the Hugging Face dataset nvidia/When2Call (CC BY 4.0).
 Take both at the commits pinned by the research loader (``src/jevharness/bench/suites/static.py`` of the
 paper's code) to reproduce the paper's items; every file read is hashed into the run's manifests, so a run
 states which copy it used. Per source the first ``caps`` items in file order are taken (200 per BFCL
