@@ -458,3 +458,20 @@ def finalize_config(target: str | Path, *, db: str | None = None) -> Path:
 
     anyio.run(go)
     return config.output
+
+
+def cache_report(
+    run_dir: str | Path, *, db: str | None = None, clear_model: str | None = None, clear_all: bool = False
+) -> dict[str, int]:
+    """Cached responses per litellm model string in a run's database; optionally delete some first."""
+
+    async def go() -> dict[str, int]:
+        queue, _name = _open_existing(Path(run_dir), db, None)
+        try:
+            if clear_all or clear_model:
+                await queue.cache_clear(None if clear_all else clear_model)
+            return await queue.cache_stats()
+        finally:
+            await queue.close()
+
+    return anyio.run(go)
