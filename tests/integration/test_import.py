@@ -167,3 +167,10 @@ def test_import_needs_a_dataset_folder(tmp_path: Path) -> None:
     done = knowwhen("import", str(tmp_path), "--config", str(tmp_path / "c.yaml"))
     assert done.returncode == 2
     assert "knowwhen fetch-dataset --out" in done.stderr
+
+
+def test_fetch_dataset_reuses_a_local_copy(dataset: Path) -> None:
+    """`knowwhen fetch-dataset --out` on a folder holding the dataset downloads nothing and splits the task list."""
+    done = knowwhen("fetch-dataset", "--out", str(dataset), env={"HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr
+    assert (dataset / "tasks" / "by_set" / "shift_l3.jsonl.gz").is_file()

@@ -96,3 +96,23 @@ def test_paper_config_without_dataset_names_the_path(tmp_path: Path) -> None:
     done = knowwhen("plan", str(PAPER / "three-levels.yaml"), env=env)
     assert done.returncode == 2
     assert "three-levels.yaml:" in done.stderr and "does not exist" in done.stderr
+
+
+def test_table3_round_trip_of_published_answers(offline: Path, dataset: Path) -> None:
+    """Import the published answers into Table 3's config and finalise: the L2 cells equal `knowwhen score`."""
+    config = offline / "shifted-tasks.yaml"
+    done = knowwhen("import", str(dataset), "--config", str(config), "--models", "e12,jev,sl4b")
+    assert done.returncode == 0, done.stderr
+    run = offline.parent.parent / "results" / "paper-shifted-tasks"
+    final = knowwhen("finalize", str(run))
+    assert final.returncode == 0, final.stderr
+    for scenario, variant in (("shift", "main"), ("shift-nosurf", "nosurf"), ("shift-nodist", "nodist")):
+        scored = knowwhen("score", str(dataset / "shift"), "--all", "--json", "--variant", variant)
+        assert scored.returncode == 0, scored.stderr
+        for model in ("e12", "jev", "sl4b"):
+            expected = json.loads(scored.stdout)["models"][model]
+            manifest = json.loads((run / "manifests" / f"{model}.cxs.json").read_text())
+            cell = next(c for c in manifest["open_loop"] if c["scenario"] == scenario)
+            assert cell["accuracy_pct"] == pytest.approx(expected["accuracy"], abs=1e-9)
+            assert cell["must_ask_pct"] == pytest.approx(expected["must_ask"], abs=1e-9)
+            assert cell["occurrences"] == expected["n_occurrences"]
