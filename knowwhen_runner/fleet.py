@@ -94,7 +94,7 @@ async def finalize_once(config: SweepConfig, queue: Queue, who: str) -> str | No
     """
     from .finalize import finalize_run
 
-    missing = [spec.path for spec in config.scenarios if not spec.path.exists()]
+    missing = [spec.path for spec in config.scenarios if spec.path is not None and not spec.path.exists()]
     if missing:
         return f"not finalised here: {missing[0]} is not on this machine; run knowwhen finalize where it is"
     if not await queue.take_finalize(who):
@@ -231,7 +231,8 @@ def run_fleet(
     children = _spawn_workers(url, config.name, processes - 1)
     interrupted = True
     try:
-        _import_litellm()
+        if children:
+            _import_litellm()  # while they import theirs: all start calling together
         with shared_limits(ledger, holder):
             summary = run_sweep(
                 config_path, db=db, retry_failed=retry_failed, finalize=False, progress=progress

@@ -155,8 +155,10 @@ class Ledger(Protocol):
 
 
 class _Reservation(Protocol):
-    start: float
-    now: float
+    @property
+    def start(self) -> float: ...
+    @property
+    def now(self) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +185,8 @@ class FleetLimiter(Limiter):
 
     Slots: reserved in blocks sized to cover about ``_BLOCK_S`` at the model's rate (one at a time at
     low rates), so a busy process pays one database round trip per block, not per request. A slot that
-    passes unused is dropped, never spent late, so requests of the fleet never bunch up.
+    passes unused is dropped, and one woken too late is swapped for a fresh one, so requests of the fleet
+    do not bunch up: a window of the limit's length sees at most one request more than the limit.
     In flight: the process holds a share of the model's ``max_in_flight``; it asks for more when its
     requests queue, gives permits back as soon as none of its requests waits for one, and otherwise
     renews the share every ``_RESYNC_S`` (which is also when it yields to a newcomer's fair share).
@@ -198,9 +201,10 @@ class FleetLimiter(Limiter):
         super().__init__(name, rate)
         self._key, self._ledger, self._holder, self._ttl = key, fleet.ledger, fleet.holder, ttl
         self._cap = rate.max_in_flight
-        self._slots: deque[float] = deque()  # reserved starts, on this process's monotonic clock
+        self._slots: deque[tuple[float, float]] = deque()  # (start, usable from), on our monotonic clock
         self._slot_lock = anyio.Lock()
-        self._offset = 0.0  # ledger clock minus monotonic clock, as of the last reservation
+        self._offset = 0.0  # ledger clock minus our monotonic clock
+        self._best_rtt, self._best_at = math.inf, 0.0
         self._pause_sent = 0.0
         self._share = 0  # permits this process may use now
         self._in_use = 0
@@ -283,6 +287,7 @@ class FleetLimiter(Limiter):
     # -- requests per minute ----------------------------------------------------------------------------
 
     async def _wait_turn(self, tokens: int) -> None:
+        misses = 0
         while True:
             now = time.monotonic()
             if self.paused_until > now:
@@ -291,22 +296,29 @@ class FleetLimiter(Limiter):
                 await anyio.sleep(self.paused_until - time.monotonic())
                 continue
             if self._interval or self._token_interval:
-                start = await self._next_start(tokens)
+                start, due = await self._next_start(tokens)
                 if start > time.monotonic():
                     await anyio.sleep(start - time.monotonic())
+                # Woken too late (a busy machine): starting now would bunch this request with the next
+                # processes' slots, so take a fresh slot instead; but never starve for it.
+                if time.monotonic() - due > max(self._interval / 2, 0.02) and misses < 3:
+                    misses += 1
+                    continue
             if self.paused_until <= time.monotonic():
                 return
 
-    async def _next_start(self, tokens: int) -> float:
+    async def _next_start(self, tokens: int) -> tuple[float, float]:
+        """A reserved start, and when it became ours to use (its start, or later if it came late)."""
         async with self._slot_lock:
             now = time.monotonic()
-            while self._slots and self._slots[0] < now:
+            while self._slots and self._slots[0][1] < now:
                 self._slots.popleft()  # nobody was ready for it: spending it late would bunch requests
             if self._slots and not self._token_interval:
                 return self._slots.popleft()
             count = 1
             if not self._token_interval and self._interval:
                 count = max(1, min(self._MAX_BLOCK, int(self._BLOCK_S / self._interval), self.waiting))
+            before = time.monotonic()
             got = await self._ledger.reserve(
                 self._key,
                 count,
@@ -314,10 +326,23 @@ class FleetLimiter(Limiter):
                 tokens=tokens if self._token_interval else 0,
                 token_interval=self._token_interval,
             )
-            self._offset = got.now - time.monotonic()
+            after = time.monotonic()
+            self._learn_offset(got.now, before, after)
             first = got.start - self._offset
-            self._slots.extend(first + i * self._interval for i in range(count))
+            starts = (first + i * self._interval for i in range(count))
+            self._slots.extend((start, max(start, after)) for start in starts)
             return self._slots.popleft()
+
+    def _learn_offset(self, ledger_now: float, before: float, after: float) -> None:
+        """Ledger clock minus ours, from the quickest round trip lately (its midpoint is the best guess).
+
+        A slow round trip would shift this process's slots later than the others', bunching requests;
+        an old sample is trusted a little less each second, as the two clocks may drift apart.
+        """
+        rtt = after - before
+        if rtt <= self._best_rtt + (after - self._best_at) * 1e-3:
+            self._offset = ledger_now - (before + after) / 2
+            self._best_rtt, self._best_at = rtt, after
 
     async def _share_pause(self) -> None:
         """Push a 429's pause into the ledger: no process of the fleet starts a request before it ends."""
