@@ -10,8 +10,10 @@ is finalised once, by the first process to find it finished (``Queue.take_finali
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -29,7 +31,7 @@ from pydantic import ValidationError
 # process should not spend holding leased jobs, and local workers then start calling together.
 from .client import Secrets, _import_litellm, preload_litellm
 from .config import SweepConfig, _resolve_paths, load_config
-from .exceptions import ConfigError, QueueError
+from .exceptions import ConfigError, QueueError, SchemaVersionError
 from .queue import Queue, open_queue
 from .queue.engine import is_shared_url
 from .queue.limits import LimitLedger
@@ -119,7 +121,7 @@ class JoinSummary:
     """What one joining worker did, and where the run stands."""
 
     run: str
-    worker: str
+    worker: str  # host:pid
     stats: WorkStats
     counts: dict[str, int] = field(default_factory=dict)
     interrupted: bool = False
@@ -150,14 +152,16 @@ async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progres
         await anyio.to_thread.run_sync(_import_litellm)  # done before claiming (see the import above)
         with shared_limits(ledger, holder):
             stats, interrupted = await work_queue(config, queue, secrets, items, progress=progress)
-        summary = JoinSummary(name, holder, stats, await _counts(queue), interrupted)
+        process = f"{socket.gethostname()}:{os.getpid()}"  # how status names its workers, too
+        summary = JoinSummary(name, process, stats, await _counts(queue), interrupted)
         if finalize and not interrupted:
             summary.note = await finalize_once(config, queue, holder)
             summary.finalized = summary.note is None
         return summary
     finally:
         with anyio.CancelScope(shield=True):
-            await ledger.drop(holder)
+            with contextlib.suppress(QueueError):  # the share lapses anyway; keep the first error
+                await ledger.drop(holder)
             await ledger.close()
             await queue.close()
 
@@ -173,7 +177,9 @@ async def _run_name(db: str, run: str | None, wait_s: float) -> str:
         while True:
             try:
                 return probe.single_run_name()
-            except QueueError:
+            except SchemaVersionError:
+                raise
+            except QueueError:  # no run yet, or the database is not up yet
                 if time.monotonic() >= deadline:
                     raise
             await anyio.sleep(1.0)
