@@ -22,7 +22,7 @@ from . import __version__
 from .cache import CacheMode, cache_key
 from .client import ModelClient, Secrets, decision_body, llm_body, preload_litellm
 from .config import SweepConfig, config_hash, load_config, parse_config
-from .exceptions import ConfigError
+from .exceptions import ConfigError, KnowwhenError
 from .jobs import JOB_ID_VERSION
 from .plan import Plan, plan
 from .progress import SweepProgress
@@ -79,9 +79,32 @@ def run_sweep(
     path = Path(config_path)
     config = _with_db(load_config(path), db)
     secrets = _check_keys(config)
+    if _resuming_with_work_left(config):
+        preload_litellm()  # calls are coming: overlap the slow import with loading and planning
     scenarios = {spec.id: load_scenario(spec) for spec in config.scenarios}
     config_text = path.read_text(encoding="utf-8")
     return anyio.run(_run, path, config_text, config, secrets, scenarios, retry_failed, finalize, progress)
+
+
+def _resuming_with_work_left(config: SweepConfig) -> bool:
+    """Whether this run's database already holds pending jobs of it (a resume); cheap, never creates one."""
+    if (
+        config.db_url.startswith("sqlite:///")
+        and not Path(config.db_url.removeprefix("sqlite:///")).is_file()
+    ):
+        return False
+
+    async def pending() -> bool:
+        queue = open_queue(config.db_url, config.name)
+        try:
+            return any(c.status == "pending" for c in await queue.counts())
+        finally:
+            await queue.close()
+
+    try:
+        return anyio.run(pending)
+    except KnowwhenError:
+        return False  # the run proper reports it
 
 
 def _served_models(base: str) -> set[str] | None:
