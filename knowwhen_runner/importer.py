@@ -26,7 +26,7 @@ import anyio
 import yaml
 
 from . import __version__
-from .config import ModelSpec, ScenarioSpec, SweepConfig, parse_config
+from .config import ModelSpec, ScenarioSpec, SweepConfig, load_config, parse_config
 from .dataset import find_answer_files, read_models
 from .exceptions import ConfigError, ScenarioError
 from .jobs import JOB_ID_VERSION, Job
@@ -245,8 +245,6 @@ def import_dataset(
         raise ConfigError("give the run either as --config CONFIG or as --into RUN_DIR")
     text: str | None = None
     if config is not None:
-        from .config import load_config
-
         path = Path(config)
         base_config = load_config(path)
         text = path.read_text(encoding="utf-8")
