@@ -29,14 +29,14 @@ from pydantic import ValidationError
 
 # litellm is imported before a fleet process claims anything: the import takes seconds of CPU, which a
 # process should not spend holding leased jobs, and local workers then start calling together.
-from .client import Secrets, _import_litellm, preload_litellm
+from .client import _import_litellm, preload_litellm
 from .config import SweepConfig, _resolve_paths, load_config
 from .exceptions import ConfigError, QueueError, SchemaVersionError
 from .queue import Queue, open_queue
 from .queue.engine import is_shared_url
 from .queue.limits import LimitLedger
 from .ratelimit import shared_limits
-from .runner import RunSummary, run_sweep, work_queue
+from .runner import RunSummary, check_keys, run_sweep, work_queue
 from .worker import WorkStats, new_worker_id
 
 __all__ = [
@@ -71,18 +71,6 @@ def stored_config(info: dict[str, Any], db: str) -> SweepConfig:
         where = ".".join(str(p) for p in err["loc"])
         raise ConfigError(f"{source}: {where}: {err['msg']}") from None
     return config.model_copy(update={"db": db})
-
-
-def _keys(config: SweepConfig) -> Secrets:
-    secrets = Secrets(config.models)
-    missing = secrets.missing()
-    if missing:
-        model_id, env = missing[0]
-        raise ConfigError(
-            f"model {model_id!r} needs its API key in the environment variable {env}, "
-            "which is not set on this machine"
-        )
-    return secrets
 
 
 # --- finalise once -----------------------------------------------------------------------------------
@@ -147,7 +135,7 @@ async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progres
     try:
         info = await _planned_run(queue, wait_s)
         config = stored_config(info, db)
-        secrets = _keys(config)
+        secrets = check_keys(config, " on this machine")
         items = await queue.items()
         await anyio.to_thread.run_sync(_import_litellm)  # done before claiming (see the import above)
         with shared_limits(ledger, holder):

@@ -43,13 +43,14 @@ def _with_db(config: SweepConfig, db: str | None) -> SweepConfig:
     return config.model_copy(update={"db": db}) if db else config
 
 
-def _check_keys(config: SweepConfig) -> Secrets:
+def check_keys(config: SweepConfig, where: str = "") -> Secrets:
+    """The run's secrets; a model whose key variable is unset stops the run before any call."""
     secrets = Secrets(config.models)
     missing = secrets.missing()
     if missing:
         model_id, env = missing[0]
         raise ConfigError(
-            f"model {model_id!r} needs its API key in the environment variable {env}, which is not set"
+            f"model {model_id!r} needs its API key in the environment variable {env}, which is not set{where}"
         )
     return secrets
 
@@ -78,7 +79,7 @@ def run_sweep(
     """Plan the config into its queue and work until every job is recorded; then finalise."""
     path = Path(config_path)
     config = _with_db(load_config(path), db)
-    secrets = _check_keys(config)
+    secrets = check_keys(config)
     if _resuming_with_work_left(config):
         preload_litellm()  # calls are coming: overlap the slow import with loading and planning
     scenarios = {spec.id: load_scenario(spec) for spec in config.scenarios}

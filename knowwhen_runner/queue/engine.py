@@ -7,18 +7,23 @@ heartbeats, rate-limit slots) is the database server's clock, read in SQL.
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
+import anyio.to_thread
 from sqlalchemy import Connection, Float, create_engine, event, inspect, literal, literal_column, select, text
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..exceptions import QueueError, SchemaVersionError
 from . import schema as s
 
-__all__ = ["DbClock", "ensure_schema", "is_shared_url", "make_engine", "safe_url"]
+__all__ = ["DbClock", "OnOneThread", "ensure_schema", "is_shared_url", "make_engine", "safe_url"]
 
 # Leases and rate-limit slots are compared by processes on different machines. Their clocks drift (a
 # few seconds is common without NTP), and a worker whose clock runs ahead by more than a lease would
@@ -126,3 +131,37 @@ def ensure_schema(engine: Engine, url: str) -> None:
         s.metadata.create_all(conn)
         if conn.execute(version).scalar() is None:
             conn.execute(s.meta.insert().values(key="schema_version", value=str(s.SCHEMA_VERSION)))
+
+
+T = TypeVar("T")
+
+
+class OnOneThread:
+    """Runs a database object's synchronous work on a worker thread, one call at a time, schema first.
+
+    The event loop never blocks on the database, and one connection's transactions never interleave.
+    Driver errors become one-line ``QueueError``s naming the database (password hidden) and ``_what``.
+    """
+
+    url: str
+    _engine: Engine
+    _what = ""
+    _limiter: anyio.CapacityLimiter | None = None
+    _ready = False
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(1)
+        return await anyio.to_thread.run_sync(
+            functools.partial(self._guarded, fn, *args), limiter=self._limiter
+        )
+
+    def _guarded(self, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            if not self._ready:
+                ensure_schema(self._engine, self.url)
+                self._ready = True
+            return fn(*args)
+        except DBAPIError as exc:  # OperationalError and ProgrammingError included
+            detail = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+            raise QueueError(f"{safe_url(self.url)}: {self._what}{detail}") from None

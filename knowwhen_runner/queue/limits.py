@@ -15,19 +15,14 @@ others do not hold, and loses the share if it stops renewing it (a killed proces
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import anyio
-import anyio.to_thread
 from sqlalchemy import Connection, text
-from sqlalchemy.exc import DBAPIError
 
-from ..exceptions import QueueError
-from .engine import DbClock, ensure_schema, make_engine, safe_url
+from .engine import DbClock, OnOneThread, make_engine
 
 __all__ = ["LimitLedger", "Reservation", "fair_shares"]
 
@@ -60,33 +55,16 @@ def fair_shares(cap: int, wants: dict[str, int]) -> dict[str, int]:
     return share
 
 
-class LimitLedger:
+class LimitLedger(OnOneThread):
     """Reservations and in-flight shares in one database; one per process, on its own connection."""
+
+    _what = "rate-limit ledger: "
 
     def __init__(self, url: str) -> None:
         self.url = url
         self._engine = make_engine(url, pool_size=1)
         self._clock = DbClock(self._engine.dialect.name)
         self._greatest = "GREATEST" if self._clock.server_side else "MAX"
-        self._limiter: anyio.CapacityLimiter | None = None
-        self._ready = False
-
-    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(1)
-        return await anyio.to_thread.run_sync(
-            functools.partial(self._guarded, fn, *args), limiter=self._limiter
-        )
-
-    def _guarded(self, fn: Callable[..., T], *args: Any) -> T:
-        try:
-            if not self._ready:
-                ensure_schema(self._engine, self.url)
-                self._ready = True
-            return fn(*args)
-        except DBAPIError as exc:
-            detail = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
-            raise QueueError(f"{safe_url(self.url)}: rate-limit ledger: {detail}") from None
 
     @contextmanager
     def _begin(self) -> Iterator[Connection]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 import orjson
@@ -16,22 +15,19 @@ from sqlalchemy import func, select, update
 from sqlalchemy.engine import Engine
 
 from . import schema as s
-from .engine import DbClock
+from .engine import DbClock, OnOneThread
 
 __all__ = ["SideTables"]
 
 T = TypeVar("T")
 
 
-class SideTables:
+class SideTables(OnOneThread):
     """Worker and cache operations of ``SqlQueue``."""
 
     run: str
     _engine: Engine
     _clock: DbClock
-
-    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        raise NotImplementedError
 
     def _insert(self, table: Any) -> Any:
         raise NotImplementedError

@@ -9,23 +9,18 @@ and keeps leases on the database server's clock (see ``engine.py``).
 
 from __future__ import annotations
 
-import functools
 import time
-from collections.abc import Callable
 from typing import Any, TypeVar
 
-import anyio
-import anyio.to_thread
 import orjson
 from sqlalchemy import func, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
 
 from ..exceptions import QueueError
 from ..jobs import Job
 from . import Failure, JobCounts
 from . import schema as s
-from .engine import DbClock, ensure_schema, make_engine, safe_url
+from .engine import DbClock, make_engine, safe_url
 from .side_tables import SideTables
 
 __all__ = ["SqlQueue", "safe_url"]
@@ -57,27 +52,8 @@ class SqlQueue(SideTables):
         self._engine = make_engine(url)
         self.dialect = self._engine.dialect.name
         self._clock = DbClock(self.dialect)
-        self._limiter: anyio.CapacityLimiter | None = None
-        self._ready = False
 
     # -- plumbing -------------------------------------------------------------------------------------
-
-    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(1)
-        return await anyio.to_thread.run_sync(
-            functools.partial(self._guarded, fn, *args), limiter=self._limiter
-        )
-
-    def _guarded(self, fn: Callable[..., T], *args: Any) -> T:
-        try:
-            if not self._ready:
-                ensure_schema(self._engine, self.url)
-                self._ready = True
-            return fn(*args)
-        except (OperationalError, ProgrammingError, DBAPIError) as exc:
-            detail = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
-            raise QueueError(f"{safe_url(self.url)}: {detail}") from None
 
     def _insert(self, table: Any) -> Any:
         return (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(table)
