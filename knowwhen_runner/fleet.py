@@ -234,11 +234,21 @@ def run_fleet(
         interrupted = summary.interrupted
     finally:
         _finish_workers(children, interrupted)
-    anyio.run(ledger.drop, holder)
     anyio.run(ledger.close)
+    anyio.run(_drop_share, url, holder)
     if finalize and not interrupted:
         summary.finalized = anyio.run(_finalize_after_run, config.model_copy(update={"db": url}), holder)
     return summary
+
+
+async def _drop_share(url: str, holder: str) -> None:
+    """Give back this process's in-flight shares, on a fresh ledger (the run's belongs to its event loop)."""
+    ledger = LimitLedger(url)
+    try:
+        with contextlib.suppress(QueueError):  # the shares lapse by themselves anyway
+            await ledger.drop(holder)
+    finally:
+        await ledger.close()
 
 
 async def _finalize_after_run(config: SweepConfig, who: str) -> bool:

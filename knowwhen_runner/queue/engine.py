@@ -8,6 +8,7 @@ heartbeats, rate-limit slots) is the database server's clock, read in SQL.
 from __future__ import annotations
 
 import functools
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,6 +48,22 @@ def is_shared_url(url: str) -> bool:
     return url.startswith("postgresql")
 
 
+def _wal(cur: Any) -> None:
+    """Put the file in WAL mode, waiting for processes that open a new file at the same moment.
+
+    Switching a file to WAL needs it alone for an instant, and SQLite answers "database is locked" at
+    once instead of waiting (busy_timeout does not apply), e.g. when ``--processes`` starts on a new file.
+    """
+    for attempt in range(200):
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == 199:
+                raise
+            time.sleep(0.05)
+
+
 def make_engine(url: str, *, pool_size: int = 2) -> Engine:
     """An engine for SQLite (WAL, ``BEGIN IMMEDIATE``) or PostgreSQL (psycopg 3)."""
     parsed = make_url(url)
@@ -60,7 +77,7 @@ def make_engine(url: str, *, pool_size: int = 2) -> Engine:
             dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA busy_timeout=60000")
-            cur.execute("PRAGMA journal_mode=WAL")
+            _wal(cur)
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
 

@@ -295,3 +295,18 @@ def test_postgresql_leases_use_the_server_clock(make_queue, request, monkeypatch
     monkeypatch.setattr(time, "time", lambda: real() + 3600)
     assert run(q.claim, "skewed", 1, 30.0) == []
     assert run(q.requeue_expired) == 0
+
+
+def test_processes_opening_a_new_sqlite_file_together_all_get_in(tmp_path: Path) -> None:
+    """Several connections opening a fresh SQLite file at once (run --processes N) never see 'locked'."""
+
+    async def open_together(url: str) -> None:
+        queues = [open_queue(url, "r") for _ in range(3)]
+        async with anyio.create_task_group() as tg:
+            for q in queues:
+                tg.start_soon(q.run_info)
+        for q in queues:
+            await q.close()
+
+    for i in range(20):
+        run(open_together, f"sqlite:///{tmp_path / f'fresh{i}.db'}")
