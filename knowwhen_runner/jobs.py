@@ -10,14 +10,49 @@ Changing what goes into the id is a deliberate act: bump ``JOB_ID_VERSION``; gol
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .jsonio import dumps
 
-__all__ = ["JOB_ID_VERSION", "Job", "job_id"]
+__all__ = ["JOB_ID_VERSION", "Job", "job_id", "job_ids"]
 
 JOB_ID_VERSION = 1
+
+
+_ITEM_SLOT = "\x00item\x00"
+
+
+def job_ids(
+    *,
+    model_id: str,
+    model: str,
+    params: dict[str, Any],
+    mode: str,
+    scenario_id: str,
+    scenario_version: str,
+    items: Iterable[str],
+    extra: dict[str, Any] | None = None,
+) -> list[str]:
+    """The ids of one cell's jobs: sha256 over a sorted JSON of each job's output-deciding inputs.
+
+    The JSON of a cell differs between its jobs only in the item, so it is serialised once around a
+    placeholder and each id hashes the two halves around the item's own JSON (the same bytes as
+    serialising each identity whole; a golden test pins them).
+    """
+    ident: dict[str, Any] = {
+        "v": JOB_ID_VERSION,
+        "model": {"id": model_id, "model": model, "params": params},
+        "mode": mode,
+        "scenario": {"id": scenario_id, "version": scenario_version},
+        "item": _ITEM_SLOT,
+    }
+    if extra:
+        ident["extra"] = extra
+    head, _, tail = dumps(ident, sort_keys=True).partition(dumps(_ITEM_SLOT))
+    sha = hashlib.sha256
+    return [sha(head + dumps(item) + tail).hexdigest()[:32] for item in items]
 
 
 def job_id(
@@ -31,17 +66,17 @@ def job_id(
     item: str,
     extra: dict[str, Any] | None = None,
 ) -> str:
-    """The job's identity: sha256 over a sorted JSON of its output-deciding inputs (32 hex chars)."""
-    ident: dict[str, Any] = {
-        "v": JOB_ID_VERSION,
-        "model": {"id": model_id, "model": model, "params": params},
-        "mode": mode,
-        "scenario": {"id": scenario_id, "version": scenario_version},
-        "item": item,
-    }
-    if extra:
-        ident["extra"] = extra
-    return hashlib.sha256(dumps(ident, sort_keys=True)).hexdigest()[:32]
+    """The job's identity (32 hex chars); see ``job_ids``."""
+    return job_ids(
+        model_id=model_id,
+        model=model,
+        params=params,
+        mode=mode,
+        scenario_id=scenario_id,
+        scenario_version=scenario_version,
+        items=[item],
+        extra=extra,
+    )[0]
 
 
 @dataclass(frozen=True, slots=True)

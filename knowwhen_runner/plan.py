@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import ModelSpec, ScenarioSpec, SweepConfig, TauFit
-from .jobs import Job, job_id
+from .jobs import Job, job_id, job_ids
 from .scenarios import Scenario
 
 __all__ = ["FitRequest", "Plan", "fit_requests", "open_loop_mode", "plan"]
@@ -78,24 +78,19 @@ def _unique(jobs: list[Job]) -> list[Job]:
 
 def _question_jobs(model: ModelSpec, mode: str, scenario: Scenario) -> list[Job]:
     payload = {"kind": "question"}
+    items = list(scenario.items)
+    ids = job_ids(
+        model_id=model.id,
+        model=model.model,
+        params=model.params,
+        mode=mode,
+        scenario_id=scenario.id,
+        scenario_version=scenario.version,
+        items=items,
+    )
     return [
-        Job(
-            id=job_id(
-                model_id=model.id,
-                model=model.model,
-                params=model.params,
-                mode=mode,
-                scenario_id=scenario.id,
-                scenario_version=scenario.version,
-                item=item_id,
-            ),
-            model_id=model.id,
-            mode=mode,
-            scenario_id=scenario.id,
-            item=item_id,
-            payload=payload,
-        )
-        for item_id in scenario.items
+        Job(id=ident, model_id=model.id, mode=mode, scenario_id=scenario.id, item=item_id, payload=payload)
+        for ident, item_id in zip(ids, items, strict=True)
     ]
 
 
