@@ -30,6 +30,7 @@ __all__ = ["FleetLimiter", "Ledger", "Limiter", "Limiters", "shared_limits"]
 
 _BREAKER_AFTER = 8  # consecutive failed requests before the model is paused
 _BREAKER_MAX_S = 120.0
+_MARGIN = 1.002
 
 
 class Limiter:
@@ -37,8 +38,10 @@ class Limiter:
 
     def __init__(self, name: str, rate: RateLimit) -> None:
         self.name = name
-        self._interval = 60.0 / rate.requests_per_minute if rate.requests_per_minute else 0.0
-        self._token_interval = 60.0 / rate.tokens_per_minute if rate.tokens_per_minute else 0.0
+        # Evenly spaced starts at exactly 60/N s put N + 1 requests into a closed 60 s window; a provider
+        # counting that way answers the last with a 429. A hair wider spacing keeps every window at N.
+        self._interval = _MARGIN * 60.0 / rate.requests_per_minute if rate.requests_per_minute else 0.0
+        self._token_interval = _MARGIN * 60.0 / rate.tokens_per_minute if rate.tokens_per_minute else 0.0
         self._next_request = 0.0
         self._next_token = 0.0
         self._in_flight = anyio.CapacityLimiter(rate.max_in_flight)
