@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -13,6 +11,7 @@ from knowwhen_runner.dataset import compute_qhash, load_question_set
 from knowwhen_runner.gym import BUNDLES, SUITES, bundle, record_split, shift_map
 from knowwhen_runner.gym.cli import gym_app
 from knowwhen_runner.jsonio import file_sha256, iter_jsonl, read_json
+from tests.card_snippet import card_score
 
 BUNDLED = Path(__file__).resolve().parents[2] / "scenarios" / "decisiongym"
 FILES = ("questions.jsonl.gz", "occurrences.jsonl.gz", "corpus.json")
@@ -109,28 +108,13 @@ def test_nodist_keeps_the_state_and_only_core_options(shift_set: Path) -> None:
         assert set(occ.acceptable_tools) <= set(q.options)
 
 
-def _card_score(key: list[dict[str, Any]], answers: dict[str, dict[str, Any]]) -> float:
-    """The scoring snippet of the dataset card, on plain rows."""
-
-    def correct(occ: dict[str, Any], a: dict[str, Any] | None) -> bool:
-        if a is None or a["error"] or not a["valid"] or a["answer"] is None:
-            return False
-        ok = occ["gold_aux"]["acceptable_tools"] or [occ["gold"]]
-        return a["answer"].strip().lower() in {x.strip().lower() for x in ok}
-
-    per_task: dict[str, list[bool]] = defaultdict(list)
-    for occ in key:
-        per_task[occ["task"]].append(correct(occ, answers.get(occ["qhash"])))
-    return 100 * sum(sum(v) / len(v) for v in per_task.values()) / len(per_task)
-
-
 def test_card_snippet_scores_gym_files(shift_set: Path) -> None:
     """The card's snippet runs on our files: gold answers score 100, a constant distractor scores 0."""
     key = [row for _, row in iter_jsonl(shift_set / "occurrences.jsonl.gz")]
     gold = {o["qhash"]: {"answer": o["gold"], "error": None, "valid": True} for o in key}
-    assert _card_score(key, gold) == 100.0
+    assert card_score(key, gold) == 100.0
     wrong = {q: {"answer": "cancel_subscription", "error": None, "valid": True} for q in gold}
-    assert _card_score(key, wrong) == 0.0
+    assert card_score(key, wrong) == 0.0
 
 
 def test_bundled_sets_regenerate_bit_for_bit(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from knowwhen_runner.dataset import (
 )
 from knowwhen_runner.exceptions import ScenarioError
 from knowwhen_runner.scoring import compile_key, gated_open_loop, score_l1, score_l2
+from tests.card_snippet import card_score
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "dataset"
 
@@ -205,16 +205,7 @@ def _card_reference(folder: Path, model: str, variant: str | None) -> float:
         r["qhash"]: r for r in rows("answers_*.jsonl*") if r["model"] == model and r.get("variant") == variant
     }
 
-    def correct(occ: dict[str, Any], a: dict[str, Any] | None) -> bool:
-        if a is None or a["error"] or not a["valid"] or a["answer"] is None:
-            return False
-        ok = occ["gold_aux"]["acceptable_tools"] or [occ["gold"]]
-        return a["answer"].strip().lower() in {x.strip().lower() for x in ok}
-
-    per_task: dict[str, list[bool]] = defaultdict(list)
-    for occ in key:
-        per_task[occ["task"]].append(correct(occ, ans.get(occ["qhash"])))
-    return 100 * sum(sum(v) / len(v) for v in per_task.values()) / len(per_task)
+    return card_score(key, ans)
 
 
 @pytest.mark.parametrize(
