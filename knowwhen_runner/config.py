@@ -12,7 +12,7 @@ import hashlib
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import yaml
 from pydantic import (
@@ -86,7 +86,7 @@ class ModelSpec(_Frozen):
     api_base: str | None = Field(None, description="Base URL; ${VAR} is expanded from the environment.")
     api_key_env: str | None = Field(None, description="Name of the environment variable holding the key.")
     rate_limit: RateLimit = Field(
-        default_factory=RateLimit, description="Requests/tokens per minute, in flight."
+        default_factory=lambda: RateLimit(), description="Requests/tokens per minute, in flight."
     )
     limit_group: str | None = Field(None, description="Models with the same group share one rate limit.")
     timeout_s: float = Field(60.0, gt=0, description="Per-request timeout in seconds (runtime knob).")
@@ -271,10 +271,10 @@ class SweepConfig(_Frozen):
     output: Path = Field(description="Run folder (answers, manifests, tables, the SQLite database).")
     db: str | None = Field(None, description="Database URL; default: sqlite file in the run folder.")
     models: list[ModelSpec] = Field(min_length=1)
-    modes: list[Mode] = Field(default_factory=lambda: ["model", "llm"])
+    modes: list[Mode] = Field(default_factory=lambda: cast(list[Mode], ["model", "llm"]))
     scenarios: list[ScenarioSpec] = Field(min_length=1)
-    cache: CacheSettings = Field(default_factory=CacheSettings)
-    workers: WorkerSettings = Field(default_factory=WorkerSettings)
+    cache: CacheSettings = Field(default_factory=lambda: CacheSettings())
+    workers: WorkerSettings = Field(default_factory=lambda: WorkerSettings())
     serve: ServeSettings | None = Field(None, description="Start the built-in local server for this run.")
     gate: GateSettings | None = Field(None, description="Open-loop gating against an LLM.")
 
@@ -447,9 +447,9 @@ def parse_config(text: str, *, base: Path, source: str) -> SweepConfig:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
+        where = f":{mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{path}{line}: not valid YAML ({problem})") from None
+        raise ConfigError(f"{path}{where}: not valid YAML ({problem})") from None
     if not isinstance(data, dict) or root is None:
         raise ConfigError(f"{path}:1: a config is a YAML mapping (models, scenarios, output, ...)")
     secret = _find_literal_secret(root)

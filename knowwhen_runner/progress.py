@@ -11,7 +11,7 @@ from collections.abc import Callable
 from types import TracebackType
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
 __all__ = ["SweepProgress"]
 
@@ -39,7 +39,7 @@ class SweepProgress:
         self._cost = 0.0
         self._failed = 0
         self._progress: Progress | None = None
-        self._task = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> SweepProgress:
         if self._live:
