@@ -15,13 +15,20 @@ from typing import Any
 import anyio
 
 from .cache import CacheMode, cache_key
-from .client import ModelClient
+from .client import ModelClient, decision_body, llm_body
 from .config import ModelSpec
 from .queue import Queue
 
-__all__ = ["CachedCalls", "CallResult", "CallTally"]
+__all__ = ["CachedCalls", "CallResult", "CallTally", "question_call"]
 
 _FRESH_MAX = 4096
+
+
+def question_call(model: ModelSpec, item: dict[str, Any]) -> tuple[str, dict[str, Any], str]:
+    """The call one open-loop question makes of a model: (kind, request body, cache key)."""
+    kind = "decision" if model.kind == "decision" else "llm"
+    body = decision_body(item) if kind == "decision" else llm_body(item)
+    return kind, body, cache_key(model, kind, body)
 
 
 @dataclass

@@ -19,8 +19,9 @@ import anyio
 import httpx
 
 from . import __version__
-from .cache import CacheMode, cache_key
-from .client import ModelClient, Secrets, decision_body, llm_body, preload_litellm
+from .cache import CacheMode
+from .calls import question_call
+from .client import ModelClient, Secrets, preload_litellm
 from .config import SweepConfig, config_hash, load_config, parse_config
 from .exceptions import ConfigError, KnowwhenError
 from .jobs import JOB_ID_VERSION
@@ -228,10 +229,7 @@ async def _preload_if_calls_coming(
     step = max(1, len(the_plan.jobs) // sample)
     keys = []
     for job in the_plan.jobs[::step]:
-        model = models[job.model_id]
-        kind = "decision" if model.kind == "decision" else "llm"
-        item = the_plan.items[(job.scenario_id, job.item)]
-        keys.append(cache_key(model, kind, decision_body(item) if kind == "decision" else llm_body(item)))
+        keys.append(question_call(models[job.model_id], the_plan.items[(job.scenario_id, job.item)])[2])
     if keys and len(await queue.cache_get(keys)) < len(keys):
         preload_litellm()
 
@@ -326,10 +324,8 @@ async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
             if job.payload.get("kind") == "episode":
                 continue  # an episode's calls depend on its answers: not known before it runs
             model = models[job.model_id]
-            item = the_plan.items[(job.scenario_id, job.item)]
-            kind = "decision" if model.kind == "decision" else "llm"
-            body = decision_body(item) if kind == "decision" else llm_body(item)
-            keys.setdefault(cache_key(model, kind, body), (model.id, len(str(body)) // 4))
+            _kind, body, key = question_call(model, the_plan.items[(job.scenario_id, job.item)])
+            keys.setdefault(key, (model.id, len(str(body)) // 4))
         hits: set[str] = set()
         if queue is not None and CacheMode(config.cache.policy).read:
             hits = set(await queue.cache_get(list(keys)))

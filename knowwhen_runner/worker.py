@@ -23,9 +23,9 @@ import anyio
 from anyio.abc import TaskGroup
 
 from .answers import answer_row
-from .cache import CacheMode, cache_key
-from .calls import CachedCalls
-from .client import ModelClient, decision_body, llm_body, preload_litellm
+from .cache import CacheMode
+from .calls import CachedCalls, question_call
+from .client import ModelClient, preload_litellm
 from .config import ModelSpec, SweepConfig
 from .crashpoints import crashpoint
 from .exceptions import ProviderError
@@ -104,9 +104,8 @@ class Worker:
             return known
         model = self._models[job.model_id]
         item = self.items[(job.scenario_id, job.item)]
-        kind = "decision" if model.kind == "decision" else "llm"
-        body = decision_body(item) if kind == "decision" else llm_body(item)
-        return model, kind, body, cache_key(model, kind, body), item
+        kind, body, key = question_call(model, item)
+        return model, kind, body, key, item
 
     def _row(self, job: Job, item: dict[str, Any], response: dict[str, Any], **kw: Any) -> dict[str, Any]:
         return answer_row(
