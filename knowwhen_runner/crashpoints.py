@@ -2,8 +2,9 @@
 
 ``KNOWWHEN_CRASH_AT=record:3`` sends SIGKILL to this process the third time it reaches ``record``. Unset
 (always, outside those tests) every check is one dictionary lookup. Points: ``claim`` (jobs leased, not
-started), ``call`` (a model answered, nothing recorded), ``record`` (cache written, results not yet),
-``finalize`` (some output files written, others not).
+started), ``call`` (a model answered, nothing recorded), ``record`` (inside the transaction that writes
+a batch's cache entries and results, which the kill rolls back), ``finalize`` (some output files
+written, others not).
 """
 
 from __future__ import annotations

@@ -86,6 +86,9 @@ class Limiter:
             if self.paused_until <= time.monotonic():
                 return
 
+    async def settle(self) -> None:
+        """The worker has no job left to start (a fleet's limiter gives its spare permits back)."""
+
     def penalize(self, seconds: float) -> None:
         """Pause the model for everyone (a 429/529 with or without Retry-After)."""
         self.backoffs += 1
@@ -132,6 +135,11 @@ class Limiters:
 
     def __getitem__(self, model_id: str) -> Limiter:
         return self._by_model[model_id]
+
+    async def settle(self) -> None:
+        """The worker has no job left to start: fleet limiters give back the permits they do not use."""
+        for limiter in self._by_key.values():
+            await limiter.settle()
 
     def backing_off(self) -> list[tuple[str, float]]:
         return [(lim.name, lim.paused_for()) for lim in self._by_key.values() if lim.paused_for() > 0]
@@ -190,15 +198,19 @@ class FleetLimiter(Limiter):
     low rates), so a busy process pays one database round trip per block, not per request. A slot that
     passes unused is dropped, and one woken too late is swapped for a fresh one, so requests of the fleet
     do not bunch up: a window of the limit's length sees at most one request more than the limit.
-    In flight: the process holds a share of the model's ``max_in_flight``; it asks for more when its
-    requests queue, gives permits back as soon as none of its requests waits for one, and otherwise
-    renews the share every ``_RESYNC_S`` (which is also when it yields to a newcomer's fair share).
+    In flight: the process holds a share of the model's ``max_in_flight``. It asks for what its requests
+    needed at their peak over the last ``_WANT_WINDOW_S`` (a busy process's demand flickers from
+    request to request, and asking for the flicker would hand permits back and forth between processes
+    at every sync), asks for more when its requests queue past its share, gives a permit back at once
+    when it holds more than its share, renews the share every ``_RESYNC_S`` (which is also when it
+    learns others' fair shares), and gives back all it does not use when its worker runs out of jobs.
     """
 
     _BLOCK_S = 0.1
     _MAX_BLOCK = 64
-    _RESYNC_S = 0.5
+    _RESYNC_S = 0.25
     _POLL_S = 0.2
+    _WANT_WINDOW_S = 1.0
 
     def __init__(self, name: str, rate: RateLimit, *, key: str, fleet: _Fleet, ttl: float) -> None:
         super().__init__(name, rate)
@@ -213,6 +225,7 @@ class FleetLimiter(Limiter):
         self._in_use = 0
         self._queued = 0  # requests waiting for a permit
         self._asked = 0  # the want sent with the last sync
+        self._peak, self._peak_at = 0, -math.inf  # the most requests wanted at once, lately
         self._changed = anyio.Event()
         self._sync_lock = anyio.Lock()
         self._synced_at = -math.inf
@@ -241,6 +254,7 @@ class FleetLimiter(Limiter):
     async def _acquire(self) -> None:
         self._queued += 1
         try:
+            self._want()  # note the demand, so the next sync asks for it
             while self._in_use >= self._share:
                 changed = self._changed
                 await self._sync(for_permit=True)
@@ -255,10 +269,23 @@ class FleetLimiter(Limiter):
     async def _release(self) -> None:
         self._in_use -= 1
         self._notify()
-        if self._queued == 0 or self._in_use >= self._share:
-            await self._sync()  # give back what nobody here waits for, or shrink to our share
+        if self._in_use >= self._share:
+            await self._sync()  # over our share (it shrank for others): give this permit back now
         else:
-            await self._sync(min_age=self._RESYNC_S)  # renew, and yield to newcomers' fair shares
+            await self._sync(min_age=self._RESYNC_S)  # renew, and learn the others' fair shares
+
+    async def settle(self) -> None:
+        """The worker has no job left to start: give back every permit not in use, and stop asking."""
+        if self._share > self._in_use or self._asked > self._in_use:
+            self._peak, self._peak_at = 0, -math.inf
+            await self._sync()
+
+    def _want(self) -> int:
+        """Permits to ask for: the peak demand over about the last ``_WANT_WINDOW_S``, within the cap."""
+        demand, now = self._in_use + self._queued, time.monotonic()
+        if demand >= self._peak or now - self._peak_at > self._WANT_WINDOW_S:
+            self._peak, self._peak_at = demand, now
+        return min(self._cap, self._peak)
 
     async def _sync(self, *, min_age: float = 0.0, for_permit: bool = False) -> None:
         """Tell the ledger what we use and want, and learn our share; one sync at a time.
@@ -267,21 +294,17 @@ class FleetLimiter(Limiter):
         much as we want now (then a permit comes back here, or we ask again after ``_POLL_S``).
         """
         async with self._sync_lock:
-            while True:
-                want, in_use = min(self._cap, self._in_use + self._queued), self._in_use
-                age = time.monotonic() - self._synced_at
-                if for_permit and (in_use < self._share or (want <= self._asked and age < self._POLL_S)):
-                    return
-                if not for_permit and age < min_age:
-                    return
-                self._share = await self._ledger.hold(
-                    self._key, self._holder, want=want, in_use=in_use, cap=self._cap, ttl=self._ttl
-                )
-                self._asked, self._synced_at = want, time.monotonic()
-                self._notify()
-                if for_permit or self._queued or self._in_use >= in_use:
-                    return
-                min_age = 0.0  # requests ended meanwhile and nobody waits: give those permits back too
+            want, in_use = self._want(), self._in_use
+            age = time.monotonic() - self._synced_at
+            if for_permit and (in_use < self._share or (want <= self._asked and age < self._POLL_S)):
+                return
+            if not for_permit and age < min_age:
+                return
+            self._share = await self._ledger.hold(
+                self._key, self._holder, want=want, in_use=in_use, cap=self._cap, ttl=self._ttl
+            )
+            self._asked, self._synced_at = want, time.monotonic()
+            self._notify()
 
     def _notify(self) -> None:
         self._changed.set()

@@ -34,6 +34,9 @@ from .queue import Failure, Queue
 
 __all__ = ["WorkStats", "Worker", "new_worker_id"]
 
+_RECORD_LINGER_S = 0.05  # how long the recorder waits for more outcomes before writing a batch
+_RECORD_MAX = 512
+
 
 def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -95,6 +98,7 @@ class Worker:
         self.calls = CachedCalls(queue, client, config.cache.policy)
         self._requests: dict[str, tuple[ModelSpec, str, dict[str, Any], str, dict[str, Any]]] = {}
         self._held: set[str] = set()  # job ids claimed and not yet recorded
+        self._unfinished = 0  # jobs claimed whose outcome is not known yet
 
     # -- the job ------------------------------------------------------------------------------------------
 
@@ -185,24 +189,28 @@ class Worker:
 
     async def _claim_loop(self, jobs: Any, outcomes: Any) -> None:
         size, lease = self._settings.batch_size, self._settings.lease_seconds
+        # Enough work ahead to keep every caller busy; results waiting for the recorder do not count
+        # (on a shared database its writes wait for other processes), up to a bound.
         limit = self._settings.concurrency + size
         async with jobs, outcomes:
             while not self.stopping.is_set():
-                if len(self._held) >= limit:
+                room = min(limit - self._unfinished, _RECORD_MAX + limit - len(self._held))
+                if room <= 0:
                     await anyio.sleep(0.005)
                     continue
-                claimed = await self.queue.claim(
-                    self.id, min(size, limit - len(self._held)), lease, self._busy_models()
-                )
+                claimed = await self.queue.claim(self.id, min(size, room), lease, self._busy_models())
                 if not claimed:
                     if self._held:
                         await anyio.sleep(0.02)
                         continue
+                    if self._limiters is not None:
+                        await self._limiters.settle()  # others may still work: let them have our permits
                     if await self._queue_finished():
                         return
                     await anyio.sleep(0.5)
                     continue
                 self._held.update(j.id for j in claimed)
+                self._unfinished += len(claimed)
                 crashpoint("claim")
                 await self._dispatch(claimed, jobs, outcomes)
 
@@ -230,6 +238,7 @@ class Worker:
                 await jobs.send(job)
                 continue
             self.calls.tally.cache_hits += 1
+            self._unfinished -= 1
             await outcomes.send(
                 _Outcome(job, result=self._row(job, item, response, requests=0, wall_ms=0.0, cache_hit=True))
             )
@@ -241,6 +250,7 @@ class Worker:
     async def _call_loop(self, jobs: Any, outcomes: Any) -> None:
         async with jobs, outcomes:
             async for job in jobs:
+                self._unfinished -= 1
                 if self.stopping.is_set():
                     continue  # not started: released when the worker exits
                 outcome = await self._execute(job)
@@ -248,32 +258,31 @@ class Worker:
                 await outcomes.send(outcome)
 
     async def _record_loop(self, outcomes: Any, tg: TaskGroup) -> None:
+        ended = False
         async with outcomes:
-            while True:
+            while not ended:
                 try:
                     batch = [await outcomes.receive()]
                 except anyio.EndOfStream:
                     break
-                while len(batch) < 512:
-                    try:
-                        batch.append(outcomes.receive_nowait())
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
+                # Gather what arrives in the next few milliseconds too: one transaction per batch, and
+                # on a database shared by several processes every transaction waits for the others.
+                with anyio.move_on_after(_RECORD_LINGER_S):
+                    while len(batch) < _RECORD_MAX:
+                        try:
+                            batch.append(await outcomes.receive())
+                        except anyio.EndOfStream:
+                            ended = True
+                            break
                 await self._record(batch)
         tg.cancel_scope.cancel()  # everything recorded: stop the heartbeat
 
     async def _record(self, batch: list[_Outcome]) -> None:
         with anyio.CancelScope(shield=True):  # a recorded call must not be lost to a cancel
             entries = [o.cache_entry for o in batch if o.cache_entry is not None]
-            if entries:
-                await self.queue.cache_put(entries)
-            crashpoint("record")
             results = [(o.job.id, o.result) for o in batch if o.result is not None]
             failures = [o.failure for o in batch if o.failure is not None]
-            if results:
-                await self.queue.complete(self.id, results)
-            if failures:
-                await self.queue.fail(self.id, failures)
+            await self.queue.record(self.id, results, failures, entries)
         tally = self.calls.tally
         self.stats.calls, self.stats.requests, self.stats.cache_hits = (
             tally.calls,

@@ -10,7 +10,8 @@ from __future__ import annotations
 import functools
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -64,28 +65,68 @@ def _wal(cur: Any) -> None:
             time.sleep(0.05)
 
 
+_BUSY_WAIT_S = 60.0  # how long a transaction waits for another process's lock before giving up
+
+
+def _is_busy(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
+
+
+def _busy_waits() -> Iterator[float]:
+    """Pauses between tries for a SQLite lock: 50 us growing to 1 ms, for ``_BUSY_WAIT_S`` in all."""
+    deadline = time.monotonic() + _BUSY_WAIT_S
+    pause = 0.00005
+    while time.monotonic() < deadline:
+        yield pause
+        pause = min(pause * 2, 0.001)
+
+
+def _begin_immediate(raw: Any, url: str) -> None:
+    """BEGIN IMMEDIATE, trying again every millisecond or less while another process writes."""
+    for pause in _busy_waits():
+        try:
+            raw.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise
+            time.sleep(pause)
+    raise QueueError(
+        f"{safe_url(url)}: another process has held the database's write lock for {_BUSY_WAIT_S:.0f} s; "
+        "is a stuck knowwhen process still running on it?"
+    )
+
+
 def make_engine(url: str, *, pool_size: int = 2) -> Engine:
     """An engine for SQLite (WAL, ``BEGIN IMMEDIATE``) or PostgreSQL (psycopg 3)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 60})
+        # No busy_timeout: SQLite's own wait sleeps 1, 2, 5, 10 ... 100 ms between tries, and with two
+        # processes on one file most transactions would sleep milliseconds for a lock held 0.1 ms. We
+        # wait ourselves (``_begin_immediate``, and ``OnOneThread`` for anything else that finds it busy).
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 0})
 
         @event.listens_for(engine, "connect")
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
             dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
             cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA busy_timeout=60000")
             _wal(cur)
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
 
         @event.listens_for(engine, "begin")
         def _on_begin(conn: Connection) -> None:
-            # Take the write lock at BEGIN: two processes then wait for each other (busy_timeout)
-            # instead of failing with "database is locked" when a reader upgrades to a writer.
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            # Writers take the write lock at BEGIN: two processes then wait for each other instead of
+            # failing with "database is locked" when a reader upgrades to a writer. Reads (see
+            # ``OnOneThread._reading``) begin deferred and never wait for a writer (WAL).
+            raw = conn.connection.driver_connection
+            assert raw is not None
+            if conn.get_execution_options().get("kw_read"):
+                raw.execute("BEGIN")
+            else:
+                _begin_immediate(raw, url)
 
         return engine
     if parsed.get_backend_name() == "postgresql":
@@ -174,11 +215,28 @@ class OnOneThread:
         )
 
     def _guarded(self, fn: Callable[..., T], *args: Any) -> T:
-        try:
-            if not self._ready:
-                ensure_schema(self._engine, self.url)
-                self._ready = True
-            return fn(*args)
-        except DBAPIError as exc:  # OperationalError and ProgrammingError included
-            detail = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
-            raise QueueError(f"{safe_url(self.url)}: {self._what}{detail}") from None
+        waits = _busy_waits()
+        while True:
+            try:
+                if not self._ready:
+                    ensure_schema(self._engine, self.url)
+                    self._ready = True
+                return fn(*args)
+            except (DBAPIError, sqlite3.Error) as exc:  # OperationalError and ProgrammingError included
+                orig = getattr(exc, "orig", exc)
+                # SQLite busy (another process holds a lock): the transaction was rolled back, so run
+                # it again. Every ``fn`` here is one transaction with no effect outside the database.
+                pause = next(waits, None) if _is_busy(orig) else None
+                if pause is not None:
+                    time.sleep(pause)
+                    continue
+                detail = str(orig).strip().splitlines()[0]
+                raise QueueError(f"{safe_url(self.url)}: {self._what}{detail}") from None
+
+    @contextmanager
+    def _reading(self) -> Iterator[Connection]:
+        """A read-only transaction: on SQLite it takes no write lock, so it never waits for a writer."""
+        with self._engine.connect() as conn:
+            conn.execution_options(kw_read=True)
+            with conn.begin():
+                yield conn

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..crashpoints import crashpoint
 from ..jobs import Job
 from . import Failure, JobCounts
 
@@ -173,6 +174,17 @@ class MemoryQueue:
 
     async def cache_get(self, keys: list[str]) -> dict[str, dict[str, Any]]:
         return {k: self._cache[k][1] for k in keys if k in self._cache}
+
+    async def record(
+        self,
+        worker: str,
+        results: list[tuple[str, dict[str, Any]]],
+        failures: list[Failure],
+        cache_entries: list[tuple[str, str, dict[str, Any]]],
+    ) -> int:
+        await self.cache_put(cache_entries)
+        crashpoint("record")
+        return await self.complete(worker, results) + await self.fail(worker, failures)
 
     async def cache_put(self, entries: list[tuple[str, str, dict[str, Any]]]) -> None:
         for key, model, response in entries:

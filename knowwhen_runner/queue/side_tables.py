@@ -32,6 +32,10 @@ class SideTables(OnOneThread):
     def _insert(self, table: Any) -> Any:
         raise NotImplementedError
 
+    @property
+    def _bulk(self) -> bool:
+        raise NotImplementedError
+
     # -- workers --------------------------------------------------------------------------------------
 
     async def register_worker(self, worker: str) -> None:
@@ -69,7 +73,7 @@ class SideTables(OnOneThread):
     def _workers(self) -> list[dict[str, Any]]:
         """Worker rows, with ``now`` read from the same clock as their heartbeats (for their age)."""
         q = select(s.workers, self._clock.expr().label("now")).where(s.workers.c.run == self.run)
-        with self._engine.begin() as conn:
+        with self._reading() as conn:
             rows = [dict(r._mapping) for r in conn.execute(q.order_by(s.workers.c.started_at))]
         for row in rows:
             row["heartbeat_age_s"] = max(0.0, row.pop("now") - row["heartbeat_at"])
@@ -82,7 +86,7 @@ class SideTables(OnOneThread):
 
     def _cache_get(self, keys: list[str]) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
-        with self._engine.begin() as conn:
+        with self._reading() as conn:
             for chunk in range(0, len(keys), 500):
                 q = select(s.cache.c.key, s.cache.c.response).where(
                     s.cache.c.key.in_(keys[chunk : chunk + 500])
@@ -95,25 +99,35 @@ class SideTables(OnOneThread):
             await self._call(self._cache_put, entries)
 
     def _cache_put(self, entries: list[tuple[str, str, dict[str, Any]]]) -> None:
-        now = self._clock.params()["now"]  # informational only: nothing compares it across machines
-        rows = [
-            {"key": k, "model": m, "response": orjson.dumps(r).decode(), "created_at": now}
-            for k, m, r in entries
-        ]
+        rows = [(k, m, orjson.dumps(r).decode()) for k, m, r in entries]
+        stamp = self._clock.params()["now"]  # informational only: nothing compares it across machines
+        with self._engine.begin() as conn:
+            self._write_cache_rows(conn, rows, stamp)
+
+    def _write_cache_rows(self, conn: Any, rows: list[tuple[str, str, str]], stamp: float) -> None:
+        """Upsert (key, model, response JSON) rows; on SQLite as one statement over a JSON array."""
+        if self._bulk:
+            conn.exec_driver_sql(
+                "INSERT INTO kw_cache (key, model, response, created_at) SELECT json_extract(value, '$[0]'), "
+                "json_extract(value, '$[1]'), json_extract(value, '$[2]'), ? FROM json_each(?) WHERE true "
+                "ON CONFLICT (key) DO UPDATE SET response = excluded.response, created_at = excluded.created_at",
+                (stamp, orjson.dumps(rows).decode()),
+            )
+            return
+        values = [{"key": k, "model": m, "response": r, "created_at": stamp} for k, m, r in rows]
         stmt = self._insert(s.cache)
         stmt = stmt.on_conflict_do_update(
             index_elements=["key"],
             set_={"response": stmt.excluded.response, "created_at": stmt.excluded.created_at},
         )
-        with self._engine.begin() as conn:
-            conn.execute(stmt, rows)
+        conn.execute(stmt, values)
 
     async def cache_stats(self) -> dict[str, int]:
         return await self._call(self._cache_stats)
 
     def _cache_stats(self) -> dict[str, int]:
         q = select(s.cache.c.model, func.count()).group_by(s.cache.c.model)
-        with self._engine.begin() as conn:
+        with self._reading() as conn:
             return {m: int(n) for m, n in conn.execute(q)}
 
     async def cache_clear(self, model: str | None = None) -> int:
