@@ -2,9 +2,14 @@
 
 Not a test. Starts the local model server (``knowwhen serve``, which answers at once), writes a question
 set of ``--questions`` questions for one decision model, and runs ``knowwhen run --processes P`` on a
-fresh database for each P, timing the whole command and the work itself (first to last recorded job,
-from the queue's own timestamps, so the interpreter's and litellm's start-up are left out). Then it
-times rate-limit reservations and in-flight renewals against the ledger, one call at a time.
+fresh database for each P. From the queue's own timestamps it reports jobs per second over the whole
+work (first to last recorded job) and steady (between 30% and 90% of the jobs recorded, when every
+process is working: each one's interpreter and litellm start-up, and the last one's tail, left out),
+the steady rate against one process, and the CPU the runner's processes and the server spent per job.
+Then it times rate-limit reservations and in-flight renewals against the ledger, one call at a time.
+
+The server shares the machine with the workers: on N cores, P processes can at best reach
+N / (runner cpu + server cpu per job) jobs per second, whatever the runner does.
 
 Run: ``python benchmarks/bench_fleet.py [--questions 3000] [--processes 1 2 4] [--pg URL]``, where
 ``--pg`` names a PostgreSQL database the benchmark may create throwaway databases from.
@@ -16,6 +21,8 @@ import argparse
 import gzip
 import hashlib
 import json
+import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -90,29 +97,55 @@ def _database(pg: str | None, folder: Path) -> Iterator[str]:
         admin.dispose()
 
 
-def _work_span(db: str) -> tuple[int, float]:
-    """Jobs done and seconds from the first to the last recorded one."""
+def _done_times(db: str) -> list[float]:
+    """When each job was recorded (the queue's own timestamps), sorted."""
     engine = create_engine(db.replace("postgresql://", "postgresql+psycopg://"))
     with engine.connect() as conn:
-        n, first, last = conn.execute(
-            text("SELECT count(*), min(updated_at), max(updated_at) FROM kw_jobs WHERE status = 'done'")
-        ).one()
+        rows = conn.execute(text("SELECT updated_at FROM kw_jobs WHERE status = 'done'")).fetchall()
     engine.dispose()
-    return int(n), float(last - first)
+    return sorted(float(r[0]) for r in rows)
 
 
-def bench_processes(config: Path, processes: int, pg: str | None, folder: Path) -> dict[str, float]:
+def _steady_rate(times: list[float], lo: float = 0.3, hi: float = 0.9) -> float:
+    """Jobs per second between the lo and hi fractions of the jobs recorded: every process is working
+    then (the first ones start while the last still import litellm, and the tail is one process's)."""
+    i, j = int(len(times) * lo), int(len(times) * hi) - 1
+    return (j - i) / (times[j] - times[i]) if j > i and times[j] > times[i] else 0.0
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a live process has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_processes(
+    config: Path, processes: int, pg: str | None, folder: Path, server_pid: int
+) -> dict[str, float]:
     with _database(pg, folder) as db:
+        server_cpu = _cpu_s(server_pid)
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         command = ["run", str(config), "-q", "--no-finalize", "--processes", str(processes), "--db", db]
         done = subprocess.run(
             [sys.executable, "-m", "knowwhen_runner", *command], capture_output=True, text=True
         )
         wall = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if done.returncode != 0:
             raise SystemExit(f"knowwhen run failed: {done.stderr.strip().splitlines()[-1:]}")
-        n, span = _work_span(db)
-    return {"jobs": n, "wall_s": wall, "work_s": span, "jobs_per_s": (n - 1) / span if span else 0.0}
+        times = _done_times(db)
+    n = len(times)
+    runner_cpu = (after.ru_utime - children.ru_utime) + (after.ru_stime - children.ru_stime)
+    return {
+        "jobs": n,
+        "wall_s": wall,
+        "work_s": times[-1] - times[0],
+        "jobs_per_s": (n - 1) / (times[-1] - times[0]) if n > 1 else 0.0,
+        "steady_jobs_per_s": _steady_rate(times),
+        "runner_cpu_ms_per_job": 1000 * runner_cpu / n,
+        "server_cpu_ms_per_job": 1000 * (_cpu_s(server_pid) - server_cpu) / n,
+    }
 
 
 async def _ledger_costs(db: str, n: int) -> dict[str, float]:
@@ -133,25 +166,34 @@ async def _ledger_costs(db: str, n: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--questions", type=int, default=3000)
+    parser.add_argument("--questions", type=int, default=6000)
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--pg", help="PostgreSQL URL to create throwaway databases from (also run there)")
     parser.add_argument("--ledger-calls", type=int, default=2000)
+    parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args()
     backends: list[str | None] = [None] + ([args.pg] if args.pg else [])
+    figures: dict[str, dict[str, dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp, start_server_process() as server:
         folder = Path(tmp)
         _write_questions(folder / "qs", args.questions)
         config = _write_config(folder, server.base_url, folder / "qs")
-        print(f"{'database':<11} {'processes':>9} {'jobs':>6} {'wall s':>8} {'work s':>8} {'jobs/s':>8}")
+        print(
+            f"{'database':<11} {'processes':>9} {'jobs':>6} {'wall s':>7} {'jobs/s':>7} {'steady':>7} "
+            f"{'x one':>6} {'runner cpu ms/job':>18} {'server cpu ms/job':>18}"
+        )
         for pg in backends:
+            label = "postgresql" if pg else "sqlite"
             for p in args.processes:
                 server.reset_stats()
-                r = bench_processes(config, p, pg, folder)
-                label = "postgresql" if pg else "sqlite"
+                r = bench_processes(config, p, pg, folder, server.process.pid)
+                figures.setdefault(label, {})[str(p)] = r
+                one = figures[label].get("1", {}).get("steady_jobs_per_s") or 0.0
+                ratio = f"{r['steady_jobs_per_s'] / one:.2f}" if one else "-"
                 print(
-                    f"{label:<11} {p:>9} {r['jobs']:>6.0f} {r['wall_s']:>8.2f} {r['work_s']:>8.2f} "
-                    f"{r['jobs_per_s']:>8.0f}"
+                    f"{label:<11} {p:>9} {r['jobs']:>6.0f} {r['wall_s']:>7.1f} {r['jobs_per_s']:>7.0f} "
+                    f"{r['steady_jobs_per_s']:>7.0f} {ratio:>6} {r['runner_cpu_ms_per_job']:>18.2f} "
+                    f"{r['server_cpu_ms_per_job']:>18.2f}"
                 )
         print()
         print(f"{'database':<11} {'reserve ms':>11} {'renew share ms':>15}  (one call at a time)")
@@ -159,7 +201,10 @@ def main() -> None:
             with _database(pg, folder) as db:
                 costs = anyio.run(_ledger_costs, db, args.ledger_calls)
             label = "postgresql" if pg else "sqlite"
+            figures.setdefault("ledger", {})[label] = costs
             print(f"{label:<11} {costs['reserve_ms']:>11.3f} {costs['hold_ms']:>15.3f}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -256,23 +256,24 @@ def plan_and_resume(
     scenario = write_states(work / "plan-qs", n_questions)
     models = [decision_model(server, f"m{i:02d}", params={"variant": i}) for i in range(n_models)]
     cfg = write_config(work / "plan" / "c.yaml", server, scenario, models=models, name="plan")
+    # Planned as a user plans, with ``knowwhen run --plan-only`` (the run keeps its plan's stamp, as any
+    # run does), in a process that reports its own peak memory.
     code = (
-        "import resource, sys, time, anyio\n"
-        "from knowwhen_runner.config import load_config\n"
-        "from knowwhen_runner.runner import load_and_plan\n"
-        "from knowwhen_runner.queue import open_queue\n"
-        "t = time.perf_counter(); c = load_config(sys.argv[1]); _s, p = load_and_plan(c)\n"
-        "async def go():\n"
-        "    q = open_queue(c.db_url, c.name); await q.init_run('', {}); n = await q.enqueue(p.jobs, p.items)\n"
-        "    await q.close(); return n\n"
-        "n = anyio.run(go)\n"
-        "print(n, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+        "import resource, sys\nfrom knowwhen_runner.cli import main\nsys.argv[0] = 'knowwhen'\n"
+        "try:\n    main()\nfinally:\n"
+        "    print('peak_rss_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code, str(cfg)], capture_output=True, text=True, check=True)
-    n, seconds, rss_kb = done.stdout.split()
+    started = time.perf_counter()
+    planned = subprocess.run(
+        [sys.executable, "-c", code, "run", str(cfg), "-q", "--plan-only"], capture_output=True, text=True
+    )
+    seconds = time.perf_counter() - started
+    assert planned.returncode == 0, planned.stderr
+    rss_kb = int(planned.stderr.split("peak_rss_kb")[-1].split()[0])
     import sqlite3
 
     with sqlite3.connect(work / "plan" / "out" / "knowwhen.db") as conn:
+        (n,) = conn.execute("SELECT count(*) FROM kw_jobs").fetchone()
         conn.execute(
             "UPDATE kw_jobs SET status = 'done', result = '{}' WHERE id NOT IN "
             "(SELECT id FROM kw_jobs ORDER BY id LIMIT ?)",
@@ -294,8 +295,8 @@ def plan_and_resume(
     proc.wait()
     return {
         "jobs": int(n),
-        "plan_s": round(float(seconds), 2),
-        "plan_peak_rss_mb": round(int(rss_kb) / 1024, 1),
+        "plan_s": round(seconds, 2),
+        "plan_peak_rss_mb": round(rss_kb / 1024, 1),
         "already_done": int(n) - open_jobs,
         "start_to_first_call_s": round(first - started, 2) if first else None,
     }

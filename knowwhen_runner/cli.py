@@ -79,6 +79,10 @@ def run(
     processes: Annotated[
         int, typer.Option("--processes", min=1, help="Worker processes on this machine (this one included).")
     ] = 1,
+    plan_only: Annotated[
+        bool,
+        typer.Option("--plan-only", help="Put the plan in the queue and stop (workers join later)."),
+    ] = False,
 ) -> None:
     """Plan CONFIG into its queue and work until every job is recorded, then finalise. Rerun to resume."""
     from .fleet import run_fleet
@@ -90,6 +94,7 @@ def run(
         retry_failed=retry_failed,
         finalize=not no_finalize,
         progress=not quiet,
+        plan_only=plan_only,
     )
     st = summary.stats
     out.print(

@@ -210,6 +210,7 @@ def run_fleet(
     retry_failed: bool = False,
     finalize: bool = True,
     progress: bool = True,
+    plan_only: bool = False,
 ) -> RunSummary:
     """``knowwhen run``: one process on a private database as before; else a member of a fleet.
 
@@ -219,8 +220,15 @@ def run_fleet(
     """
     config = load_config(config_path)
     url = db or config.db_url
-    if processes <= 1 and not is_shared_url(url):
-        return run_sweep(config_path, db=db, retry_failed=retry_failed, finalize=finalize, progress=progress)
+    if plan_only or (processes <= 1 and not is_shared_url(url)):
+        return run_sweep(
+            config_path,
+            db=db,
+            retry_failed=retry_failed,
+            finalize=finalize,
+            progress=progress,
+            plan_only=plan_only,
+        )
     ledger, holder = LimitLedger(url), new_worker_id()
     children = _spawn_workers(url, config.name, processes - 1)
     interrupted = True

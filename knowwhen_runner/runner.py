@@ -26,6 +26,7 @@ from .config import SweepConfig, config_hash, load_config, parse_config
 from .exceptions import ConfigError, KnowwhenError
 from .jobs import JOB_ID_VERSION
 from .plan import Plan, plan
+from .plan_stamp import plan_stamp
 from .progress import SweepProgress
 from .queue import Queue, open_queue
 from .ratelimit import Limiters
@@ -76,16 +77,29 @@ def run_sweep(
     retry_failed: bool = False,
     finalize: bool = True,
     progress: bool = True,
+    plan_only: bool = False,
 ) -> RunSummary:
-    """Plan the config into its queue and work until every job is recorded; then finalise."""
+    """Plan the config into its queue and work until every job is recorded; then finalise.
+
+    ``plan_only``: enqueue the first stage's plan and return (for workers that join later).
+    """
     path = Path(config_path)
     config = _with_db(load_config(path), db)
     secrets = check_keys(config)
-    if _resuming_with_work_left(config):
+    if not plan_only and _resuming_with_work_left(config):
         preload_litellm()  # calls are coming: overlap the slow import with loading and planning
-    scenarios = {spec.id: load_scenario(spec) for spec in config.scenarios}
     config_text = path.read_text(encoding="utf-8")
-    return anyio.run(_run, path, config_text, config, secrets, scenarios, retry_failed, finalize, progress)
+    return anyio.run(
+        _run,
+        path,
+        config_text,
+        config,
+        secrets,
+        retry_failed,
+        finalize and not plan_only,
+        progress,
+        plan_only,
+    )
 
 
 def _resuming_with_work_left(config: SweepConfig) -> bool:
@@ -159,35 +173,33 @@ async def _run(
     config_text: str,
     config: SweepConfig,
     secrets: Secrets,
-    scenarios: dict[str, Scenario],
     retry_failed: bool,
     finalize: bool,
     progress: bool,
+    plan_only: bool = False,
 ) -> RunSummary:
     from .thresholds import compute_fits
 
     queue = open_queue(config.db_url, config.name)
     try:
-        await queue.init_run(config_text, _meta(path, config))
+        info = await queue.init_run(config_text, _meta(path, config))
         if retry_failed:
             await queue.requeue_failed()
+        stages = _Stages(config, queue, info["meta"].get("plans") or {}, work=not plan_only)
         fits: dict[str, Any] | None = None
         total = WorkStats()
-        planned = added = 0
         interrupted = False
         with ExitStack() as stack:
-            _ensure_server(config, stack)
+            if not plan_only:
+                _ensure_server(config, stack)
             # Stages: work what can be planned; a fit from finished jobs may release more (gated episodes).
             while True:
-                the_plan = plan(config, scenarios, fits)
-                await _preload_if_calls_coming(config, queue, the_plan)
-                new = await queue.enqueue(the_plan.jobs, the_plan.items)
-                planned, added = len(the_plan.jobs), added + new
+                items = await stages.plan(fits)
+                if plan_only:
+                    break
                 if retry_failed:
                     await queue.requeue_failed()
-                stats, interrupted = await work_queue(
-                    config, queue, secrets, the_plan.items, progress=progress
-                )
+                stats, interrupted = await work_queue(config, queue, secrets, items, progress=progress)
                 total.add(stats)
                 if interrupted:
                     break
@@ -200,8 +212,10 @@ async def _run(
         counts = Counter[str]()
         for c in await queue.counts():
             counts[c.status] += c.n
-        summary = RunSummary(config.name, config.output, planned, added, total, dict(counts), interrupted)
-        summary.waiting = [note for note in the_plan.skipped if "waits for" in note]
+        summary = RunSummary(
+            config.name, config.output, stages.planned, stages.added, total, dict(counts), interrupted
+        )
+        summary.waiting = [note for note in stages.skipped if "waits for" in note]
         if finalize and not interrupted and not counts.get("pending") and not counts.get("running"):
             from .finalize import finalize_run
 
@@ -210,6 +224,44 @@ async def _run(
         return summary
     finally:
         await queue.close()
+
+
+_KEEP_STAMPS = 16  # plans remembered per run (a config edited back and forth finds its plan again)
+
+
+class _Stages:
+    """Plans a run's stages into its queue, or finds a stage's plan already there (``plan_stamp``)."""
+
+    def __init__(
+        self, config: SweepConfig, queue: Queue, known: dict[str, Any], *, work: bool = True
+    ) -> None:
+        self.config, self.queue, self.known, self.work = config, queue, dict(known), work
+        self.scenarios: dict[str, Scenario] | None = None
+        self.items: dict[tuple[str, str], dict[str, Any]] | None = None
+        self.planned = self.added = 0
+        self.skipped: list[str] = []
+
+    async def plan(self, fits: dict[str, Any] | None) -> dict[tuple[str, str], dict[str, Any]]:
+        """Enqueue the plan at these thresholds (unless it is in the queue already); the items to work."""
+        stamp = plan_stamp(self.config, fits)
+        done_before = self.known.get(stamp)
+        if done_before is not None:
+            self.planned, self.skipped = done_before["jobs"], list(done_before["skipped"])
+            if self.items is None:
+                self.items = await self.queue.items()
+            return self.items
+        if self.scenarios is None:
+            self.scenarios = {spec.id: load_scenario(spec) for spec in self.config.scenarios}
+        the_plan = plan(self.config, self.scenarios, fits)
+        if self.work:
+            await _preload_if_calls_coming(self.config, self.queue, the_plan)
+        self.added += await self.queue.enqueue(the_plan.jobs, the_plan.items)
+        self.planned, self.skipped = len(the_plan.jobs), list(the_plan.skipped)
+        self.known[stamp] = {"jobs": self.planned, "skipped": self.skipped}
+        self.known = dict(list(self.known.items())[-_KEEP_STAMPS:])
+        await self.queue.update_meta({"plans": self.known})
+        self.items = {**(self.items or {}), **the_plan.items}
+        return self.items
 
 
 async def _preload_if_calls_coming(

@@ -51,6 +51,11 @@ class MemoryQueue:
     async def run_info(self) -> dict[str, Any] | None:
         return self._info
 
+    async def update_meta(self, patch: dict[str, Any]) -> dict[str, Any]:
+        assert self._info is not None, "init_run first"
+        self._info["meta"] = {**self._info["meta"], **patch}
+        return dict(self._info["meta"])
+
     async def enqueue(self, jobs: list[Job], items: dict[tuple[str, str], dict[str, Any]]) -> int:
         for key, payload in items.items():
             self._items.setdefault(key, payload)

@@ -135,6 +135,21 @@ class SqlQueue(SideTables):
             "finalized_by": row.finalized_by,
         }
 
+    async def update_meta(self, patch: dict[str, Any]) -> dict[str, Any]:
+        """Merge ``patch`` into the run's meta (top-level keys replaced); returns the new meta."""
+        return await self._call(self._update_meta, patch)
+
+    def _update_meta(self, patch: dict[str, Any]) -> dict[str, Any]:
+        with self._engine.begin() as conn:
+            raw = conn.execute(select(s.runs.c.meta).where(s.runs.c.name == self.run)).scalar()
+            if raw is None:
+                raise QueueError(f"{safe_url(self.url)}: run {self.run!r} is not in this database")
+            meta = {**orjson.loads(raw), **patch}
+            conn.execute(
+                update(s.runs).where(s.runs.c.name == self.run).values(meta=orjson.dumps(meta).decode())
+            )
+        return meta
+
     async def enqueue(self, jobs: list[Job], items: dict[tuple[str, str], dict[str, Any]]) -> int:
         return await self._call(self._enqueue, jobs, items)
 

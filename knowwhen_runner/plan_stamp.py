@@ -1,0 +1,63 @@
+"""The stamp of a plan: what a plan is made from, so a resume that changes nothing need not plan again.
+
+Planning a big grid costs seconds (reading the scenario files, building and hashing every job id,
+comparing them with the queue), all of it redone by every resume although, most of the time, nothing
+changed and every job is already in the queue. A stamp covers everything a plan is made from: the
+config as loaded (after ``${VAR}`` expansion and path resolution), the job-id scheme and this
+release, the thresholds fitted so far, and each scenario file's name, size and modification time
+(its folder's files, recursively, for a folder). After a plan is enqueued its stamp is kept with the
+run; a run whose stamp is already kept works the queue as it stands, with the items stored there.
+Touching or editing any scenario file, or any change to the config, plans again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .config import SweepConfig
+from .jobs import JOB_ID_VERSION
+from .jsonio import dumps
+
+__all__ = ["plan_stamp"]
+
+
+def _files(path: Path) -> list[tuple[str, int, int]]:
+    """(relative name, size, mtime in ns) of a file, or of every file under a folder, sorted."""
+    if path.is_file():
+        st = path.stat()
+        return [(path.name, st.st_size, st.st_mtime_ns)]
+    found = []
+    for root, dirs, names in os.walk(path):
+        dirs.sort()
+        for name in sorted(names):
+            full = Path(root, name)
+            st = full.stat()
+            found.append((str(full.relative_to(path)), st.st_size, st.st_mtime_ns))
+    return found
+
+
+def _sources(config: SweepConfig) -> dict[str, list[tuple[str, int, int]]]:
+    out = {}
+    for spec in config.scenarios:
+        for label, value in (("path", spec.path), ("suite", spec.suite)):
+            candidate = Path(value) if value is not None else None
+            if candidate is not None and candidate.exists():
+                out[f"{spec.id}:{label}"] = _files(candidate)
+    return out
+
+
+def plan_stamp(config: SweepConfig, fits: dict[str, Any] | None) -> str:
+    """sha256 over everything the plan of ``config`` (at these fitted thresholds) is made from."""
+    ident = {
+        "config": config.model_dump(mode="json"),
+        "job_id_version": JOB_ID_VERSION,
+        "knowwhen_runner": __version__,
+        "fits": fits,
+        "eval_runs": os.environ.get("KNOWWHEN_EVAL_RUNS", ""),
+        "sources": _sources(config),
+    }
+    return hashlib.sha256(dumps(ident, sort_keys=True)).hexdigest()
