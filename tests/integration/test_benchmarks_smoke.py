@@ -1,0 +1,39 @@
+"""The benchmark command runs end to end on tiny sizes (figures are meaningless at this size; see issue notes)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_python_m_benchmarks_quick_writes_every_case(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    cases = json.loads(out.read_text())["cases"]
+    assert set(cases) == {"overhead", "cached_replay", "plan_resume", "rate_limit", "processes", "scoring"}
+    for kind in ("decision", "llm"):
+        assert cases["overhead"][kind]["requests_seen"] == cases["overhead"][kind]["calls"] == 200
+        assert cases["overhead"][kind]["ratio"] > 0
+    replay = cases["cached_replay"]
+    assert replay["model_requests"] == 0 and replay["litellm_imported"] is False and replay["jobs"] == 150
+    resume = cases["plan_resume"]
+    assert resume["jobs"] == 150 and resume["already_done"] == 130
+    assert resume["start_to_first_call_s"] is not None and resume["plan_peak_rss_mb"] > 0
+    assert cases["rate_limit"]["http_429"] == 0 and cases["rate_limit"]["requests"] > 0
+    processes = cases["processes"]
+    assert processes["exit"] == 0, processes["stderr"]
+    for n in ("1", "2"):
+        assert processes["figures"]["sqlite"][n]["jobs"] == 200
+        assert processes["figures"]["sqlite"][n]["jobs_per_s"] > 0  # steady needs more jobs than this
+    assert cases["scoring"]["exit"] == 0, cases["scoring"]["stderr"]
