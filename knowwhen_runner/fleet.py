@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,7 @@ __all__ = [
 ]
 
 _CHILD_WAIT_S = 120.0  # how long a spawned worker waits for the main process to plan the run
+_PLAN_TOKEN = "KNOWWHEN_PLAN_TOKEN"  # set for spawned workers: the plan they wait for
 _SILENT_AFTER_S = 30.0  # a running worker not heard from for this long is shown as silent
 
 
@@ -178,9 +180,11 @@ async def _run_name(db: str, run: str | None, wait_s: float) -> str:
 async def _planned_run(queue: Queue, wait_s: float) -> dict[str, Any]:
     """The run's stored info once it exists and has jobs (a worker may start before the planner)."""
     deadline = time.monotonic() + wait_s
+    # Spawned by ``run --processes``: wait for this run's plan, not an earlier one's (a rerun may add jobs).
+    token = os.environ.get(_PLAN_TOKEN)
     while True:
         info = await queue.run_info()
-        if info is not None and await queue.counts():
+        if info is not None and token in (None, info["meta"].get("plan_token")) and await queue.counts():
             return info
         if time.monotonic() >= deadline:
             if info is None:
@@ -230,14 +234,20 @@ def run_fleet(
             plan_only=plan_only,
         )
     ledger, holder = LimitLedger(url), new_worker_id()
-    children = _spawn_workers(url, config.name, processes - 1)
+    token = uuid.uuid4().hex
+    children = _spawn_workers(url, config.name, processes - 1, token)
     interrupted = True
     try:
         if children:
             _import_litellm()  # while they import theirs: all start calling together
         with shared_limits(ledger, holder):
             summary = run_sweep(
-                config_path, db=db, retry_failed=retry_failed, finalize=False, progress=progress
+                config_path,
+                db=db,
+                retry_failed=retry_failed,
+                finalize=False,
+                progress=progress,
+                plan_token=token,
             )
         interrupted = summary.interrupted
     finally:
@@ -270,11 +280,11 @@ async def _finalize_after_run(config: SweepConfig, who: str) -> bool:
     return note is None
 
 
-def _spawn_workers(url: str, run: str, n: int) -> list[subprocess.Popen[bytes]]:
+def _spawn_workers(url: str, run: str, n: int, token: str) -> list[subprocess.Popen[bytes]]:
     """Start ``n`` ``knowwhen worker`` processes on the run (the URL travels in the environment, not argv)."""
     if n <= 0:
         return []
-    env = {**os.environ, "KNOWWHEN_DB": url, "KNOWWHEN_RUN": run}
+    env = {**os.environ, "KNOWWHEN_DB": url, "KNOWWHEN_RUN": run, _PLAN_TOKEN: token}
     cmd = [sys.executable, "-m", "knowwhen_runner", "worker", "--quiet", "--no-finalize"]
     cmd += ["--wait", str(_CHILD_WAIT_S)]
     # Own sessions: Ctrl-C reaches this process only, which stops them once, gracefully.

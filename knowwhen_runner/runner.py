@@ -78,10 +78,13 @@ def run_sweep(
     finalize: bool = True,
     progress: bool = True,
     plan_only: bool = False,
+    plan_token: str | None = None,
 ) -> RunSummary:
     """Plan the config into its queue and work until every job is recorded; then finalise.
 
     ``plan_only``: enqueue the first stage's plan and return (for workers that join later).
+    ``plan_token``: noted with the run once the first stage is in the queue (workers spawned by
+    ``run --processes`` wait for it).
     """
     path = Path(config_path)
     config = _with_db(load_config(path), db)
@@ -99,6 +102,7 @@ def run_sweep(
         finalize and not plan_only,
         progress,
         plan_only,
+        plan_token,
     )
 
 
@@ -177,12 +181,16 @@ async def _run(
     finalize: bool,
     progress: bool,
     plan_only: bool = False,
+    plan_token: str | None = None,
 ) -> RunSummary:
     from .thresholds import compute_fits
 
     queue = open_queue(config.db_url, config.name)
     try:
-        info = await queue.init_run(config_text, _meta(path, config))
+        meta = _meta(path, config)
+        info = await queue.init_run(config_text, meta)
+        if info["meta"] != meta:  # a rerun: describe this config (created stays the first run's)
+            info["meta"] = await queue.update_meta({k: v for k, v in meta.items() if k != "created"})
         if retry_failed:
             await queue.requeue_failed()
         stages = _Stages(config, queue, info["meta"].get("plans") or {}, work=not plan_only)
@@ -195,6 +203,9 @@ async def _run(
             # Stages: work what can be planned; a fit from finished jobs may release more (gated episodes).
             while True:
                 items = await stages.plan(fits)
+                if plan_token is not None:
+                    await queue.update_meta({"plan_token": plan_token})
+                    plan_token = None
                 if plan_only:
                     break
                 if retry_failed:

@@ -7,7 +7,9 @@ suite runs on all of them. Only this package touches SQLAlchemy.
 Job states: pending -> running (claimed under a lease) -> done | failed; an expired lease makes a running
 job claimable again; completion is idempotent (the first recorded result wins, later ones are ignored);
 a failure reported by a worker that has lost its lease is kept as an attempt but leaves the job to its
-new holder. ``record`` writes a batch's cache entries, results and failures at once (one transaction). A run is finalised once: the first process to ``take_finalize`` a finished run does it.
+new holder. ``init_run`` of an existing run records the new config text and keeps the meta. ``record``
+writes a batch's cache entries, results and failures at once (one transaction). A run is finalised
+once: the first process to ``take_finalize`` a finished run does it.
 """
 
 from __future__ import annotations

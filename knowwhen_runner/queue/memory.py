@@ -46,6 +46,7 @@ class MemoryQueue:
                 "finalized_at": None,
                 "finalized_by": None,
             }
+        self._info["config_text"] = config_text  # a rerun records its config; the first meta stays
         return self._info
 
     async def run_info(self) -> dict[str, Any] | None:

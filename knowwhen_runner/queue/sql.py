@@ -113,7 +113,12 @@ class SqlQueue(SideTables):
                 meta=orjson.dumps(meta).decode(),
                 created_at=self._clock.expr(),
             )
-            conn.execute(stmt.on_conflict_do_nothing())
+            # A rerun records its config (workers that join later read it); the first meta stays.
+            conn.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=["name"], set_={"config_text": stmt.excluded.config_text}
+                )
+            )
         info = self._run_info()
         assert info is not None
         return info

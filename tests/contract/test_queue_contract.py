@@ -189,6 +189,18 @@ def test_record_writes_cache_results_and_failures_together(make_queue) -> None:
     assert run(q.record, "a", [], [], []) == 0
 
 
+def test_a_rerun_records_its_config_and_keeps_the_meta(make_queue) -> None:
+    """init_run again: the newest config text (what joining workers read), the first meta, merged updates."""
+    q = make_queue()
+    first = run(q.init_run, "models: [a]", {"created": "first", "plans": {}})
+    again = run(q.init_run, "models: [a, b]", {"created": "second"})
+    assert again["config_text"] == "models: [a, b]" and again["meta"]["created"] == "first"
+    assert first["name"] == again["name"]
+    merged = run(q.update_meta, {"plans": {"s": {"jobs": 3}}})
+    assert merged == {"created": "first", "plans": {"s": {"jobs": 3}}}
+    assert run(q.run_info)["meta"] == merged
+
+
 def test_runs_are_isolated(make_queue, request) -> None:
     """Two runs in one database never see each other's jobs."""
     if "memory" in request.node.name:

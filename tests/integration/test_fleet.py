@@ -220,3 +220,32 @@ def test_processes_share_a_sqlite_file(
     assert done.returncode == 0, done.stderr
     assert server.count() == 180
     assert _answers(tmp_path / "out") == reference
+
+
+def test_a_worker_joining_after_the_config_grew_works_the_new_model(
+    server: ServerProcess, questions: Path, tmp_path: Path
+) -> None:
+    """A model added to the config, rerun with --processes 2: the joining worker reads the new config."""
+    lexical = {
+        "id": "lexical",
+        "model": "hosted_vllm/lexical",
+        "kind": "decision",
+        "api_base": server.base_url,
+    }
+    config = write_config(tmp_path / "c.yaml", server.base_url, questions, models=[lexical])
+    first = knowwhen("run", str(config), "-q", "--no-finalize")
+    assert first.returncode == 0, first.stderr
+    llm = {
+        "id": "lexical-llm",
+        "model": "openai/lexical-llm",
+        "kind": "llm",
+        "api_base": f"{server.base_url}/v1",
+    }
+    small = {"concurrency": 2, "batch_size": 2, "lease_seconds": 10}  # so that both processes get jobs
+    write_config(tmp_path / "c.yaml", server.base_url, questions, models=[lexical, llm], workers=small)
+    grown = knowwhen("run", str(config), "-q", "--processes", "2")
+    assert grown.returncode == 0, grown.stderr
+    assert "queue: done 180" in grown.stdout, grown.stdout
+    with create_engine(f"sqlite:///{tmp_path / 'out' / 'knowwhen.db'}").connect() as conn:
+        done = [r[0] for r in conn.execute(text("SELECT jobs_done FROM kw_workers ORDER BY started_at"))]
+    assert len(done) == 3 and done[0] == 90 and all(n > 0 for n in done[1:]), done
