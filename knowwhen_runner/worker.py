@@ -98,7 +98,7 @@ class Worker:
         self.calls = CachedCalls(queue, client, config.cache.policy)
         self._requests: dict[str, tuple[ModelSpec, str, dict[str, Any], str, dict[str, Any]]] = {}
         self._held: set[str] = set()  # job ids claimed and not yet recorded
-        self._unfinished = 0  # jobs claimed whose outcome is not known yet
+        self._unfinished = 0  # jobs claimed and not yet started (waiting for a caller)
 
     # -- the job ------------------------------------------------------------------------------------------
 
@@ -189,8 +189,8 @@ class Worker:
 
     async def _claim_loop(self, jobs: Any, outcomes: Any) -> None:
         size, lease = self._settings.batch_size, self._settings.lease_seconds
-        # Enough work ahead to keep every caller busy; results waiting for the recorder do not count
-        # (on a shared database its writes wait for other processes), up to a bound.
+        # Enough jobs waiting to keep every caller busy. Jobs under way and results waiting for the
+        # recorder (on a shared database its writes wait for other processes) count only up to a bound.
         limit = self._settings.concurrency + size
         async with jobs, outcomes:
             while not self.stopping.is_set():
