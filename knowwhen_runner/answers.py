@@ -3,6 +3,11 @@
 A row says what the model answered and whether the answer can be scored (``valid``): a choice outside
 the options, a missing answer, a confidence outside [0, 1] or probabilities that do not sum to 1 make
 a row invalid with its reason in ``error`` — recorded, never silently counted as correct.
+
+``confidence`` means what the benchmark's card says: the model's probability for the chosen option.
+System One servers report their own ``confidence`` (the vendor's is how far the top probability sits
+above uniform), so it is derived from ``probabilities`` wherever the model gave them, and what the
+server said is kept in ``reported_confidence`` (answer schema 2; rows of schema 1 are upgraded on read).
 """
 
 from __future__ import annotations
@@ -10,10 +15,35 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["ANSWER_SCHEMA_VERSION", "answer_row", "failed_row", "validate_response"]
+__all__ = [
+    "ANSWER_SCHEMA_VERSION",
+    "answer_row",
+    "choice_confidence",
+    "failed_row",
+    "upgrade_row",
+    "validate_response",
+]
 
-ANSWER_SCHEMA_VERSION = 1
+ANSWER_SCHEMA_VERSION = 2
 _PROB_TOLERANCE = 0.02
+
+
+def choice_confidence(response: dict[str, Any]) -> Any:
+    """The card's confidence: the probability of the chosen option, or the server's figure without them."""
+    probs, choice = response.get("probabilities"), response.get("choice")
+    if isinstance(probs, dict) and choice in probs:
+        value = probs[choice]
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    return response.get("confidence")
+
+
+def upgrade_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A stored answer row in the current schema (a schema 1 row kept the server's confidence)."""
+    if "reported_confidence" in row or row.get("answer") is None:
+        return row if "reported_confidence" in row else {**row, "reported_confidence": None}
+    derived = choice_confidence({**row, "choice": row.get("answer")})
+    return {**row, "confidence": derived, "reported_confidence": row.get("confidence")}
 
 
 def validate_response(item: dict[str, Any], response: dict[str, Any]) -> str | None:
@@ -23,7 +53,7 @@ def validate_response(item: dict[str, Any], response: dict[str, Any]) -> str | N
         return "no answer: the model refused or left the question out"
     if choice not in item["options"]:
         return f"choice {str(choice)[:80]!r} is not one of the options"
-    conf = response.get("confidence")
+    conf = choice_confidence(response)
     if conf is not None and (
         not isinstance(conf, (int, float)) or not 0.0 <= float(conf) <= 1.0 or math.isnan(conf)
     ):
@@ -57,7 +87,8 @@ def answer_row(
         "model": model_id,
         "qhash": qhash,
         "answer": response.get("choice"),
-        "confidence": response.get("confidence"),
+        "confidence": choice_confidence(response),
+        "reported_confidence": response.get("confidence"),
         "probabilities": response.get("probabilities"),
         "valid": problem is None,
         "error": problem,
@@ -80,6 +111,7 @@ def failed_row(*, model_id: str, qhash: str, error: str, attempts: int) -> dict[
         "qhash": qhash,
         "answer": None,
         "confidence": None,
+        "reported_confidence": None,
         "probabilities": None,
         "valid": False,
         "error": error,

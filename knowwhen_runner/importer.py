@@ -110,7 +110,8 @@ def _state_result(model_id: str, qhash: str, row: dict[str, Any]) -> dict[str, A
         "model": model_id,
         "qhash": qhash,
         "answer": row.get("answer"),
-        "confidence": row.get("confidence"),
+        "confidence": row.get("confidence"),  # published rows already hold the card's confidence
+        "reported_confidence": None,
         "probabilities": row.get("probabilities"),
         "valid": bool(row.get("valid")),
         "error": row.get("error"),

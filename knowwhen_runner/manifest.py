@@ -45,7 +45,10 @@ __all__ = [
     "manifest_path",
 ]
 
-MANIFEST_SCHEMA_VERSION: Literal[1] = 1
+#: 2: every confidence (calibration, curves, τ) is the probability of the chosen option, as the card
+#: defines it, also for servers that report another scale; answer rows keep theirs (answer schema 2).
+#: Manifests of version 1 stay readable.
+MANIFEST_SCHEMA_VERSION: Literal[2] = 2
 
 
 class _Model(BaseModel):
@@ -293,7 +296,7 @@ class ClosedLoopCell(_Model):
 class CxsManifest(_Model):
     """Coverage × success of one model over a whole run."""
 
-    schema_version: Literal[1] = MANIFEST_SCHEMA_VERSION
+    schema_version: Literal[1, 2] = MANIFEST_SCHEMA_VERSION
     model: ModelRef
     run: RunProvenance
     scenarios: list[ScenarioProvenance]
@@ -318,7 +321,12 @@ class AnswerRow(_Model):
     model: str
     qhash: str
     answer: str | None
-    confidence: float | None
+    confidence: float | None = Field(
+        description="The model's probability for the chosen option (the card's)."
+    )
+    reported_confidence: float | None = Field(
+        None, description="The confidence the server reported, on its own scale (answer schema 2)."
+    )
     probabilities: dict[str, float] | None
     valid: bool
     error: str | None

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .answers import failed_row
+from .answers import failed_row, upgrade_row
 from .jobs import Job
 from .manifest import JobTally
 
@@ -74,7 +74,7 @@ def collect_records(
             continue
         rec.modes[(job.scenario_id, job.model_id)] = job.mode
         if status == "done" and result is not None:
-            rec.rows[(job.scenario_id, job.model_id)].append(result)
+            rec.rows[(job.scenario_id, job.model_id)].append(upgrade_row(result))
         elif status == "failed":
             row = failed_row(
                 model_id=job.model_id, qhash=job.item, error=error or "failed", attempts=job.attempts

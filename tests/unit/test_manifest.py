@@ -16,7 +16,14 @@ from knowwhen_runner.cxs import GATE_THRESHOLDS, _thin
 from knowwhen_runner.dataset import load_answers, load_question_set
 from knowwhen_runner.exceptions import ScenarioError
 from knowwhen_runner.finalize import finalize_run
-from knowwhen_runner.manifest import AnswerRow, CurvePoint, CxsManifest, load_manifest, manifest_path
+from knowwhen_runner.manifest import (
+    MANIFEST_SCHEMA_VERSION,
+    AnswerRow,
+    CurvePoint,
+    CxsManifest,
+    load_manifest,
+    manifest_path,
+)
 from knowwhen_runner.metrics import gated_at
 from knowwhen_runner.schemas import SCHEMAS, schema_documents
 from knowwhen_runner.scoring import gated_open_loop, occurrence_correct, score_l2, task_weights
@@ -56,7 +63,7 @@ def test_written_manifests_validate_against_the_committed_schema(run: tuple[Swee
     for model in config.models:
         doc = json.loads(manifest_path(config.output, model.id).read_text())
         jsonschema.Draft202012Validator(schema).validate(doc)
-        assert doc["schema_version"] == 1
+        assert doc["schema_version"] == MANIFEST_SCHEMA_VERSION == 2
 
 
 def test_schema_rejects_a_manifest_with_a_missing_field(run: tuple[SweepConfig, Any]) -> None:
