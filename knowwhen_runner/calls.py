@@ -17,6 +17,7 @@ import anyio
 from .cache import CacheMode, cache_key
 from .client import ModelClient, decision_body, llm_body
 from .config import ModelSpec
+from .exceptions import ProviderError
 from .queue import Queue
 
 __all__ = ["CachedCalls", "CallResult", "CallTally", "question_call"]
@@ -27,7 +28,7 @@ _FRESH_MAX = 4096
 def question_call(model: ModelSpec, item: dict[str, Any]) -> tuple[str, dict[str, Any], str]:
     """The call one open-loop question makes of a model: (kind, request body, cache key)."""
     kind = "decision" if model.kind == "decision" else "llm"
-    body = decision_body(item) if kind == "decision" else llm_body(item)
+    body = decision_body(item) if kind == "decision" else llm_body(item, model.tool_choice)
     return kind, body, cache_key(model, kind, body)
 
 
@@ -93,7 +94,12 @@ class CachedCalls:
                     self._remember(key, response)
                     self.tally.cache_hits += 1
                     return CallResult(response, key, True, wall_ms=(time.perf_counter() - started) * 1000)
-            outcome = await self._client.call(model, kind, body)
+            try:
+                outcome = await self._client.call(model, kind, body)
+            except ProviderError as exc:
+                self.tally.calls += exc.requests > 0
+                self.tally.requests += exc.requests
+                raise
         finally:
             event.set()
             self._inflight.pop(key, None)

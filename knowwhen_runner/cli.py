@@ -2,20 +2,31 @@
 
 No logic lives here: each command parses its arguments, calls one stage function, and prints. A known
 error (``KnowwhenError``) is printed as one line and exits with code 2, never as a traceback.
+
+``knowwhen run`` exits 0 only when every job is answered; 1 when jobs failed for good (the count and the
+most common reason are printed); 3 when jobs are left pending (a model stayed down longer than the run
+waits); 130 when interrupted. Rerunning the same command continues in every case.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
 
 from .exceptions import KnowwhenError
 
-__all__ = ["app", "main"]
+if TYPE_CHECKING:
+    from .runner import RunSummary
+
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_PENDING", "app", "main"]
+
+EXIT_FAILED = 1  # the run finished, and some jobs failed for good
+EXIT_PENDING = 3  # the run stopped with jobs left pending (a model down for too long)
+EXIT_INTERRUPTED = 130
 
 app = typer.Typer(
     add_completion=False,
@@ -108,9 +119,29 @@ def run(
         out.print(f"waiting: {note} (some shadow episodes failed: rerun with --retry-failed)")
     if summary.interrupted:
         out.print("interrupted: run the same command again to resume")
-        raise typer.Exit(130)
+        raise typer.Exit(EXIT_INTERRUPTED)
     if summary.finalized:
         out.print(f"results: {summary.output}  (table: {summary.output / 'table.md'})")
+    raise typer.Exit(_verdict(summary))
+
+
+def _verdict(summary: RunSummary) -> int:
+    """Say what is left to fix, if anything, and the exit code that goes with it."""
+    for model_id, error in sorted(summary.stats.given_up.items()):
+        out.print(f"[red]stopped waiting for {model_id}[/red]: {error}")
+    left = summary.counts.get("pending", 0) + summary.counts.get("running", 0)
+    if left:
+        out.print(f"[red]{left} jobs are still pending[/red]: run the same command again to continue")
+        return EXIT_PENDING
+    failed = summary.counts.get("failed", 0)
+    if failed:
+        (reason, n), *_ = summary.failure_reasons.most_common(1) or [("unknown", failed)]
+        out.print(
+            f"[red]{failed} jobs failed[/red] (most common, {n} of them: {reason}); "
+            "fix the cause and rerun with --retry-failed"
+        )
+        return EXIT_FAILED
+    return 0
 
 
 @app.command()

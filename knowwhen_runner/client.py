@@ -3,7 +3,9 @@
 Decision models are asked one System One ``choice`` question through ``litellm.asystemone``; LLMs are
 given the options as tools through ``litellm.acompletion``. ``classify`` maps any exception to retry /
 retry-after / rate-limited / fatal; tenacity waits (``Retry-After`` replaces the backoff); a 429 or 529
-pauses the model for every task of this process. litellm is imported on the first real call, so a run
+pauses the model for every task of this process. A model that is down (its requests keep failing) is
+probed one request at a time; a call that meets it down makes no request and raises ``ProviderError``
+of kind ``down``, so its job goes back to the queue without spending an attempt. litellm is imported on the first real call, so a run
 answered wholly from the cache never pays for its import.
 Responses are normalised into plain dicts (what the cache stores); API keys are read from the
 environment at call time and redacted from every message we keep.
@@ -23,12 +25,13 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+import httpx
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from .config import ModelSpec
 from .dataset import QUESTION_TEXT
 from .exceptions import ProviderError
-from .ratelimit import Limiters
+from .ratelimit import Limiter, Limiters
 
 __all__ = [
     "CallOutcome",
@@ -39,6 +42,8 @@ __all__ = [
     "decision_body",
     "llm_body",
     "preload_litellm",
+    "token_prices",
+    "transport_failure",
 ]
 
 _QUESTION_NAME = "next_tool"
@@ -110,14 +115,17 @@ def decision_body(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def llm_body(item: dict[str, Any]) -> dict[str, Any]:
-    """The chat request for one question: the state as the user message, the options as tools."""
+def llm_body(item: dict[str, Any], tool_choice: str = "required") -> dict[str, Any]:
+    """The chat request for one question: the state as the user message, the options as tools.
+
+    ``tool_choice`` is the model's setting (``ModelSpec.tool_choice``): some servers refuse "required".
+    """
     messages = [
         {"role": "system", "content": _SYSTEM_PROMPT},
         {"role": "user", "content": f"{item['state']}\n\n{QUESTION_TEXT}"},
     ]
     tools = _tools(tuple(item["options"]), tuple(item["descriptions"]))
-    return {"messages": messages, "tools": tools, "tool_choice": "required"}
+    return {"messages": messages, "tools": tools, "tool_choice": tool_choice}
 
 
 # --- secrets --------------------------------------------------------------------------------------------
@@ -178,10 +186,32 @@ def _retry_after(exc: BaseException) -> float | None:
     return None
 
 
+def transport_failure(exc: BaseException) -> str | None:
+    """What went wrong when no HTTP response came back (refused, dropped, timed out), else None.
+
+    litellm reports these with a made-up status (a refused connection is an "InternalServerError" with
+    status 500 on the chat path), so the cause chain decides, not the class or the status.
+    """
+    seen: BaseException | None = exc
+    for _ in range(12):
+        if seen is None:
+            break
+        if isinstance(seen, httpx.TimeoutException) or type(seen).__name__ in ("Timeout", "TimeoutError"):
+            return "timed out"
+        if isinstance(seen, httpx.ConnectError | ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(seen, httpx.RemoteProtocolError | httpx.ReadError | ConnectionResetError):
+            return "connection dropped"
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def classify(exc: BaseException) -> Verdict:
     """The one place that decides whether and how a failed request is retried."""
-    if isinstance(exc, ProviderError):  # ours: already decided (e.g. "paused")
+    if isinstance(exc, ProviderError):  # ours: already decided (e.g. "down")
         return Verdict(exc.kind, None, exc.status)
+    if transport_failure(exc) is not None:
+        return Verdict("retry", None, None)  # no HTTP response: no status to report
     status = getattr(exc, "status_code", None)
     if not isinstance(status, int):
         status = None
@@ -210,6 +240,16 @@ def classify(exc: BaseException) -> Verdict:
 
 
 @dataclass
+class _Tally:
+    """What one logical call has done so far: requests made, failures charged to it, errors seen."""
+
+    requests: int = 0
+    failures: int = 0
+    charged: int = 0  # failures that count against the call's tries
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
 class CallOutcome:
     """A normalised response (what the cache stores) and what it took to get it."""
 
@@ -221,6 +261,21 @@ class CallOutcome:
 def _is_local(model: ModelSpec) -> bool:
     base = model.api_base or ""
     return model.model.startswith("hosted_vllm/") or "://127." in base or "://localhost" in base
+
+
+def token_prices(model: ModelSpec) -> tuple[float, float] | None:
+    """USD per input and per output token: the config's price, litellm's list price, 0 for a model
+    served on this machine or self-hosted (``hosted_vllm/``), else None (unknown).
+
+    The one rule for what a call costs: the dry run's estimate and the run's recorded cost both use it.
+    """
+    if model.pricing is not None:
+        return model.pricing.input_per_million / 1e6, model.pricing.output_per_million / 1e6
+    litellm = _import_litellm()
+    info = litellm.model_cost.get(model.model) or litellm.model_cost.get(model.model.split("/", 1)[-1])
+    if info:
+        return float(info.get("input_cost_per_token") or 0.0), float(info.get("output_cost_per_token") or 0.0)
+    return (0.0, 0.0) if _is_local(model) else None
 
 
 def _register_price(litellm: Any, model: ModelSpec) -> None:
@@ -257,16 +312,12 @@ class ModelClient:
         self._max_backoff = max_backoff_s
         self._priced: set[str] = set()
 
-    def _wait(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        verdict = classify(exc) if exc else Verdict("retry")
-        if verdict.wait is not None:
-            return min(verdict.wait, 600.0)
-        base = min(self._max_backoff, 0.5 * 2 ** (state.attempt_number - 1))
-        return base * (0.5 + random.random() / 2)
-
     async def call(self, model: ModelSpec, kind: str, body: dict[str, Any]) -> CallOutcome:
-        """Make one logical call (several requests when retried); raise ``ProviderError`` when it fails for good."""
+        """Make one logical call (several requests when retried); raise ``ProviderError`` when it fails.
+
+        Only failures while the model is up count against ``max_tries``: a probe of a down model that
+        fails, or a call that finds the model down, raises kind ``down`` (the job waits in the queue).
+        """
         limiter = self._limiters[model.id]
         if _litellm is None or model.id not in self._priced:
             # Before taking a rate-limit slot: a slot granted now must be used now, not after an import.
@@ -275,68 +326,114 @@ class ModelClient:
             if model.id not in self._priced:
                 _register_price(litellm, model)
                 self._priced.add(model.id)
-        errors: list[str] = []
-        requests = 0
+        tally = _Tally()
         tokens = len(str(body)) // 4
 
         def note(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
-            if exc is None:
+            if exc is None or isinstance(exc, ProviderError):
                 return
             verdict = classify(exc)
-            errors.append(self._describe(exc, verdict))
-            limiter.last_error = errors[-1]
+            tally.errors.append(self._describe(exc, verdict))
+            limiter.last_error = tally.errors[-1]
             if verdict.kind == "rate_limited":
-                limiter.penalize(verdict.wait if verdict.wait is not None else self._wait(state))
+                limiter.penalize(verdict.wait if verdict.wait is not None else self._backoff(tally.charged))
+
+        def wait(state: RetryCallState) -> float:
+            exc = state.outcome.exception() if state.outcome else None
+            verdict = classify(exc) if exc else Verdict("retry")
+            if limiter.down():
+                return 0.0  # the model is down: its pause, not a backoff, says when to try
+            if verdict.wait is not None:
+                return min(verdict.wait, 600.0)
+            return self._backoff(tally.failures)
 
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self._max_tries),
-            wait=self._wait,
-            retry=retry_if_exception(
-                lambda e: (
-                    classify(e).kind in ("retry", "retry_after", "rate_limited") and not limiter.tripped()
-                )
-            ),
+            stop=lambda _state: tally.charged >= self._max_tries,
+            wait=wait,
+            retry=retry_if_exception(lambda e: classify(e).kind in ("retry", "retry_after", "rate_limited")),
             after=note,
             reraise=True,
         )
         try:
             async for attempt in retrying:
                 with attempt:
-                    requests += 1
-                    if limiter.tripped():
-                        # Paused after failing again and again: no request now; the job goes back to the
-                        # queue (or fails for good when out of attempts) instead of hammering the model.
-                        last = errors[-1] if errors else limiter.last_error or "earlier calls failed"
-                        raise ProviderError(
-                            f"{model.id} is paused after {limiter.failures_in_row} failed requests in a row "
-                            f"(last: {last})",
-                            kind="paused",
-                        )
-                    async with limiter.slot(tokens):
-                        started = time.perf_counter()
-                        try:
-                            response = await self._request(model, kind, body)
-                        except Exception as exc:
-                            if classify(exc).kind in ("retry", "retry_after"):
-                                limiter.record(ok=False)
-                            raise
-                        limiter.record(ok=True)
-                    response["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
-        except ProviderError:
+                    response = await self._attempt(model, kind, body, limiter, tally, tokens)
+        except ProviderError as exc:
+            exc.requests = tally.requests
             raise
         except Exception as exc:
             verdict = classify(exc)
             message = self._describe(exc, verdict)
-            if not errors or errors[-1] != message:
-                errors.append(message)
-            raise ProviderError(message, kind=verdict.kind, status=verdict.status) from None
-        return CallOutcome(response, requests, errors)
+            if not tally.errors or tally.errors[-1] != message:
+                tally.errors.append(message)
+            raise ProviderError(
+                message, kind=verdict.kind, status=verdict.status, requests=tally.requests
+            ) from None
+        return CallOutcome(response, tally.requests, tally.errors)
+
+    async def _attempt(
+        self,
+        model: ModelSpec,
+        kind: str,
+        body: dict[str, Any],
+        limiter: Limiter,
+        tally: _Tally,
+        tokens: int,
+    ) -> dict[str, Any]:
+        """One request, unless the model is down and another request is probing it (or its pause runs)."""
+        if limiter.down() and not limiter.may_probe():
+            raise self._down(model, limiter, tally)
+        async with limiter.slot(tokens):
+            probe = limiter.down()
+            if probe:
+                if not limiter.may_probe():
+                    raise self._down(model, limiter, tally)
+                limiter.probing = True
+            try:
+                tally.requests += 1
+                started = time.perf_counter()
+                try:
+                    response = await self._request(model, kind, body)
+                except Exception as exc:
+                    verdict = classify(exc)
+                    if verdict.kind in ("retry", "retry_after"):
+                        limiter.record(ok=False, retry_after=verdict.wait)
+                    tally.failures += 1
+                    # A probe of a down model, or a refused connection (nothing listens: never the
+                    # request's fault), is not charged to the call; the breaker counts it instead.
+                    tally.charged += not (probe or transport_failure(exc) == "connection refused")
+                    raise
+                limiter.record(ok=True)
+            finally:
+                if probe:
+                    limiter.probing = False
+        response["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        return response
+
+    def _down(self, model: ModelSpec, limiter: Limiter, tally: _Tally) -> ProviderError:
+        last = limiter.last_error or "earlier requests failed"
+        if limiter.gave_up():
+            message = (
+                f"{model.id} has been down for {limiter.outage_s():.0f} s, longer than the run waits "
+                f"(workers.max_outage_s = {limiter.max_outage_s:.0f}); last error: {last}"
+            )
+        else:
+            message = f"{model.id} is down ({limiter.failures_in_row} failed requests in a row; last: {last})"
+        return ProviderError(message, kind="down", requests=tally.requests)
+
+    def _backoff(self, charged: int) -> float:
+        base = min(self._max_backoff, 0.5 * 2 ** max(0, charged - 1))
+        return base * (0.5 + random.random() / 2)
 
     def _describe(self, exc: BaseException, verdict: Verdict) -> str:
-        status = f"HTTP {verdict.status} " if verdict.status else ""
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return self._secrets.redact(f"{status}{type(exc).__name__}: {text}"[:500])
+        transport = transport_failure(exc)
+        if transport is not None:
+            prefix = f"no HTTP response ({transport}): "
+        else:
+            prefix = f"HTTP {verdict.status} " if verdict.status else ""
+        return self._secrets.redact(f"{prefix}{type(exc).__name__}: {text}"[:500])
 
     async def _request(self, model: ModelSpec, kind: str, body: dict[str, Any]) -> dict[str, Any]:
         litellm = _litellm
@@ -405,7 +502,7 @@ class ModelClient:
         calls = getattr(message, "tool_calls", None) or []
         choice = calls[0].function.name if calls else None
         arguments = calls[0].function.arguments if calls else None
-        return {
+        out: dict[str, Any] = {
             "choice": choice,
             "arguments": arguments,
             "confidence": None,
@@ -415,3 +512,8 @@ class ModelClient:
             "output_tokens": tokens_out,
             "cost_usd": self._cost(model, resp, tokens_in, tokens_out),
         }
+        if len(calls) > 1:  # the first is acted on; the others are kept, and counted where they matter
+            out["extra_tool_calls"] = [
+                {"name": c.function.name, "arguments": c.function.arguments} for c in calls[1:]
+            ]
+        return out

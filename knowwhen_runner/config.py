@@ -53,6 +53,24 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Shapes of real provider keys; a value like this anywhere in a config is refused.
 _KEY_SHAPE = re.compile(r"^(sk-|sk_|xai-|gsk_|AIza|hf_|ts-)[A-Za-z0-9_\-]{8,}$|^[A-Za-z0-9]{40,}$")
 _SECRET_FIELDS = {"api_key", "apikey", "key", "token", "secret", "password", "authorization"}
+# Request arguments the runner sets itself on every call: a model's params may not override them.
+_RUNNER_PARAMS = frozenset(
+    {
+        "model",
+        "messages",
+        "tools",
+        "tool_choice",
+        "state",
+        "questions",
+        "api_base",
+        "base_url",
+        "api_key",
+        "timeout",
+        "max_retries",
+        "num_retries",
+        "stream",
+    }
+)
 
 
 class _Frozen(BaseModel):
@@ -92,6 +110,28 @@ class ModelSpec(_Frozen):
     timeout_s: float = Field(60.0, gt=0, description="Per-request timeout in seconds (runtime knob).")
     pricing: Pricing | None = Field(None, description="Price override; default: litellm's price list.")
     params: dict[str, Any] = Field(default_factory=dict, description="Output-affecting request params.")
+    tool_choice: Literal["required", "auto"] = Field(
+        "required",
+        description=(
+            "LLMs: the tool_choice sent when the LLM picks the tool ('auto' for servers that refuse "
+            "'required'; a reply without a tool call is then nudged in episodes and invalid open loop)."
+        ),
+    )
+
+    @field_validator("params")
+    @classmethod
+    def _params_not_ours(cls, value: dict[str, Any]) -> dict[str, Any]:
+        taken = sorted(set(value) & _RUNNER_PARAMS)
+        if taken:
+            hint = " (use the model's tool_choice setting)" if "tool_choice" in taken else ""
+            raise ValueError(f"{', '.join(taken)} is set by the runner and cannot be a param{hint}")
+        return value
+
+    def identity_params(self) -> dict[str, Any]:
+        """The params that decide this model's answers, for job ids (a non-default tool_choice too)."""
+        if self.tool_choice == "required":
+            return self.params  # as before the setting existed: job ids of earlier runs stay the same
+        return {**self.params, "tool_choice": self.tool_choice}
 
     @field_validator("api_key_env")
     @classmethod
@@ -246,6 +286,14 @@ class WorkerSettings(_Frozen):
     concurrency: int = Field(32, ge=1, le=4096, description="Jobs in progress at once per process.")
     lease_seconds: float = Field(60.0, ge=2, description="A claimed job returns to the queue after this.")
     max_attempts: int = Field(5, ge=1, le=100, description="Attempts per job before it is failed.")
+    max_outage_s: float = Field(
+        1800.0,
+        gt=0,
+        description=(
+            "How long a model may stay down (every request failing) before the run stops waiting for it; "
+            "its jobs stay pending for the next run. A down model's jobs never spend attempts."
+        ),
+    )
     batch_size: int = Field(64, ge=1, le=1024, description="Jobs claimed and recorded per transaction.")
 
 

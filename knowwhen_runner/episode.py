@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .answers import choice_confidence
 from .calls import CachedCalls
 from .client import decision_body
 from .config import ModelSpec
@@ -83,7 +84,7 @@ def _arguments(raw: Any) -> Any:
 
 def _invalid(response: dict[str, Any], options: tuple[str, ...]) -> str | None:
     """Why a decision answer cannot be acted on, or None when it can."""
-    choice, confidence = response.get("choice"), response.get("confidence")
+    choice, confidence = response.get("choice"), choice_confidence(response)
     if choice is None:
         return "invalid answer: no choice"
     if choice not in options:
@@ -125,6 +126,7 @@ class _Episode:
     spend: dict[str, _Spend] = field(default_factory=lambda: {"decision": _Spend(), "llm": _Spend()})
     cache_hits: int = 0
     stratum: str = ON_PLAN
+    extra_calls: list[dict[str, Any]] = field(default_factory=list)  # tool calls after the first, per step
 
     def __post_init__(self) -> None:
         self.env = GymEnv(self.task)
@@ -149,23 +151,31 @@ class _Episode:
         try:
             response = await self._call(self.decider, "decision", decision_body(item))
         except ProviderError as exc:
-            if self.mode == "model":
-                raise  # the model alone decides here: the job is retried rather than run by the LLM
+            if self.mode == "model" or exc.kind == "down":
+                # The model alone decides here, or it is down (an outage must not turn into fallbacks
+                # that change the result): the episode stops and its job waits in the queue.
+                raise
             self.spend["decision"].calls += 1
             decision["error"] = str(exc)
             return None
         choice = response.get("choice")
-        decision["model_choice"], decision["model_confidence"] = choice, response.get("confidence")
+        decision["model_choice"], decision["model_confidence"] = choice, choice_confidence(response)
+        decision["model_reported_confidence"] = response.get("confidence")
         decision["model_correct"] = None if choice is None else choice in decision["acceptable"]
         decision["error"] = _invalid(response, options)
         return None if decision["error"] else choice
 
     async def ask_llm(self, forced: str | None) -> tuple[str | None, Any, str | None]:
         """(tool, raw arguments, text) from the agent LLM; ``forced`` makes it write arguments for that tool."""
-        choice: Any = "required" if forced is None else {"type": "function", "function": {"name": forced}}
+        choice: Any = (
+            self.agent.tool_choice if forced is None else {"type": "function", "function": {"name": forced}}
+        )
         body = {"messages": list(self.messages), "tools": self.tools, "tool_choice": choice}
         response = await self._call(self.agent, "llm", body)
         tool, raw = response.get("choice"), response.get("arguments")
+        extra = response.get("extra_tool_calls") or []
+        if extra:  # only the first call is acted on; the rest are kept with the step
+            self.extra_calls.append({"step": len(self.decisions), "calls": extra})
         if forced is not None:
             raw = raw if tool == forced else "{}"  # an LLM that ignores the forced tool wrote no usable args
             tool = forced
@@ -183,6 +193,7 @@ class _Episode:
             "tool": None,
             "model_choice": None,
             "model_confidence": None,
+            "model_reported_confidence": None,
             "llm_choice": None,
             "acceptable": list(key.acceptable),
             "model_correct": None,
@@ -223,7 +234,8 @@ class _Episode:
         call_id = f"call_{n}"  # ours, so the conversation (and every later cache key) is reproducible
         raw_text = raw if isinstance(raw, str) else "{}"
         call = {"id": call_id, "type": "function", "function": {"name": tool, "arguments": raw_text}}
-        self.messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        # content "" rather than null or absent: strict chat templates (llama.cpp's) refuse the other two
+        self.messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
         arguments = _arguments(raw)
         observation = self.env.execute(tool, arguments)
         self.messages.append({"role": "tool", "tool_call_id": call_id, "content": observation})
@@ -284,6 +296,8 @@ def _result(job: Job, run: _Episode, max_steps: int) -> dict[str, Any]:
         "cost_usd": {k: s.cost_usd for k, s in run.spend.items()},
         "latency_ms": {k: round(s.latency_ms, 3) for k, s in run.spend.items()},
         "cache_hits": run.cache_hits,
+        "extra_tool_calls": sum(len(e["calls"]) for e in run.extra_calls),
+        "extra_calls": run.extra_calls,
         "fit": job.payload.get("fit"),
         "trajectory": run.trajectory,
         "reply": run.env.reply_message,

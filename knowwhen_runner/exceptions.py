@@ -5,7 +5,8 @@
     ├── ScenarioError             a scenario or dataset file that is missing or malformed (file:line: ...)
     ├── QueueError                the run database: wrong schema version, locked, unreachable, disk full
     │   └── SchemaVersionError    a database written by another version of the code
-    ├── ProviderError             a model call that failed for good (after retries), with its class
+    ├── ProviderError             a model call that failed for good (after retries), with its class;
+    │                             kind "down": the model is down, no attempt was spent (the job waits)
     └── ServeError                the built-in local server could not start
 
 Every message is one sentence a user can act on, and never carries an API key.
@@ -49,10 +50,13 @@ class SchemaVersionError(QueueError):
 class ProviderError(KnowwhenError):
     """A model call failed for good."""
 
-    def __init__(self, message: str, *, kind: str = "fatal", status: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, kind: str = "fatal", status: int | None = None, requests: int = 0
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.status = status
+        self.requests = requests  # HTTP requests the failed call made (a refused connection counts)
 
 
 class ServeError(KnowwhenError):

@@ -82,7 +82,7 @@ def _question_jobs(model: ModelSpec, mode: str, scenario: Scenario) -> list[Job]
     ids = job_ids(
         model_id=model.id,
         model=model.model,
-        params=model.params,
+        params=model.identity_params(),
         mode=mode,
         scenario_id=scenario.id,
         scenario_version=scenario.version,
@@ -157,7 +157,7 @@ def _episode_job(
     """One episode: (decision model or, in mode llm, the agent itself) x agent x mode x τ x task."""
     model = decider or agent
     extra: dict[str, Any] = {
-        "agent": {"id": agent.id, "model": agent.model, "params": agent.params},
+        "agent": {"id": agent.id, "model": agent.model, "params": agent.identity_params()},
         "max_steps": spec.steps,
     }
     payload: dict[str, Any] = {
@@ -173,7 +173,7 @@ def _episode_job(
     ident = job_id(
         model_id=model.id,
         model=model.model,
-        params=model.params,
+        params=model.identity_params(),
         mode=mode,
         scenario_id=scenario.id,
         scenario_version=scenario.version,

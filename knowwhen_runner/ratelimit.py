@@ -2,8 +2,11 @@
 
 Requests are spaced evenly (GCRA with no burst): at N requests/min a request may start every 60/N s, so
 no sliding minute ever sees more than N. Tokens work the same way with the estimated size of each request.
-A 429/529 pauses the model for everyone in this process (``penalize``), and a model that keeps failing is
-paused for longer each time (a circuit breaker) instead of being hammered.
+A 429/529 pauses the model for everyone in this process (``penalize``). A model whose requests keep failing
+is *down* (the circuit breaker opens): it is paused for longer each time, up to ``_BREAKER_MAX_S``, and when
+a pause ends one request at a time probes it (half-open) until one succeeds. While a model is down its
+jobs wait rather than spend their attempts (see ``client.ModelClient.call``); ``max_outage_s`` bounds how
+long a run waits for it.
 
 One process keeps its limits in memory (``Limiter``). When several processes work one run (a shared
 database), ``Limiters`` built inside ``shared_limits(ledger, holder)`` hand out ``FleetLimiter``s: the
@@ -28,16 +31,18 @@ from .config import ModelSpec, RateLimit
 
 __all__ = ["FleetLimiter", "Ledger", "Limiter", "Limiters", "shared_limits"]
 
-_BREAKER_AFTER = 8  # consecutive failed requests before the model is paused
-_BREAKER_MAX_S = 120.0
+_BREAKER_AFTER = 8  # consecutive failed requests before the model is down (paused, then probed)
+_BREAKER_MAX_S = 30.0  # the longest pause between probes: a model back up is noticed within this
+_DEFAULT_MAX_OUTAGE_S = 1800.0
 _MARGIN = 1.002
 
 
 class Limiter:
     """The limits of one model (or one group of models that share a provider key)."""
 
-    def __init__(self, name: str, rate: RateLimit) -> None:
+    def __init__(self, name: str, rate: RateLimit, *, max_outage_s: float = _DEFAULT_MAX_OUTAGE_S) -> None:
         self.name = name
+        self.max_outage_s = max_outage_s
         # Evenly spaced starts at exactly 60/N s put N + 1 requests into a closed 60 s window; a provider
         # counting that way answers the last with a 429. A hair wider spacing keeps every window at N.
         self._interval = _MARGIN * 60.0 / rate.requests_per_minute if rate.requests_per_minute else 0.0
@@ -49,6 +54,8 @@ class Limiter:
         self.failures_in_row = 0
         self.backoffs = 0
         self.waiting = 0
+        self.down_since: float | None = None  # when the breaker opened (monotonic), while it is open
+        self.probing = False  # a probe request of a down model is under way
 
     @property
     def max_in_flight(self) -> int:
@@ -96,19 +103,34 @@ class Limiter:
 
     last_error: str | None = None
 
-    def tripped(self) -> bool:
-        """Whether the breaker is open: the model failed too often in a row and is paused for now."""
-        return self.failures_in_row >= _BREAKER_AFTER and self.paused_for() > 0
+    def down(self) -> bool:
+        """Whether the breaker is open: the model's last ``_BREAKER_AFTER`` requests or more all failed."""
+        return self.failures_in_row >= _BREAKER_AFTER
 
-    def record(self, ok: bool) -> None:
-        """Count consecutive failures; past a threshold pause the model, longer each time."""
+    def outage_s(self) -> float:
+        """How long the model has been down (0 when it is up)."""
+        return 0.0 if self.down_since is None else time.monotonic() - self.down_since
+
+    def gave_up(self) -> bool:
+        """Down for longer than ``max_outage_s``: the run stops waiting for the model (its jobs stay pending)."""
+        return self.down() and self.outage_s() > self.max_outage_s
+
+    def may_probe(self) -> bool:
+        """A down model takes one request at a time, and only once its pause is over."""
+        return not self.probing and self.paused_for() <= 0
+
+    def record(self, ok: bool, retry_after: float | None = None) -> None:
+        """Count consecutive failures; past a threshold the model is down, paused longer at each failure."""
         if ok:
             self.failures_in_row = 0
+            self.down_since = None
             return
         self.failures_in_row += 1
         if self.failures_in_row >= _BREAKER_AFTER:
+            if self.down_since is None:
+                self.down_since = time.monotonic()
             extra = self.failures_in_row - _BREAKER_AFTER
-            self.penalize(min(_BREAKER_MAX_S, 2.0 * (2 ** min(extra, 6))))
+            self.penalize(max(retry_after or 0.0, min(_BREAKER_MAX_S, 1.0 * (2 ** min(extra, 6)))))
 
 
 class Limiters:
@@ -117,7 +139,7 @@ class Limiters:
     Inside ``shared_limits`` the limiters are ``FleetLimiter``s on that ledger.
     """
 
-    def __init__(self, models: list[ModelSpec]) -> None:
+    def __init__(self, models: list[ModelSpec], *, max_outage_s: float = _DEFAULT_MAX_OUTAGE_S) -> None:
         fleet = _fleet.get()
         self._by_key: dict[str, Limiter] = {}
         self._by_model: dict[str, Limiter] = {}
@@ -126,10 +148,15 @@ class Limiters:
             if key not in self._by_key:
                 self._by_key[key] = (
                     FleetLimiter(
-                        spec.id, spec.rate_limit, key=key, fleet=fleet, ttl=max(30.0, 2 * spec.timeout_s)
+                        spec.id,
+                        spec.rate_limit,
+                        key=key,
+                        fleet=fleet,
+                        ttl=max(30.0, 2 * spec.timeout_s),
+                        max_outage_s=max_outage_s,
                     )
                     if fleet is not None
-                    else Limiter(spec.id, spec.rate_limit)
+                    else Limiter(spec.id, spec.rate_limit, max_outage_s=max_outage_s)
                 )
             self._by_model[spec.id] = self._by_key[key]
 
@@ -143,6 +170,14 @@ class Limiters:
 
     def backing_off(self) -> list[tuple[str, float]]:
         return [(lim.name, lim.paused_for()) for lim in self._by_key.values() if lim.paused_for() > 0]
+
+    def given_up(self) -> dict[str, str]:
+        """Models down for longer than the run waits, with their last error."""
+        return {
+            model_id: lim.last_error or "no answer"
+            for model_id, lim in self._by_model.items()
+            if lim.gave_up()
+        }
 
 
 # --- the fleet's limits -----------------------------------------------------------------------------------
@@ -212,8 +247,17 @@ class FleetLimiter(Limiter):
     _POLL_S = 0.2
     _WANT_WINDOW_S = 1.0
 
-    def __init__(self, name: str, rate: RateLimit, *, key: str, fleet: _Fleet, ttl: float) -> None:
-        super().__init__(name, rate)
+    def __init__(
+        self,
+        name: str,
+        rate: RateLimit,
+        *,
+        key: str,
+        fleet: _Fleet,
+        ttl: float,
+        max_outage_s: float = _DEFAULT_MAX_OUTAGE_S,
+    ) -> None:
+        super().__init__(name, rate, max_outage_s=max_outage_s)
         self._key, self._ledger, self._holder, self._ttl = key, fleet.ledger, fleet.holder, ttl
         self._cap = rate.max_in_flight
         self._slots: deque[tuple[float, float]] = deque()  # (start, usable from), on our monotonic clock

@@ -21,7 +21,7 @@ import httpx
 from . import __version__
 from .cache import CacheMode
 from .calls import question_call
-from .client import ModelClient, Secrets, preload_litellm
+from .client import ModelClient, Secrets, preload_litellm, token_prices
 from .config import SweepConfig, config_hash, load_config, parse_config
 from .exceptions import ConfigError, KnowwhenError
 from .jobs import JOB_ID_VERSION
@@ -68,6 +68,14 @@ class RunSummary:
     interrupted: bool = False
     finalized: bool = False
     waiting: list[str] = field(default_factory=list)
+    failure_reasons: Counter[str] = field(default_factory=Counter)  # failed jobs by their last error
+
+
+def failure_reasons(results: list[tuple[Any, str, Any, str | None]]) -> Counter[str]:
+    """Failed jobs counted by their last error (``Queue.results()`` rows)."""
+    return Counter(
+        (error or "no error recorded") for _job, status, _r, error in results if status == "failed"
+    )
 
 
 def run_sweep(
@@ -227,6 +235,8 @@ async def _run(
             config.name, config.output, stages.planned, stages.added, total, dict(counts), interrupted
         )
         summary.waiting = [note for note in stages.skipped if "waits for" in note]
+        if counts.get("failed"):
+            summary.failure_reasons = failure_reasons(await queue.results())
         if finalize and not interrupted and not counts.get("pending") and not counts.get("running"):
             from .finalize import finalize_run
 
@@ -306,7 +316,7 @@ async def work_queue(
     progress: bool = True,
 ) -> tuple[WorkStats, bool]:
     """Work the queue in this process with a progress bar; Ctrl-C stops gracefully, twice cancels."""
-    limiters = Limiters(config.models)
+    limiters = Limiters(config.models, max_outage_s=config.workers.max_outage_s)
     client = ModelClient(limiters, secrets, max_tries=max(2, config.workers.max_attempts + 1))
     counts = await queue.counts()
     total = sum(c.n for c in counts)
@@ -430,30 +440,13 @@ def _estimate_cost(config: SweepConfig, calls: dict[str, tuple[str, int]]) -> fl
     for model_id, tokens in calls.values():
         model = by_model[model_id]
         out_tokens = 0 if model.kind == "decision" else 20
-        if model.pricing is not None:
-            p = model.pricing
-            total += (
-                tokens * p.input_per_million / 1e6 + out_tokens * p.output_per_million / 1e6 + p.per_request
-            )
-            continue
-        price = _list_price(model.model)
+        price = token_prices(model)
         if price is None:
             return None
         total += tokens * price[0] + out_tokens * price[1]
+        if model.pricing is not None:
+            total += model.pricing.per_request
     return total
-
-
-def _list_price(model: str) -> tuple[float, float] | None:
-    if model.startswith("hosted_vllm/"):
-        return (0.0, 0.0)  # self-hosted
-    from .client import _import_litellm
-
-    info = _import_litellm().model_cost.get(model) or _import_litellm().model_cost.get(
-        model.split("/", 1)[-1]
-    )
-    if not info:
-        return None
-    return float(info.get("input_cost_per_token") or 0.0), float(info.get("output_cost_per_token") or 0.0)
 
 
 def status_report(run_dir: str | Path, *, db: str | None = None, run: str | None = None) -> dict[str, Any]:

@@ -49,24 +49,30 @@ class WorkStats:
     done: int = 0
     failed: int = 0
     retried: int = 0
+    waited: int = 0  # jobs handed back because their model was down (no attempt spent)
     cache_hits: int = 0
     calls: int = 0
     requests: int = 0
     cost_usd: float = 0.0
     started: float = field(default_factory=time.monotonic)
+    given_up: dict[str, str] = field(default_factory=dict)  # models down too long: their last error
 
     def add(self, other: WorkStats) -> None:
         """Add another stage's counts to these."""
-        for name in ("done", "failed", "retried", "cache_hits", "calls", "requests", "cost_usd"):
+        for name in ("done", "failed", "retried", "waited", "cache_hits", "calls", "requests", "cost_usd"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.given_up.update(other.given_up)
 
 
 @dataclass
 class _Outcome:
+    """What became of one claimed job: a result, a failed attempt, or (the model was down) nothing."""
+
     job: Job
     result: dict[str, Any] | None = None
     failure: Failure | None = None
     cache_entry: tuple[str, str, dict[str, Any]] | None = None
+    down: bool = False  # the model was down: the job goes back to the queue with its attempt unspent
 
 
 class Worker:
@@ -99,6 +105,7 @@ class Worker:
         self._requests: dict[str, tuple[ModelSpec, str, dict[str, Any], str, dict[str, Any]]] = {}
         self._held: set[str] = set()  # job ids claimed and not yet recorded
         self._unfinished = 0  # jobs claimed and not yet started (waiting for a caller)
+        self._running = 0  # jobs a caller is working on
 
     # -- the job ------------------------------------------------------------------------------------------
 
@@ -123,7 +130,7 @@ class Worker:
         try:
             got = await self.calls.call(model, kind, body, key=key, lookup=False, defer_write=True)
         except ProviderError as exc:
-            return _Outcome(job, failure=self._failure(job, exc))
+            return self._failed(job, exc)
         row = self._row(
             job,
             item,
@@ -135,9 +142,11 @@ class Worker:
         )
         return _Outcome(job, result=row, cache_entry=got.cache_entry)
 
-    def _failure(self, job: Job, exc: ProviderError) -> Failure:
+    def _failed(self, job: Job, exc: ProviderError) -> _Outcome:
+        if exc.kind == "down":
+            return _Outcome(job, down=True)
         final = exc.kind == "fatal" or job.attempts >= self._settings.max_attempts
-        return Failure(job.id, str(exc), kind=exc.kind, final=final)
+        return _Outcome(job, failure=Failure(job.id, str(exc), kind=exc.kind, final=final))
 
     async def _execute_episode(self, job: Job) -> _Outcome:
         from .episode import EpisodeContext, run_episode
@@ -146,7 +155,7 @@ class Worker:
         try:
             result = await run_episode(ctx)
         except ProviderError as exc:
-            return _Outcome(job, failure=self._failure(job, exc))
+            return self._failed(job, exc)
         return _Outcome(job, result=result)
 
     # -- the loops ------------------------------------------------------------------------------------------
@@ -171,6 +180,7 @@ class Worker:
                 if self._held:
                     await self.queue.release(self.id, sorted(self._held))
                 await self.queue.stop_worker(self.id)
+        self.stats.given_up = self.given_up()
         return self.stats
 
     def stop(self) -> None:
@@ -178,27 +188,41 @@ class Worker:
         self.stopping.set()
 
     def _busy_models(self) -> frozenset[str]:
+        """Models not to claim jobs for now: saturated, paused, down and being probed, or given up."""
         if self._limiters is None:
             return frozenset()
         busy = set()
         for model_id in self._models:
             lim = self._limiters[model_id]
-            if lim.waiting >= 2 * lim.max_in_flight or lim.paused_for() > 1.0:
+            saturated = lim.waiting >= 2 * lim.max_in_flight or lim.paused_for() > 1.0
+            if saturated or (lim.down() and (not lim.may_probe() or lim.gave_up())):
                 busy.add(model_id)
         return frozenset(busy)
 
+    def given_up(self) -> dict[str, str]:
+        """Models this worker stopped waiting for (down too long), with their last error."""
+        return self._limiters.given_up() if self._limiters is not None else {}
+
     async def _claim_loop(self, jobs: Any, outcomes: Any) -> None:
         size, lease = self._settings.batch_size, self._settings.lease_seconds
-        # Enough jobs waiting to keep every caller busy. Jobs under way and results waiting for the
-        # recorder (on a shared database its writes wait for other processes) count only up to a bound.
-        limit = self._settings.concurrency + size
+        concurrency = self._settings.concurrency
+        prefetch = size  # questions: a batch waiting behind the callers keeps them busy
         async with jobs, outcomes:
             while not self.stopping.is_set():
-                room = min(limit - self._unfinished, _RECORD_MAX + limit - len(self._held))
+                # Jobs claimed and not started, plus jobs running, stay within what the callers can start
+                # soon; results waiting for the recorder (on a shared database its writes wait for other
+                # processes) count only up to a bound. Slow jobs (episodes) get no prefetch at all, so a
+                # worker never sits on leased episodes that another worker could be running.
+                room = min(
+                    concurrency + prefetch - self._unfinished - self._running,
+                    _RECORD_MAX + concurrency + prefetch - len(self._held),
+                )
                 if room <= 0:
                     await anyio.sleep(0.005)
                     continue
                 claimed = await self.queue.claim(self.id, min(size, room), lease, self._busy_models())
+                if any(job.payload.get("kind") == "episode" for job in claimed):
+                    prefetch = 0
                 if not claimed:
                     if self._held:
                         await anyio.sleep(0.02)
@@ -244,8 +268,10 @@ class Worker:
             )
 
     async def _queue_finished(self) -> bool:
+        """No job left that this worker could work (jobs of models it gave up on stay pending)."""
         counts = await self.queue.counts()
-        return not any(c.n for c in counts if c.status in ("pending", "running"))
+        gone = self.given_up()
+        return not any(c.n for c in counts if c.status in ("pending", "running") and c.model_id not in gone)
 
     async def _call_loop(self, jobs: Any, outcomes: Any) -> None:
         async with jobs, outcomes:
@@ -253,7 +279,11 @@ class Worker:
                 self._unfinished -= 1
                 if self.stopping.is_set():
                     continue  # not started: released when the worker exits
-                outcome = await self._execute(job)
+                self._running += 1
+                try:
+                    outcome = await self._execute(job)
+                finally:
+                    self._running -= 1
                 crashpoint("call")
                 await outcomes.send(outcome)
 
@@ -283,6 +313,9 @@ class Worker:
             results = [(o.job.id, o.result) for o in batch if o.result is not None]
             failures = [o.failure for o in batch if o.failure is not None]
             await self.queue.record(self.id, results, failures, entries)
+            waiting = [o.job.id for o in batch if o.down]
+            if waiting:
+                await self.queue.release(self.id, waiting)
         tally = self.calls.tally
         self.stats.calls, self.stats.requests, self.stats.cache_hits = (
             tally.calls,
@@ -297,6 +330,8 @@ class Worker:
                 self.stats.cost_usd += sum(cost.values()) if isinstance(cost, dict) else cost
             elif o.failure is not None and o.failure.final:
                 self.stats.failed += 1
+            elif o.down:
+                self.stats.waited += 1
             else:
                 self.stats.retried += 1
         if self._on_progress:

@@ -87,32 +87,3 @@ def test_bad_answers_are_recorded_invalid_never_correct(
     assert len(bad) == 4 and all(reason in r["error"] for r in bad)
     table = (tmp_path / "out" / "table.md").read_text()
     assert "| lexical |" in table
-
-
-def test_failing_model_is_paused_not_hammered_and_retry_failed_requeues(
-    server: ServerProcess, tmp_path: Path, tally: Counter[str]
-) -> None:
-    """A model that always fails is slowed down, its jobs end failed; only --retry-failed runs them again."""
-    server.set_faults([{"fault": "500"}])
-    cfg = _config(tmp_path, server)
-    started = time.monotonic()
-    first = knowwhen("run", str(cfg), "-q")
-    elapsed = time.monotonic() - started
-    assert first.returncode == 0, first.stderr
-    requests = server.count()
-    tally["faults injected"] += requests
-    # 18 jobs x 2 attempts x (max_attempts + 1) tries at most, and the breaker spaces them out
-    assert requests <= 18 * 2 * 3
-    assert elapsed > 2.0
-    rows = _rows(tmp_path)
-    assert len(rows) == 18 and not any(r["valid"] for r in rows)
-    assert all("HTTP 500" in r["error"] for r in rows)
-    with sqlite3.connect(tmp_path / "out" / "knowwhen.db") as conn:
-        assert conn.execute("SELECT count(*) FROM kw_attempts").fetchone()[0] >= 18
-    server.clear_faults()
-    server.reset_stats()
-    assert knowwhen("run", str(cfg), "-q").returncode == 0
-    assert server.count() == 0  # a plain rerun leaves failed jobs alone
-    assert knowwhen("run", str(cfg), "-q", "--retry-failed").returncode == 0
-    assert server.count() == 18
-    assert all(r["valid"] for r in _rows(tmp_path))

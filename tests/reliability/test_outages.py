@@ -1,0 +1,129 @@
+"""A model that goes down is waited for, never failed: outages spend no attempts, and the exit code says
+what is left. Jobs that fail while the model is up fail for good and make the run exit non-zero."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from knowwhen_runner.serve import ServerProcess, start_server_process
+from knowwhen_runner.serve.process import free_port
+from tests.helpers import knowwhen, make_question_set, read_answers, write_config
+
+pytestmark = pytest.mark.reliability
+
+
+def _config(tmp_path: Path, base_url: str, n_tasks: int = 4, **workers: object) -> Path:
+    scenario = make_question_set(tmp_path / "qs", n_tasks=n_tasks)  # 4.5 questions a task
+    spec = {"id": "lexical", "model": "hosted_vllm/lexical", "kind": "decision", "api_base": base_url}
+    return write_config(
+        tmp_path / "c.yaml",
+        base_url,
+        scenario,
+        models=[spec],
+        workers={"concurrency": 4, "max_attempts": 2, **workers},
+    )
+
+
+def _rows(tmp_path: Path) -> list[dict]:
+    return read_answers(tmp_path / "out" / "qs" / "answers_lexical.jsonl.gz", drop_timing=False)
+
+
+def _db(tmp_path: Path, sql: str) -> list[tuple]:
+    with sqlite3.connect(tmp_path / "out" / "knowwhen.db") as conn:
+        return conn.execute(sql).fetchall()
+
+
+def test_a_model_down_for_longer_than_the_run_waits_leaves_its_jobs_pending(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """Every request failing: no job fails or spends an attempt, probes are spaced, exit 3; back up, all answered."""
+    server.set_faults([{"fault": "500"}])
+    cfg = _config(tmp_path, server.base_url, max_outage_s=4)
+    first = knowwhen("run", str(cfg), "-q")
+    assert first.returncode == 3, first.stdout + first.stderr
+    assert "stopped waiting for lexical" in first.stdout and "18 jobs are still pending" in first.stdout
+    # 8 failures open the breaker; then one probe at a time, 1, 2, 4 s apart: a handful, not hundreds
+    assert server.count() <= 8 + 4 + 6
+    assert _db(tmp_path, "SELECT status, count(*) FROM kw_jobs GROUP BY status") == [("pending", 18)]
+    assert _db(tmp_path, "SELECT max(attempts) FROM kw_jobs") == [(0,)]
+    server.clear_faults()
+    server.reset_stats()
+    second = knowwhen("run", str(cfg), "-q")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert server.count() == 18
+    rows = _rows(tmp_path)
+    assert len(rows) == 18 and all(r["valid"] and r["attempts"] == 1 for r in rows)
+
+
+def test_every_job_failing_exits_non_zero_with_the_count_and_the_reason(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """A fatal error on every call fails every job: exit 1 naming the reason, also with --retry-failed."""
+    server.set_faults([{"fault": "401"}])
+    cfg = _config(tmp_path, server.base_url)
+    first = knowwhen("run", str(cfg), "-q")
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert "18 jobs failed" in first.stdout and "most common, 18 of them: HTTP 401" in first.stdout
+    assert f"{server.count()} requests" in first.stdout  # failed calls' requests are counted too
+    again = knowwhen("run", str(cfg), "-q", "--retry-failed")
+    assert again.returncode == 1, again.stdout + again.stderr
+    server.clear_faults()
+    server.reset_stats()
+    assert knowwhen("run", str(cfg), "-q").returncode == 1  # a plain rerun leaves failed jobs alone
+    assert server.count() == 0
+    fixed = knowwhen("run", str(cfg), "-q", "--retry-failed")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert server.count() == 18 and all(r["valid"] for r in _rows(tmp_path))
+
+
+def test_a_refused_connection_is_named_as_such_not_as_an_http_status(tmp_path: Path) -> None:
+    """Nothing listening: the recorded errors say no HTTP response came back, never 'HTTP 500'."""
+    base = f"http://127.0.0.1:{free_port()}"
+    cfg = _config(tmp_path, base, max_outage_s=2)
+    done = knowwhen("run", str(cfg), "-q")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "no HTTP response (connection refused)" in done.stdout
+    assert "HTTP 500" not in done.stdout + done.stderr
+
+
+def test_a_sweep_waits_out_its_model_server_going_away_and_answers_every_job(tmp_path: Path) -> None:
+    """The server is killed mid-run and restarted 12 s later on its port: exit 0, every job answered once."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    cfg = _config(tmp_path, base, n_tasks=40, concurrency=2)
+    first = start_server_process(port)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "knowwhen_runner", "run", str(cfg), "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    second: ServerProcess | None = None
+    try:
+        # Slow the server down so the run is still going when it is killed.
+        first.set_faults([{"fault": "slow", "delay_s": 0.05}])
+        deadline = time.monotonic() + 60
+        while first.count() < 40 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        first.stop()
+        time.sleep(12)
+        second = start_server_process(port)
+        out, err = run.communicate(timeout=240)
+    finally:
+        run.kill()
+        for process in (first, second):
+            if process is not None:
+                process.stop()
+    assert run.returncode == 0, out + err
+    rows = _rows(tmp_path)
+    assert len(rows) == 180 and all(r["valid"] for r in rows)
+    assert max(r["attempts"] for r in rows) == 1  # the outage spent no attempt
+    # The jobs that met the outage went back to the queue: no failed attempt was recorded for any job.
+    assert _db(tmp_path, "SELECT count(*) FROM kw_attempts") == [(0,)]
+    assert "failed 0" in out
