@@ -3,6 +3,8 @@
 It plays a DecisionGym episode from the conversation it is sent — the customer's request, its own
 earlier tool calls and their printed results — like a careful support agent: find the customer, list
 their orders, ask when something only the customer knows is missing, make the requested change, reply.
+An open-loop question (one user message holding a rendered state) is read the same way: TASK is the
+request, HISTORY the calls, so a state gets the same answer, errors included, in either form.
 It also errs, at a configurable rate and seeded by the conversation (so the same request always gets the
 same answer): it calls a near-miss distractor instead of the right tool, or skips a question the customer
 had to answer (guessing the order, or putting the question in its final reply). That gives delegation

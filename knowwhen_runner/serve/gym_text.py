@@ -13,12 +13,14 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
+from ..dataset import QUESTION_TEXT
 from ..gym import Suite, suite_tools
 from ..gym.tools import ASK, CANCEL, CREDIT, DISTRACTOR, LIST_ORDERS, REFUND, SET_ADDRESS, SET_SPEED
 
 __all__ = [
+    "Call",
     "Order",
     "Request",
     "Shop",
@@ -26,6 +28,7 @@ __all__ = [
     "parse_request",
     "role_of",
     "roles_offered",
+    "state_calls",
     "state_sections",
 ]
 
@@ -43,6 +46,8 @@ _ITEM = re.compile(r"(.+?) \(SKU-\d+\) \$(\d+)\.(\d\d)")
 _SHIPPING = re.compile(r"^\s+shipping: (\w+) to (.+)$")
 _CALL = re.compile(r"^\d+\. (\S+) (\{.*\})$")
 _SECTION = re.compile(r"^(TASK|HISTORY|CURRENT OBSERVATION):[ ]?", re.MULTILINE)
+_RESULT_OF = re.compile(r"\A\(result of step \d+\)\n?")
+_INDENT = "   "  # how render_state indents an earlier call's result
 
 
 def _role_table() -> dict[str, str]:
@@ -215,36 +220,76 @@ def state_sections(state: str) -> dict[str, str]:
     }
 
 
-def history_calls(state: str) -> list[tuple[str, dict[str, Any]]]:
-    """The (tool, arguments) calls listed in a rendered state's HISTORY, in order."""
-    calls: list[tuple[str, dict[str, Any]]] = []
-    for line in state_sections(state).get("HISTORY", "").splitlines():
+class Call(NamedTuple):
+    """One executed call as the agent read it: the tool's name, its arguments and what it printed."""
+
+    tool: str
+    arguments: dict[str, Any]
+    observation: str
+
+
+def _arguments(raw: object) -> dict[str, Any]:
+    """Call arguments as a dict; unreadable or non-object JSON counts as no arguments."""
+    try:
+        value = json.loads(raw) if isinstance(raw, str | bytes) else raw
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def state_calls(state: str) -> list[Call]:
+    """The calls a rendered state's HISTORY lists, each with what it printed.
+
+    Earlier results are indented under their call; the latest call's result is the CURRENT OBSERVATION.
+    """
+    sections = state_sections(state)
+    found: list[tuple[str, str, list[str]]] = []
+    for line in sections.get("HISTORY", "").splitlines():
         match = _CALL.match(line)
         if match:
-            try:
-                arguments = json.loads(match.group(2))
-            except ValueError:
-                arguments = {}
-            calls.append((match.group(1), arguments if isinstance(arguments, dict) else {}))
-    return calls
+            found.append((match.group(1), match.group(2), []))
+        elif found:
+            found[-1][2].append(line.removeprefix(_INDENT))
+    current = _RESULT_OF.sub("", sections.get("CURRENT OBSERVATION", ""), count=1)
+    return [
+        Call(tool, _arguments(raw), current if n == len(found) else "\n".join(printed))
+        for n, (tool, raw, printed) in enumerate(found, start=1)
+    ]
 
 
-def conversation(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[tuple[str, dict[str, Any], str]]]:
-    """The request and the executed calls (tool, arguments, observation) of a chat conversation."""
+def history_calls(state: str) -> list[tuple[str, dict[str, Any]]]:
+    """The (tool, arguments) calls listed in a rendered state's HISTORY, in order."""
+    return [(call.tool, call.arguments) for call in state_calls(state)]
+
+
+def _rendered_state(text: str) -> str | None:
+    """The rendered state an open-loop question sends as its user message (question text dropped), if any."""
+    if not text.startswith("TASK: "):
+        return None
+    state = text.removesuffix(QUESTION_TEXT).rstrip("\n")
+    return state if {"TASK", "HISTORY", "CURRENT OBSERVATION"} <= state_sections(state).keys() else None
+
+
+def conversation(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[Call]]:
+    """The request and the executed calls of a conversation.
+
+    Closed loop, the calls are the assistant's tool calls and their tool messages. An open-loop question
+    arrives as one user message holding a rendered state; then the request is its TASK and the calls are
+    its HISTORY, so the agent reads the same facts either way.
+    """
     request = next((str(m.get("content") or "") for m in messages if m.get("role") == "user"), "")
     results = {
         m.get("tool_call_id"): str(m.get("content") or "") for m in messages if m.get("role") == "tool"
     }
-    calls: list[tuple[str, dict[str, Any], str]] = []
+    calls: list[Call] = []
     for message in messages:
         for call in message.get("tool_calls") or [] if message.get("role") == "assistant" else []:
             function = call.get("function", {})
-            try:
-                arguments = json.loads(function.get("arguments") or "{}")
-            except ValueError:
-                arguments = {}
             observation = results.get(call.get("id"), "")
             calls.append(
-                (str(function.get("name")), arguments if isinstance(arguments, dict) else {}, observation)
+                Call(str(function.get("name")), _arguments(function.get("arguments") or "{}"), observation)
             )
+    state = _rendered_state(request) if not calls else None
+    if state is not None:
+        return state_sections(state)["TASK"], state_calls(state)
     return request, calls
