@@ -162,8 +162,14 @@ def default_registry() -> ModelRegistry:
     """The reference models the server starts with."""
     registry = ModelRegistry()
     lexical = LexicalDecisionModel()
-    registry.add_decision("lexical", lexical)
-    registry.add_chat("lexical-llm", LexicalChatModel(scorer=lexical))
+    registry.add_decision(
+        "lexical", lexical, "Reference baseline: TF-IDF similarity of the state to each option."
+    )
+    registry.add_chat(
+        "lexical-llm",
+        LexicalChatModel(scorer=lexical),
+        "Reference baseline LLM: calls the best-matching tool.",
+    )
     from .gym_models import register_gym_models  # DecisionGym's simulator, prior and test doubles
 
     register_gym_models(registry)
