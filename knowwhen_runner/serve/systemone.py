@@ -33,6 +33,7 @@ QuestionType = Literal["noul", "choice", "score"]
 _TYPES: tuple[QuestionType, ...] = ("noul", "choice", "score")
 _TEXT = (str, dict, list)  # instructions and descriptions: text, or structured text (object or array)
 _NOUL_SIDES = frozenset({"true", "false"})
+_PLAIN = frozenset({str, type(None)})
 
 
 class InvalidRequest(Exception):
@@ -112,7 +113,10 @@ def _choice(q: Mapping[str, Any], loc: list[str | int]) -> Question:
         kind = "too_short" if not criteria else "too_long"
         raise InvalidRequest([*loc, "criteria"], f"Should have 1 to {MAX_LABELS} options", kind)
     _text(q.get("instructions"), [*loc, "instructions"])
-    descriptions = tuple(_text(d, [*loc, "criteria", label]) for label, d in criteria.items())
+    descriptions = tuple(criteria.values())
+    # Plain strings and nulls, as the runner sends them, need no work: this is the hot path of a sweep.
+    if not set(map(type, descriptions)) <= _PLAIN:
+        descriptions = tuple(_text(d, [*loc, "criteria", label]) for label, d in criteria.items())
     return Question("choice", tuple(criteria), descriptions)
 
 
@@ -163,10 +167,13 @@ def parse_request(body: object) -> SystemOneRequest:
 
 def choice_confidence(probs: Sequence[float]) -> float:
     """The vendor's choice confidence: how far the top probability sits above uniform, in [0, 1]."""
-    k = len(probs)
+    return _above_uniform(max(probs), len(probs))
+
+
+def _above_uniform(top: float, k: int) -> float:
     if k <= 1:
         return 1.0
-    return min(1.0, max(0.0, (max(probs) - 1 / k) / (1 - 1 / k)))
+    return min(1.0, max(0.0, (top - 1 / k) / (1 - 1 / k)))
 
 
 def score_confidence(probs: Sequence[float]) -> float:
@@ -198,6 +205,6 @@ def build_answer(question: Question, probs: Sequence[float]) -> dict[str, Any]:
     return {
         "type": "choice",
         "choice": question.labels[best],
-        "confidence": choice_confidence(probs),
+        "confidence": _above_uniform(probs[best], len(probs)),
         "probabilities": probabilities,
     }
