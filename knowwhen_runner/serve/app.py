@@ -1,5 +1,9 @@
 """The local model server as a plain ASGI app: System One, chat completions, and admin endpoints.
 
+Each side answers errors in its own peers' shape: chat completions in OpenAI's (``{"error": {...}}``, which
+litellm maps), System One in the vendor's (``{"detail": [...]}`` for validation, ``{"detail": {"error_type",
+"message"}}`` otherwise). Request bodies may be zstd or gzip encoded, as the vendor SDK sends them.
+
 It is a bare ASGI callable with a route table rather than a framework app because benchmarks measure the
 runner against it: every request should cost the server tens of microseconds, not the runner's budget.
 It is also what lets the ``reset`` fault reach the connection's transport and drop it without a reply.
@@ -10,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,16 +23,17 @@ from urllib.parse import parse_qs
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
+from .encoding import BodyTooLarge, UndecodableBody, UnsupportedEncoding, decode_body
 from .faults import FaultBook, FaultRule, RpmLimits, ceil_seconds, retry_after_header
-from .models import ModelRegistry, default_registry
+from .models import RELEASE_DATE, ModelRegistry, default_registry
 from .stats import STATUS_RESET, Stats
+from .systemone import InvalidRequest, build_answer, parse_request
 
 __all__ = ["ServeApp", "create_app"]
 
 _RULES = TypeAdapter(list[FaultRule])
 _JSON = [(b"content-type", b"application/json")]
-_MAX_LABELS = 255
-_DESCRIPTION_TYPES = {str, type(None)}
+_SYSTEMONE_PATHS = frozenset({"/v1/systemone", "/systemone"})
 _HTTP_FAULTS = {
     "429": (429, "rate_limit_error", "Injected fault: rate limit exceeded."),
     "529": (529, "overloaded_error", "Injected fault: the server is overloaded."),
@@ -58,41 +63,37 @@ def _json(status: int, payload: object, headers: list[tuple[bytes, bytes]] | Non
     return Reply(status, orjson.dumps(payload), [*_JSON, *(headers or [])])
 
 
+def _retry_headers(retry_after: float | None) -> list[tuple[bytes, bytes]]:
+    return [] if retry_after is None else [(b"retry-after", retry_after_header(retry_after).encode())]
+
+
 def _error(
     status: int, kind: str, message: str, code: str | None = None, retry_after: float | None = None
 ) -> Reply:
-    headers = [] if retry_after is None else [(b"retry-after", retry_after_header(retry_after).encode())]
+    """An error in OpenAI's shape (chat completions, admin and unknown routes)."""
     body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
-    return _json(status, body, headers)
+    return _json(status, body, _retry_headers(retry_after))
+
+
+def _vendor_error(
+    status: int, kind: str, message: str, code: str | None = None, retry_after: float | None = None
+) -> Reply:
+    """An error in the System One vendor's shape; ``code`` has no place in it."""
+    body = {"detail": {"error_type": kind, "message": message}}
+    return _json(status, body, _retry_headers(retry_after))
+
+
+def _invalid(exc: InvalidRequest) -> Reply:
+    """A System One validation error: 422 with the vendor's ``detail`` list."""
+    return _json(422, {"detail": [exc.detail()]})
+
+
+ErrorShape = Callable[..., Reply]
 
 
 def _require(cond: bool, message: str) -> None:
     if not cond:
         raise BadRequest(message)
-
-
-def _parse_choice(name: str, question: Mapping[str, Any]) -> tuple[list[str], list[str | None]]:
-    criteria = question.get("criteria")
-    if not isinstance(criteria, dict) or not 0 < len(criteria) <= _MAX_LABELS:
-        raise BadRequest(f"questions.{name}.criteria: 1-255 labels")
-    labels = list(criteria)
-    descriptions = list(criteria.values())
-    _require(set(map(type, descriptions)) <= _DESCRIPTION_TYPES, f"questions.{name}.criteria: str or null")
-    return labels, descriptions
-
-
-def _systemone_request(body: Any) -> tuple[str, object, dict[str, Any]]:
-    _require(isinstance(body, dict), "body: expected a JSON object")
-    model, state, questions = body.get("model"), body.get("state"), body.get("questions")
-    _require(isinstance(model, str) and bool(model), "model: required string")
-    _require(state is not None, "state: required")
-    _require(isinstance(questions, dict) and bool(questions), "questions: a non-empty object")
-    for name, q in questions.items():
-        _require(
-            isinstance(q, dict) and q.get("type") in ("choice", "noul"),
-            f"questions.{name}.type: choice or noul",
-        )
-    return model, state, questions
 
 
 def _chat_request(body: Any) -> tuple[str, list[Any], list[Any], object]:
@@ -148,36 +149,56 @@ class ServeApp:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        handler = self.routes.get((scope["method"], scope["path"]))
-        _AUTH.set(
-            next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"authorization"), "")
-        )
+        path = scope["path"]
+        handler = self.routes.get((scope["method"], path))
+        auth = encoding = ""
+        for key, value in scope.get("headers", ()):
+            if key == b"authorization":
+                auth = value.decode("latin-1")
+            elif key == b"content-encoding":
+                encoding = value.decode("latin-1")
+        _AUTH.set(auth)
         body = b""
         more = True
         while more:
             message = await receive()
             body += message.get("body", b"")
             more = message.get("more_body", False)
+        shape: ErrorShape = _vendor_error if path in _SYSTEMONE_PATHS else _error
         if handler is None:
-            reply = _error(404, "not_found_error", f"No route {scope['method']} {scope['path']}.")
+            reply = _error(404, "not_found_error", f"No route {scope['method']} {path}.")
         else:
-            query = parse_qs(scope.get("query_string", b"").decode()) if scope.get("query_string") else {}
-            reply = await handler(body, query)
+            try:
+                if encoding:
+                    body = self._decode(body, encoding)
+            except (UnsupportedEncoding, UndecodableBody, BodyTooLarge) as exc:
+                status, kind = _ENCODING_ERRORS[type(exc)]
+                reply = shape(status, kind, str(exc))
+            else:
+                query = parse_qs(scope.get("query_string", b"").decode()) if scope.get("query_string") else {}
+                reply = await handler(body, query)
         if reply.reset:
             await _drop_connection(send)
             return
         await send({"type": "http.response.start", "status": reply.status, "headers": reply.headers})
         await send({"type": "http.response.body", "body": reply.body})
 
+    def _decode(self, body: bytes, encoding: str) -> bytes:
+        """The body with its content encoding undone, counted in the stats by encoding."""
+        body, codings = decode_body(body, encoding)
+        if codings:
+            self.stats.record_encoding(codings)
+        return body
+
     # -- model endpoints -------------------------------------------------------------------------
 
     async def _gate(self, model: str, endpoint: str) -> tuple[Reply | None, FaultRule | None]:
         """Rate limit, then faults: an error reply to send instead of answering, and the fault that fired."""
+        shape: ErrorShape = _vendor_error if endpoint == "systemone" else _error
         wait = self.limits.admit(model)
         if wait is not None:
-            return _error(
-                429, "rate_limit_error", f"Rate limit for {model} exceeded.", retry_after=ceil_seconds(wait)
-            ), None
+            message = f"Rate limit for {model} exceeded."
+            return shape(429, "rate_limit_error", message, retry_after=ceil_seconds(wait)), None
         rule = self.faults.pick(model, endpoint)
         if rule is None:
             return None, None
@@ -185,11 +206,11 @@ class ServeApp:
             await asyncio.sleep(rule.delay_s)
         if rule.fault in _HTTP_FAULTS:
             status, kind, message = _HTTP_FAULTS[rule.fault]
-            return _error(status, kind, message, retry_after=rule.retry_after), rule
+            return shape(status, kind, message, retry_after=rule.retry_after), rule
         if rule.fault == "401":
             # Like providers that echo the rejected key back: the runner must redact it before storing.
             token = _AUTH.get().removeprefix("Bearer ").strip()
-            return _error(401, "authentication_error", f"Incorrect API key provided: {token}."), rule
+            return shape(401, "authentication_error", f"Incorrect API key provided: {token}."), rule
         if rule.fault == "reset":
             return Reply(STATUS_RESET, reset=True), rule
         if rule.fault == "malformed":
@@ -197,41 +218,31 @@ class ServeApp:
         return None, rule
 
     async def systemone(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
-        """Answer System One choice (and minimal noul) questions."""
+        """Answer System One noul, choice and score questions."""
         try:
-            model, state, questions = _systemone_request(orjson.loads(raw))
-            parsed = {n: _parse_choice(n, q) for n, q in questions.items() if q["type"] == "choice"}
-        except (orjson.JSONDecodeError, BadRequest) as exc:
-            return self._done("", "systemone", _error(422, "invalid_request_error", str(exc)))
+            request = parse_request(orjson.loads(raw))
+        except orjson.JSONDecodeError as exc:
+            return self._done("", "systemone", _invalid(InvalidRequest([], str(exc), "json_invalid")))
+        except InvalidRequest as exc:
+            return self._done("", "systemone", _invalid(exc))
+        model = request.model
         decider = self.registry.decision.get(model)
         if decider is None:
-            return self._done(model, "systemone", _unknown_model(model))
+            return self._done(model, "systemone", _unknown_model(model, _vendor_error))
         early, rule = await self._gate(model, "systemone")
         if early is not None:
             return self._done(model, "systemone", early)
         answers: dict[str, Any] = {}
-        for name, question in questions.items():
-            if question["type"] == "noul":
-                probs = decider.decide(state, ["true", "false"], _noul_descriptions(question))
-                answers[name] = {"type": "noul", "noul": probs[0]}
-                continue
-            labels, descriptions = parsed[name]
-            probs = decider.decide(state, labels, descriptions)
-            best = max(range(len(labels)), key=probs.__getitem__)
-            answers[name] = {
-                "type": "choice",
-                "choice": labels[best],
-                "confidence": probs[best],
-                "probabilities": dict(zip(labels, probs, strict=True)),
-            }
-            if rule is not None:
+        for name, question in request.questions.items():
+            probs = decider.decide(request.state, question.labels, question.descriptions)
+            answers[name] = build_answer(question, probs)
+            if rule is not None and question.type == "choice":
                 _corrupt_answer(answers[name], rule.fault)
         if rule is not None and rule.fault == "missing_answer":
             answers = {}
         usage = {"input_tokens": max(1, len(raw) // 4), "output_tokens": 0}
-        return self._done(
-            model, "systemone", _json(200, {"model": model, "answers": answers, "usage": usage})
-        )
+        payload = {"model": self.registry.resolve(model), "answers": answers, "usage": usage}
+        return self._done(model, "systemone", _json(200, payload))
 
     async def chat(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
         """Answer an OpenAI chat completion, with one tool call when tools are offered."""
@@ -241,7 +252,7 @@ class ServeApp:
             return self._done("", "chat", _error(422, "invalid_request_error", str(exc)))
         chat_model = self.registry.chat.get(model)
         if chat_model is None:
-            return self._done(model, "chat", _unknown_model(model))
+            return self._done(model, "chat", _unknown_model(model, _error))
         early, rule = await self._gate(model, "chat")
         if early is not None:
             return self._done(model, "chat", early)
@@ -283,11 +294,13 @@ class ServeApp:
     # -- discovery and admin ---------------------------------------------------------------------
 
     async def models(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
-        """OpenAI-style model list."""
-        data = [
-            {"id": n, "object": "model", "created": 0, "owned_by": "knowwhen"} for n in self.registry.names()
+        """The model list in both peers' shapes: OpenAI's ``data`` and the System One vendor's ``models``."""
+        names = self.registry.names()
+        data = [{"id": n, "object": "model", "created": 0, "owned_by": "knowwhen"} for n in names]
+        models = [
+            {"name": n, "description": self.registry.describe(n), "release_date": RELEASE_DATE} for n in names
         ]
-        return _json(200, {"object": "list", "data": data})
+        return _json(200, {"object": "list", "data": data, "models": models})
 
     async def health(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
         """Liveness, for the process helper to wait on."""
@@ -336,16 +349,15 @@ class ServeApp:
         return _json(200, {"total": 0})
 
 
-def _unknown_model(model: str) -> Reply:
-    return _error(404, "not_found_error", f"The model {model!r} does not exist.", code="model_not_found")
+def _unknown_model(model: str, shape: ErrorShape) -> Reply:
+    return shape(404, "not_found_error", f"The model {model!r} does not exist.", code="model_not_found")
 
 
-def _noul_descriptions(question: Mapping[str, Any]) -> list[str | None]:
-    criteria = question.get("criteria")
-    if not isinstance(criteria, dict):
-        criteria = {}
-    instructions = question.get("instructions") or ""
-    return [criteria.get("true") or instructions, criteria.get("false")]
+_ENCODING_ERRORS: dict[type[Exception], tuple[int, str]] = {
+    UnsupportedEncoding: (415, "unsupported_media_type"),
+    UndecodableBody: (400, "invalid_request_error"),
+    BodyTooLarge: (413, "request_too_large"),
+}
 
 
 async def _drop_connection(send: Any) -> None:

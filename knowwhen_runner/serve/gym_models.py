@@ -20,7 +20,15 @@ __all__ = ["register_gym_models"]
 
 def register_gym_models(registry: ModelRegistry) -> None:
     """Add ``agent-sim`` (chat), ``prior``, ``oracle-test-double`` and ``random-test-double`` (decision)."""
-    registry.add_chat("agent-sim", AgentSim.from_env())
-    registry.add_decision("prior", PriorDecisionModel())
-    registry.add_decision("oracle-test-double", OracleDecisionModel())
-    registry.add_decision("random-test-double", RandomDecisionModel())
+    registry.add_chat(
+        "agent-sim", AgentSim.from_env(), "Simulated DecisionGym agent LLM (a simulator, not a real LLM)."
+    )
+    registry.add_decision(
+        "prior", PriorDecisionModel(), "Reference model: next DecisionGym tool from the tools called so far."
+    )
+    registry.add_decision(
+        "oracle-test-double", OracleDecisionModel(), "Test double: answers DecisionGym's answer key."
+    )
+    registry.add_decision(
+        "random-test-double", RandomDecisionModel(), "Test double: a random option with a random confidence."
+    )

@@ -15,7 +15,14 @@ from typing import Any, Protocol, runtime_checkable
 
 from .lexical import DEFAULT_TEMPERATURE, lexical_probabilities
 
+#: The vendor SDK's default model name; served as an alias of the lexical baseline (see default_registry).
+DEFAULT_ALIAS = "jev-latest"
+#: The date the reference models last changed what they answer, for the vendor's model list.
+RELEASE_DATE = "2026-12-01"
+
 __all__ = [
+    "DEFAULT_ALIAS",
+    "RELEASE_DATE",
     "ChatModel",
     "DecisionModel",
     "LexicalChatModel",
@@ -104,20 +111,47 @@ class LexicalChatModel:
         return {"role": "assistant", "content": None, "tool_calls": [call]}
 
 
+def _summary(model: object) -> str:
+    """The first line of a model's class docstring: what the model list says about it by default."""
+    return next(iter((type(model).__doc__ or "").strip().splitlines()), type(model).__name__)
+
+
 @dataclass
 class ModelRegistry:
-    """Model names the server answers as, per endpoint kind; an unknown name is a 404."""
+    """Model names the server answers as, per endpoint kind; an unknown name is a 404.
+
+    An alias answers with its target's model and reports the target's name in responses, as the
+    vendor's moving aliases do.
+    """
 
     decision: dict[str, DecisionModel] = field(default_factory=dict)
     chat: dict[str, ChatModel] = field(default_factory=dict)
+    descriptions: dict[str, str] = field(default_factory=dict)
+    aliases: dict[str, str] = field(default_factory=dict)
 
-    def add_decision(self, name: str, model: DecisionModel) -> None:
-        """Serve ``model`` at ``/v1/systemone`` as ``name``."""
+    def add_decision(self, name: str, model: DecisionModel, description: str | None = None) -> None:
+        """Serve ``model`` at ``/v1/systemone`` as ``name`` (described by its docstring unless told)."""
         self.decision[name] = model
+        self.descriptions[name] = description or _summary(model)
 
-    def add_chat(self, name: str, model: ChatModel) -> None:
-        """Serve ``model`` at ``/v1/chat/completions`` as ``name``."""
+    def add_chat(self, name: str, model: ChatModel, description: str | None = None) -> None:
+        """Serve ``model`` at ``/v1/chat/completions`` as ``name`` (described by its docstring unless told)."""
         self.chat[name] = model
+        self.descriptions[name] = description or _summary(model)
+
+    def add_decision_alias(self, alias: str, target: str) -> None:
+        """Serve the decision model ``target`` as ``alias`` too."""
+        self.decision[alias] = self.decision[target]
+        self.aliases[alias] = target
+        self.descriptions[alias] = f"Alias of {target}: {self.descriptions[target]}"
+
+    def resolve(self, name: str) -> str:
+        """The name of the model that answers as ``name`` (itself unless it is an alias)."""
+        return self.aliases.get(name, name)
+
+    def describe(self, name: str) -> str:
+        """One line on what the model is."""
+        return self.descriptions.get(name, "")
 
     def names(self) -> list[str]:
         """Every served model name, sorted."""
@@ -128,9 +162,18 @@ def default_registry() -> ModelRegistry:
     """The reference models the server starts with."""
     registry = ModelRegistry()
     lexical = LexicalDecisionModel()
-    registry.add_decision("lexical", lexical)
-    registry.add_chat("lexical-llm", LexicalChatModel(scorer=lexical))
+    registry.add_decision(
+        "lexical", lexical, "Reference baseline: TF-IDF similarity of the state to each option."
+    )
+    registry.add_chat(
+        "lexical-llm",
+        LexicalChatModel(scorer=lexical),
+        "Reference baseline LLM: calls the best-matching tool.",
+    )
     from .gym_models import register_gym_models  # DecisionGym's simulator, prior and test doubles
 
     register_gym_models(registry)
+    # lexical, not prior: the SDK's default must answer any question from its descriptions, and prior only
+    # knows DecisionGym's tool names.
+    registry.add_decision_alias(DEFAULT_ALIAS, "lexical")
     return registry

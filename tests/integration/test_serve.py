@@ -121,7 +121,8 @@ async def test_systemone_round_trip_through_litellm(server: ServerProcess) -> No
     assert set(answer.probabilities) == set(CRITERIA)
     assert sum(answer.probabilities.values()) == pytest.approx(1.0)
     assert answer.choice == "cancel_order"
-    assert answer.confidence == pytest.approx(answer.probabilities["cancel_order"])
+    k, top = len(CRITERIA), answer.probabilities["cancel_order"]
+    assert answer.confidence == pytest.approx((top - 1 / k) / (1 - 1 / k))  # the vendor's documented formula
     assert response.usage.input_tokens > 0
 
 
@@ -174,17 +175,19 @@ async def test_chat_named_tool_choice_is_obeyed(server: ServerProcess) -> None:
 
 
 def test_models_and_health(server: ServerProcess) -> None:
-    """/v1/models lists the reference models and /health answers."""
-    ids = {m["id"] for m in httpx.get(server.base_url + "/v1/models").json()["data"]}
-    assert {"lexical", "lexical-llm"} <= ids
+    """/v1/models lists the reference models in OpenAI's and the vendor's shape, and /health answers."""
+    listed = httpx.get(server.base_url + "/v1/models").json()
+    ids = {m["id"] for m in listed["data"]}
+    assert {"lexical", "lexical-llm", "jev-latest"} <= ids == {m["name"] for m in listed["models"]}
+    assert all(m["description"] and m["release_date"] for m in listed["models"])
     assert httpx.get(server.base_url + "/health").json() == {"status": "ok"}
 
 
-async def test_unknown_model_is_404_with_openai_error_body(server: ServerProcess) -> None:
-    """An unknown model name is a 404 with an OpenAI-style error; litellm raises NotFoundError."""
+async def test_unknown_model_is_404_with_vendor_error_body(server: ServerProcess) -> None:
+    """An unknown model name is a 404 with the System One vendor's error body; litellm raises NotFoundError."""
     response = _post(server, {**BODY, "model": "no-such-model"})
     assert response.status_code == 404
-    assert response.json()["error"]["code"] == "model_not_found"
+    assert response.json()["detail"]["error_type"] == "not_found_error"
     with pytest.raises(litellm.NotFoundError):
         await litellm.asystemone(
             model="hosted_vllm/no-such-model", state=STATE, questions=QUESTIONS, api_base=server.base_url
@@ -201,10 +204,29 @@ async def test_unknown_model_is_404_with_openai_error_body(server: ServerProcess
     ],
 )
 def test_invalid_body_is_422(server: ServerProcess, body: bytes) -> None:
-    """Bodies that are not JSON, lack questions or have empty criteria get 422 with an error message."""
+    """Bodies that are not JSON, lack questions or have empty criteria get 422 with the vendor's detail list."""
     response = httpx.post(server.base_url + "/v1/systemone", content=body)
     assert response.status_code == 422
-    assert response.json()["error"]["type"] == "invalid_request_error"
+    (detail,) = response.json()["detail"]
+    assert detail["loc"][0] == "body" and detail["msg"] and detail["type"]
+
+
+async def test_litellm_maps_a_systemone_422_to_bad_request(server: ServerProcess) -> None:
+    """A System One validation error (422, vendor body) reaches asystemone as BadRequestError."""
+    with pytest.raises(litellm.BadRequestError):
+        await litellm.asystemone(
+            model="hosted_vllm/lexical",
+            state=STATE,
+            questions={"q": {"type": "score", "criteria": ["only one level"]}},
+            api_base=server.base_url,
+        )
+
+
+def test_chat_errors_stay_openai_shaped(server: ServerProcess) -> None:
+    """Chat completions keep OpenAI's error body (litellm's openai provider reads it), unknown model included."""
+    chat = {"model": "no-such-model", "messages": MESSAGES}
+    response = _post(server, chat, "/v1/chat/completions")
+    assert response.status_code == 404 and response.json()["error"]["code"] == "model_not_found"
 
 
 # -- faults: raw HTTP ----------------------------------------------------------------------------
@@ -376,7 +398,7 @@ def test_stats_count_requests_and_reset(server: ServerProcess) -> None:
     )
     assert len(server.stats(since=time.time() + 1)["records"]) == 0
     server.reset_stats()
-    assert server.stats() == {"total": 0, "counts": [], "records": []}
+    assert server.stats() == {"total": 0, "counts": [], "encodings": {}, "records": []}
 
 
 async def test_enforced_rpm_returns_429_past_the_limit(server: ServerProcess) -> None:

@@ -75,12 +75,16 @@ def test_option_index_similarities_are_cosines() -> None:
 
 
 def test_reference_models_satisfy_the_interfaces() -> None:
-    """The lexical models implement DecisionModel and ChatModel, and the default registry serves them."""
+    """The lexical models implement DecisionModel and ChatModel, and the default registry serves them
+    (with the vendor SDK's default name, jev-latest, as an alias of lexical)."""
     registry = default_registry()
     assert isinstance(registry.decision["lexical"], DecisionModel)
     assert isinstance(registry.chat["lexical-llm"], ChatModel)
+    assert registry.decision["jev-latest"] is registry.decision["lexical"]
+    assert registry.resolve("jev-latest") == "lexical"
     assert registry.names() == [
         "agent-sim",
+        "jev-latest",
         "lexical",
         "lexical-llm",
         "oracle-test-double",
