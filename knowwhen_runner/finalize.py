@@ -114,7 +114,7 @@ async def finalize_run(config: SweepConfig, queue: Queue) -> dict[str, Any]:
     scenarios = [_scenario_provenance(spec) for spec in config.scenarios]
     manifests = [_manifest(config, m.id, records, folders, provenance, scenarios) for m in config.models]
     write_outputs(config.output, manifests)
-    _write_table(config, scores)
+    _write_table(config, manifests)
     return scores
 
 
@@ -310,21 +310,7 @@ def write_outputs(output: Path, manifests: Sequence[CxsManifest]) -> None:
     write_report(output / "report.html", manifests, tables, plots)
 
 
-def _write_table(config: SweepConfig, scores: dict[str, dict[str, Any]]) -> None:
-    scenario_ids = [s.id for s in config.scenarios if s.id in scores]
-    lines = [
-        f"# {config.name}: accuracy (%)",
-        "",
-        "Per task, then mean over the eligible tasks (AgentDecisionBench rule).",
-        "",
-        "| model | " + " | ".join(scenario_ids) + " |",
-        "|---|" + "---:|" * len(scenario_ids),
-    ]
-    for model in config.models:
-        cells = []
-        for sc in scenario_ids:
-            result = scores[sc].get(model.id)
-            cells.append("–" if result is None else f"{result.accuracy:.1f}")
-        if any(c != "–" for c in cells):
-            lines.append(f"| {model.id} | " + " | ".join(cells) + " |")
-    atomic_write_bytes(config.output / "table.md", ("\n".join(lines) + "\n").encode())
+def _write_table(config: SweepConfig, manifests: Sequence[CxsManifest]) -> None:
+    from .tables import headline_table
+
+    atomic_write_bytes(config.output / "table.md", headline_table(manifests).to_markdown().encode())
