@@ -127,9 +127,12 @@ def _write_folder(config: SweepConfig, spec: ScenarioSpec, records: RunRecords) 
             write_jsonl(dest / f"answers_{model.id}.jsonl.gz", (_public_row(r, spec.variant) for r in rows))
     if not any((spec.id, m.id) in records.rows for m in config.models):
         return None
+    from .scenarios.states import planned_qhashes
+
     qset = load_question_set(dest, questions_stem=_stem(spec))
     table = load_answers(dest, qset.questions, variant=spec.variant or "main")
-    return _Folder(spec, qset, compile_key(qset), table)
+    planned = planned_qhashes(spec, qset.questions) if spec.limit is not None else None
+    return _Folder(spec, qset, compile_key(qset, planned=planned), table)
 
 
 # --- manifests -----------------------------------------------------------------------------------------
@@ -313,4 +316,9 @@ def write_outputs(output: Path, manifests: Sequence[CxsManifest]) -> None:
 def _write_table(config: SweepConfig, manifests: Sequence[CxsManifest]) -> None:
     from .tables import headline_table
 
-    atomic_write_bytes(config.output / "table.md", headline_table(manifests).to_markdown().encode())
+    text = headline_table(manifests).to_markdown()
+    scopes = {c.scenario: c.scope for m in manifests for c in m.open_loop if c.scope and c.scope.subset}
+    if scopes:
+        notes = [f"- {sc}: a subset was scored, {scope.describe()}" for sc, scope in scopes.items()]
+        text += "\n" + "\n".join(notes) + "\n"
+    atomic_write_bytes(config.output / "table.md", text.encode())

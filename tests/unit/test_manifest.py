@@ -56,7 +56,7 @@ def test_written_manifests_validate_against_the_committed_schema(run: tuple[Swee
     for model in config.models:
         doc = json.loads(manifest_path(config.output, model.id).read_text())
         jsonschema.Draft202012Validator(schema).validate(doc)
-        assert doc["schema_version"] == 1
+        assert doc["schema_version"] == 2
 
 
 def test_schema_rejects_a_manifest_with_a_missing_field(run: tuple[SweepConfig, Any]) -> None:
@@ -203,6 +203,19 @@ def test_thinning_keeps_both_ends_and_caps_the_points() -> None:
     kept, thinned = _thin(points)
     assert thinned and kept[0] == points[0] and kept[-1] == points[-1] and 150 < len(kept) <= 202
     assert _thin(points[:50]) == (points[:50], False)
+
+
+def test_a_version_1_manifest_still_loads(tmp_path: Path) -> None:
+    """Manifests written before open-loop cells had a scope are read as they were (no scope)."""
+    golden = Path(__file__).resolve().parent.parent / "golden" / "small" / "dm.cxs.json"
+    doc = json.loads(golden.read_text())
+    doc["schema_version"] = 1
+    for cell in doc["open_loop"]:
+        del cell["scope"]
+    old = tmp_path / "old.cxs.json"
+    old.write_text(json.dumps(doc))
+    manifest = load_manifest(old)
+    assert manifest.schema_version == 1 and manifest.open_loop[0].scope is None
 
 
 def test_load_manifest_names_a_bad_file(tmp_path: Path) -> None:
