@@ -115,6 +115,11 @@ def run(
     )
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items()))
     out.print(f"queue: {counts}")
+    if summary.counts.get("set_aside"):
+        out.print(
+            f"set aside: {summary.counts['set_aside']} jobs of an earlier version of the config "
+            "(kept, not worked, not finalised; they come back if the config does)"
+        )
     for note in summary.waiting:
         out.print(f"waiting: {note} (some shadow episodes failed: rerun with --retry-failed)")
     if summary.interrupted:
@@ -209,6 +214,11 @@ def status(
     for model, row in sorted(report["models"].items()):
         table.add_row(model, *(f"${row[c]:.4f}" if c == "cost_usd" else str(row[c]) for c in cols))
     out.print(table)
+    if report["set_aside"]:
+        out.print(
+            f"{report['set_aside']} jobs of an earlier version of the config set aside "
+            "(kept, not worked, not in the results)"
+        )
     if report["workers"]:
         from .fleet import describe_workers
 

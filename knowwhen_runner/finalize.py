@@ -114,7 +114,7 @@ async def finalize_run(config: SweepConfig, queue: Queue) -> dict[str, Any]:
     scenarios = [_scenario_provenance(spec) for spec in config.scenarios]
     manifests = [_manifest(config, m.id, records, folders, provenance, scenarios) for m in config.models]
     write_outputs(config.output, manifests)
-    _write_table(config, scores)
+    _write_table(config, manifests)
     return scores
 
 
@@ -127,9 +127,12 @@ def _write_folder(config: SweepConfig, spec: ScenarioSpec, records: RunRecords) 
             write_jsonl(dest / f"answers_{model.id}.jsonl.gz", (_public_row(r, spec.variant) for r in rows))
     if not any((spec.id, m.id) in records.rows for m in config.models):
         return None
+    from .scenarios.states import planned_qhashes
+
     qset = load_question_set(dest, questions_stem=_stem(spec))
     table = load_answers(dest, qset.questions, variant=spec.variant or "main")
-    return _Folder(spec, qset, compile_key(qset), table)
+    planned = planned_qhashes(spec, qset.questions) if spec.limit is not None else None
+    return _Folder(spec, qset, compile_key(qset, planned=planned), table)
 
 
 # --- manifests -----------------------------------------------------------------------------------------
@@ -310,21 +313,12 @@ def write_outputs(output: Path, manifests: Sequence[CxsManifest]) -> None:
     write_report(output / "report.html", manifests, tables, plots)
 
 
-def _write_table(config: SweepConfig, scores: dict[str, dict[str, Any]]) -> None:
-    scenario_ids = [s.id for s in config.scenarios if s.id in scores]
-    lines = [
-        f"# {config.name}: accuracy (%)",
-        "",
-        "Per task, then mean over the eligible tasks (AgentDecisionBench rule).",
-        "",
-        "| model | " + " | ".join(scenario_ids) + " |",
-        "|---|" + "---:|" * len(scenario_ids),
-    ]
-    for model in config.models:
-        cells = []
-        for sc in scenario_ids:
-            result = scores[sc].get(model.id)
-            cells.append("–" if result is None else f"{result.accuracy:.1f}")
-        if any(c != "–" for c in cells):
-            lines.append(f"| {model.id} | " + " | ".join(cells) + " |")
-    atomic_write_bytes(config.output / "table.md", ("\n".join(lines) + "\n").encode())
+def _write_table(config: SweepConfig, manifests: Sequence[CxsManifest]) -> None:
+    from .tables import headline_table
+
+    text = headline_table(manifests).to_markdown()
+    scopes = {c.scenario: c.scope for m in manifests for c in m.open_loop if c.scope and c.scope.subset}
+    if scopes:
+        notes = [f"- {sc}: a subset was scored, {scope.describe()}" for sc, scope in scopes.items()]
+        text += "\n" + "\n".join(notes) + "\n"
+    atomic_write_bytes(config.output / "table.md", text.encode())

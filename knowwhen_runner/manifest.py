@@ -38,6 +38,7 @@ __all__ = [
     "ReliabilityBin",
     "RunProvenance",
     "ScenarioProvenance",
+    "Scope",
     "Stratum",
     "Tokens",
     "Validity",
@@ -45,10 +46,10 @@ __all__ = [
     "manifest_path",
 ]
 
-#: 2: every confidence (calibration, curves, τ) is the probability of the chosen option, as the card
-#: defines it, also for servers that report another scale; answer rows keep theirs (answer schema 2).
-#: Manifests of version 1 stay readable.
 MANIFEST_SCHEMA_VERSION: Literal[2] = 2
+"""2: every confidence (calibration, curves, τ) is the probability of the chosen option, as the card
+defines it, also for servers that report another scale (answer rows keep theirs: answer schema 2); and
+open-loop cells say what set was scored (``scope``). Version 1 manifests still load."""
 
 
 class _Model(BaseModel):
@@ -111,6 +112,27 @@ class Stratum(_Model):
     accuracy_pct: float | None
     n_occurrences: int
     n_tasks: int
+
+
+class Scope(_Model):
+    """What set an open-loop cell scored: the occurrences and tasks the run planned, out of the whole key.
+
+    The benchmark's number is the whole set's (``subset`` false); a run that planned a subset (a
+    ``limit``) is scored by the same per-task rule over the tasks and occurrences it planned.
+    """
+
+    subset: bool
+    occurrences: int
+    occurrences_total: int
+    tasks: int
+    tasks_total: int
+
+    def describe(self) -> str:
+        """E.g. "20 of 5,314 occurrences, 4 of 200 tasks"."""
+        return (
+            f"{self.occurrences:,} of {self.occurrences_total:,} occurrences, "
+            f"{self.tasks:,} of {self.tasks_total:,} tasks"
+        )
 
 
 class Validity(_Model):
@@ -232,7 +254,10 @@ class OpenLoopCell(_Model):
     items: int = Field(description="Questions answered (answer rows, failed ones included).")
     tasks: int
     occurrences: int
-    accuracy_pct: float | None = Field(description="Benchmark rule: per task, then mean over eligible tasks.")
+    accuracy_pct: float | None = Field(
+        description="Benchmark rule: per task, then mean over the tasks (of the planned set, see scope)."
+    )
+    scope: Scope | None = Field(None, description="The set scored (none in version 1 manifests: the whole).")
     must_ask_pct: float | None
     n_must_ask: int
     strata: dict[str, Stratum]

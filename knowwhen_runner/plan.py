@@ -35,6 +35,11 @@ class Plan:
     jobs: list[Job]
     items: dict[tuple[str, str], dict[str, Any]]
     skipped: list[str] = field(default_factory=list)  # why a model x mode x scenario cell has no jobs
+    waiting: set[str] = field(default_factory=set)  # ids of the config's jobs that wait for a τ fit
+
+    def job_ids(self) -> set[str]:
+        """Every job of the config: those planned and those waiting for a fit (the queue's whole plan)."""
+        return {j.id for j in self.jobs} | self.waiting
 
     def counts(self) -> Counter[tuple[str, str, str]]:
         return Counter((j.model_id, j.mode, j.scenario_id) for j in self.jobs)
@@ -49,12 +54,13 @@ def plan(config: SweepConfig, scenarios: dict[str, Scenario], fits: dict[str, An
     jobs: list[Job] = []
     items: dict[tuple[str, str], dict[str, Any]] = {}
     skipped: list[str] = []
+    waiting: set[str] = set()
     for spec in config.scenarios:
         scenario = scenarios[spec.id]
         for item_id, payload in scenario.items.items():
             items[(scenario.id, item_id)] = payload
         if scenario.kind == "episodes":
-            jobs.extend(_episode_jobs(config, spec, scenario, fits or {}, skipped))
+            jobs.extend(_episode_jobs(config, spec, scenario, fits or {}, skipped, waiting))
             continue
         for model in config.models:
             for mode in config.modes:
@@ -68,7 +74,7 @@ def plan(config: SweepConfig, scenarios: dict[str, Scenario], fits: dict[str, An
                         continue
                     jobs.extend(_question_jobs(model, mode, scenario))
     jobs.extend(_fit_shadow_jobs(config, scenarios))
-    return Plan(_unique(jobs), items, skipped)
+    return Plan(_unique(jobs), items, skipped, waiting)
 
 
 def _unique(jobs: list[Job]) -> list[Job]:
@@ -210,9 +216,18 @@ def _gate(
 
 
 def _episode_jobs(
-    config: SweepConfig, spec: ScenarioSpec, scenario: Scenario, fits: dict[str, Any], skipped: list[str]
+    config: SweepConfig,
+    spec: ScenarioSpec,
+    scenario: Scenario,
+    fits: dict[str, Any],
+    skipped: list[str],
+    waiting: set[str],
 ) -> list[Job]:
-    """The scenario's own episodes: every mode it runs, every decision model, every task."""
+    """The scenario's own episodes: every mode it runs, every decision model, every task.
+
+    Gated episodes that wait for a fit are not planned, but their ids (which name the fit, not the τ it
+    gives) go to ``waiting``, so the queue keeps them as part of the config's plan.
+    """
     agent = config.agent_of(spec)
     deciders = _decision_models(config)
     jobs: list[Job] = []
@@ -225,6 +240,12 @@ def _episode_jobs(
         for decider in deciders:
             gate = _gate(config, spec, decider, fits, skipped) if mode == "gated" else None
             if mode == "gated" and gate is None:
+                if isinstance(spec.tau, TauFit):
+                    pending = (_tau_identity(config, spec.tau), None, None)
+                    waiting.update(
+                        _episode_job(spec, scenario, mode, agent, decider, item, pending).id
+                        for item in scenario.items
+                    )
                 continue
             jobs += [
                 _episode_job(spec, scenario, mode, agent, decider, item, gate) for item in scenario.items

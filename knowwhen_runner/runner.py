@@ -28,7 +28,7 @@ from .jobs import JOB_ID_VERSION
 from .plan import Plan, plan
 from .plan_stamp import plan_stamp
 from .progress import SweepProgress
-from .queue import Queue, open_queue
+from .queue import SET_ASIDE, Queue, open_queue
 from .ratelimit import Limiters
 from .scenarios import Scenario, load_scenario
 from .worker import Worker, WorkStats
@@ -201,7 +201,7 @@ async def _run(
             info["meta"] = await queue.update_meta({k: v for k, v in meta.items() if k != "created"})
         if retry_failed:
             await queue.requeue_failed()
-        stages = _Stages(config, queue, info["meta"].get("plans") or {}, work=not plan_only)
+        stages = _Stages(config, queue, info["meta"], work=not plan_only)
         fits: dict[str, Any] | None = None
         total = WorkStats()
         interrupted = False
@@ -253,10 +253,12 @@ _KEEP_STAMPS = 16  # plans remembered per run (a config edited back and forth fi
 class _Stages:
     """Plans a run's stages into its queue, or finds a stage's plan already there (``plan_stamp``)."""
 
-    def __init__(
-        self, config: SweepConfig, queue: Queue, known: dict[str, Any], *, work: bool = True
-    ) -> None:
-        self.config, self.queue, self.known, self.work = config, queue, dict(known), work
+    def __init__(self, config: SweepConfig, queue: Queue, meta: dict[str, Any], *, work: bool = True) -> None:
+        self.config, self.queue, self.work = config, queue, work
+        self.known: dict[str, Any] = dict(meta.get("plans") or {})
+        # The queue holds one config's plan at a time (jobs of an earlier one are set aside): a kept
+        # stamp is a fast path only while the config it came from is the one the queue holds.
+        self.live, self.config_stamp = meta.get("live_plan"), plan_stamp(config, None)
         self.scenarios: dict[str, Scenario] | None = None
         self.items: dict[tuple[str, str], dict[str, Any]] | None = None
         self.planned = self.added = 0
@@ -266,7 +268,7 @@ class _Stages:
         """Enqueue the plan at these thresholds (unless it is in the queue already); the items to work."""
         stamp = plan_stamp(self.config, fits)
         done_before = self.known.get(stamp)
-        if done_before is not None:
+        if done_before is not None and self.live == self.config_stamp:
             self.planned, self.skipped = done_before["jobs"], list(done_before["skipped"])
             if self.items is None:
                 self.items = await self.queue.items()
@@ -276,11 +278,13 @@ class _Stages:
         the_plan = plan(self.config, self.scenarios, fits)
         if self.work:
             await _preload_if_calls_coming(self.config, self.queue, the_plan)
-        self.added += await self.queue.enqueue(the_plan.jobs, the_plan.items)
+        whole = the_plan.job_ids()
+        self.added += await self.queue.enqueue(the_plan.jobs, the_plan.items, whole_plan=whole)
         self.planned, self.skipped = len(the_plan.jobs), list(the_plan.skipped)
         self.known[stamp] = {"jobs": self.planned, "skipped": self.skipped}
         self.known = dict(list(self.known.items())[-_KEEP_STAMPS:])
-        await self.queue.update_meta({"plans": self.known})
+        self.live = self.config_stamp
+        await self.queue.update_meta({"plans": self.known, "live_plan": self.live})
         self.items = {**(self.items or {}), **the_plan.items}
         return self.items
 
@@ -318,7 +322,7 @@ async def work_queue(
     """Work the queue in this process with a progress bar; Ctrl-C stops gracefully, twice cancels."""
     limiters = Limiters(config.models, max_outage_s=config.workers.max_outage_s)
     client = ModelClient(limiters, secrets, max_tries=max(2, config.workers.max_attempts + 1))
-    counts = await queue.counts()
+    counts = [c for c in await queue.counts() if c.status != SET_ASIDE]
     total = sum(c.n for c in counts)
     already = sum(c.n for c in counts if c.status in ("done", "failed"))
     display = SweepProgress(total, already, backing_off=limiters.backing_off, enabled=progress)
@@ -492,7 +496,8 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
                 row["cost_usd"] += sum(cost.values()) if isinstance(cost, dict) else cost
                 row["calls"] += 0 if result.get("cache_hit") else 1
                 row["cache_hits"] += 1 if result.get("cache_hit") else 0
-        return {"run": name, "models": by_model, "workers": await queue.workers()}
+        set_aside = sum(c.n for c in await queue.counts() if c.status == SET_ASIDE)
+        return {"run": name, "models": by_model, "set_aside": set_aside, "workers": await queue.workers()}
     finally:
         await queue.close()
 

@@ -8,7 +8,7 @@ The answer key is compiled once (``compile_key``) so that scoring each further m
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -55,6 +55,8 @@ class AnswerKey:
     Only occurrences of eligible tasks are kept. ``maps`` holds the nosurf renaming per qhash, with both
     sides trimmed and lower-cased. ``empty_tasks`` are eligible tasks without any occurrence: they are left
     out of every mean (there is nothing to score), and listed so the omission is visible.
+    ``all_occurrences`` and ``all_tasks`` count the eligible tasks' occurrences and tasks of the whole
+    key: when a run planned a subset, the key holds only its occurrences and these say out of how many.
     """
 
     tasks: tuple[str, ...]
@@ -65,15 +67,31 @@ class AnswerKey:
     must_ask: tuple[bool, ...]
     maps: Mapping[str, Mapping[str, str]]
     empty_tasks: tuple[str, ...]
+    all_occurrences: int = 0
+    all_tasks: int = 0
+
+    @property
+    def is_subset(self) -> bool:
+        return len(self.qhashes) < self.all_occurrences
 
 
-def compile_key(qset: QuestionSet, *, must_ask_tool: str = MUST_ASK_TOOL) -> AnswerKey:
-    """Compile a question set's answer key for scoring; raises if no eligible task has an occurrence."""
+def compile_key(
+    qset: QuestionSet, *, must_ask_tool: str = MUST_ASK_TOOL, planned: Collection[str] | None = None
+) -> AnswerKey:
+    """Compile a question set's answer key for scoring; raises if no eligible task has an occurrence.
+
+    ``planned``: the questions (qhashes) a run asked. The key then holds only their occurrences, and
+    the per-task rule runs over the tasks that have one: a subset is scored as itself, not as the
+    whole set with the rest wrong.
+    """
     eligible = {task: i for i, task in enumerate(qset.corpus.eligible_tasks)}
-    kept = [o for o in qset.occurrences if o.task in eligible]
+    every = [o for o in qset.occurrences if o.task in eligible]
+    chosen = None if planned is None else set(planned)
+    kept = every if chosen is None else [o for o in every if o.qhash in chosen]
     present = sorted({o.task for o in kept}, key=eligible.__getitem__)
     if not present:
         raise ScenarioError(f"{qset.path}: no occurrence belongs to an eligible task of corpus.json")
+    all_present = {o.task for o in every}
     index = {task: i for i, task in enumerate(present)}
     acceptable = tuple(frozenset(_norm(t) for t in (o.acceptable_tools or (o.gold,))) for o in kept)
     maps = {q.qhash: {_norm(k): _norm(v) for k, v in q.map.items()} for q in qset.questions.values() if q.map}
@@ -85,7 +103,9 @@ def compile_key(qset: QuestionSet, *, must_ask_tool: str = MUST_ASK_TOOL) -> Ans
         strata=tuple(o.stratum for o in kept),
         must_ask=tuple(ok == {_norm(must_ask_tool)} for ok in acceptable),
         maps=maps,
-        empty_tasks=tuple(t for t in qset.corpus.eligible_tasks if t not in index),
+        empty_tasks=tuple(t for t in qset.corpus.eligible_tasks if t not in all_present),
+        all_occurrences=len(every),
+        all_tasks=len(all_present),
     )
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "comparison_table",
     "details_table",
     "gated_table",
+    "headline_table",
     "write_tables",
 ]
 
@@ -137,15 +138,25 @@ def _own_mode(m: CxsManifest) -> str:
     return "model" if m.model.kind == "decision" else "llm"
 
 
+def _own_cells(m: CxsManifest) -> dict[str, Any]:
+    """The model's first closed-loop cell per scenario in its own mode (not a fit set's shadow runs)."""
+    out: dict[str, Any] = {}
+    for e in m.closed_loop:
+        if e.mode == _own_mode(m):
+            out.setdefault(e.scenario, e)
+    return out
+
+
 def comparison_table(manifests: Sequence[CxsManifest]) -> Table:
-    """One row per model: the paper's columns, coverage at the fitted τ, cost and latency."""
+    """One row per model: the paper's columns, coverage at the fitted τ, cost and latency.
+
+    Cost and latency are per 1,000 decisions (open loop and isolated) when the run has decisions, and
+    per episode for each closed-loop scenario a model ran in its own mode.
+    """
     iso, states = _scenarios(manifests, "isolated"), _scenarios(manifests, "states")
     # An episodes scenario gets an L3 column when some model ran it in its own mode (not a fit set).
-    eps = [
-        sc
-        for sc in _scenarios(manifests, "episodes")
-        if any(e.scenario == sc and e.mode == _own_mode(m) for m in manifests for e in m.closed_loop)
-    ]
+    eps = [sc for sc in _scenarios(manifests, "episodes") if any(sc in _own_cells(m) for m in manifests)]
+    decisions = any(m.totals.decisions for m in manifests) or not eps
     cols = [Column("model", "model"), Column("kind", "kind")]
     cols += [Column(f"l1:{sc}", "L1 isolated" + _suffix(iso, sc), "pct") for sc in iso or [""]]
     for sc in states:
@@ -155,7 +166,13 @@ def comparison_table(manifests: Sequence[CxsManifest]) -> Table:
         ]
     cols += [Column(f"l3:{sc}", "L3 success" + _suffix(eps, sc), "frac") for sc in eps or [""]]
     cols += [Column(f"cov:{sc}", "coverage @ τ" + _suffix(states, sc), "frac") for sc in states]
-    cols += [Column("cost", "cost / 1k decisions (USD)", "usd"), Column("p50", "latency p50 (ms)", "ms")]
+    if decisions:
+        cols += [Column("cost", "cost / 1k decisions (USD)", "usd"), Column("p50", "latency p50 (ms)", "ms")]
+    for sc in eps:
+        cols += [
+            Column(f"ce:{sc}", "cost / episode (USD)" + _suffix(eps, sc), "usd"),
+            Column(f"le:{sc}", "episode latency p50 (ms)" + _suffix(eps, sc), "ms"),
+        ]
     rows = []
     for m in manifests:
         row: dict[str, Any] = {"model": m.model.id, "kind": m.model.kind}
@@ -164,9 +181,12 @@ def comparison_table(manifests: Sequence[CxsManifest]) -> Table:
         for c in m.open_loop:
             row[f"l2:{c.scenario}"], row[f"ask:{c.scenario}"] = c.accuracy_pct, c.must_ask_pct
             row[f"cov:{c.scenario}"] = c.fit.coverage if c.fit else None
-        for e in m.closed_loop:
-            if e.mode == _own_mode(m) and f"l3:{e.scenario}" not in row:
-                row[f"l3:{e.scenario}"] = e.success_rate
+        for sc, e in _own_cells(m).items():
+            row[f"l3:{sc}"], row[f"ce:{sc}"], row[f"le:{sc}"] = (
+                e.success_rate,
+                e.cost_per_episode_usd,
+                e.latency.p50_ms,
+            )
         row["cost"], row["p50"] = m.totals.cost.per_1k_decisions_usd, m.totals.latency.p50_ms
         rows.append(row)
     note = (
@@ -174,6 +194,38 @@ def comparison_table(manifests: Sequence[CxsManifest]) -> Table:
         "decisions at or above the threshold fitted for the target accuracy."
     )
     return Table("comparison", f"{_run_name(manifests)}: comparison", cols, rows, note)
+
+
+def headline_table(manifests: Sequence[CxsManifest]) -> Table:
+    """``table.md``: one column per scenario with its headline figure, one row per model that has one.
+
+    States: L2 accuracy (benchmark rule); isolated: L1 pooled accuracy; episodes: L3 success in the
+    model's own mode. A scenario no model has a figure for gets no column.
+    """
+    values: dict[str, dict[str, float | None]] = {}
+    for m in manifests:
+        row: dict[str, float | None] = {}
+        for c in m.open_loop:
+            row.setdefault(c.scenario, c.accuracy_pct)
+        for i in m.isolated:
+            row.setdefault(i.scenario, i.pooled_pct)
+        for sc, e in _own_cells(m).items():
+            row.setdefault(sc, None if e.success_rate is None else 100 * e.success_rate)
+        values[m.model.id] = row
+    order = [s.id for s in manifests[0].scenarios] if manifests else []
+    shown = [sc for sc in order if any(row.get(sc) is not None for row in values.values())]
+    kinds = {s.kind for s in manifests[0].scenarios if s.id in shown} if manifests else set()
+    cols = [Column("model", "model"), *(Column(sc, sc, "pct") for sc in shown)]
+    rows = [{"model": m, **row} for m, row in values.items() if any(row.get(sc) is not None for sc in shown)]
+    notes = []
+    if "states" in kinds:
+        notes.append("Per task, then mean over the eligible tasks (AgentDecisionBench rule).")
+    if "isolated" in kinds:
+        notes.append("Isolated (L1): pooled accuracy over the items.")
+    if "episodes" in kinds:
+        notes.append("Episodes (L3): task success in the model's own mode.")
+    what = "accuracy and success" if "episodes" in kinds else "accuracy"
+    return Table("table", f"{_run_name(manifests)}: {what} (%)", cols, rows, "\n".join(notes))
 
 
 def _run_name(manifests: Sequence[CxsManifest]) -> str:

@@ -7,19 +7,43 @@ suite runs on all of them. Only this package touches SQLAlchemy.
 Job states: pending -> running (claimed under a lease) -> done | failed; an expired lease makes a running
 job claimable again; completion is idempotent (the first recorded result wins, later ones are ignored);
 a failure reported by a worker that has lost its lease is kept as an attempt but leaves the job to its
-new holder. ``init_run`` of an existing run records the new config text and keeps the meta. ``record``
+new holder.
+
+A run is what its config says now: ``enqueue(..., whole_plan=ids)`` names every job of the current plan,
+and any other job of the run is *set aside* (status ``aside:<status>``, a running one as
+``aside:pending``): kept with its result for the record, never claimed, completed, counted as open or
+returned by ``results``; ``counts`` reports them as ``set_aside``. A job of the plan that was set aside
+is live again, with its result if it had one. ``init_run`` of an existing run records the new config text and keeps the meta. ``record``
 writes a batch's cache entries, results and failures at once (one transaction). A run is finalised
 once: the first process to ``take_finalize`` a finished run does it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..jobs import Job
 
-__all__ = ["Failure", "JobCounts", "Queue", "open_queue"]
+__all__ = ["ASIDE", "SET_ASIDE", "Failure", "JobCounts", "Queue", "aside_status", "live_status", "open_queue"]
+
+ASIDE = "aside:"
+"""Prefix of the status of a job set aside (planned by an earlier version of the config)."""
+SET_ASIDE = "set_aside"
+"""The status ``counts`` reports set-aside jobs under, whatever they were before."""
+
+
+def aside_status(status: str) -> str:
+    """The status a job gets when set aside: a running job's lease is dropped (it is pending again)."""
+    if status.startswith(ASIDE):
+        return status
+    return ASIDE + ("pending" if status == "running" else status)
+
+
+def live_status(status: str) -> str:
+    """The status a set-aside job gets back when the plan holds it again."""
+    return status.removeprefix(ASIDE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +73,13 @@ class Queue(Protocol):
     async def init_run(self, config_text: str, meta: dict[str, Any]) -> dict[str, Any]: ...
     async def run_info(self) -> dict[str, Any] | None: ...
     async def update_meta(self, patch: dict[str, Any]) -> dict[str, Any]: ...
-    async def enqueue(self, jobs: list[Job], items: dict[tuple[str, str], dict[str, Any]]) -> int: ...
+    async def enqueue(
+        self,
+        jobs: list[Job],
+        items: dict[tuple[str, str], dict[str, Any]],
+        *,
+        whole_plan: AbstractSet[str] | None = None,
+    ) -> int: ...
     async def claim(
         self, worker: str, n: int, lease_s: float, exclude_models: frozenset[str] = frozenset()
     ) -> list[Job]: ...

@@ -17,7 +17,18 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
-from sqlalchemy import Connection, Float, create_engine, event, inspect, literal, literal_column, select, text
+from sqlalchemy import (
+    Connection,
+    Float,
+    create_engine,
+    event,
+    inspect,
+    literal,
+    literal_column,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import ColumnElement
@@ -175,8 +186,18 @@ def _version_message(url: str, found: str) -> str:
     )
 
 
+def _migrate(conn: Connection, found: str) -> str:
+    """Upgrade a database of an older schema version step by step while ``MIGRATIONS`` knows how."""
+    while found.isdigit() and int(found) < s.SCHEMA_VERSION and int(found) in s.MIGRATIONS:
+        for statement in s.MIGRATIONS[int(found)]:
+            conn.execute(text(statement))
+        found = str(int(found) + 1)
+        conn.execute(update(s.meta).where(s.meta.c.key == "schema_version").values(value=found))
+    return found
+
+
 def ensure_schema(engine: Engine, url: str) -> None:
-    """Create the tables if missing; refuse a database of another schema version (newer or older)."""
+    """Create the tables if missing; upgrade an older database we can, refuse any other version."""
     with engine.begin() as conn:
         if engine.dialect.name == "postgresql":
             # Processes starting together on a fresh database would race CREATE TABLE otherwise.
@@ -184,6 +205,8 @@ def ensure_schema(engine: Engine, url: str) -> None:
         version = select(s.meta.c.value).where(s.meta.c.key == "schema_version")
         if inspect(conn).has_table("kw_meta"):
             found = conn.execute(version).scalar()
+            if found is not None and found != str(s.SCHEMA_VERSION):
+                found = _migrate(conn, found)
             if found is not None and found != str(s.SCHEMA_VERSION):
                 raise SchemaVersionError(_version_message(url, found))
         s.metadata.create_all(conn)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..crashpoints import crashpoint
 from ..jobs import Job
-from . import Failure, JobCounts
+from . import ASIDE, SET_ASIDE, Failure, JobCounts, aside_status, live_status
 
 __all__ = ["MemoryQueue"]
 
@@ -57,15 +58,28 @@ class MemoryQueue:
         self._info["meta"] = {**self._info["meta"], **patch}
         return dict(self._info["meta"])
 
-    async def enqueue(self, jobs: list[Job], items: dict[tuple[str, str], dict[str, Any]]) -> int:
+    async def enqueue(
+        self,
+        jobs: list[Job],
+        items: dict[tuple[str, str], dict[str, Any]],
+        *,
+        whole_plan: AbstractSet[str] | None = None,
+    ) -> int:
         for key, payload in items.items():
             self._items.setdefault(key, payload)
-        added = 0
+        changed = added = 0
+        if whole_plan is not None:
+            for row in self._rows.values():
+                aside = row.status.startswith(ASIDE)
+                if aside == (row.job.id in whole_plan):
+                    row.status = live_status(row.status) if aside else aside_status(row.status)
+                    row.lease_owner = None
+                    changed += 1
         for job in jobs:
             if job.id not in self._rows:
                 self._rows[job.id] = _Row(job)
                 added += 1
-        if added and self._info is not None:
+        if (added or changed) and self._info is not None:
             self._info.update(finalized_at=None, finalized_by=None)
         return added
 
@@ -98,7 +112,7 @@ class MemoryQueue:
         n = 0
         for job_id, result in results:
             row = self._rows.get(job_id)
-            if row is None or row.status == "done":
+            if row is None or row.status == "done" or row.status.startswith(ASIDE):
                 continue
             row.status, row.result, row.error, row.lease_owner = "done", result, None, None
             n += 1
@@ -161,7 +175,8 @@ class MemoryQueue:
     async def counts(self) -> list[JobCounts]:
         tally: dict[tuple[str, str, str, str], int] = {}
         for row in self._rows.values():
-            key = (row.job.model_id, row.job.mode, row.job.scenario_id, row.status)
+            status = SET_ASIDE if row.status.startswith(ASIDE) else row.status
+            key = (row.job.model_id, row.job.mode, row.job.scenario_id, status)
             tally[key] = tally.get(key, 0) + 1
         return [JobCounts(*k, n) for k, n in sorted(tally.items())]
 
@@ -169,6 +184,7 @@ class MemoryQueue:
         return [
             (replace(r.job, attempts=r.attempts), r.status, r.result, r.error)
             for r in sorted(self._rows.values(), key=lambda r: r.job.id)
+            if not r.status.startswith(ASIDE)
         ]
 
     async def attempt_errors(self, job_id: str) -> list[dict[str, Any]]:

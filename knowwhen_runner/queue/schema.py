@@ -2,7 +2,9 @@
 
 A database holds any number of runs (keyed by run name), one response cache shared by all of them, and
 the rate-limit ledger shared by every process that calls the same provider through it.
-``SCHEMA_VERSION`` changes whenever a table changes; a database of another version is refused.
+``SCHEMA_VERSION`` changes whenever a table or what its values mean changes; a database of an older
+version is upgraded in place when ``MIGRATIONS`` knows how (``engine.ensure_schema``), else refused, as
+is one of a newer version.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from sqlalchemy import (
 )
 
 __all__ = [
+    "MIGRATIONS",
     "SCHEMA_VERSION",
     "attempts",
     "cache",
@@ -35,7 +38,11 @@ __all__ = [
 ]
 
 # 2: kw_runs.finalized_at/finalized_by (finalise once per fleet), kw_limits and kw_limit_holds.
-SCHEMA_VERSION = 2
+# 3: kw_jobs.status may be aside:<status>, a job of an earlier plan (an older release would work and
+#    finalise it). No table changes, so a version-2 database is upgraded by writing the new number.
+SCHEMA_VERSION = 3
+MIGRATIONS: dict[int, tuple[str, ...]] = {2: ()}
+"""Older version -> the statements that bring its tables to the next version (run in one transaction)."""
 
 metadata = MetaData()
 

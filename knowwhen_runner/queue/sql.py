@@ -10,6 +10,7 @@ and keeps leases on the database server's clock (see ``engine.py``).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar
 
 import orjson
@@ -19,7 +20,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from ..crashpoints import crashpoint
 from ..exceptions import QueueError
 from ..jobs import Job
-from . import Failure, JobCounts
+from . import ASIDE, SET_ASIDE, Failure, JobCounts
 from . import schema as s
 from .engine import DbClock, make_engine, safe_url
 from .side_tables import SideTables
@@ -30,6 +31,7 @@ T = TypeVar("T")
 
 _JOB_COLUMNS = "id, model_id, mode, scenario, item, payload, attempts"
 _OPEN = "('pending', 'running')"
+_COMPLETABLE = "('pending', 'running', 'failed')"  # not done, not set aside
 
 
 def _sqlite_has_bulk() -> bool:
@@ -54,7 +56,7 @@ _SQLITE_COMPLETE = (
     "UPDATE kw_jobs SET status = 'done', result = j.result, error = NULL, lease_owner = NULL, updated_at = ? "
     "FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS result "
     "FROM json_each(?) ORDER BY 1) AS j WHERE kw_jobs.run = ? AND kw_jobs.id = j.id "
-    "AND +kw_jobs.status <> 'done'"
+    f"AND +kw_jobs.status IN {_COMPLETABLE}"
 )
 
 
@@ -155,10 +157,21 @@ class SqlQueue(SideTables):
             )
         return meta
 
-    async def enqueue(self, jobs: list[Job], items: dict[tuple[str, str], dict[str, Any]]) -> int:
-        return await self._call(self._enqueue, jobs, items)
+    async def enqueue(
+        self,
+        jobs: list[Job],
+        items: dict[tuple[str, str], dict[str, Any]],
+        *,
+        whole_plan: AbstractSet[str] | None = None,
+    ) -> int:
+        return await self._call(self._enqueue, jobs, items, whole_plan)
 
-    def _enqueue(self, jobs: list[Job], items: dict[tuple[str, str], dict[str, Any]]) -> int:
+    def _enqueue(
+        self,
+        jobs: list[Job],
+        items: dict[tuple[str, str], dict[str, Any]],
+        whole_plan: AbstractSet[str] | None,
+    ) -> int:
         # Resume is the common case (most jobs already there): read what exists, insert only the rest,
         # through the driver's executemany (SQLAlchemy's per-row parameter handling costs seconds at 150k).
         ph = self._placeholder
@@ -174,9 +187,12 @@ class SqlQueue(SideTables):
                 for (sc, it), p in items.items()
                 if (sc, it) not in have_items
             ]
-            have_jobs = {
-                r[0] for r in conn.exec_driver_sql(f"SELECT id FROM kw_jobs WHERE run = {ph}", (self.run,))
+            statuses: dict[str, str] = {
+                r[0]: r[1]
+                for r in conn.exec_driver_sql(f"SELECT id, status FROM kw_jobs WHERE run = {ph}", (self.run,))
             }
+            changed = self._set_plan(conn, statuses, whole_plan) if whole_plan is not None else 0
+            have_jobs = set(statuses)
             new_jobs = []
             for j in jobs:
                 if j.id not in have_jobs:
@@ -196,9 +212,24 @@ class SqlQueue(SideTables):
                     new_jobs[chunk : chunk + 5000],
                 )
             added = len(new_jobs)
-            if added:
+            if added or changed:
                 self._unmark_finalized(conn)
         return added
+
+    def _set_plan(self, conn: Any, statuses: dict[str, str], plan: AbstractSet[str]) -> int:
+        """Set aside the jobs ``plan`` does not hold, and bring back the set-aside ones it holds again."""
+        ph = self._placeholder
+        leave = [(self.run, i) for i, st in statuses.items() if i not in plan and not st.startswith(ASIDE)]
+        back = [(self.run, i) for i, st in statuses.items() if i in plan and st.startswith(ASIDE)]
+        aside = (
+            f"UPDATE kw_jobs SET status = CASE status WHEN 'running' THEN '{ASIDE}pending' "
+            f"ELSE '{ASIDE}' || status END, lease_owner = NULL WHERE run = {ph} AND id = {ph}"
+        )
+        live = f"UPDATE kw_jobs SET status = SUBSTR(status, {len(ASIDE) + 1}) WHERE run = {ph} AND id = {ph}"
+        for sql, rows in ((aside, leave), (live, back)):
+            for chunk in range(0, len(rows), 5000):
+                conn.exec_driver_sql(sql, rows[chunk : chunk + 5000])
+        return len(leave) + len(back)
 
     @property
     def _placeholder(self) -> str:
@@ -414,7 +445,7 @@ class SqlQueue(SideTables):
             now = ph if sqlite_now else self._clock.sql
             sql = (
                 f"UPDATE kw_jobs SET status = 'done', result = {ph}, error = NULL, lease_owner = NULL, "
-                f"updated_at = {now} WHERE run = {ph} AND id = {ph} AND status <> 'done'"
+                f"updated_at = {now} WHERE run = {ph} AND id = {ph} AND status IN {_COMPLETABLE}"
             )
             params = [(r, *((stamp,) if sqlite_now else ()), self.run, jid) for jid, r in rows]
             # The driver's executemany: its rowcount is the total of rows changed (sqlite3 and psycopg 3).
@@ -505,14 +536,21 @@ class SqlQueue(SideTables):
             .group_by(c.model_id, c.mode, c.scenario, c.status)
             .order_by(c.model_id, c.mode, c.scenario, c.status)
         )
+        tally: dict[tuple[str, str, str, str], int] = {}
         with self._reading() as conn:
-            return [JobCounts(*r) for r in conn.execute(q)]
+            for model, mode, scenario, status, n in conn.execute(q):
+                key = (model, mode, scenario, SET_ASIDE if status.startswith(ASIDE) else status)
+                tally[key] = tally.get(key, 0) + n
+        return [JobCounts(*k, n) for k, n in sorted(tally.items())]
 
     async def results(self) -> list[tuple[Job, str, dict[str, Any] | None, str | None]]:
         return await self._call(self._results)
 
     def _results(self) -> list[tuple[Job, str, dict[str, Any] | None, str | None]]:
-        q = text(f"SELECT {_JOB_COLUMNS}, status, result, error FROM kw_jobs WHERE run = :run ORDER BY id")
+        q = text(
+            f"SELECT {_JOB_COLUMNS}, status, result, error FROM kw_jobs WHERE run = :run "
+            f"AND status NOT LIKE '{ASIDE}%' ORDER BY id"
+        )
         with self._reading() as conn:
             rows = conn.execute(q, {"run": self.run}).fetchall()
         return [(_job(r), r[7], orjson.loads(r[8]) if r[8] else None, r[9]) for r in rows]

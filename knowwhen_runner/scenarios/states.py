@@ -7,6 +7,7 @@ shared answer key joins them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ..config import ScenarioSpec
@@ -15,7 +16,13 @@ from ..exceptions import ScenarioError
 from ..jsonio import file_sha256, find_jsonl
 from . import Scenario
 
-__all__ = ["load_states", "question_item"]
+__all__ = ["load_states", "planned_qhashes", "question_item"]
+
+
+def planned_qhashes(spec: ScenarioSpec, qhashes: Iterable[str]) -> list[str]:
+    """The questions a states scenario asks: sorted by qhash, the first ``limit`` of them."""
+    ordered = sorted(qhashes)
+    return ordered[: spec.limit] if spec.limit is not None else ordered
 
 
 def question_item(question: Question) -> dict[str, Any]:
@@ -35,9 +42,7 @@ def load_states(spec: ScenarioSpec) -> Scenario:
         raise ScenarioError(f"scenario {spec.id!r}: a states scenario needs a path")
     stem = "questions" if spec.variant in (None, "main") else f"questions_{spec.variant}"
     qset = load_question_set(spec.path, questions_stem=stem)
-    qhashes = sorted(qset.questions)
-    if spec.limit is not None:
-        qhashes = qhashes[: spec.limit]
+    qhashes = planned_qhashes(spec, qset.questions)
     items = {q: question_item(qset.questions[q]) for q in qhashes}
     files = {}
     for name in (stem, "occurrences"):

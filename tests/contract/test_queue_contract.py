@@ -280,6 +280,92 @@ def test_finalize_marker_is_taken_once_when_finished(make_queue) -> None:
     assert run(q.run_info)["finalized_at"] is None and not run(q.take_finalize, "c")
 
 
+def _ids(jobs: list[Job]) -> set[str]:
+    return {j.id for j in jobs}
+
+
+def _plan(q: Queue, jobs: list[Job]) -> int:
+    """Enqueue ``jobs`` as the run's whole current plan."""
+    return run(lambda: q.enqueue(jobs, {}, whole_plan=_ids(jobs)))
+
+
+def _by_status(q: Queue) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in run(q.counts):
+        out[c.status] = out.get(c.status, 0) + c.n
+    return out
+
+
+def test_a_whole_plan_sets_aside_the_jobs_it_no_longer_holds(make_queue) -> None:
+    """Jobs outside the current plan are kept but never claimed, completed, returned or waited for."""
+    q = make_queue()
+    run(q.init_run, "name: r", {})
+    run(q.enqueue, _jobs(4), {})
+    claimed = run(q.claim, "w", 2, 30.0)  # m-0000 and m-0001
+    run(q.complete, "w", [(claimed[0].id, {"answer": "old"})])
+    now = _jobs(5)[2:]
+    assert _plan(q, now) == 1
+    assert _by_status(q) == {"set_aside": 2, "pending": 3}
+    assert {j.id for j, *_ in run(q.results)} == _ids(now)
+    assert run(q.complete, "w", [(claimed[1].id, {"answer": "late"})]) == 0  # its lease went with it
+    taken = run(q.claim, "w", 10, 30.0)
+    assert _ids(taken) == _ids(now)
+    run(q.complete, "w", [(j.id, {}) for j in taken])
+    assert run(q.take_finalize, "w")  # the set-aside pending job does not hold the run open
+
+
+def test_a_plan_that_holds_set_aside_jobs_again_brings_them_back_with_their_results(make_queue) -> None:
+    """Changing the config back makes its set-aside jobs live again: done ones keep their result, no rework."""
+    q = make_queue()
+    run(q.init_run, "name: r", {})
+    jobs = _jobs(3)
+    run(q.enqueue, jobs, {})
+    first, second = run(q.claim, "w", 2, 30.0)
+    run(q.complete, "w", [(first.id, {"answer": "kept"})])
+    _plan(q, jobs[2:])
+    assert run(q.take_finalize, "w") is False  # m-0002 is pending
+    assert _plan(q, jobs) == 0
+    assert _by_status(q) == {"done": 1, "pending": 2}
+    done = {j.id: r for j, status, r, _e in run(q.results) if status == "done"}
+    assert done == {first.id: {"answer": "kept"}}
+    assert _ids(run(q.claim, "w2", 10, 30.0)) == {second.id, jobs[2].id}
+
+
+def test_setting_jobs_aside_clears_the_finalize_marker(make_queue) -> None:
+    """A finalised run whose plan shrinks is finalised again, without the jobs set aside."""
+    q = make_queue()
+    run(q.init_run, "name: r", {})
+    run(q.enqueue, _jobs(2), {})
+    run(q.complete, "w", [(j.id, {}) for j in run(q.claim, "w", 2, 30.0)])
+    assert run(q.take_finalize, "w")
+    _plan(q, _jobs(1))
+    assert run(q.run_info)["finalized_at"] is None and run(q.take_finalize, "w")
+    _plan(q, _jobs(1))  # the same plan again changes nothing
+    assert run(q.run_info)["finalized_at"] is not None
+
+
+def test_a_database_of_the_previous_schema_version_is_upgraded_in_place(make_queue, request) -> None:
+    """A version-2 run database (before jobs could be set aside) opens as the current version, jobs kept."""
+    q = make_queue()
+    url = _sql_url(q, request)
+    run(q.init_run, "name: r", {})
+    run(q.enqueue, _jobs(2), {})
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    version = text("SELECT value FROM kw_meta WHERE key = 'schema_version'")
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE kw_meta SET value = '2' WHERE key = 'schema_version'"))
+        again = open_queue(url, q.run)
+        try:
+            assert len(run(again.results)) == 2
+        finally:
+            run(again.close)
+        with engine.begin() as conn:
+            assert conn.execute(version).scalar() == str(SCHEMA_VERSION)
+    finally:
+        engine.dispose()
+
+
 def test_workers_report_jobs_and_heartbeat_age(make_queue) -> None:
     """The worker registry counts recorded jobs per worker and says how long ago each was heard from."""
     q = make_queue()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
-import time
 from collections import Counter
 from pathlib import Path
 

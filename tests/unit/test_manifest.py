@@ -212,6 +212,19 @@ def test_thinning_keeps_both_ends_and_caps_the_points() -> None:
     assert _thin(points[:50]) == (points[:50], False)
 
 
+def test_a_version_1_manifest_still_loads(tmp_path: Path) -> None:
+    """Manifests written before open-loop cells had a scope are read as they were (no scope)."""
+    golden = Path(__file__).resolve().parent.parent / "golden" / "small" / "dm.cxs.json"
+    doc = json.loads(golden.read_text())
+    doc["schema_version"] = 1
+    for cell in doc["open_loop"]:
+        del cell["scope"]
+    old = tmp_path / "old.cxs.json"
+    old.write_text(json.dumps(doc))
+    manifest = load_manifest(old)
+    assert manifest.schema_version == 1 and manifest.open_loop[0].scope is None
+
+
 def test_load_manifest_names_a_bad_file(tmp_path: Path) -> None:
     """A file that is not a manifest is one ScenarioError naming it, not a traceback."""
     bad = tmp_path / "x.cxs.json"
