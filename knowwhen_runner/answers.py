@@ -101,6 +101,7 @@ def answer_row(
         "output_tokens": response.get("output_tokens"),
         "cache_hit": cache_hit,
         "retry_errors": errors or [],
+        "extra_choices": [c.get("name") for c in response.get("extra_tool_calls") or []] or None,
     }
 
 
@@ -124,4 +125,5 @@ def failed_row(*, model_id: str, qhash: str, error: str, attempts: int) -> dict[
         "output_tokens": None,
         "cache_hit": False,
         "retry_errors": [],
+        "extra_choices": None,
     }

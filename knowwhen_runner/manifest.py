@@ -272,6 +272,10 @@ class OpenLoopCell(_Model):
     cache_hits: int
     calls: int = Field(description="Rows answered by a model call this run (not the cache).")
 
+    def failed_rows(self) -> int:
+        """Questions whose job failed for good (no answer was ever given)."""
+        return round((self.validity.failed_rate or 0.0) * self.validity.n_rows)
+
 
 class IsolatedCell(_Model):
     """L1 isolated accuracy on one scenario (BFCL and When2Call items)."""
@@ -364,6 +368,9 @@ class AnswerRow(_Model):
     output_tokens: int | None
     cache_hit: bool
     retry_errors: list[str]
+    extra_choices: list[str | None] | None = Field(
+        None, description="LLMs: the tools of further calls in the same reply (only the first is the answer)."
+    )
     variant: str | None = None
 
 

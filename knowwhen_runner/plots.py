@@ -74,7 +74,7 @@ def _coverage_plot(manifests: Sequence[CxsManifest], scenario: str) -> bytes:
     with _figure(f"{scenario}: coverage vs accuracy") as (fig, ax):
         for m in manifests:
             cell = m.cell(scenario)
-            if cell is None or cell.accuracy_pct is None:
+            if cell is None or cell.accuracy_pct is None or cell.failed_rows():
                 continue
             color = _color(manifests, m.model.id)
             if cell.curve is not None:
@@ -137,12 +137,12 @@ def _cost_points(manifests: Sequence[CxsManifest]) -> list[tuple[str, str, float
     for m in manifests:
         color = _color(manifests, m.model.id)
         for c in m.open_loop:
-            if c.cost.per_1k_decisions_usd is not None and c.accuracy_pct is not None:
+            if c.cost.per_1k_decisions_usd is not None and c.accuracy_pct is not None and not c.failed_rows():
                 out.append(
                     (m.model.id, f"L2 {c.scenario}", c.cost.per_1k_decisions_usd, c.accuracy_pct, color)
                 )
         for e in m.closed_loop:
-            if e.cost_per_episode_usd is not None and e.success_rate is not None:
+            if e.cost_per_episode_usd is not None and e.success_rate is not None and not e.failed:
                 label = f"L3 {e.scenario} {e.mode}" + ("" if e.tau is None else f" τ={e.tau:g}")
                 out.append((m.model.id, label, 1000 * e.cost_per_episode_usd, 100 * e.success_rate, color))
     return out

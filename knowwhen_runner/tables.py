@@ -134,6 +134,12 @@ def _suffix(ids: list[str], sc: str) -> str:
     return f" ({sc})" if len(ids) > 1 else ""
 
 
+def _unless_failed(value: float | None, failed: int) -> float | str | None:
+    """A cell's figure, or no figure when some of its jobs failed for good: a call that never got an
+    answer is not a wrong answer, so the number would not be true for what was asked."""
+    return f"{MISSING} ({failed} failed)" if failed and value is not None else value
+
+
 def _own_mode(m: CxsManifest) -> str:
     return "model" if m.model.kind == "decision" else "llm"
 
@@ -179,11 +185,13 @@ def comparison_table(manifests: Sequence[CxsManifest]) -> Table:
         for cell in m.isolated:
             row[f"l1:{cell.scenario}"] = cell.pooled_pct
         for c in m.open_loop:
-            row[f"l2:{c.scenario}"], row[f"ask:{c.scenario}"] = c.accuracy_pct, c.must_ask_pct
-            row[f"cov:{c.scenario}"] = c.fit.coverage if c.fit else None
+            failed = c.failed_rows()
+            row[f"l2:{c.scenario}"] = _unless_failed(c.accuracy_pct, failed)
+            row[f"ask:{c.scenario}"] = _unless_failed(c.must_ask_pct, failed)
+            row[f"cov:{c.scenario}"] = _unless_failed(c.fit.coverage if c.fit else None, failed)
         for sc, e in _own_cells(m).items():
             row[f"l3:{sc}"], row[f"ce:{sc}"], row[f"le:{sc}"] = (
-                e.success_rate,
+                _unless_failed(e.success_rate, e.failed),
                 e.cost_per_episode_usd,
                 e.latency.p50_ms,
             )
@@ -202,15 +210,16 @@ def headline_table(manifests: Sequence[CxsManifest]) -> Table:
     States: L2 accuracy (benchmark rule); isolated: L1 pooled accuracy; episodes: L3 success in the
     model's own mode. A scenario no model has a figure for gets no column.
     """
-    values: dict[str, dict[str, float | None]] = {}
+    values: dict[str, dict[str, float | str | None]] = {}
     for m in manifests:
-        row: dict[str, float | None] = {}
+        row: dict[str, float | str | None] = {}
         for c in m.open_loop:
-            row.setdefault(c.scenario, c.accuracy_pct)
+            row.setdefault(c.scenario, _unless_failed(c.accuracy_pct, c.failed_rows()))
         for i in m.isolated:
             row.setdefault(i.scenario, i.pooled_pct)
         for sc, e in _own_cells(m).items():
-            row.setdefault(sc, None if e.success_rate is None else 100 * e.success_rate)
+            success = None if e.success_rate is None else 100 * e.success_rate
+            row.setdefault(sc, _unless_failed(success, e.failed))
         values[m.model.id] = row
     order = [s.id for s in manifests[0].scenarios] if manifests else []
     shown = [sc for sc in order if any(row.get(sc) is not None for row in values.values())]
@@ -296,7 +305,11 @@ def closed_loop_table(manifests: Sequence[CxsManifest]) -> Table:
         Column("fallbacks", "fallbacks", "int"),
         Column("cost_per_episode_usd", "cost / episode (USD)", "usd"),
     ]
-    rows = [{"model": m.model.id, **c.model_dump()} for m in manifests for c in m.closed_loop]
+    rows = [
+        {**c.model_dump(), "model": m.model.id, "success_rate": _unless_failed(c.success_rate, c.failed)}
+        for m in manifests
+        for c in m.closed_loop
+    ]
     return Table("closed-loop", f"{_run_name(manifests)}: closed loop", cols, rows)
 
 

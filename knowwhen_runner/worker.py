@@ -206,7 +206,7 @@ class Worker:
     async def _claim_loop(self, jobs: Any, outcomes: Any) -> None:
         size, lease = self._settings.batch_size, self._settings.lease_seconds
         concurrency = self._settings.concurrency
-        prefetch = size  # questions: a batch waiting behind the callers keeps them busy
+        prefetch = 0  # until a claim shows questions: a batch waiting behind the callers keeps them busy
         async with jobs, outcomes:
             while not self.stopping.is_set():
                 # Jobs claimed and not started, plus jobs running, stay within what the callers can start
@@ -221,8 +221,9 @@ class Worker:
                     await anyio.sleep(0.005)
                     continue
                 claimed = await self.queue.claim(self.id, min(size, room), lease, self._busy_models())
-                if any(job.payload.get("kind") == "episode" for job in claimed):
-                    prefetch = 0
+                if claimed:
+                    slow = any(job.payload.get("kind") == "episode" for job in claimed)
+                    prefetch = 0 if slow else size
                 if not claimed:
                     if self._held:
                         await anyio.sleep(0.02)

@@ -264,6 +264,22 @@ class ServeApp:
             elif rule.fault == "missing_answer":
                 message = {"role": "assistant", "content": ""}
                 calls = None
+            elif rule.fault == "extra_tool_call":  # as some servers do: more calls than asked for
+                other = next(
+                    (
+                        t["function"]["name"]
+                        for t in tools
+                        if t["function"]["name"] != calls[0]["function"]["name"]
+                    ),
+                    calls[0]["function"]["name"],
+                )
+                calls.append(
+                    {
+                        "id": f"{calls[0]['id']}-extra",
+                        "type": "function",
+                        "function": {"name": other, "arguments": "{}"},
+                    }
+                )
         prompt_tokens = max(1, len(raw) // 4)
         completion_tokens = 8 + len(orjson.dumps(calls or message.get("content") or "")) // 4
         payload = {

@@ -42,6 +42,7 @@ FaultKind = Literal[
     "bad_probs",
     "missing_answer",
     "no_confidence",
+    "extra_tool_call",
 ]
 FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
 Endpoint = Literal["systemone", "chat"]

@@ -58,6 +58,19 @@ def test_good_config_loads_with_paths_relative_to_the_file(tmp_path: Path) -> No
             "c.yaml:7: models.0.api_key_env: literal API keys",
         ),
         (("id: s", "id: m\n  - id: m\n    path: ."), "scenarios"),
+        (
+            ("kind: decision", "kind: llm\n    params: {tool_choice: auto, temperature: 0}"),
+            "c.yaml:7: models.0.params: tool_choice is set by the runner and cannot be a "
+            "param (use the model's tool_choice setting)",
+        ),
+        (
+            ("kind: decision", "kind: llm\n    params: {messages: []}"),
+            "models.0.params: messages",
+        ),
+        (
+            ("kind: decision", "kind: llm\n    tool_choice: none"),
+            "c.yaml:7: models.0.tool_choice: Input should",
+        ),
     ],
 )
 def test_bad_config_names_file_line_and_field(tmp_path: Path, edit: tuple[str, str], expected: str) -> None:
