@@ -105,9 +105,11 @@ class PassHatK:
     per_task: Mapping[str, float]
 
 
-def _check_level(level: float) -> None:
+def _check_level(level: float, reps: int = 1) -> None:
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be strictly between 0 and 1, got {level}")
+    if reps < 1:
+        raise ValueError(f"a bootstrap needs at least one resample, got reps={reps}")
 
 
 def _rng(seed: int) -> np.random.Generator:
@@ -182,7 +184,7 @@ def cluster_bootstrap(
     The default statistic is L2 accuracy as the card scores it; ``pooled_mean`` gives the item mean.
     Vectorised: all resamples are one (reps × clusters) matrix of draw counts.
     """
-    _check_level(level)
+    _check_level(level, reps)
     sums, sizes = _cluster_arrays(values_by_cluster)
     estimate = float(statistic(np.ones((1, sums.size)), sums, sizes)[0])
     weights = _draw_weights(_rng(seed), sums.size, reps).astype(np.float64)
@@ -213,7 +215,7 @@ def bootstrap_over_clusters(
     clusters (a cluster drawn twice appears twice) and returns the statistic, or None where it is
     undefined (say, no τ reaches the target); those resamples are skipped and counted.
     """
-    _check_level(level)
+    _check_level(level, reps)
     if not clusters:
         raise ValueError("no clusters to resample")
     estimate = fn(list(clusters))
@@ -288,7 +290,7 @@ def paired_cluster_bootstrap(
     The p-value inverts the percentile interval: twice the smaller share of resampled differences on
     either side of 0 (with the usual +1 so it is never 0), so p < 1 − level about when 0 is outside.
     """
-    _check_level(level)
+    _check_level(level, reps)
     if a_by_cluster.keys() != b_by_cluster.keys():
         raise ValueError("A and B must have the same clusters")
     if any(len(a_by_cluster[c]) != len(b_by_cluster[c]) for c in a_by_cluster):

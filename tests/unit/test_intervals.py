@@ -161,13 +161,15 @@ def test_same_seed_gives_identical_intervals_and_another_seed_does_not() -> None
 
 
 def test_cluster_bootstrap_refuses_empty_input_and_empty_clusters() -> None:
-    """No clusters, or a cluster without values, has no mean to resample."""
+    """No clusters, a cluster without values, a level given as a percent or zero resamples are refused."""
     with pytest.raises(ValueError, match="no clusters"):
         cluster_bootstrap({})
     with pytest.raises(ValueError, match="without values"):
         cluster_bootstrap({"a": [1.0], "b": []})
     with pytest.raises(ValueError, match="level"):
         cluster_bootstrap({"a": [1.0]}, level=95)
+    with pytest.raises(ValueError, match="at least one resample"):
+        cluster_bootstrap({"a": [1.0]}, reps=0)
 
 
 # ---------------------------------------------------------------------------------------------------
