@@ -37,7 +37,7 @@ import yaml
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from knowwhen_runner.dataset import compute_qhash
+from knowwhen_runner.dataset.files import compute_qhash
 from knowwhen_runner.queue.limits import LimitLedger
 from knowwhen_runner.serve import start_server_process
 

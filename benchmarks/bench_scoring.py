@@ -13,9 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from knowwhen_runner.dataset import load_answers, load_question_set
+from knowwhen_runner.dataset.files import load_answers, load_question_set
+from knowwhen_runner.dataset.scoring import compile_key, gated_open_loop, score_l2
 from knowwhen_runner.jsonio import write_jsonl
-from knowwhen_runner.scoring import compile_key, gated_open_loop, score_l2
 
 TOOLS = [f"tool_{i:02d}" for i in range(69)]
 

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 import knowwhen_runner  # noqa: F401  (sets LITELLM_LOCAL_MODEL_COST_MAP)
-from knowwhen_runner.dataset import compute_qhash
+from knowwhen_runner.dataset.files import compute_qhash
 from knowwhen_runner.serve import ServerProcess
 
 OPTIONS = [f"tool_{i:02d}" for i in range(69)]
@@ -120,7 +120,7 @@ def server_rate(server: ServerProcess) -> tuple[float, int]:
 
 
 async def _bare_loop(server: ServerProcess, kind: str, n: int, concurrency: int) -> None:
-    from knowwhen_runner.client import _import_litellm, decision_body, llm_body
+    from knowwhen_runner.provider.client import _import_litellm, decision_body, llm_body
 
     litellm = _import_litellm()
     sem = asyncio.Semaphore(concurrency)
@@ -191,11 +191,11 @@ def _seed_cache(config_path: Path, response: dict[str, Any]) -> int:
     """Fill the run database's cache with a response for every job of the config (as a finished sweep would)."""
     import anyio
 
-    from knowwhen_runner.cache import cache_key
-    from knowwhen_runner.client import decision_body
     from knowwhen_runner.config import load_config
+    from knowwhen_runner.provider.cache_keys import cache_key
+    from knowwhen_runner.provider.client import decision_body
     from knowwhen_runner.queue import open_queue
-    from knowwhen_runner.runner import load_and_plan
+    from knowwhen_runner.run.sweep import load_and_plan
 
     config = load_config(config_path)
     _scenarios, the_plan = load_and_plan(config)

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from .config import SweepConfig
 from .jsonio import atomic_write_bytes
-from .manifest import MANIFEST_SCHEMA_VERSION, AnswerRow, CxsManifest
+from .results.manifest import MANIFEST_SCHEMA_VERSION, AnswerRow, CxsManifest
 
 __all__ = ["SCHEMAS", "schema_documents", "write_schemas"]
 

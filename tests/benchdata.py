@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from knowwhen_runner.dataset import compute_qhash
+from knowwhen_runner.dataset.files import compute_qhash
 from knowwhen_runner.gym import SUITES, task_rows
 
 CARD = {"common_states": 3939, "shift": 1093, "common_tasks": 200, "shift_tasks": 100, "shift_l3": 200}

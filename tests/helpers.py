@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from knowwhen_runner.dataset import compute_qhash
+from knowwhen_runner.dataset.files import compute_qhash
 
 TOOLS = {
     "find_customer": "Look up a customer by e-mail address.",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..dataset import QUESTION_TEXT, compute_qhash
+from ..dataset.files import QUESTION_TEXT, compute_qhash
 from ..jsonio import atomic_write_bytes, file_sha256, write_jsonl
 from .answer_key import AFTER_OFF_PLAN, AnswerKey, canonical_plan, key_for_env
 from .env import GymEnv, Step

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..config import ScenarioSpec
-from ..dataset import Question, load_question_set
+from ..dataset.files import Question, load_question_set
 from ..exceptions import ScenarioError
 from ..jsonio import file_sha256, find_jsonl
 from . import Scenario

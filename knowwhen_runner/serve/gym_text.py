@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..dataset import QUESTION_TEXT
+from ..dataset.files import QUESTION_TEXT
 from ..gym import Suite, suite_tools
 from ..gym.tools import ASK, CANCEL, CREDIT, DISTRACTOR, LIST_ORDERS, REFUND, SET_ADDRESS, SET_SPEED
 

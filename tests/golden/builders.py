@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from knowwhen_runner.answers import answer_row
 from knowwhen_runner.config import SweepConfig
-from knowwhen_runner.dataset import load_question_set
+from knowwhen_runner.dataset.answer_rows import answer_row
+from knowwhen_runner.dataset.files import load_question_set
 from knowwhen_runner.jobs import Job
 from knowwhen_runner.queue import Failure, Queue, open_queue
 from knowwhen_runner.scenarios.states import question_item

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from knowwhen_runner.config import SweepConfig
-from knowwhen_runner.finalize import finalize_run
+from knowwhen_runner.results.finalize import finalize_run
 from tests.golden.builders import finished_queue, small_config
 
 GOLDEN = Path(__file__).parent / "small"

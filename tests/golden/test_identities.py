@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import hashlib
 
-from knowwhen_runner.cache import cache_key
-from knowwhen_runner.client import decision_body
 from knowwhen_runner.config import ModelSpec, RateLimit
 from knowwhen_runner.jobs import JOB_ID_VERSION, job_id
+from knowwhen_runner.provider.cache_keys import cache_key
+from knowwhen_runner.provider.client import decision_body
 
 ITEM = {
     "state": "TASK: cancel order 7\nHISTORY:\n(none)\nCURRENT OBSERVATION: start",

@@ -14,7 +14,7 @@ import anyio
 import yaml
 
 from knowwhen_runner.queue import open_queue
-from knowwhen_runner.runner import run_sweep
+from knowwhen_runner.run.sweep import run_sweep
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen
 

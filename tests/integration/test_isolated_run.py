@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from knowwhen_runner.isolated import ISOLATED_FIELDS, score_isolated
-from knowwhen_runner.manifest import load_manifest
+from knowwhen_runner.results.isolated import ISOLATED_FIELDS, score_isolated
+from knowwhen_runner.results.manifest import load_manifest
 from knowwhen_runner.scenarios.isolated import ASK_OPTION
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config

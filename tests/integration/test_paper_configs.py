@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from knowwhen_runner.config import load_config
-from knowwhen_runner.hub import write_task_sets
+from knowwhen_runner.dataset.hub import write_task_sets
 from tests.benchdata import CARD, make_dataset
 from tests.helpers import knowwhen
 

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from knowwhen_runner.config import load_config
-from knowwhen_runner.plan_stamp import plan_stamp
+from knowwhen_runner.plan.stamp import plan_stamp
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from knowwhen_runner.results.tables import MISSING
 from knowwhen_runner.serve import ServerProcess
-from knowwhen_runner.tables import MISSING
 from tests.helpers import knowwhen, make_question_set, write_config
 
 ISOLATED = Path(__file__).resolve().parent.parent / "fixtures" / "isolated"
@@ -96,7 +96,7 @@ def test_episodes_only_run_writes_well_formed_tables_with_cost_and_latency(
 @pytest.mark.parametrize("name", ["comparison", "details", "gated"])
 def test_a_table_without_rows_still_has_a_header_over_a_matching_separator(tmp_path: Path, name: str) -> None:
     """Tables with no manifests at all are still well-formed Markdown."""
-    from knowwhen_runner import tables
+    from knowwhen_runner.results import tables
 
     table = getattr(tables, f"{name}_table")([])
     path = tmp_path / f"{name}.md"

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from knowwhen_runner.config import load_config
-from knowwhen_runner.dataset import load_question_set
+from knowwhen_runner.dataset.files import load_question_set
 from knowwhen_runner.exceptions import KnowwhenError
 from tests.helpers import knowwhen, make_question_set, write_config
 

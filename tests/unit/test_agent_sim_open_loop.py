@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from knowwhen_runner.client import llm_body
-from knowwhen_runner.dataset import Answer, Question, load_question_set
-from knowwhen_runner.episode import agent_messages
+from knowwhen_runner.dataset.files import Answer, Question, load_question_set
+from knowwhen_runner.dataset.scoring import score_l2
 from knowwhen_runner.gym import (
     GymEnv,
     Task,
@@ -20,7 +19,8 @@ from knowwhen_runner.gym import (
     split_tasks,
     tool_schema,
 )
-from knowwhen_runner.scoring import score_l2
+from knowwhen_runner.provider.client import llm_body
+from knowwhen_runner.run.episode import agent_messages
 from knowwhen_runner.serve.agent_sim import DEFAULT_ERROR_RATE, AgentSim
 from knowwhen_runner.serve.gym_text import state_calls
 

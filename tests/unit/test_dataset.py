@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from knowwhen_runner.dataset import (
+from knowwhen_runner.dataset.files import (
     find_answer_files,
     load_answers,
     load_question_set,

@@ -8,8 +8,8 @@ from typing import Any
 import yaml
 
 from knowwhen_runner.config import SweepConfig, parse_config
-from knowwhen_runner.plan import fit_requests, plan
-from knowwhen_runner.runner import plan_report
+from knowwhen_runner.plan.grid import fit_requests, plan
+from knowwhen_runner.run.sweep import plan_report
 from knowwhen_runner.scenarios import Scenario, load_scenario
 
 

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from knowwhen_runner.exceptions import ConfigError
-from knowwhen_runner.fleet import describe_workers, finalize_once, stored_config
 from knowwhen_runner.jobs import Job
 from knowwhen_runner.queue import open_queue
+from knowwhen_runner.run.fleet import describe_workers, finalize_once, stored_config
 from tests.helpers import knowwhen, make_question_set, write_config
 
 

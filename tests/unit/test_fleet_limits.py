@@ -10,8 +10,8 @@ import anyio
 import pytest
 
 from knowwhen_runner.config import ModelSpec
+from knowwhen_runner.provider.ratelimit import FleetLimiter, Limiter, Limiters, shared_limits
 from knowwhen_runner.queue.limits import LimitLedger, fair_shares
-from knowwhen_runner.ratelimit import FleetLimiter, Limiter, Limiters, shared_limits
 from tests.pg import temporary_database
 
 

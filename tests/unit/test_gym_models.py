@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from knowwhen_runner.episode import agent_messages
 from knowwhen_runner.gym import GymEnv, Task, canonical_plan, get_suite, key_for_env, split_tasks, tool_schema
+from knowwhen_runner.run.episode import agent_messages
 from knowwhen_runner.serve import default_registry
 from knowwhen_runner.serve.agent_sim import AgentSim
 from knowwhen_runner.serve.gym_text import role_of

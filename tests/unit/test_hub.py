@@ -12,8 +12,14 @@ from typing import Any
 import pytest
 
 from knowwhen_runner.config import ScenarioSpec
+from knowwhen_runner.dataset.hub import (
+    REPO_ID,
+    TASK_SETS_DIR,
+    fetch_dataset,
+    resolve_dataset,
+    write_task_sets,
+)
 from knowwhen_runner.exceptions import KnowwhenError, ScenarioError
-from knowwhen_runner.hub import REPO_ID, TASK_SETS_DIR, fetch_dataset, resolve_dataset, write_task_sets
 from knowwhen_runner.scenarios.episodes import load_episodes
 from tests.benchdata import make_dataset
 

@@ -11,8 +11,8 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from knowwhen_runner import intervals
-from knowwhen_runner.intervals import (
+from knowwhen_runner.results import intervals
+from knowwhen_runner.results.intervals import (
     Interval,
     bootstrap_over_clusters,
     cluster_bootstrap,
@@ -26,7 +26,7 @@ from knowwhen_runner.intervals import (
     wilson,
     within,
 )
-from knowwhen_runner.metrics import fit_threshold
+from knowwhen_runner.results.metrics import fit_threshold
 
 REPLICATIONS = 1000
 Clusters = dict[str, np.ndarray]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from knowwhen_runner.answers import answer_row, failed_row
 from knowwhen_runner.config import ModelSpec
-from knowwhen_runner.isolated import isolated_row
+from knowwhen_runner.dataset.answer_rows import answer_row, failed_row
+from knowwhen_runner.results.isolated import isolated_row
 
 MODEL = ModelSpec(id="dm", model="hosted_vllm/dm", kind="decision")
 ITEM = {

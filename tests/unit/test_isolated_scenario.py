@@ -10,7 +10,7 @@ import pytest
 
 from knowwhen_runner.config import ScenarioSpec, parse_config
 from knowwhen_runner.exceptions import ConfigError, ScenarioError
-from knowwhen_runner.plan import plan
+from knowwhen_runner.plan.grid import plan
 from knowwhen_runner.scenarios import load_scenario
 from knowwhen_runner.scenarios.isolated import tool_label
 

@@ -11,13 +11,13 @@ import pytest
 from typer.testing import CliRunner
 
 from knowwhen_runner.cli import app
-from knowwhen_runner.exceptions import ScenarioError
-from knowwhen_runner.score_report import (
+from knowwhen_runner.dataset.score_folder import (
     LeaderboardTarget,
     check_leaderboard,
     leaderboard_target,
     score_report,
 )
+from knowwhen_runner.exceptions import ScenarioError
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "dataset"
 runner = CliRunner()

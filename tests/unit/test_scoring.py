@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from knowwhen_runner.dataset import (
+from knowwhen_runner.dataset.files import (
     Answer,
     Corpus,
     IsolatedAnswer,
@@ -19,8 +19,8 @@ from knowwhen_runner.dataset import (
     load_answers,
     load_question_set,
 )
+from knowwhen_runner.dataset.scoring import compile_key, gated_open_loop, score_l1, score_l2
 from knowwhen_runner.exceptions import ScenarioError
-from knowwhen_runner.scoring import compile_key, gated_open_loop, score_l1, score_l2
 from tests.card_snippet import card_score
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "dataset"

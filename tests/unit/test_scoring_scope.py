@@ -7,11 +7,11 @@ from pathlib import Path
 import anyio
 
 from knowwhen_runner.config import SweepConfig
-from knowwhen_runner.dataset import load_question_set
-from knowwhen_runner.finalize import finalize_run
-from knowwhen_runner.manifest import load_manifest, manifest_path
+from knowwhen_runner.dataset.files import load_question_set
+from knowwhen_runner.dataset.scoring import compile_key, score_l2
 from knowwhen_runner.queue import open_queue
-from knowwhen_runner.scoring import compile_key, score_l2
+from knowwhen_runner.results.finalize import finalize_run
+from knowwhen_runner.results.manifest import load_manifest, manifest_path
 from tests.golden.builders import META, _question_results, small_config
 
 
@@ -74,7 +74,7 @@ def test_a_run_of_the_whole_set_is_scored_as_the_whole_set(tmp_path: Path) -> No
 
 
 def _answers(config: SweepConfig) -> dict[str, object]:
-    from knowwhen_runner.dataset import load_answers
+    from knowwhen_runner.dataset.files import load_answers
 
     folder = config.output / "qs"
     qset = load_question_set(folder)

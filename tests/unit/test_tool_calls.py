@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import knowwhen_runner  # noqa: F401  (sets LITELLM_LOCAL_MODEL_COST_MAP before litellm is imported)
-from knowwhen_runner.calls import question_call
-from knowwhen_runner.client import ModelClient, Secrets
 from knowwhen_runner.config import ModelSpec
-from knowwhen_runner.plan import _question_jobs
-from knowwhen_runner.ratelimit import Limiters
+from knowwhen_runner.plan.grid import _question_jobs
+from knowwhen_runner.provider.client import ModelClient, Secrets
+from knowwhen_runner.provider.ratelimit import Limiters
+from knowwhen_runner.run.calls import question_call
 from knowwhen_runner.scenarios import Scenario
 
 ITEM = {"state": "TASK: x", "options": ["a", "b"], "descriptions": ["A.", None]}

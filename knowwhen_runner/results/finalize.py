@@ -19,12 +19,15 @@ from importlib.metadata import version as dist_version
 from pathlib import Path
 from typing import Any
 
-from .config import ScenarioSpec, SweepConfig
-from .crashpoints import crashpoint
-from .cxs import closed_loop_cell, isolated_cell, open_loop_cell, operations
-from .dataset import AnswerTable, QuestionSet, load_answers, load_question_set
-from .exceptions import KnowwhenError
-from .jsonio import atomic_write_bytes, file_sha256, find_jsonl, write_jsonl
+from ..config import ScenarioSpec, SweepConfig
+from ..crashpoints import crashpoint
+from ..dataset.files import AnswerTable, QuestionSet, load_answers, load_question_set
+from ..dataset.scoring import AnswerKey, compile_key, score_l2
+from ..exceptions import KnowwhenError
+from ..jsonio import atomic_write_bytes, file_sha256, find_jsonl, write_jsonl
+from ..queue import Queue
+from .cells import closed_loop_cell, isolated_cell, open_loop_cell, operations
+from .collect import EpisodeKey, RunRecords, collect_records
 from .manifest import (
     ClosedLoopCell,
     CxsManifest,
@@ -35,9 +38,6 @@ from .manifest import (
     ScenarioProvenance,
     manifest_path,
 )
-from .queue import Queue
-from .records import EpisodeKey, RunRecords, collect_records
-from .scoring import AnswerKey, compile_key, score_l2
 
 __all__ = ["PACKAGES", "finalize_run", "scenario_folder", "write_outputs"]
 
@@ -127,7 +127,7 @@ def _write_folder(config: SweepConfig, spec: ScenarioSpec, records: RunRecords) 
             write_jsonl(dest / f"answers_{model.id}.jsonl.gz", (_public_row(r, spec.variant) for r in rows))
     if not any((spec.id, m.id) in records.rows for m in config.models):
         return None
-    from .scenarios.states import planned_qhashes
+    from ..scenarios.states import planned_qhashes
 
     qset = load_question_set(dest, questions_stem=_stem(spec))
     table = load_answers(dest, qset.questions, variant=spec.variant or "main")
@@ -173,7 +173,7 @@ def _run_provenance(
 
 
 def _scenario_files(spec: ScenarioSpec) -> dict[str, str]:
-    from .scenarios import load_scenario
+    from ..scenarios import load_scenario
 
     try:
         return dict(load_scenario(spec).files)

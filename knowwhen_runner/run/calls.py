@@ -14,11 +14,11 @@ from typing import Any
 
 import anyio
 
-from .cache import CacheMode, cache_key
-from .client import ModelClient, decision_body, llm_body
-from .config import ModelSpec
-from .exceptions import ProviderError
-from .queue import Queue
+from ..config import ModelSpec
+from ..exceptions import ProviderError
+from ..provider.cache_keys import CacheMode, cache_key
+from ..provider.client import ModelClient, decision_body, llm_body
+from ..queue import Queue
 
 __all__ = ["CachedCalls", "CallResult", "CallTally", "question_call"]
 

@@ -22,15 +22,15 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from .answers import answer_row
-from .cache import CacheMode
+from ..config import ModelSpec, SweepConfig
+from ..crashpoints import crashpoint
+from ..dataset.answer_rows import answer_row
+from ..exceptions import ProviderError
+from ..jobs import Job
+from ..provider.cache_keys import CacheMode
+from ..provider.client import ModelClient, preload_litellm
+from ..queue import Failure, Queue
 from .calls import CachedCalls, question_call
-from .client import ModelClient, preload_litellm
-from .config import ModelSpec, SweepConfig
-from .crashpoints import crashpoint
-from .exceptions import ProviderError
-from .jobs import Job
-from .queue import Failure, Queue
 
 __all__ = ["WorkStats", "Worker", "new_worker_id"]
 

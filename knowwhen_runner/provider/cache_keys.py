@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from .config import ModelSpec
-from .jsonio import dumps
+from ..config import ModelSpec
+from ..jsonio import dumps
 
 __all__ = ["CACHE_KEY_VERSION", "CacheMode", "cache_key"]
 

@@ -25,15 +25,15 @@ from typing import Any
 import anyio
 import yaml
 
-from . import __version__
-from .config import ModelSpec, ScenarioSpec, SweepConfig, load_config, parse_config
-from .dataset import find_answer_files, read_models
-from .exceptions import ConfigError, ScenarioError
-from .jobs import JOB_ID_VERSION, Job
-from .jsonio import find_jsonl, iter_jsonl
-from .plan import open_loop_mode, plan
-from .queue import Queue, open_queue
-from .scenarios import Scenario, load_scenario
+from .. import __version__
+from ..config import ModelSpec, ScenarioSpec, SweepConfig, load_config, parse_config
+from ..dataset.files import find_answer_files, read_models
+from ..exceptions import ConfigError, ScenarioError
+from ..jobs import JOB_ID_VERSION, Job
+from ..jsonio import find_jsonl, iter_jsonl
+from ..plan.grid import open_loop_mode, plan
+from ..queue import Queue, open_queue
+from ..scenarios import Scenario, load_scenario
 
 __all__ = ["IMPORTED_PREFIX", "ImportSummary", "import_dataset", "published_rows"]
 
@@ -250,7 +250,7 @@ def import_dataset(
         base_config = load_config(path)
         text = path.read_text(encoding="utf-8")
     else:
-        from .runner import config_from_run
+        from .sweep import config_from_run
 
         base_config = config_from_run(Path(str(into)), db=db)
     base_config = base_config.model_copy(update={"db": db}) if db else base_config

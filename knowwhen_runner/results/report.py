@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
 
-from .jsonio import atomic_write_bytes
+from ..jsonio import atomic_write_bytes
 from .manifest import CxsManifest, ScenarioProvenance
 from .tables import Table
 

@@ -28,16 +28,17 @@ import anyio.to_thread
 import yaml
 from pydantic import ValidationError
 
+from ..config import SweepConfig, _resolve_paths, load_config
+from ..exceptions import ConfigError, QueueError, SchemaVersionError
+
 # litellm is imported before a fleet process claims anything: the import takes seconds of CPU, which a
 # process should not spend holding leased jobs, and local workers then start calling together.
-from .client import _import_litellm, preload_litellm
-from .config import SweepConfig, _resolve_paths, load_config
-from .exceptions import ConfigError, QueueError, SchemaVersionError
-from .queue import Queue, open_queue
-from .queue.engine import is_shared_url
-from .queue.limits import LimitLedger
-from .ratelimit import shared_limits
-from .runner import RunSummary, check_keys, run_sweep, work_queue
+from ..provider.client import _import_litellm, preload_litellm
+from ..provider.ratelimit import shared_limits
+from ..queue import Queue, open_queue
+from ..queue.engine import is_shared_url
+from ..queue.limits import LimitLedger
+from .sweep import RunSummary, check_keys, run_sweep, work_queue
 from .worker import WorkStats, new_worker_id
 
 __all__ = [
@@ -84,7 +85,7 @@ async def finalize_once(config: SweepConfig, queue: Queue, who: str) -> str | No
     Finalising reads the scenario files (the answer key), so a machine without them leaves it to one
     that has them (``knowwhen finalize``).
     """
-    from .finalize import finalize_run
+    from ..results.finalize import finalize_run
 
     missing = [spec.path for spec in config.scenarios if spec.path is not None and not spec.path.exists()]
     if missing:
@@ -159,7 +160,7 @@ async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progres
 async def _run_name(db: str, run: str | None, wait_s: float) -> str:
     if run is not None:
         return run
-    from .queue.sql import SqlQueue
+    from ..queue.sql import SqlQueue
 
     probe = SqlQueue(db, "")
     deadline = time.monotonic() + wait_s

@@ -12,8 +12,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .exceptions import KnowwhenError, ScenarioError
-from .jsonio import find_jsonl, iter_jsonl, write_jsonl
+from ..exceptions import KnowwhenError, ScenarioError
+from ..jsonio import find_jsonl, iter_jsonl, write_jsonl
 
 __all__ = ["REPO_ID", "TASK_SETS_DIR", "fetch_dataset", "is_dataset", "resolve_dataset", "write_task_sets"]
 

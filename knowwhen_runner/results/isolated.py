@@ -13,12 +13,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import ModelSpec, ScenarioSpec, SweepConfig
-from .dataset import read_isolated_answers
-from .jsonio import write_jsonl
-from .queue import Queue
-from .records import RunRecords
-from .scoring import L1Score, score_l1
+from ..config import ModelSpec, ScenarioSpec, SweepConfig
+from ..dataset.files import read_isolated_answers
+from ..dataset.scoring import L1Score, score_l1
+from ..jsonio import write_jsonl
+from ..queue import Queue
+from .collect import RunRecords
 
 __all__ = [
     "ISOLATED_FIELDS",

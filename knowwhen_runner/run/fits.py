@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import SweepConfig
-from .metrics import fit_threshold
-from .plan import FitRequest, fit_requests
-from .queue import Queue
+from ..config import SweepConfig
+from ..plan.grid import FitRequest, fit_requests
+from ..queue import Queue
+from ..results.metrics import fit_threshold
 
 __all__ = ["DECISION_POINT", "compute_fits", "fit_from_results"]
 

@@ -27,7 +27,7 @@ from typing import Protocol
 
 import anyio
 
-from .config import ModelSpec, RateLimit
+from ..config import ModelSpec, RateLimit
 
 __all__ = ["FleetLimiter", "Ledger", "Limiter", "Limiters", "shared_limits"]
 

@@ -18,19 +18,19 @@ from typing import Any
 import anyio
 import httpx
 
-from . import __version__
-from .cache import CacheMode
+from .. import __version__
+from ..config import SweepConfig, config_hash, load_config, parse_config
+from ..exceptions import ConfigError, KnowwhenError
+from ..jobs import JOB_ID_VERSION
+from ..plan.grid import Plan, plan
+from ..plan.stamp import plan_stamp
+from ..provider.cache_keys import CacheMode
+from ..provider.client import ModelClient, Secrets, preload_litellm, token_prices
+from ..provider.ratelimit import Limiters
+from ..queue import SET_ASIDE, Queue, open_queue
+from ..scenarios import Scenario, load_scenario
 from .calls import question_call
-from .client import ModelClient, Secrets, preload_litellm, token_prices
-from .config import SweepConfig, config_hash, load_config, parse_config
-from .exceptions import ConfigError, KnowwhenError
-from .jobs import JOB_ID_VERSION
-from .plan import Plan, plan
-from .plan_stamp import plan_stamp
 from .progress import SweepProgress
-from .queue import SET_ASIDE, Queue, open_queue
-from .ratelimit import Limiters
-from .scenarios import Scenario, load_scenario
 from .worker import Worker, WorkStats
 
 __all__ = ["PlanReport", "RunSummary", "load_and_plan", "plan_report", "run_sweep", "status_report"]
@@ -154,7 +154,7 @@ def _ensure_server(config: SweepConfig, stack: ExitStack) -> None:
     wanted = {m.model.split("/", 1)[-1] for m in config.models if m.api_base and m.api_base.startswith(base)}
     offered = _served_models(base)
     if offered is None:
-        from .serve import start_server_process
+        from ..serve import start_server_process
 
         server = start_server_process(config.serve.port, host=config.serve.host)
         stack.callback(server.stop)
@@ -191,7 +191,7 @@ async def _run(
     plan_only: bool = False,
     plan_token: str | None = None,
 ) -> RunSummary:
-    from .thresholds import compute_fits
+    from .fits import compute_fits
 
     queue = open_queue(config.db_url, config.name)
     try:
@@ -238,7 +238,7 @@ async def _run(
         if counts.get("failed"):
             summary.failure_reasons = failure_reasons(await queue.results())
         if finalize and not interrupted and not counts.get("pending") and not counts.get("running"):
-            from .finalize import finalize_run
+            from ..results.finalize import finalize_run
 
             await finalize_run(config, queue)
             summary.finalized = True
@@ -467,7 +467,7 @@ def _open_existing(run_dir: Path, db: str | None, run: str | None) -> tuple[Queu
             )
         db = f"sqlite:///{db_file}"
     if run is None:
-        from .queue.sql import SqlQueue
+        from ..queue.sql import SqlQueue
 
         run = SqlQueue(db, "").single_run_name()
     return open_queue(db, run), run
@@ -529,7 +529,7 @@ def finalize_config(target: str | Path, *, db: str | None = None) -> Path:
     config = config_from_run(target, db=db) if target.is_dir() else _with_db(load_config(target), db)
 
     async def go() -> None:
-        from .finalize import finalize_run
+        from ..results.finalize import finalize_run
 
         queue = open_queue(config.db_url, config.name)
         try:

@@ -19,12 +19,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .answers import choice_confidence
-from .calls import CachedCalls
-from .client import decision_body
-from .config import ModelSpec
-from .exceptions import ProviderError
-from .gym import (
+from ..config import ModelSpec
+from ..dataset.answer_rows import choice_confidence
+from ..exceptions import ProviderError
+from ..gym import (
     AFTER_OFF_PLAN,
     ON_PLAN,
     GymEnv,
@@ -35,9 +33,11 @@ from .gym import (
     render_state,
     tool_schema,
 )
-from .gym.tools import ASK, REPLY
-from .jobs import Job
-from .jsonio import loads
+from ..gym.tools import ASK, REPLY
+from ..jobs import Job
+from ..jsonio import loads
+from ..provider.client import decision_body
+from .calls import CachedCalls
 
 __all__ = ["EpisodeContext", "agent_messages", "run_episode"]
 

@@ -13,7 +13,8 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from .dataset import Answer, IsolatedAnswer
+from ..dataset.files import Answer, IsolatedAnswer
+from ..dataset.scoring import AnswerKey, gated_open_loop, occurrence_correct, score_l1, score_l2, task_weights
 from .manifest import (
     Calibration,
     ClosedLoopCell,
@@ -41,7 +42,6 @@ from .metrics import (
     fit_threshold,
     gated_at,
 )
-from .scoring import AnswerKey, gated_open_loop, occurrence_correct, score_l1, score_l2, task_weights
 
 __all__ = [
     "DEFAULT_TARGET",

@@ -16,9 +16,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import ModelSpec, ScenarioSpec, SweepConfig, TauFit
-from .jobs import Job, job_id, job_ids
-from .scenarios import Scenario
+from ..config import ModelSpec, ScenarioSpec, SweepConfig, TauFit
+from ..jobs import Job, job_id, job_ids
+from ..scenarios import Scenario
 
 __all__ = ["FitRequest", "Plan", "fit_requests", "open_loop_mode", "plan"]
 

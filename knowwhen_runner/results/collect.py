@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .answers import failed_row, upgrade_row
-from .jobs import Job
+from ..dataset.answer_rows import failed_row, upgrade_row
+from ..jobs import Job
 from .manifest import JobTally
 
 __all__ = ["EpisodeKey", "RunRecords", "collect_records"]

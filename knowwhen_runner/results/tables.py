@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .jsonio import atomic_write_bytes
+from ..jsonio import atomic_write_bytes
 from .manifest import CxsManifest, Gate, GatePoint
 
 __all__ = [

@@ -14,8 +14,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from .exceptions import ScenarioError
-from .jsonio import dumps
+from ..exceptions import ScenarioError
+from ..jsonio import dumps
 from .manifest import ClosedLoopCell, CxsManifest, OpenLoopCell, load_manifest
 
 __all__ = ["compare_runs", "load_run_manifests", "run_compare"]

@@ -12,9 +12,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .dataset import Answer, IsolatedAnswer, QuestionSet
-from .exceptions import ScenarioError
-from .metrics import (
+from ..exceptions import ScenarioError
+from ..results.metrics import (
     GatedPoint,
     ThresholdFit,
     aurc,
@@ -24,6 +23,7 @@ from .metrics import (
     gated_at,
     gated_curve,
 )
+from .files import Answer, IsolatedAnswer, QuestionSet
 
 __all__ = [
     "MUST_ASK_TOOL",

@@ -15,10 +15,10 @@ from typing import Any, NamedTuple
 from rich.console import Console
 from rich.table import Table
 
-from .dataset import AnswerTable, QuestionSet, load_answers, load_question_set, read_isolated_answers
-from .dataset import read_leaderboard as _read_leaderboard
-from .exceptions import ScenarioError
-from .jsonio import dumps, find_jsonl
+from ..exceptions import ScenarioError
+from ..jsonio import dumps, find_jsonl
+from .files import AnswerTable, QuestionSet, load_answers, load_question_set, read_isolated_answers
+from .files import read_leaderboard as _read_leaderboard
 from .scoring import compile_key, gated_open_loop, score_l1, score_l2
 
 __all__ = [

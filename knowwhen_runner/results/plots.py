@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .jsonio import atomic_write_bytes
+from ..jsonio import atomic_write_bytes
 from .manifest import CxsManifest
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .answers import ANSWER_SCHEMA_VERSION
-from .exceptions import ScenarioError
+from ..dataset.answer_rows import ANSWER_SCHEMA_VERSION
+from ..exceptions import ScenarioError
 
 __all__ = [
     "MANIFEST_SCHEMA_VERSION",

@@ -28,9 +28,9 @@ import anyio.to_thread
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
-from .config import ModelSpec
-from .dataset import QUESTION_TEXT
-from .exceptions import ProviderError
+from ..config import ModelSpec
+from ..dataset.files import QUESTION_TEXT
+from ..exceptions import ProviderError
 from .ratelimit import Limiter, Limiters
 
 __all__ = [

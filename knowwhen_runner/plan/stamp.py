@@ -17,10 +17,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .config import SweepConfig
-from .jobs import JOB_ID_VERSION
-from .jsonio import dumps
+from .. import __version__
+from ..config import SweepConfig
+from ..jobs import JOB_ID_VERSION
+from ..jsonio import dumps
 
 __all__ = ["plan_stamp"]
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .exceptions import ScenarioError
-from .jsonio import dumps, find_jsonl, iter_jsonl, read_json
+from ..exceptions import ScenarioError
+from ..jsonio import dumps, find_jsonl, iter_jsonl, read_json
 
 __all__ = [
     "QUESTION_TEXT",
