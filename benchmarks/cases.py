@@ -120,9 +120,9 @@ def server_rate(server: ServerProcess) -> tuple[float, int]:
 
 
 async def _bare_loop(server: ServerProcess, kind: str, n: int, concurrency: int) -> None:
-    from knowwhen_runner.provider.client import _import_litellm, decision_body, llm_body
+    from knowwhen_runner.provider import decision_body, llm_body, load_litellm
 
-    litellm = _import_litellm()
+    litellm = load_litellm()
     sem = asyncio.Semaphore(concurrency)
 
     async def one(i: int) -> None:
@@ -192,8 +192,8 @@ def _seed_cache(config_path: Path, response: dict[str, Any]) -> int:
     import anyio
 
     from knowwhen_runner.config import load_config
+    from knowwhen_runner.provider import decision_body
     from knowwhen_runner.provider.cache_keys import cache_key
-    from knowwhen_runner.provider.client import decision_body
     from knowwhen_runner.queue import open_queue
     from knowwhen_runner.run.sweep import load_and_plan
 

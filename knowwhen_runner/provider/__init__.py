@@ -1,0 +1,45 @@
+"""One model call: request bodies, the transport (litellm, or a fake for tests), retries, rate limits,
+cache keys, secrets and prices.
+
+Read in this order: ``bodies`` (what is sent), ``transport`` (one request; only ``LitellmTransport``
+touches litellm), ``retry`` (what a failure means), ``ratelimit`` (slots, pauses, a down model),
+``client`` (a logical call: slots + requests + retries), ``cache_keys``, ``secrets``, ``prices``.
+"""
+
+from __future__ import annotations
+
+from .bodies import QUESTION_NAME, decision_body, llm_body
+from .cache_keys import CACHE_KEY_VERSION, CacheMode, cache_key
+from .client import CallOutcome, ModelClient
+from .litellm_loader import load_litellm, preload_litellm
+from .prices import token_prices
+from .ratelimit import FleetLimits, Limiter, Limiters
+from .retry import Verdict, classify, transport_failure
+from .secrets import Secrets
+from .transport import CallKind, LitellmTransport, MockTransport, Sent, Transport
+
+__all__ = [
+    "CACHE_KEY_VERSION",
+    "QUESTION_NAME",
+    "CacheMode",
+    "CallKind",
+    "CallOutcome",
+    "FleetLimits",
+    "Limiter",
+    "Limiters",
+    "LitellmTransport",
+    "MockTransport",
+    "ModelClient",
+    "Secrets",
+    "Sent",
+    "Transport",
+    "Verdict",
+    "cache_key",
+    "classify",
+    "decision_body",
+    "llm_body",
+    "load_litellm",
+    "preload_litellm",
+    "token_prices",
+    "transport_failure",
+]

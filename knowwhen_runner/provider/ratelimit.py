@@ -9,7 +9,7 @@ jobs wait rather than spend their attempts (see ``client.ModelClient.call``); ``
 long a run waits for it.
 
 One process keeps its limits in memory (``Limiter``). When several processes work one run (a shared
-database), ``Limiters`` built inside ``shared_limits(ledger, holder)`` hand out ``FleetLimiter``s: the
+database), ``Limiters`` given ``fleet=FleetLimits(ledger, holder)`` hand out ``FleetLimiter``s: the
 same interface, with request slots and in-flight permits reserved in the database, so a model's limits
 hold for the whole fleet (see ``queue.limits``).
 """
@@ -19,9 +19,8 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from contextvars import ContextVar
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -29,7 +28,7 @@ import anyio
 
 from ..config import ModelSpec, RateLimit
 
-__all__ = ["FleetLimiter", "Ledger", "Limiter", "Limiters", "shared_limits"]
+__all__ = ["FleetLimiter", "FleetLimits", "Ledger", "Limiter", "Limiters"]
 
 _BREAKER_AFTER = 8  # consecutive failed requests before the model is down (paused, then probed)
 _BREAKER_MAX_S = 30.0  # the longest pause between probes: a model back up is noticed within this
@@ -136,11 +135,16 @@ class Limiter:
 class Limiters:
     """One ``Limiter`` per limit key; models with the same key share it.
 
-    Inside ``shared_limits`` the limiters are ``FleetLimiter``s on that ledger.
+    With ``fleet``, the limiters are ``FleetLimiter``s on its ledger: the limits hold for every process.
     """
 
-    def __init__(self, models: list[ModelSpec], *, max_outage_s: float = _DEFAULT_MAX_OUTAGE_S) -> None:
-        fleet = _fleet.get()
+    def __init__(
+        self,
+        models: list[ModelSpec],
+        *,
+        fleet: FleetLimits | None = None,
+        max_outage_s: float = _DEFAULT_MAX_OUTAGE_S,
+    ) -> None:
         self._by_key: dict[str, Limiter] = {}
         self._by_model: dict[str, Limiter] = {}
         for spec in models:
@@ -208,22 +212,11 @@ class _Reservation(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class _Fleet:
+class FleetLimits:
+    """Where a fleet keeps its limits, and who this process is in it."""
+
     ledger: Ledger
     holder: str
-
-
-_fleet: ContextVar[_Fleet | None] = ContextVar("knowwhen_fleet_limits", default=None)
-
-
-@contextmanager
-def shared_limits(ledger: Ledger, holder: str) -> Iterator[None]:
-    """Within this block (and the event loops started in it), ``Limiters`` are the fleet's."""
-    token = _fleet.set(_Fleet(ledger, holder))
-    try:
-        yield
-    finally:
-        _fleet.reset(token)
 
 
 class FleetLimiter(Limiter):
@@ -253,7 +246,7 @@ class FleetLimiter(Limiter):
         rate: RateLimit,
         *,
         key: str,
-        fleet: _Fleet,
+        fleet: FleetLimits,
         ttl: float,
         max_outage_s: float = _DEFAULT_MAX_OUTAGE_S,
     ) -> None:

@@ -10,26 +10,33 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 
 from ..config import ModelSpec
 from ..exceptions import ProviderError
-from ..provider.cache_keys import CacheMode, cache_key
-from ..provider.client import ModelClient, decision_body, llm_body
+from ..provider import CacheMode, CallKind, ModelClient, cache_key, decision_body, llm_body
 from ..queue import Queue
 
-__all__ = ["CachedCalls", "CallResult", "CallTally", "question_call"]
+__all__ = ["CachedCalls", "CallResult", "CallTally", "QuestionCall", "question_call"]
 
 _FRESH_MAX = 4096
 
 
-def question_call(model: ModelSpec, item: dict[str, Any]) -> tuple[str, dict[str, Any], str]:
-    """The call one open-loop question makes of a model: (kind, request body, cache key)."""
-    kind = "decision" if model.kind == "decision" else "llm"
+class QuestionCall(NamedTuple):
+    """The call one open-loop question makes of a model."""
+
+    kind: CallKind
+    body: dict[str, Any]
+    key: str
+
+
+def question_call(model: ModelSpec, item: dict[str, Any]) -> QuestionCall:
+    """The call one open-loop question makes of a model: its kind, request body and cache key."""
+    kind: CallKind = "decision" if model.kind == "decision" else "llm"
     body = decision_body(item) if kind == "decision" else llm_body(item, model.tool_choice)
-    return kind, body, cache_key(model, kind, body)
+    return QuestionCall(kind, body, cache_key(model, kind, body))
 
 
 @dataclass
@@ -70,7 +77,7 @@ class CachedCalls:
     async def call(
         self,
         model: ModelSpec,
-        kind: str,
+        kind: CallKind,
         body: dict[str, Any],
         *,
         key: str | None = None,

@@ -36,7 +36,7 @@ from ..gym import (
 from ..gym.tools import ASK, REPLY
 from ..jobs import Job
 from ..jsonio import loads
-from ..provider.client import decision_body
+from ..provider import CallKind, decision_body
 from .calls import CachedCalls
 
 __all__ = ["EpisodeContext", "agent_messages", "run_episode"]
@@ -133,7 +133,7 @@ class _Episode:
         self.messages = agent_messages(self.task)
         self.tools = [tool_schema(t) for t in self.task.tools]
 
-    async def _call(self, model: ModelSpec, kind: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _call(self, model: ModelSpec, kind: CallKind, body: dict[str, Any]) -> dict[str, Any]:
         got = await self.ctx.calls.call(model, kind, body)
         self.cache_hits += got.cache_hit
         self.spend[kind].add(got.response)

@@ -4,7 +4,7 @@ A run planned into a database keeps its config and item data there (``kw_runs``,
 worker needs only the database URL and the run name: ``knowwhen worker`` loads both, takes API keys
 from its own environment, works until the run has no open jobs, and exits. When a database is shared
 (PostgreSQL, or a SQLite file worked by ``--processes N``) every process reserves its model calls in
-the database (``ratelimit.shared_limits``), so a model's limits hold for the whole fleet, and the run
+the database (``provider.FleetLimits``), so a model's limits hold for the whole fleet, and the run
 is finalised once, by the first process to find it finished (``Queue.take_finalize``).
 """
 
@@ -33,8 +33,7 @@ from ..exceptions import ConfigError, QueueError, SchemaVersionError
 
 # litellm is imported before a fleet process claims anything: the import takes seconds of CPU, which a
 # process should not spend holding leased jobs, and local workers then start calling together.
-from ..provider.client import _import_litellm, preload_litellm
-from ..provider.ratelimit import shared_limits
+from ..provider import FleetLimits, load_litellm, preload_litellm
 from ..queue import Queue, open_queue
 from ..queue.engine import is_shared_url
 from ..queue.limits import LimitLedger
@@ -140,9 +139,9 @@ async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progres
         config = stored_config(info, db)
         secrets = check_keys(config, " on this machine")
         items = await queue.items()
-        await anyio.to_thread.run_sync(_import_litellm)  # done before claiming (see the import above)
-        with shared_limits(ledger, holder):
-            stats, interrupted = await work_queue(config, queue, secrets, items, progress=progress)
+        await anyio.to_thread.run_sync(load_litellm)  # done before claiming (see the import above)
+        fleet = FleetLimits(ledger, holder)
+        stats, interrupted = await work_queue(config, queue, secrets, items, progress=progress, fleet=fleet)
         process = f"{socket.gethostname()}:{os.getpid()}"  # how status names its workers, too
         summary = JoinSummary(name, process, stats, await _counts(queue), interrupted)
         if finalize and not interrupted:
@@ -240,16 +239,16 @@ def run_fleet(
     interrupted = True
     try:
         if children:
-            _import_litellm()  # while they import theirs: all start calling together
-        with shared_limits(ledger, holder):
-            summary = run_sweep(
-                config_path,
-                db=db,
-                retry_failed=retry_failed,
-                finalize=False,
-                progress=progress,
-                plan_token=token,
-            )
+            load_litellm()  # while they import theirs: all start calling together
+        summary = run_sweep(
+            config_path,
+            db=db,
+            retry_failed=retry_failed,
+            finalize=False,
+            progress=progress,
+            plan_token=token,
+            fleet=FleetLimits(ledger, holder),
+        )
         interrupted = summary.interrupted
     finally:
         _finish_workers(children, interrupted)

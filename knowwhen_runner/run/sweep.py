@@ -24,9 +24,8 @@ from ..exceptions import ConfigError, KnowwhenError
 from ..jobs import JOB_ID_VERSION
 from ..plan.grid import Plan, plan
 from ..plan.stamp import plan_stamp
+from ..provider import FleetLimits, Limiters, ModelClient, Secrets, Transport, preload_litellm, token_prices
 from ..provider.cache_keys import CacheMode
-from ..provider.client import ModelClient, Secrets, preload_litellm, token_prices
-from ..provider.ratelimit import Limiters
 from ..queue import SET_ASIDE, Queue, open_queue
 from ..scenarios import Scenario, load_scenario
 from .calls import question_call
@@ -87,12 +86,13 @@ def run_sweep(
     progress: bool = True,
     plan_only: bool = False,
     plan_token: str | None = None,
+    fleet: FleetLimits | None = None,
 ) -> RunSummary:
     """Plan the config into its queue and work until every job is recorded; then finalise.
 
     ``plan_only``: enqueue the first stage's plan and return (for workers that join later).
     ``plan_token``: noted with the run once the first stage is in the queue (workers spawned by
-    ``run --processes`` wait for it).
+    ``run --processes`` wait for it). ``fleet``: the rate limits are the fleet's, kept in its ledger.
     """
     path = Path(config_path)
     config = _with_db(load_config(path), db)
@@ -111,6 +111,7 @@ def run_sweep(
         progress,
         plan_only,
         plan_token,
+        fleet,
     )
 
 
@@ -190,6 +191,7 @@ async def _run(
     progress: bool,
     plan_only: bool = False,
     plan_token: str | None = None,
+    fleet: FleetLimits | None = None,
 ) -> RunSummary:
     from .fits import compute_fits
 
@@ -218,7 +220,9 @@ async def _run(
                     break
                 if retry_failed:
                     await queue.requeue_failed()
-                stats, interrupted = await work_queue(config, queue, secrets, items, progress=progress)
+                stats, interrupted = await work_queue(
+                    config, queue, secrets, items, progress=progress, fleet=fleet
+                )
                 total.add(stats)
                 if interrupted:
                     break
@@ -306,7 +310,7 @@ async def _preload_if_calls_coming(
     step = max(1, len(the_plan.jobs) // sample)
     keys = []
     for job in the_plan.jobs[::step]:
-        keys.append(question_call(models[job.model_id], the_plan.items[(job.scenario_id, job.item)])[2])
+        keys.append(question_call(models[job.model_id], the_plan.items[(job.scenario_id, job.item)]).key)
     if keys and len(await queue.cache_get(keys)) < len(keys):
         preload_litellm()
 
@@ -318,10 +322,18 @@ async def work_queue(
     items: dict[tuple[str, str], dict[str, Any]],
     *,
     progress: bool = True,
+    fleet: FleetLimits | None = None,
+    transport: Transport | None = None,
 ) -> tuple[WorkStats, bool]:
-    """Work the queue in this process with a progress bar; Ctrl-C stops gracefully, twice cancels."""
-    limiters = Limiters(config.models, max_outage_s=config.workers.max_outage_s)
-    client = ModelClient(limiters, secrets, max_tries=max(2, config.workers.max_attempts + 1))
+    """Work the queue in this process with a progress bar; Ctrl-C stops gracefully, twice cancels.
+
+    ``fleet``: rate limits shared by every process of the run; ``transport``: how requests are sent
+    (litellm unless given: tests pass a ``MockTransport``).
+    """
+    limiters = Limiters(config.models, fleet=fleet, max_outage_s=config.workers.max_outage_s)
+    client = ModelClient(
+        limiters, secrets, transport=transport, max_tries=max(2, config.workers.max_attempts + 1)
+    )
     counts = [c for c in await queue.counts() if c.status != SET_ASIDE]
     total = sum(c.n for c in counts)
     already = sum(c.n for c in counts if c.status in ("done", "failed"))

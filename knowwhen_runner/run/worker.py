@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 from anyio.abc import TaskGroup
@@ -27,10 +27,9 @@ from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
 from ..exceptions import ProviderError
 from ..jobs import Job
-from ..provider.cache_keys import CacheMode
-from ..provider.client import ModelClient, preload_litellm
+from ..provider import CacheMode, ModelClient, preload_litellm
 from ..queue import Failure, Queue
-from .calls import CachedCalls, question_call
+from .calls import CachedCalls, QuestionCall, question_call
 
 __all__ = ["WorkStats", "Worker", "new_worker_id"]
 
@@ -62,6 +61,15 @@ class WorkStats:
         for name in ("done", "failed", "retried", "waited", "cache_hits", "calls", "requests", "cost_usd"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.given_up.update(other.given_up)
+
+
+class _Question(NamedTuple):
+    """An open-loop question job with what it needs: its model, its item and the call it makes."""
+
+    job: Job
+    model: ModelSpec
+    item: dict[str, Any]
+    call: QuestionCall
 
 
 @dataclass
@@ -102,21 +110,20 @@ class Worker:
         self._cache = CacheMode(config.cache.policy)
         self._settings = config.workers
         self.calls = CachedCalls(queue, client, config.cache.policy)
-        self._requests: dict[str, tuple[ModelSpec, str, dict[str, Any], str, dict[str, Any]]] = {}
+        self._requests: dict[str, _Question] = {}  # questions looked up in the cache, waiting for a caller
         self._held: set[str] = set()  # job ids claimed and not yet recorded
         self._unfinished = 0  # jobs claimed and not yet started (waiting for a caller)
         self._running = 0  # jobs a caller is working on
 
     # -- the job ------------------------------------------------------------------------------------------
 
-    def _request(self, job: Job) -> tuple[ModelSpec, str, dict[str, Any], str, dict[str, Any]]:
+    def _request(self, job: Job) -> _Question:
         known = self._requests.pop(job.id, None)
         if known is not None:
             return known
         model = self._models[job.model_id]
         item = self.items[(job.scenario_id, job.item)]
-        kind, body, key = question_call(model, item)
-        return model, kind, body, key, item
+        return _Question(job, model, item, question_call(model, item))
 
     def _row(self, job: Job, item: dict[str, Any], response: dict[str, Any], **kw: Any) -> dict[str, Any]:
         return answer_row(
@@ -126,9 +133,12 @@ class Worker:
     async def _execute(self, job: Job) -> _Outcome:
         if job.payload.get("kind") == "episode":
             return await self._execute_episode(job)
-        model, kind, body, key, item = self._request(job)
+        q = self._request(job)
+        model, item = q.model, q.item
         try:
-            got = await self.calls.call(model, kind, body, key=key, lookup=False, defer_write=True)
+            got = await self.calls.call(
+                model, q.call.kind, q.call.body, key=q.call.key, lookup=False, defer_write=True
+            )
         except ProviderError as exc:
             return self._failed(job, exc)
         row = self._row(
@@ -253,20 +263,19 @@ class Worker:
             else:  # episodes look their calls up one by one
                 preload_litellm()
                 await jobs.send(job)
-        requests = [(job, *self._request(job)) for job in questions]
-        hits = await self.queue.cache_get([r[4] for r in requests])
-        for job, model, kind, body, key, item in requests:
-            response = hits.get(key)
+        requests = [self._request(job) for job in questions]
+        hits = await self.queue.cache_get([q.call.key for q in requests])
+        for q in requests:
+            response = hits.get(q.call.key)
             if response is None:
                 preload_litellm()  # a real call is coming: start the slow import now
-                self._requests[job.id] = (model, kind, body, key, item)
-                await jobs.send(job)
+                self._requests[q.job.id] = q
+                await jobs.send(q.job)
                 continue
             self.calls.tally.cache_hits += 1
             self._unfinished -= 1
-            await outcomes.send(
-                _Outcome(job, result=self._row(job, item, response, requests=0, wall_ms=0.0, cache_hit=True))
-            )
+            row = self._row(q.job, q.item, response, requests=0, wall_ms=0.0, cache_hit=True)
+            await outcomes.send(_Outcome(q.job, result=row))
 
     async def _queue_finished(self) -> bool:
         """No job left that this worker could work (jobs of models it gave up on stay pending)."""

@@ -6,8 +6,8 @@ import hashlib
 
 from knowwhen_runner.config import ModelSpec, RateLimit
 from knowwhen_runner.jobs import JOB_ID_VERSION, job_id
+from knowwhen_runner.provider import decision_body
 from knowwhen_runner.provider.cache_keys import cache_key
-from knowwhen_runner.provider.client import decision_body
 
 ITEM = {
     "state": "TASK: cancel order 7\nHISTORY:\n(none)\nCURRENT OBSERVATION: start",

@@ -19,7 +19,7 @@ from knowwhen_runner.gym import (
     split_tasks,
     tool_schema,
 )
-from knowwhen_runner.provider.client import llm_body
+from knowwhen_runner.provider import llm_body
 from knowwhen_runner.run.episode import agent_messages
 from knowwhen_runner.serve.agent_sim import DEFAULT_ERROR_RATE, AgentSim
 from knowwhen_runner.serve.gym_text import state_calls

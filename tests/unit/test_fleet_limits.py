@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from knowwhen_runner.config import ModelSpec
-from knowwhen_runner.provider.ratelimit import FleetLimiter, Limiter, Limiters, shared_limits
+from knowwhen_runner.provider.ratelimit import FleetLimiter, FleetLimits, Limiter, Limiters
 from knowwhen_runner.queue.limits import LimitLedger, fair_shares
 from tests.pg import temporary_database
 
@@ -42,8 +42,7 @@ def _fleet(url: str, spec: ModelSpec, holders: int) -> tuple[list[Limiter], list
     ledgers = [LimitLedger(url) for _ in range(holders)]
     limiters = []
     for i, ledger in enumerate(ledgers):
-        with shared_limits(ledger, f"holder-{i}"):
-            limiters.append(Limiters([spec])["m"])
+        limiters.append(Limiters([spec], fleet=FleetLimits(ledger, f"holder-{i}"))["m"])
     return limiters, ledgers
 
 
@@ -56,7 +55,7 @@ def test_fair_shares_split_the_cap_without_exceeding_wants() -> None:
 
 
 def test_limiters_are_local_outside_a_fleet() -> None:
-    """Without shared_limits a process keeps its limits in memory, as before."""
+    """Without a fleet a process keeps its limits in memory, as before."""
     assert type(Limiters([_spec(requests_per_minute=60)])["m"]) is Limiter
 
 
@@ -121,8 +120,7 @@ def test_a_silent_holders_share_lapses(db_url: str) -> None:
         dead, ledger = LimitLedger(db_url), LimitLedger(db_url)
         assert await dead.hold(spec.limit_key(), "dead", want=2, in_use=0, cap=2, ttl=1.0) == 2
         await dead.hold(spec.limit_key(), "dead", want=2, in_use=2, cap=2, ttl=1.0)
-        with shared_limits(ledger, "live"):
-            live = Limiters([spec])["m"]
+        live = Limiters([spec], fleet=FleetLimits(ledger, "live"))["m"]
         started = time.monotonic()
         async with live.slot():
             waited = time.monotonic() - started

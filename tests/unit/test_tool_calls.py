@@ -5,8 +5,7 @@ from __future__ import annotations
 import knowwhen_runner  # noqa: F401  (sets LITELLM_LOCAL_MODEL_COST_MAP before litellm is imported)
 from knowwhen_runner.config import ModelSpec
 from knowwhen_runner.plan.grid import _question_jobs
-from knowwhen_runner.provider.client import ModelClient, Secrets
-from knowwhen_runner.provider.ratelimit import Limiters
+from knowwhen_runner.provider.transport import llm_response
 from knowwhen_runner.run.calls import question_call
 from knowwhen_runner.scenarios import Scenario
 
@@ -20,9 +19,9 @@ def _llm(**fields: object) -> ModelSpec:
 def test_tool_choice_is_the_models_setting_and_part_of_identity_only_when_changed() -> None:
     """The body sends the model's tool_choice; "required" keeps job ids as they were, "auto" changes them."""
     default, auto = _llm(), _llm(tool_choice="auto")
-    assert question_call(default, ITEM)[1]["tool_choice"] == "required"
-    assert question_call(auto, ITEM)[1]["tool_choice"] == "auto"
-    assert question_call(default, ITEM)[2] != question_call(auto, ITEM)[2]  # cache keys differ
+    assert question_call(default, ITEM).body["tool_choice"] == "required"
+    assert question_call(auto, ITEM).body["tool_choice"] == "auto"
+    assert question_call(default, ITEM).key != question_call(auto, ITEM).key  # cache keys differ
     assert default.identity_params() == default.params == {}
     scenario = Scenario(id="s", kind="states", version="1", items={"q": ITEM})
     ids = {m.tool_choice: _question_jobs(m, "llm", scenario)[0].id for m in (default, auto)}
@@ -49,9 +48,8 @@ def test_every_tool_call_of_a_reply_is_kept_the_first_acted_on() -> None:
         ]
     )
     model = _llm()
-    client = ModelClient(Limiters([model]), Secrets([model]))
-    out = client._llm_response(model, reply)
+    out = llm_response(model, reply)
     assert out["choice"] == "b"
     assert [c["name"] for c in out["extra_tool_calls"]] == ["a", "b"]
     single = litellm.ModelResponse(choices=[{"message": {"role": "assistant", "content": "hi"}}])
-    assert "extra_tool_calls" not in client._llm_response(model, single)
+    assert "extra_tool_calls" not in llm_response(model, single)

@@ -1,0 +1,92 @@
+"""The one place that decides retries: ``classify`` maps any exception to retry / retry-after /
+rate-limited / fatal (or ``down``, decided by the client), and says when no HTTP response came back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import httpx
+
+from ..exceptions import ProviderError
+
+__all__ = ["Verdict", "classify", "transport_failure"]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What to do about one failed request."""
+
+    kind: str  # "retry" | "retry_after" | "rate_limited" | "fatal"
+    wait: float | None = None
+    status: int | None = None
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    for source in (
+        getattr(exc, "litellm_response_headers", None),
+        getattr(getattr(exc, "response", None), "headers", None),
+    ):
+        if not source:
+            continue
+        try:
+            value = source.get("retry-after") or source.get("Retry-After")
+        except AttributeError:
+            continue
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value))
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def transport_failure(exc: BaseException) -> str | None:
+    """What went wrong when no HTTP response came back (refused, dropped, timed out), else None.
+
+    litellm reports these with a made-up status (a refused connection is an "InternalServerError" with
+    status 500 on the chat path), so the cause chain decides, not the class or the status.
+    """
+    seen: BaseException | None = exc
+    for _ in range(12):
+        if seen is None:
+            break
+        if isinstance(seen, httpx.TimeoutException) or type(seen).__name__ in ("Timeout", "TimeoutError"):
+            return "timed out"
+        if isinstance(seen, httpx.ConnectError | ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(seen, httpx.RemoteProtocolError | httpx.ReadError | ConnectionResetError):
+            return "connection dropped"
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def classify(exc: BaseException) -> Verdict:
+    """The one place that decides whether and how a failed request is retried."""
+    if isinstance(exc, ProviderError):  # ours: already decided (e.g. "down")
+        return Verdict(exc.kind, None, exc.status)
+    if transport_failure(exc) is not None:
+        return Verdict("retry", None, None)  # no HTTP response: no status to report
+    status = getattr(exc, "status_code", None)
+    if not isinstance(status, int):
+        status = None
+    wait = _retry_after(exc)
+    name = type(exc).__name__
+    if status in (429, 529) or name == "RateLimitError":
+        return Verdict("rate_limited", wait, status or 429)
+    if name in (
+        "Timeout",
+        "APIConnectionError",
+        "ServiceUnavailableError",
+        "InternalServerError",
+        "BadGatewayError",
+    ):
+        return Verdict("retry_after" if wait is not None else "retry", wait, status)
+    if status is not None and (status >= 500 or status in (408, 409, 425)):
+        return Verdict("retry_after" if wait is not None else "retry", wait, status)
+    if status is not None and 400 <= status < 500:
+        return Verdict("fatal", None, status)
+    if isinstance(exc, (ValueError, KeyError, TypeError)) and name not in ("JSONDecodeError",):
+        return Verdict("fatal", None, status)
+    return Verdict("retry", wait, status)
