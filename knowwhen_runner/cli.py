@@ -20,7 +20,7 @@ from rich.console import Console
 from .exceptions import KnowwhenError
 
 if TYPE_CHECKING:
-    from .run.sweep import RunSummary
+    from .run import RunSummary
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_PENDING", "app", "main"]
 
@@ -96,7 +96,7 @@ def run(
     ] = False,
 ) -> None:
     """Plan CONFIG into its queue and work until every job is recorded, then finalise. Rerun to resume."""
-    from .run.fleet import run_fleet
+    from .run import run_fleet
 
     summary = run_fleet(
         config,
@@ -163,7 +163,7 @@ def plan(
 
     from rich.table import Table
 
-    from .run.sweep import plan_report
+    from .run import plan_report
 
     report = plan_report(config, db=db)
     if as_json:
@@ -200,7 +200,7 @@ def status(
 
     from rich.table import Table
 
-    from .run.sweep import status_report
+    from .run import status_report
 
     report = status_report(run_dir, db=db, run=run_name)
     if as_json:
@@ -220,7 +220,7 @@ def status(
             "(kept, not worked, not in the results)"
         )
     if report["workers"]:
-        from .run.fleet import describe_workers
+        from .run import describe_workers
 
         workers = Table(title="workers")
         for col in ("worker", "state", "heartbeat", "jobs", "jobs/s"):
@@ -239,7 +239,7 @@ def finalize(
     ] = None,
 ) -> None:
     """Write the run's answers files and tables from what is recorded (idempotent)."""
-    from .run.sweep import finalize_config
+    from .run import finalize_config
 
     output = finalize_config(config, db=db)
     out.print(f"finalised: {output}")
@@ -312,7 +312,7 @@ def compare(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with every value.")] = False,
 ) -> None:
     """What changed from run A to run B per model and scenario: accuracy, coverage, success, cost."""
-    from .results.compare import run_compare
+    from .results import run_compare
 
     raise typer.Exit(run_compare(run_a, run_b, as_json=as_json, console=out))
 
@@ -336,7 +336,7 @@ def worker(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
 ) -> None:
     """Join a run in a shared database from any machine: work until it has no open jobs, then exit."""
-    from .run.fleet import join_run
+    from .run import join_run
 
     summary = join_run(db, run_name, wait_s=wait, finalize=not no_finalize, progress=not quiet)
     st = summary.stats
@@ -370,7 +370,7 @@ def import_(
 ) -> None:
     """Load the dataset's published answers into a run as if answered (no model calls); then finalize."""
     from .dataset.hub import resolve_dataset
-    from .run.importer import import_dataset
+    from .run import import_dataset
 
     root = resolve_dataset(dataset, fetch=fetch)
     wanted = {m.strip() for m in models.split(",") if m.strip()} if models else None
@@ -412,7 +412,7 @@ def cache_stats(
     db: Annotated[str | None, typer.Option(help="Database URL, for runs on PostgreSQL.")] = None,
 ) -> None:
     """Cached responses per model string."""
-    from .run.sweep import cache_report
+    from .run import cache_report
 
     counts = cache_report(run_dir, db=db)
     for model, n in sorted(counts.items()):
@@ -429,7 +429,7 @@ def cache_clear(
 ) -> None:
     """Delete cached responses (recorded answers stay; rerun with cache policy refresh to re-ask)."""
     from .exceptions import ConfigError
-    from .run.sweep import cache_report
+    from .run import cache_report
 
     if not model and not all_models:
         raise ConfigError("cache clear: name a --model or give --all")

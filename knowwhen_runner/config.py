@@ -487,8 +487,12 @@ def load_config(path: str | Path) -> SweepConfig:
     return parse_config(text, base=path.parent, source=str(path))
 
 
-def parse_config(text: str, *, base: Path, source: str) -> SweepConfig:
-    """Validate config text; relative paths resolve against ``base``; ``source`` names it in errors."""
+def parse_config(text: str, *, base: Path, source: str, check_files: bool = True) -> SweepConfig:
+    """Validate config text; relative paths resolve against ``base``; ``source`` names it in errors.
+
+    ``check_files=False`` skips checking that scenario paths exist (a config stored with a run, read on
+    a machine that has none of its files).
+    """
     path = source
     try:
         root = yaml.compose(text)
@@ -519,7 +523,7 @@ def parse_config(text: str, *, base: Path, source: str) -> SweepConfig:
             msg = "unknown field"
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise ConfigError(f"{path}:{line}: {_dotted(loc)}: {msg}{more}") from None
-    for i, sc in enumerate(config.scenarios):
+    for i, sc in enumerate(config.scenarios if check_files else ()):
         if sc.path is not None and not sc.path.exists():
             line = _line_of(root, ("scenarios", i, "path"))
             raise ConfigError(f"{path}:{line}: scenarios.{i}.path: {sc.path} does not exist")

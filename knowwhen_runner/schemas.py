@@ -15,8 +15,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from .config import SweepConfig
+from .dataset.answer_rows import AnswerRow
 from .jsonio import atomic_write_bytes
-from .results.manifest import MANIFEST_SCHEMA_VERSION, AnswerRow, CxsManifest
+from .results.manifest import MANIFEST_SCHEMA_VERSION, CxsManifest
 
 __all__ = ["SCHEMAS", "schema_documents", "write_schemas"]
 

@@ -1,0 +1,29 @@
+"""AgentDecisionBench's formats and rules: its files, answer rows, scoring, and getting the dataset.
+
+``files`` reads the benchmark's layout (questions, answer keys, answers, corpus, models, leaderboard);
+``answer_rows`` is one answer as the runner writes it; ``scoring`` reproduces the card's numbers;
+``score_folder`` is the ``score`` command; ``hub`` fetches the dataset.
+"""
+
+from __future__ import annotations
+
+from .answer_rows import ANSWER_SCHEMA_VERSION, AnswerRow, answer_row, choice_confidence, failed_row
+from .files import QUESTION_TEXT, QuestionSet, compute_qhash, load_answers, load_question_set
+from .scoring import AnswerKey, compile_key, score_l1, score_l2
+
+__all__ = [
+    "ANSWER_SCHEMA_VERSION",
+    "QUESTION_TEXT",
+    "AnswerKey",
+    "AnswerRow",
+    "QuestionSet",
+    "answer_row",
+    "choice_confidence",
+    "compile_key",
+    "compute_qhash",
+    "failed_row",
+    "load_answers",
+    "load_question_set",
+    "score_l1",
+    "score_l2",
+]

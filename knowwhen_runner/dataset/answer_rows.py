@@ -15,8 +15,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 __all__ = [
     "ANSWER_SCHEMA_VERSION",
+    "AnswerRow",
     "answer_row",
     "choice_confidence",
     "failed_row",
@@ -127,3 +130,37 @@ def failed_row(*, model_id: str, qhash: str, error: str, attempts: int) -> dict[
         "retry_errors": [],
         "extra_choices": None,
     }
+
+
+class AnswerRow(BaseModel):
+    """One answer row as ``answers.answer_row`` / ``failed_row`` write it (``variant`` added for shifts)."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, json_schema_extra={"x-answer-schema-version": ANSWER_SCHEMA_VERSION}
+    )
+
+    model: str
+    qhash: str
+    answer: str | None
+    confidence: float | None = Field(
+        description="The model's probability for the chosen option (the card's)."
+    )
+    reported_confidence: float | None = Field(
+        None, description="The confidence the server reported, on its own scale (answer schema 2)."
+    )
+    probabilities: dict[str, float] | None
+    valid: bool
+    error: str | None
+    attempts: int
+    requests: int | None
+    cost_usd: float | None
+    latency_ms: float | None
+    wall_ms: float | None
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_hit: bool
+    retry_errors: list[str]
+    extra_choices: list[str | None] | None = Field(
+        None, description="LLMs: the tools of further calls in the same reply (only the first is the answer)."
+    )
+    variant: str | None = None

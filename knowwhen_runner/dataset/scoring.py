@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..exceptions import ScenarioError
-from ..results.metrics import (
+from .files import Answer, IsolatedAnswer, QuestionSet
+from .metrics import (
     GatedPoint,
     ThresholdFit,
     aurc,
@@ -23,7 +24,6 @@ from ..results.metrics import (
     gated_at,
     gated_curve,
 )
-from .files import Answer, IsolatedAnswer, QuestionSet
 
 __all__ = [
     "MUST_ASK_TOOL",

@@ -22,11 +22,27 @@ from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..jobs import Job
 
-__all__ = ["ASIDE", "SET_ASIDE", "Failure", "JobCounts", "Queue", "aside_status", "live_status", "open_queue"]
+if TYPE_CHECKING:
+    from .limits import LimitLedger
+
+__all__ = [
+    "ASIDE",
+    "SET_ASIDE",
+    "Failure",
+    "JobCounts",
+    "JobResult",
+    "Queue",
+    "aside_status",
+    "find_run_name",
+    "is_shared_url",
+    "live_status",
+    "open_ledger",
+    "open_queue",
+]
 
 ASIDE = "aside:"
 """Prefix of the status of a job set aside (planned by an earlier version of the config)."""
@@ -54,6 +70,15 @@ class Failure:
     error: str
     kind: str = "error"
     final: bool = False
+
+
+class JobResult(NamedTuple):
+    """A job of the current plan and where it stands: its result when done, its last error when failed."""
+
+    job: Job
+    status: str
+    result: dict[str, Any] | None
+    error: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +124,7 @@ class Queue(Protocol):
     async def requeue_expired(self) -> int: ...
     async def requeue_failed(self) -> int: ...
     async def counts(self) -> list[JobCounts]: ...
-    async def results(self) -> list[tuple[Job, str, dict[str, Any] | None, str | None]]: ...
+    async def results(self) -> list[JobResult]: ...
     async def attempt_errors(self, job_id: str) -> list[dict[str, Any]]: ...
     async def items(self, scenario_id: str | None = None) -> dict[tuple[str, str], dict[str, Any]]: ...
     async def cache_get(self, keys: list[str]) -> dict[str, dict[str, Any]]: ...
@@ -110,6 +135,8 @@ class Queue(Protocol):
     async def stop_worker(self, worker: str) -> None: ...
     async def workers(self) -> list[dict[str, Any]]: ...
     async def close(self) -> None: ...
+    async def __aenter__(self) -> Queue: ...
+    async def __aexit__(self, *exc: object) -> None: ...
 
 
 def open_queue(url: str, run: str) -> Queue:
@@ -121,3 +148,28 @@ def open_queue(url: str, run: str) -> Queue:
     from .sql import SqlQueue
 
     return SqlQueue(url, run)
+
+
+def find_run_name(url: str) -> str:
+    """The name of the only run in the database at ``url``; a ``QueueError`` names what it found instead."""
+    from .sql import SqlQueue
+
+    probe = SqlQueue(url, "")
+    try:
+        return probe.single_run_name()
+    finally:
+        probe._engine.dispose()
+
+
+def open_ledger(url: str) -> LimitLedger:
+    """The fleet's rate-limit ledger in the database at ``url`` (close it, or use it with ``async with``)."""
+    from .limits import LimitLedger
+
+    return LimitLedger(url)
+
+
+def is_shared_url(url: str) -> bool:
+    """Whether processes on other machines can reach the database at ``url`` (PostgreSQL)."""
+    from .engine import is_shared_url as shared
+
+    return shared(url)

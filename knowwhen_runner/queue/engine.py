@@ -215,6 +215,7 @@ def ensure_schema(engine: Engine, url: str) -> None:
 
 
 T = TypeVar("T")
+TSelf = TypeVar("TSelf", bound="OnOneThread")
 
 
 class OnOneThread:
@@ -229,6 +230,16 @@ class OnOneThread:
     _what = ""
     _limiter: anyio.CapacityLimiter | None = None
     _ready = False
+
+    async def close(self) -> None:
+        self._engine.dispose()
+
+    async def __aenter__(self: TSelf) -> TSelf:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        with anyio.CancelScope(shield=True):  # closed even when the block is cancelled
+            await self.close()
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         if self._limiter is None:

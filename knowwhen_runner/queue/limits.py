@@ -175,6 +175,3 @@ class LimitLedger(OnOneThread):
     def _drop(self, holder: str) -> None:
         with self._engine.begin() as conn:
             conn.execute(text("DELETE FROM kw_limit_holds WHERE holder = :h"), {"h": holder})
-
-    async def close(self) -> None:
-        self._engine.dispose()

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..crashpoints import crashpoint
 from ..jobs import Job
-from . import ASIDE, SET_ASIDE, Failure, JobCounts, aside_status, live_status
+from . import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult, aside_status, live_status
 
 __all__ = ["MemoryQueue"]
 
@@ -180,9 +180,9 @@ class MemoryQueue:
             tally[key] = tally.get(key, 0) + 1
         return [JobCounts(*k, n) for k, n in sorted(tally.items())]
 
-    async def results(self) -> list[tuple[Job, str, dict[str, Any] | None, str | None]]:
+    async def results(self) -> list[JobResult]:
         return [
-            (replace(r.job, attempts=r.attempts), r.status, r.result, r.error)
+            JobResult(replace(r.job, attempts=r.attempts), r.status, r.result, r.error)
             for r in sorted(self._rows.values(), key=lambda r: r.job.id)
             if not r.status.startswith(ASIDE)
         ]
@@ -250,3 +250,9 @@ class MemoryQueue:
 
     async def close(self) -> None:
         return None
+
+    async def __aenter__(self) -> MemoryQueue:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -20,7 +20,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from ..crashpoints import crashpoint
 from ..exceptions import QueueError
 from ..jobs import Job
-from . import ASIDE, SET_ASIDE, Failure, JobCounts
+from . import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult
 from . import schema as s
 from .engine import DbClock, make_engine, safe_url
 from .side_tables import SideTables
@@ -543,17 +543,14 @@ class SqlQueue(SideTables):
                 tally[key] = tally.get(key, 0) + n
         return [JobCounts(*k, n) for k, n in sorted(tally.items())]
 
-    async def results(self) -> list[tuple[Job, str, dict[str, Any] | None, str | None]]:
+    async def results(self) -> list[JobResult]:
         return await self._call(self._results)
 
-    def _results(self) -> list[tuple[Job, str, dict[str, Any] | None, str | None]]:
+    def _results(self) -> list[JobResult]:
         q = text(
             f"SELECT {_JOB_COLUMNS}, status, result, error FROM kw_jobs WHERE run = :run "
             f"AND status NOT LIKE '{ASIDE}%' ORDER BY id"
         )
         with self._reading() as conn:
             rows = conn.execute(q, {"run": self.run}).fetchall()
-        return [(_job(r), r[7], orjson.loads(r[8]) if r[8] else None, r[9]) for r in rows]
-
-    async def close(self) -> None:
-        self._engine.dispose()
+        return [JobResult(_job(r), r[7], orjson.loads(r[8]) if r[8] else None, r[9]) for r in rows]

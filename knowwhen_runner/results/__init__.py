@@ -1,0 +1,22 @@
+"""From recorded results to what a user reads: answers files, CXS manifests, tables, plots, the report.
+
+Read in this order: ``collect`` (queue results grouped per cell), ``cells`` (the
+numbers of each cell), ``manifest`` (the versioned document per model), ``tables``, ``plots``,
+``report``, ``finalize`` (all of it, idempotently), ``compare`` (two runs), ``intervals`` (uncertainty).
+"""
+
+from __future__ import annotations
+
+from .compare import compare_runs, run_compare
+from .finalize import finalize_run
+from .manifest import MANIFEST_SCHEMA_VERSION, CxsManifest, load_manifest, manifest_path
+
+__all__ = [
+    "MANIFEST_SCHEMA_VERSION",
+    "CxsManifest",
+    "compare_runs",
+    "finalize_run",
+    "load_manifest",
+    "manifest_path",
+    "run_compare",
+]

@@ -14,6 +14,14 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 
 from ..dataset.files import Answer, IsolatedAnswer
+from ..dataset.metrics import (
+    aurc,
+    brier_score,
+    coverage_accuracy_curve,
+    expected_calibration_error,
+    fit_threshold,
+    gated_at,
+)
 from ..dataset.scoring import AnswerKey, gated_open_loop, occurrence_correct, score_l1, score_l2, task_weights
 from .manifest import (
     Calibration,
@@ -33,14 +41,6 @@ from .manifest import (
     Stratum,
     Tokens,
     Validity,
-)
-from .metrics import (
-    aurc,
-    brier_score,
-    coverage_accuracy_curve,
-    expected_calibration_error,
-    fit_threshold,
-    gated_at,
 )
 
 __all__ = [

@@ -14,12 +14,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..dataset.answer_rows import ANSWER_SCHEMA_VERSION
 from ..exceptions import ScenarioError
 
 __all__ = [
     "MANIFEST_SCHEMA_VERSION",
-    "AnswerRow",
     "Calibration",
     "ClosedLoopCell",
     "Cost",
@@ -338,40 +336,6 @@ class CxsManifest(_Model):
     def cell(self, scenario: str, mode: str | None = None) -> OpenLoopCell | None:
         """The open-loop cell of ``scenario`` (and ``mode``, when given), if the model has one."""
         return next((c for c in self.open_loop if c.scenario == scenario and mode in (None, c.mode)), None)
-
-
-class AnswerRow(_Model):
-    """One answer row as ``answers.answer_row`` / ``failed_row`` write it (``variant`` added for shifts)."""
-
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, json_schema_extra={"x-answer-schema-version": ANSWER_SCHEMA_VERSION}
-    )
-
-    model: str
-    qhash: str
-    answer: str | None
-    confidence: float | None = Field(
-        description="The model's probability for the chosen option (the card's)."
-    )
-    reported_confidence: float | None = Field(
-        None, description="The confidence the server reported, on its own scale (answer schema 2)."
-    )
-    probabilities: dict[str, float] | None
-    valid: bool
-    error: str | None
-    attempts: int
-    requests: int | None
-    cost_usd: float | None
-    latency_ms: float | None
-    wall_ms: float | None
-    input_tokens: int | None
-    output_tokens: int | None
-    cache_hit: bool
-    retry_errors: list[str]
-    extra_choices: list[str | None] | None = Field(
-        None, description="LLMs: the tools of further calls in the same reply (only the first is the answer)."
-    )
-    variant: str | None = None
 
 
 def manifest_path(output: Path, model_id: str) -> Path:

@@ -1,0 +1,37 @@
+"""The sweep: stages planned into the queue, workers that fill it, episodes, fits, the fleet, stored runs.
+
+Read in this order: ``sweep`` (``run``: plan, work, finalise), ``stages``, ``worker`` (claim, call,
+record), ``calls`` (cache-through calls), ``episode`` (one closed-loop episode), ``fits`` (τ from shadow
+episodes), ``fleet`` (many processes and machines), ``stored`` (reopen a run), ``reports`` (``plan``,
+``status``, ``cache``), ``importer`` (published answers), ``progress``, ``local_server``.
+"""
+
+from __future__ import annotations
+
+from .fleet import JoinSummary, describe_workers, finalize_once, join_run, run_fleet
+from .importer import import_dataset
+from .reports import PlanReport, cache_report, plan_report, status_report
+from .stored import config_from_run, stored_config
+from .sweep import RunSummary, finalize_config, run_sweep, work_queue
+from .worker import Worker, WorkStats
+
+__all__ = [
+    "JoinSummary",
+    "PlanReport",
+    "RunSummary",
+    "WorkStats",
+    "Worker",
+    "cache_report",
+    "config_from_run",
+    "describe_workers",
+    "finalize_config",
+    "finalize_once",
+    "import_dataset",
+    "join_run",
+    "plan_report",
+    "run_fleet",
+    "run_sweep",
+    "status_report",
+    "stored_config",
+    "work_queue",
+]

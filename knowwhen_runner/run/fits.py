@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import SweepConfig
+from ..dataset.metrics import fit_threshold
 from ..plan.grid import FitRequest, fit_requests
 from ..queue import Queue
-from ..results.metrics import fit_threshold
 
 __all__ = ["DECISION_POINT", "compute_fits", "fit_from_results"]
 

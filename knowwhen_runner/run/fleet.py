@@ -25,18 +25,15 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-import yaml
-from pydantic import ValidationError
 
-from ..config import SweepConfig, _resolve_paths, load_config
+from ..config import SweepConfig, load_config
 from ..exceptions import ConfigError, QueueError, SchemaVersionError
 
 # litellm is imported before a fleet process claims anything: the import takes seconds of CPU, which a
 # process should not spend holding leased jobs, and local workers then start calling together.
 from ..provider import FleetLimits, load_litellm, preload_litellm
-from ..queue import Queue, open_queue
-from ..queue.engine import is_shared_url
-from ..queue.limits import LimitLedger
+from ..queue import Queue, find_run_name, is_shared_url, open_ledger, open_queue
+from .stored import stored_config
 from .sweep import RunSummary, check_keys, run_sweep, work_queue
 from .worker import WorkStats, new_worker_id
 
@@ -46,7 +43,6 @@ __all__ = [
     "finalize_once",
     "join_run",
     "run_fleet",
-    "stored_config",
 ]
 
 _CHILD_WAIT_S = 120.0  # how long a spawned worker waits for the main process to plan the run
@@ -55,24 +51,6 @@ _SILENT_AFTER_S = 30.0  # a running worker not heard from for this long is shown
 
 
 # --- the config stored with a run --------------------------------------------------------------------
-
-
-def stored_config(info: dict[str, Any], db: str) -> SweepConfig:
-    """The config stored with a run, on a machine that may have none of its files.
-
-    Unlike ``load_config`` this does not require the scenario folders to exist here: a worker reads
-    its items from the database. ``${VAR}`` references are expanded from this machine's environment.
-    """
-    source = f"run {info['name']!r} (stored config)"
-    base = Path((info.get("meta") or {}).get("base_dir", "."))
-    try:
-        data = _resolve_paths(yaml.safe_load(info["config_text"]), base, source)
-        config = SweepConfig.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(f"{source}: {where}: {err['msg']}") from None
-    return config.model_copy(update={"db": db})
 
 
 # --- finalise once -----------------------------------------------------------------------------------
@@ -133,10 +111,10 @@ def join_run(
 async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progress: bool) -> JoinSummary:
     preload_litellm()  # a worker is there to call models: import litellm while the run is looked up
     name = await _run_name(db, run, wait_s)
-    queue, ledger, holder = open_queue(db, name), LimitLedger(db), new_worker_id()
+    queue, ledger, holder = open_queue(db, name), open_ledger(db), new_worker_id()
     try:
         info = await _planned_run(queue, wait_s)
-        config = stored_config(info, db)
+        config = stored_config(info, db, require_files=False)
         secrets = check_keys(config, " on this machine")
         items = await queue.items()
         await anyio.to_thread.run_sync(load_litellm)  # done before claiming (see the import above)
@@ -159,22 +137,16 @@ async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progres
 async def _run_name(db: str, run: str | None, wait_s: float) -> str:
     if run is not None:
         return run
-    from ..queue.sql import SqlQueue
-
-    probe = SqlQueue(db, "")
     deadline = time.monotonic() + wait_s
-    try:
-        while True:
-            try:
-                return probe.single_run_name()
-            except SchemaVersionError:
+    while True:
+        try:
+            return find_run_name(db)
+        except SchemaVersionError:
+            raise
+        except QueueError:  # no run yet, or the database is not up yet
+            if time.monotonic() >= deadline:
                 raise
-            except QueueError:  # no run yet, or the database is not up yet
-                if time.monotonic() >= deadline:
-                    raise
-            await anyio.sleep(1.0)
-    finally:
-        await probe.close()
+        await anyio.sleep(1.0)
 
 
 async def _planned_run(queue: Queue, wait_s: float) -> dict[str, Any]:
@@ -233,7 +205,7 @@ def run_fleet(
             progress=progress,
             plan_only=plan_only,
         )
-    ledger, holder = LimitLedger(url), new_worker_id()
+    ledger, holder = open_ledger(url), new_worker_id()
     token = uuid.uuid4().hex
     children = _spawn_workers(url, config.name, processes - 1, token)
     interrupted = True
@@ -261,7 +233,7 @@ def run_fleet(
 
 async def _drop_share(url: str, holder: str) -> None:
     """Give back this process's in-flight shares, on a fresh ledger (the run's belongs to its event loop)."""
-    ledger = LimitLedger(url)
+    ledger = open_ledger(url)
     try:
         with contextlib.suppress(QueueError):  # the shares lapse by themselves anyway
             await ledger.drop(holder)

@@ -15,8 +15,6 @@ stored config, and such models are reported as skipped. Completion never overwri
 
 from __future__ import annotations
 
-import hashlib
-import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,15 +23,15 @@ from typing import Any
 import anyio
 import yaml
 
-from .. import __version__
-from ..config import ModelSpec, ScenarioSpec, SweepConfig, load_config, parse_config
+from ..config import ModelSpec, ScenarioSpec, SweepConfig, load_config
 from ..dataset.files import find_answer_files, read_models
 from ..exceptions import ConfigError, ScenarioError
-from ..jobs import JOB_ID_VERSION, Job
+from ..jobs import Job
 from ..jsonio import find_jsonl, iter_jsonl
-from ..plan.grid import open_loop_mode, plan
+from ..plan import open_loop_mode, plan
 from ..queue import Queue, open_queue
 from ..scenarios import Scenario, load_scenario
+from .stored import config_from_run, run_meta, stored_config, with_db
 
 __all__ = ["IMPORTED_PREFIX", "ImportSummary", "import_dataset", "published_rows"]
 
@@ -168,32 +166,20 @@ def _with_models(text: str, extra: dict[str, str]) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
-def _meta(config_path: Path, text: str) -> dict[str, Any]:
-    return {
-        "config_file": config_path.name,
-        "base_dir": str(config_path.resolve().parent),
-        "config_sha256": hashlib.sha256(text.encode()).hexdigest(),
-        "job_id_version": JOB_ID_VERSION,
-        "knowwhen_runner": __version__,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "imported": "AgentDecisionBench published answers",
-    }
-
-
 async def _stored_config(
     queue: Queue, text: str | None, config_path: Path | None
 ) -> tuple[SweepConfig, bool]:
     """The config stored with the run, and whether this import created the run (given its config)."""
     created = False
     if text is not None and config_path is not None and await queue.run_info() is None:
-        await queue.init_run(text, _meta(config_path, text))
+        await queue.init_run(
+            text, run_meta(config_path, text, imported="AgentDecisionBench published answers")
+        )
         created = True
     info = await queue.run_info()
     if info is None:
         raise ConfigError(f"the database has no run {queue.run!r}; import with --config to create it")
-    base = Path(info["meta"].get("base_dir", "."))
-    config = parse_config(info["config_text"], base=base, source=f"{info['name']} (stored config)")
-    return config, created
+    return stored_config(info), created
 
 
 def _chunks(pairs: list[tuple[str, dict[str, Any]]]) -> Iterator[list[tuple[str, dict[str, Any]]]]:
@@ -250,10 +236,8 @@ def import_dataset(
         base_config = load_config(path)
         text = path.read_text(encoding="utf-8")
     else:
-        from .sweep import config_from_run
-
-        base_config = config_from_run(Path(str(into)), db=db)
-    base_config = base_config.model_copy(update={"db": db}) if db else base_config
+        base_config = anyio.run(lambda: config_from_run(Path(str(into)), db=db))
+    base_config = with_db(base_config, db)
     published = _published(root, base_config, models)
     if not published:
         raise ScenarioError(f"{root}: no published answers for any scenario of the config")

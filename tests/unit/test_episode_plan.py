@@ -9,7 +9,7 @@ import yaml
 
 from knowwhen_runner.config import SweepConfig, parse_config
 from knowwhen_runner.plan.grid import fit_requests, plan
-from knowwhen_runner.run.sweep import plan_report
+from knowwhen_runner.run import plan_report
 from knowwhen_runner.scenarios import Scenario, load_scenario
 
 

@@ -13,7 +13,7 @@ import yaml
 from knowwhen_runner.exceptions import ConfigError
 from knowwhen_runner.jobs import Job
 from knowwhen_runner.queue import open_queue
-from knowwhen_runner.run.fleet import describe_workers, finalize_once, stored_config
+from knowwhen_runner.run import describe_workers, finalize_once, stored_config
 from tests.helpers import knowwhen, make_question_set, write_config
 
 
@@ -34,12 +34,12 @@ def test_stored_config_needs_no_scenario_files_and_reads_this_machines_environme
         }
     )
     monkeypatch.setenv("KW_BASE", "http://gpu-node:8000")
-    config = stored_config(_info(text, tmp_path / "elsewhere"), "postgresql://db/x")
+    config = stored_config(_info(text, tmp_path / "elsewhere"), "postgresql://db/x", require_files=False)
     assert config.models[0].api_base == "http://gpu-node:8000"
     assert config.scenarios[0].path == (tmp_path / "elsewhere" / "absent" / "qs").resolve()
     assert config.db == "postgresql://db/x"
     with pytest.raises(ConfigError, match="stored config"):
-        stored_config(_info(text.replace("decision", "oracle"), tmp_path), "sqlite:///x")
+        stored_config(_info(text.replace("decision", "oracle"), tmp_path), "sqlite:///x", require_files=False)
 
 
 def test_finalize_once_only_where_the_files_are_and_only_once(tmp_path: Path) -> None:

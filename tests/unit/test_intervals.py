@@ -11,6 +11,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
+from knowwhen_runner.dataset.metrics import fit_threshold
 from knowwhen_runner.results import intervals
 from knowwhen_runner.results.intervals import (
     Interval,
@@ -26,7 +27,6 @@ from knowwhen_runner.results.intervals import (
     wilson,
     within,
 )
-from knowwhen_runner.results.metrics import fit_threshold
 
 REPLICATIONS = 1000
 Clusters = dict[str, np.ndarray]

@@ -11,21 +11,20 @@ import jsonschema
 import pytest
 
 from knowwhen_runner.config import SweepConfig
-from knowwhen_runner.dataset.answer_rows import answer_row, failed_row
+from knowwhen_runner.dataset.answer_rows import AnswerRow, answer_row, failed_row
 from knowwhen_runner.dataset.files import load_answers, load_question_set
+from knowwhen_runner.dataset.metrics import gated_at
 from knowwhen_runner.dataset.scoring import gated_open_loop, occurrence_correct, score_l2, task_weights
 from knowwhen_runner.exceptions import ScenarioError
 from knowwhen_runner.results.cells import GATE_THRESHOLDS, _thin
 from knowwhen_runner.results.finalize import finalize_run
 from knowwhen_runner.results.manifest import (
     MANIFEST_SCHEMA_VERSION,
-    AnswerRow,
     CurvePoint,
     CxsManifest,
     load_manifest,
     manifest_path,
 )
-from knowwhen_runner.results.metrics import gated_at
 from knowwhen_runner.schemas import SCHEMAS, schema_documents
 from tests.golden.builders import finished_queue, small_config
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from knowwhen_runner.results.metrics import (
+from knowwhen_runner.dataset.metrics import (
     CurvePoint,
     accuracy_at_coverage,
     aurc,

@@ -1,0 +1,82 @@
+"""A run's stages: plan each into the queue, or find its plan already there (``plan.stamp``).
+
+Gated episodes wait for a fitted τ, so a run plans in stages: what can be planned now, then what the
+fits from finished jobs release.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import SweepConfig
+from ..plan import Plan, plan, plan_stamp
+from ..provider import CacheMode, preload_litellm
+from ..queue import Queue
+from ..scenarios import Scenario, load_scenario
+from .calls import question_call
+
+__all__ = ["Stages"]
+
+
+_KEEP_STAMPS = 16  # plans remembered per run (a config edited back and forth finds its plan again)
+
+
+class Stages:
+    """Plans a run's stages into its queue, or finds a stage's plan already there (``plan_stamp``)."""
+
+    def __init__(self, config: SweepConfig, queue: Queue, meta: dict[str, Any], *, work: bool = True) -> None:
+        self.config, self.queue, self.work = config, queue, work
+        self.known: dict[str, Any] = dict(meta.get("plans") or {})
+        # The queue holds one config's plan at a time (jobs of an earlier one are set aside): a kept
+        # stamp is a fast path only while the config it came from is the one the queue holds.
+        self.live, self.config_stamp = meta.get("live_plan"), plan_stamp(config, None)
+        self.scenarios: dict[str, Scenario] | None = None
+        self.items: dict[tuple[str, str], dict[str, Any]] | None = None
+        self.planned = self.added = 0
+        self.skipped: list[str] = []
+
+    async def plan(self, fits: dict[str, Any] | None) -> dict[tuple[str, str], dict[str, Any]]:
+        """Enqueue the plan at these thresholds (unless it is in the queue already); the items to work."""
+        stamp = plan_stamp(self.config, fits)
+        done_before = self.known.get(stamp)
+        if done_before is not None and self.live == self.config_stamp:
+            self.planned, self.skipped = done_before["jobs"], list(done_before["skipped"])
+            if self.items is None:
+                self.items = await self.queue.items()
+            return self.items
+        if self.scenarios is None:
+            self.scenarios = {spec.id: load_scenario(spec) for spec in self.config.scenarios}
+        the_plan = plan(self.config, self.scenarios, fits)
+        if self.work:
+            await _preload_if_calls_coming(self.config, self.queue, the_plan)
+        whole = the_plan.job_ids()
+        self.added += await self.queue.enqueue(the_plan.jobs, the_plan.items, whole_plan=whole)
+        self.planned, self.skipped = len(the_plan.jobs), list(the_plan.skipped)
+        self.known[stamp] = {"jobs": self.planned, "skipped": self.skipped}
+        self.known = dict(list(self.known.items())[-_KEEP_STAMPS:])
+        self.live = self.config_stamp
+        await self.queue.update_meta({"plans": self.known, "live_plan": self.live})
+        self.items = {**(self.items or {}), **the_plan.items}
+        return self.items
+
+
+async def _preload_if_calls_coming(
+    config: SweepConfig, queue: Queue, the_plan: Plan, sample: int = 512
+) -> None:
+    """Start importing litellm now (it takes seconds) if some job will need a real call.
+
+    Answered jobs have their responses in the cache, so a planned question whose key is missing from the
+    cache will be called; a run answered wholly from the cache never imports litellm.
+    """
+    if not CacheMode(config.cache.policy).read or any(
+        j.payload.get("kind") != "question" for j in the_plan.jobs
+    ):
+        preload_litellm()
+        return
+    models = {m.id: m for m in config.models}
+    step = max(1, len(the_plan.jobs) // sample)
+    keys = []
+    for job in the_plan.jobs[::step]:
+        keys.append(question_call(models[job.model_id], the_plan.items[(job.scenario_id, job.item)]).key)
+    if keys and len(await queue.cache_get(keys)) < len(keys):
+        preload_litellm()
