@@ -144,7 +144,7 @@ class ModelClient:
                     response = await self._transport.send(model, kind, body, self._secrets.key_for(model))
                 except Exception as exc:
                     verdict = classify(exc)
-                    if verdict.kind in ("retry", "retry_after"):
+                    if verdict.unreachable:
                         limiter.record(ok=False, retry_after=verdict.wait)
                     tally.failures += 1
                     # A probe of a down model, or a refused connection (nothing listens: never the

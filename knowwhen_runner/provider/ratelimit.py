@@ -3,7 +3,7 @@
 Requests are spaced evenly (GCRA with no burst): at N requests/min a request may start every 60/N s, so
 no sliding minute ever sees more than N. Tokens work the same way with the estimated size of each request.
 A 429/529 pauses the model for everyone in this process (``penalize``). A model whose requests keep failing
-is *down* (the circuit breaker opens): it is paused for longer each time, up to ``_BREAKER_MAX_S``, and when
+unreachable (no HTTP response, 502/503/504: see ``retry.Verdict``) is *down* (the circuit breaker opens): it is paused for longer each time, up to ``_BREAKER_MAX_S``, and when
 a pause ends one request at a time probes it (half-open) until one succeeds. While a model is down its
 jobs wait rather than spend their attempts (see ``client.ModelClient.call``); ``max_outage_s`` bounds how
 long a run waits for it.

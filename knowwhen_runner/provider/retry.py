@@ -12,14 +12,23 @@ from ..exceptions import ProviderError
 
 __all__ = ["Verdict", "classify", "transport_failure"]
 
+_UNAVAILABLE = (502, 503, 504)  # a gateway or the service itself says it cannot answer now
+
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """What to do about one failed request."""
+    """What to do about one failed request.
 
-    kind: str  # "retry" | "retry_after" | "rate_limited" | "fatal"
+    ``unreachable``: the failure says the service, not this request, is in trouble (no HTTP response,
+    or 502/503/504); only these make a model *down*. A 500 is an answer: a server that refuses a
+    request shape (llama.cpp's 500 on ``tool_choice: "required"``) must fail its jobs with the reason,
+    not be waited for as if it were away.
+    """
+
+    kind: str  # "retry" | "retry_after" | "rate_limited" | "fatal" | "down"
     wait: float | None = None
     status: int | None = None
+    unreachable: bool = False
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -67,7 +76,7 @@ def classify(exc: BaseException) -> Verdict:
     if isinstance(exc, ProviderError):  # ours: already decided (e.g. "down")
         return Verdict(exc.kind, None, exc.status)
     if transport_failure(exc) is not None:
-        return Verdict("retry", None, None)  # no HTTP response: no status to report
+        return Verdict("retry", None, None, unreachable=True)  # no HTTP response: no status to report
     status = getattr(exc, "status_code", None)
     if not isinstance(status, int):
         status = None
@@ -75,14 +84,9 @@ def classify(exc: BaseException) -> Verdict:
     name = type(exc).__name__
     if status in (429, 529) or name == "RateLimitError":
         return Verdict("rate_limited", wait, status or 429)
-    if name in (
-        "Timeout",
-        "APIConnectionError",
-        "ServiceUnavailableError",
-        "InternalServerError",
-        "BadGatewayError",
-    ):
-        return Verdict("retry_after" if wait is not None else "retry", wait, status)
+    unreachable = status in _UNAVAILABLE or name in ("ServiceUnavailableError", "BadGatewayError")
+    if unreachable or name in ("Timeout", "APIConnectionError", "InternalServerError"):
+        return Verdict("retry_after" if wait is not None else "retry", wait, status, unreachable)
     if status is not None and (status >= 500 or status in (408, 409, 425)):
         return Verdict("retry_after" if wait is not None else "retry", wait, status)
     if status is not None and 400 <= status < 500:

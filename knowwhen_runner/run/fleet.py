@@ -111,27 +111,28 @@ def join_run(
 async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progress: bool) -> JoinSummary:
     preload_litellm()  # a worker is there to call models: import litellm while the run is looked up
     name = await _run_name(db, run, wait_s)
-    queue, ledger, holder = open_queue(db, name), open_ledger(db), new_worker_id()
-    try:
-        info = await _planned_run(queue, wait_s)
-        config = stored_config(info, db, require_files=False)
-        secrets = check_keys(config, " on this machine")
-        items = await queue.items()
-        await anyio.to_thread.run_sync(load_litellm)  # done before claiming (see the import above)
-        fleet = FleetLimits(ledger, holder)
-        stats, interrupted = await work_queue(config, queue, secrets, items, progress=progress, fleet=fleet)
-        process = f"{socket.gethostname()}:{os.getpid()}"  # how status names its workers, too
-        summary = JoinSummary(name, process, stats, await _counts(queue), interrupted)
-        if finalize and not interrupted:
-            summary.note = await finalize_once(config, queue, holder)
-            summary.finalized = summary.note is None
-        return summary
-    finally:
-        with anyio.CancelScope(shield=True):
-            with contextlib.suppress(QueueError):  # the share lapses anyway; keep the first error
+    holder = new_worker_id()
+    async with open_queue(db, name) as queue, open_ledger(db) as ledger:
+        try:
+            info = await _planned_run(queue, wait_s)
+            config = stored_config(info, db, require_files=False)
+            secrets = check_keys(config, " on this machine")
+            items = await queue.items()
+            await anyio.to_thread.run_sync(load_litellm)  # done before claiming (see the import above)
+            fleet = FleetLimits(ledger, holder)
+            stats, interrupted = await work_queue(
+                config, queue, secrets, items, progress=progress, fleet=fleet
+            )
+            process = f"{socket.gethostname()}:{os.getpid()}"  # how status names its workers, too
+            summary = JoinSummary(name, process, stats, await _counts(queue), interrupted)
+            if finalize and not interrupted:
+                summary.note = await finalize_once(config, queue, holder)
+                summary.finalized = summary.note is None
+            return summary
+        finally:
+            # the share lapses anyway: keep the first error
+            with anyio.CancelScope(shield=True), contextlib.suppress(QueueError):
                 await ledger.drop(holder)
-            await ledger.close()
-            await queue.close()
 
 
 async def _run_name(db: str, run: str | None, wait_s: float) -> str:
@@ -233,20 +234,14 @@ def run_fleet(
 
 async def _drop_share(url: str, holder: str) -> None:
     """Give back this process's in-flight shares, on a fresh ledger (the run's belongs to its event loop)."""
-    ledger = open_ledger(url)
-    try:
+    async with open_ledger(url) as ledger:
         with contextlib.suppress(QueueError):  # the shares lapse by themselves anyway
             await ledger.drop(holder)
-    finally:
-        await ledger.close()
 
 
 async def _finalize_after_run(config: SweepConfig, who: str) -> bool:
-    queue = open_queue(config.db_url, config.name)
-    try:
+    async with open_queue(config.db_url, config.name) as queue:
         note = await finalize_once(config, queue, who)
-    finally:
-        await queue.close()
     if note is not None:
         print(f"knowwhen: {note}", file=sys.stderr)
     return note is None

@@ -268,11 +268,8 @@ async def _import(
     summary: ImportSummary,
 ) -> bool:
     base.output.mkdir(parents=True, exist_ok=True)
-    queue = open_queue(base.db_url, base.name)
-    try:
+    async with open_queue(base.db_url, base.name) as queue:
         stored, created = await _stored_config(queue, text, config_path)
         stored = stored.model_copy(update={"db": base.db}) if base.db else stored
         await _record(queue, stored, published, summary)
         return created
-    finally:
-        await queue.close()

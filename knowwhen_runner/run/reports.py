@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,8 +44,8 @@ async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
         Path(config.db_url.removeprefix("sqlite:///")) if config.db_url.startswith("sqlite:///") else None
     )
     exists = db_file is None or db_file.exists()
-    queue = open_queue(config.db_url, config.name) if exists else None
-    try:
+    async with contextlib.AsyncExitStack() as stack:
+        queue = await stack.enter_async_context(open_queue(config.db_url, config.name)) if exists else None
         if queue is not None:
             done_ids = {job.id for job, status, _r, _e in await queue.results() if status == "done"}
         todo = [j for j in the_plan.jobs if j.id not in done_ids]
@@ -54,14 +55,11 @@ async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
             if job.payload.get("kind") == "episode":
                 continue  # an episode's calls depend on its answers: not known before it runs
             model = models[job.model_id]
-            _kind, body, key = question_call(model, the_plan.items[(job.scenario_id, job.item)])
-            keys.setdefault(key, (model.id, len(str(body)) // 4))
+            call = question_call(model, the_plan.items[(job.scenario_id, job.item)])
+            keys.setdefault(call.key, (model.id, len(str(call.body)) // 4))
         hits: set[str] = set()
         if queue is not None and CacheMode(config.cache.policy).read:
             hits = set(await queue.cache_get(list(keys)))
-    finally:
-        if queue is not None:
-            await queue.close()
     calls = {k: v for k, v in keys.items() if k not in hits}
     cells = [
         {
@@ -113,7 +111,7 @@ def status_report(run_dir: str | Path, *, db: str | None = None, run: str | None
 
 async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, Any]:
     queue, name = open_existing(run_dir, db, run)
-    try:
+    async with queue:
         by_model: dict[str, dict[str, Any]] = {}
         for job, status, result, _error in await queue.results():
             row = by_model.setdefault(
@@ -136,8 +134,6 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
                 row["cache_hits"] += 1 if result.get("cache_hit") else 0
         set_aside = sum(c.n for c in await queue.counts() if c.status == SET_ASIDE)
         return {"run": name, "models": by_model, "set_aside": set_aside, "workers": await queue.workers()}
-    finally:
-        await queue.close()
 
 
 def cache_report(
@@ -147,11 +143,9 @@ def cache_report(
 
     async def go() -> dict[str, int]:
         queue, _name = open_existing(Path(run_dir), db, None)
-        try:
+        async with queue:
             if clear_all or clear_model:
                 await queue.cache_clear(None if clear_all else clear_model)
             return await queue.cache_stats()
-        finally:
-            await queue.close()
 
     return anyio.run(go)

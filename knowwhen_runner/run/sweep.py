@@ -124,11 +124,8 @@ def _resuming_with_work_left(config: SweepConfig) -> bool:
         return False
 
     async def pending() -> bool:
-        queue = open_queue(config.db_url, config.name)
-        try:
+        async with open_queue(config.db_url, config.name) as queue:
             return any(c.status == "pending" for c in await queue.counts())
-        finally:
-            await queue.close()
 
     try:
         return anyio.run(pending)
@@ -150,8 +147,7 @@ async def _run(
 ) -> RunSummary:
     from .fits import compute_fits
 
-    queue = open_queue(config.db_url, config.name)
-    try:
+    async with open_queue(config.db_url, config.name) as queue:
         meta = run_meta(path, config_text)
         info = await queue.init_run(config_text, meta)
         if info["meta"] != meta:  # a rerun: describe this config (created stays the first run's)
@@ -202,8 +198,6 @@ async def _run(
             await finalize_run(config, queue)
             summary.finalized = True
         return summary
-    finally:
-        await queue.close()
 
 
 async def work_queue(

@@ -47,8 +47,8 @@ def _db(tmp_path: Path, sql: str) -> list[tuple]:
 def test_a_model_down_for_longer_than_the_run_waits_leaves_its_jobs_pending(
     server: ServerProcess, tmp_path: Path
 ) -> None:
-    """Every request failing: no job fails or spends an attempt, probes are spaced, exit 3; back up, all answered."""
-    server.set_faults([{"fault": "500"}])
+    """Every request a 503: no job fails or spends an attempt, probes are spaced, exit 3; back up, all answered."""
+    server.set_faults([{"fault": "503"}])
     cfg = _config(tmp_path, server.base_url, max_outage_s=4)
     first = knowwhen("run", str(cfg), "-q")
     assert first.returncode == 3, first.stdout + first.stderr
@@ -85,6 +85,21 @@ def test_every_job_failing_exits_non_zero_with_the_count_and_the_reason(
     fixed = knowwhen("run", str(cfg), "-q", "--retry-failed")
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert server.count() == 18 and all(r["valid"] for r in _rows(tmp_path))
+
+
+def test_a_server_that_answers_500_to_everything_fails_its_jobs_with_the_reason(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """A 500 is an answer (a server refusing a request shape), not an outage: jobs fail, exit 1, no wait."""
+    server.set_faults([{"fault": "500"}])
+    cfg = _config(tmp_path, server.base_url)
+    started = time.monotonic()
+    done = knowwhen("run", str(cfg), "-q")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "18 jobs failed" in _said(done) and "HTTP 500" in _said(done)
+    assert time.monotonic() - started < 120  # retried with backoff, never waited out as an outage
+    # each job: max_attempts (2) claims x max_attempts + 1 (3) tries at most
+    assert server.count() <= 18 * 2 * 3
 
 
 def test_a_refused_connection_is_named_as_such_not_as_an_http_status(tmp_path: Path) -> None:
