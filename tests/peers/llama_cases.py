@@ -2,7 +2,8 @@
 
 The recorder (``record_llm``) and the replay tests build their requests from here, so a replay sends
 byte-for-byte what was recorded. Sampling is pinned (temperature 0, seed 0) so a re-recording against
-the same server and model gives the same answers.
+the same server and model gives the same answers, and replies are capped at 64 tokens: given a string
+argument, a small model can otherwise write until its context is full.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ __all__ = [
 ]
 
 MODEL = "gemma-3-270m"  # the server's --model_alias: what the server names itself in replies
-PARAMS: dict[str, Any] = {"temperature": 0, "seed": 0}
+PARAMS: dict[str, Any] = {"temperature": 0, "seed": 0, "max_tokens": 64}
 CASSETTES = Path(__file__).resolve().parents[1] / "fixtures" / "llama_cpp"
 _SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios" / "decisiongym"
 
@@ -165,7 +166,7 @@ RAW_CASES = [
 ]
 
 
-def sweep_config(llm_base: str, decision_base: str, output: Path) -> dict[str, Any]:
+def sweep_config(llm_base: str, decision_base: str, output: Path, model: str = MODEL) -> dict[str, Any]:
     """The small sweep: 10 open-loop questions and 2 short episodes, the LLM in two modes.
 
     ``llm_base`` is the OpenAI-compatible base (ending in /v1); ``decision_base`` is ``knowwhen serve``.
@@ -174,7 +175,7 @@ def sweep_config(llm_base: str, decision_base: str, output: Path) -> dict[str, A
     """
     llm: dict[str, Any] = {
         "id": "gemma",
-        "model": f"openai/{MODEL}",
+        "model": f"openai/{model}",
         "kind": "llm",
         "api_base": llm_base,
         "timeout_s": 300,
