@@ -15,7 +15,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["KEPT_HEADERS", "Exchange", "append_exchange", "canonical", "first_difference", "read_cassette"]
+__all__ = [
+    "KEPT_HEADERS",
+    "Exchange",
+    "append_exchange",
+    "canonical",
+    "compact",
+    "first_difference",
+    "read_cassette",
+]
 
 # Response headers a client's behaviour can depend on; the rest (date, server) are noise.
 KEPT_HEADERS = ("content-type", "retry-after", "x-request-id")
@@ -76,6 +84,14 @@ def append_exchange(path: Path, exchange: Exchange) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with _open(path, "a") as f:
         f.write(json.dumps(asdict(exchange), ensure_ascii=False, sort_keys=True) + "\n")
+
+
+def compact(path: Path) -> None:
+    """Rewrite a ``.gz`` cassette as one gzip member (appending leaves one per exchange, compressing poorly)."""
+    if path.suffix == ".gz" and path.exists():
+        exchanges = read_cassette(path)
+        with gzip.open(path, "wt", encoding="utf-8", compresslevel=9) as f:
+            f.writelines(json.dumps(asdict(e), ensure_ascii=False, sort_keys=True) + "\n" for e in exchanges)
 
 
 def _walk(a: Any, b: Any, where: str) -> Iterator[str]:

@@ -29,13 +29,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .cassette import KEPT_HEADERS, Exchange, append_exchange, canonical
+from .cassette import KEPT_HEADERS, Exchange, append_exchange, canonical, compact
 from .llama_cases import CASSETTES, MODEL, PARAMS, RAW_CASES, sweep_config
 from .loopback import serve_on_loopback
 
 __all__ = ["RecordingProxy", "main"]
 
 _FORWARDED = ("content-type", "accept", "authorization")
+_DEFAULT = {"raw": "raw.jsonl", "sweep": "sweep.jsonl.gz", "proxy": "proxy.jsonl"}
 
 
 class RecordingProxy:
@@ -124,14 +125,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--upstream", required=True, help="the real server's root URL, e.g. http://127.0.0.1:8080"
     )
-    parser.add_argument("--cassette", type=Path, help="default: tests/fixtures/llama_cpp/<what>.jsonl")
+    parser.add_argument(
+        "--cassette", type=Path, help="default: tests/fixtures/llama_cpp/raw.jsonl or sweep.jsonl.gz"
+    )
     parser.add_argument(
         "--append", action="store_true", help="add to the cassette instead of starting afresh"
     )
     parser.add_argument("--port", type=int, default=0, help="proxy: the loopback port to listen on")
     parser.add_argument("--label", default="", help="proxy: a label stored with every exchange")
     args = parser.parse_args(argv)
-    cassette: Path = args.cassette or CASSETTES / f"{args.what}.jsonl"
+    cassette: Path = args.cassette or CASSETTES / _DEFAULT[args.what]
     if args.what != "proxy" and not args.append:
         cassette.unlink(missing_ok=True)
     proxy = RecordingProxy(args.upstream, cassette, args.label)
@@ -147,6 +150,7 @@ def main(argv: list[str] | None = None) -> None:
                     time.sleep(3600)
             except KeyboardInterrupt:
                 pass
+    compact(cassette)
     print(f"{proxy.count} exchange(s) in {cassette}")
 
 

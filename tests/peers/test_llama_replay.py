@@ -27,7 +27,7 @@ from .llama_cases import CASSETTES, MODEL, PARAMS, RAW_CASES, runner_item, sweep
 from .replay import MISS_STATUS, Replay, replay_server
 
 RAW = CASSETTES / "raw.jsonl"
-SWEEP = CASSETTES / "sweep.jsonl"
+SWEEP = CASSETTES / "sweep.jsonl.gz"
 RUNNER_HAS_TOOL_CHOICE = "tool_choice" in ModelSpec.model_fields
 _CASES = {case.name: case for case in RAW_CASES}
 
