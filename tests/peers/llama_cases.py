@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from knowwhen_runner.client import llm_body
-from knowwhen_runner.config import ModelSpec
+from knowwhen_runner.provider import llm_body
 
 __all__ = [
     "CASSETTES",
@@ -170,8 +169,7 @@ def sweep_config(llm_base: str, decision_base: str, output: Path, model: str = M
     """The small sweep: 10 open-loop questions and 2 short episodes, the LLM in two modes.
 
     ``llm_base`` is the OpenAI-compatible base (ending in /v1); ``decision_base`` is ``knowwhen serve``.
-    The LLM is asked for tool_choice 'auto' where the runner has that setting (llama-cpp refuses
-    'required').
+    The LLM is asked for tool_choice 'auto' (llama-cpp refuses 'required').
     """
     llm: dict[str, Any] = {
         "id": "gemma",
@@ -181,9 +179,8 @@ def sweep_config(llm_base: str, decision_base: str, output: Path, model: str = M
         "timeout_s": 300,
         "params": PARAMS,
         "rate_limit": {"max_in_flight": 1},  # the server computes one reply at a time
+        "tool_choice": "auto",  # llama-cpp refuses "required" with a 500
     }
-    if "tool_choice" in ModelSpec.model_fields:
-        llm["tool_choice"] = "auto"
     return {
         "name": "llama",
         "output": str(output),

@@ -105,7 +105,7 @@ async def _raw(proxy: RecordingProxy, base: str) -> None:
 
 
 def _sweep(proxy: RecordingProxy, base: str) -> None:
-    from knowwhen_runner.runner import run_sweep
+    from knowwhen_runner.run import run_sweep
     from knowwhen_runner.serve import start_server_process
 
     proxy.label = "sweep"

@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from knowwhen_runner.runner import run_sweep
+from knowwhen_runner.run import run_sweep
 from knowwhen_runner.serve import ServerProcess
 
 from .llama_cases import MODEL, sweep_config
-from .test_llama_replay import RUNNER_HAS_TOOL_CHOICE
 
 LIVE_URL = os.environ.get("KNOWWHEN_LIVE_LLM_URL", "")
 LIVE_MODEL = os.environ.get("KNOWWHEN_LIVE_LLM_MODEL", MODEL)
@@ -28,11 +27,6 @@ pytestmark = [
 ]
 
 
-@pytest.mark.xfail(
-    not RUNNER_HAS_TOOL_CHOICE,
-    strict=False,
-    reason="needs the runner's tool_choice setting (llama-cpp refuses tool_choice 'required')",
-)
 def test_small_sweep_against_a_live_server(server: ServerProcess, tmp_path: Path) -> None:
     """The sweep of 10 questions and 2 episodes finishes every job against the live LLM server."""
     config = tmp_path / "sweep.yaml"

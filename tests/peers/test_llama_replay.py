@@ -15,11 +15,11 @@ import httpx
 import pytest
 import yaml
 
-from knowwhen_runner.client import ModelClient, Secrets, Verdict, classify, llm_body
 from knowwhen_runner.config import ModelSpec
 from knowwhen_runner.exceptions import ProviderError
-from knowwhen_runner.ratelimit import Limiters
-from knowwhen_runner.runner import run_sweep
+from knowwhen_runner.provider import Limiters, ModelClient, Secrets, Verdict, classify, llm_body
+from knowwhen_runner.provider.transport import llm_response
+from knowwhen_runner.run import run_sweep
 from knowwhen_runner.serve import ServerProcess
 
 from .cassette import read_cassette
@@ -28,7 +28,6 @@ from .replay import MISS_STATUS, Replay, replay_server
 
 RAW = CASSETTES / "raw.jsonl"
 SWEEP = CASSETTES / "sweep.jsonl.gz"
-RUNNER_HAS_TOOL_CHOICE = "tool_choice" in ModelSpec.model_fields
 _CASES = {case.name: case for case in RAW_CASES}
 
 
@@ -45,9 +44,9 @@ def _spec(base: str) -> ModelSpec:
 
 def _call(replay: Replay, name: str) -> Any:
     """The litellm response to one recorded case, or the exception it raised."""
-    from knowwhen_runner.client import _import_litellm
+    from knowwhen_runner.provider import load_litellm
 
-    litellm = _import_litellm()
+    litellm = load_litellm()
 
     async def go() -> Any:
         try:
@@ -69,7 +68,7 @@ def _call(replay: Replay, name: str) -> Any:
 def _normalised(replay: Replay, name: str) -> dict[str, Any]:
     resp = _call(replay, name)
     assert not isinstance(resp, Exception), resp
-    return ModelClient(Limiters([]), Secrets([]))._llm_response(_spec(replay.url), resp)
+    return llm_response(_spec(replay.url), resp)
 
 
 # --- the server's refusals -------------------------------------------------------------------------------
@@ -96,7 +95,7 @@ def test_tool_call_turn_without_content_is_a_500(raw: Replay, name: str) -> None
 
 
 def test_runner_open_loop_request_fails_for_good_after_its_retries(raw: Replay) -> None:
-    """The open-loop request this branch builds (tool_choice 'required') fails every try through `ModelClient.call`."""
+    """The open-loop request with the default tool_choice 'required' fails every try through `ModelClient.call`."""
     spec = _spec(raw.url)
     client = ModelClient(Limiters([spec]), Secrets([spec]), max_tries=2, max_backoff_s=0.01)
     with pytest.raises(ProviderError) as failed:
@@ -171,11 +170,6 @@ def test_unknown_request_gets_599_naming_the_cassette(raw: Replay) -> None:
     raw.misses.remove(message)
 
 
-@pytest.mark.xfail(
-    not RUNNER_HAS_TOOL_CHOICE,
-    strict=False,
-    reason="needs the runner's tool_choice setting (the cassette holds tool_choice 'auto' requests)",
-)
 def test_small_sweep_replays_from_the_cassette(server: ServerProcess, tmp_path: Path) -> None:
     """A sweep of 10 questions and 2 episodes against the recorded llama-cpp server sends only recorded requests and finishes."""
     recorded = read_cassette(SWEEP)
