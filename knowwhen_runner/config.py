@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from .exceptions import ConfigError
+from .jobs import Mode
 
 __all__ = [
     "CONFIG_SCHEMA_VERSION",
@@ -46,7 +47,6 @@ __all__ = [
 
 CONFIG_SCHEMA_VERSION = 1
 
-Mode = Literal["llm", "model", "gated", "shadow"]
 CachePolicy = Literal["read-write", "read-only", "refresh", "off"]
 _ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

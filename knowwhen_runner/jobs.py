@@ -12,9 +12,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .jsonio import dumps
+
+Mode = Literal["llm", "model", "gated", "shadow"]
+"""Who decides at each decision point (see DESIGN: llm, model, gated, shadow)."""
 
 __all__ = ["JOB_ID_VERSION", "Job", "job_id", "job_ids"]
 
@@ -85,7 +88,7 @@ class Job:
 
     id: str
     model_id: str
-    mode: str
+    mode: Mode
     scenario_id: str
     item: str
     payload: dict[str, Any] = field(default_factory=dict)

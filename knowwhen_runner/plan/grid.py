@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import ModelSpec, ScenarioSpec, SweepConfig, TauFit
-from ..jobs import Job, job_id, job_ids
+from ..jobs import Job, Mode, job_id, job_ids
 from ..scenarios import Scenario
 
 __all__ = ["FitRequest", "Plan", "fit_requests", "open_loop_mode", "plan"]
@@ -82,7 +82,7 @@ def _unique(jobs: list[Job]) -> list[Job]:
     return list({job.id: job for job in reversed(jobs)}.values())[::-1]
 
 
-def _question_jobs(model: ModelSpec, mode: str, scenario: Scenario) -> list[Job]:
+def _question_jobs(model: ModelSpec, mode: Mode, scenario: Scenario) -> list[Job]:
     payload = {"kind": "question"}
     items = list(scenario.items)
     ids = job_ids(
@@ -154,7 +154,7 @@ def _tau_identity(config: SweepConfig, tau: float | TauFit) -> dict[str, Any]:
 def _episode_job(
     spec: ScenarioSpec,
     scenario: Scenario,
-    mode: str,
+    mode: Mode,
     agent: ModelSpec,
     decider: ModelSpec | None,
     item_id: str,

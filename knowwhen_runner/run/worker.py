@@ -27,7 +27,7 @@ from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
 from ..exceptions import ProviderError
 from ..jobs import Job
-from ..provider import CacheMode, ModelClient, preload_litellm
+from ..provider import CacheMode, Limiters, ModelClient, preload_litellm
 from ..queue import Failure, Queue
 from .calls import CachedCalls, QuestionCall, question_call
 
@@ -95,7 +95,7 @@ class Worker:
         *,
         worker_id: str | None = None,
         on_progress: Callable[[WorkStats], None] | None = None,
-        limiters: Any = None,
+        limiters: Limiters | None = None,
     ) -> None:
         self.config = config
         self.queue = queue
