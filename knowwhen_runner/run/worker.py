@@ -27,7 +27,7 @@ from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
 from ..exceptions import ProviderError
 from ..jobs import Job
-from ..provider import CacheMode, Limiters, ModelClient, preload_litellm
+from ..provider import CacheMode, Limiters, ModelClient
 from ..queue import Failure, Queue
 from .calls import CachedCalls, QuestionCall, question_call
 
@@ -252,7 +252,7 @@ class Worker:
     async def _dispatch(self, claimed: list[Job], jobs: Any, outcomes: Any) -> None:
         """Answer cache hits at once; send the rest to the callers."""
         if not self._cache.read:
-            preload_litellm()
+            self.client.preload()
             for job in claimed:
                 await jobs.send(job)
             return
@@ -261,14 +261,14 @@ class Worker:
             if job.payload.get("kind") == "question":
                 questions.append(job)
             else:  # episodes look their calls up one by one
-                preload_litellm()
+                self.client.preload()
                 await jobs.send(job)
         requests = [self._request(job) for job in questions]
         hits = await self.queue.cache_get([q.call.key for q in requests])
         for q in requests:
             response = hits.get(q.call.key)
             if response is None:
-                preload_litellm()  # a real call is coming: start the slow import now
+                self.client.preload()  # a real call is coming: start the slow import now
                 self._requests[q.job.id] = q
                 await jobs.send(q.job)
                 continue
