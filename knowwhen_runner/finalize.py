@@ -106,6 +106,16 @@ async def finalize_run(config: SweepConfig, queue: Queue) -> dict[str, Any]:
             from .isolated import finalize_isolated
 
             records.rows.update(await finalize_isolated(config, spec, queue, records))
+    if records.episodes:
+        from .episode_rows import write_episode_files
+
+        items = {
+            k: v
+            for s in config.scenarios
+            if s.kind == "episodes"
+            for k, v in (await queue.items(s.id)).items()
+        }
+        write_episode_files(config.output, records.episodes, items)
     scores = {
         sc: {m: score_l2(a, f.key) for (m, v), a in f.table.items() if v == (f.spec.variant or "main")}
         for sc, f in folders.items()
