@@ -57,7 +57,7 @@ class EpisodeRow(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[1] = EPISODE_ROW_SCHEMA_VERSION
+    schema_version: Literal[1] = 1
     scenario: str
     task_id: str
     mode: str
