@@ -42,12 +42,16 @@ class RunData:
     queue: Queue
     output: Path | None = None
     ttl_s: float = 3.0
+    given_config: SweepConfig | None = None
+    """The run's config, when the caller has it; otherwise the one stored with the run is read."""
     _config: SweepConfig | None = None
     _keys: dict[str, dict[str, list[KeyEntry]]] | None = None
     _results: _Results | None = None
     _done: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=600))
 
     async def config(self) -> SweepConfig:
+        if self._config is None and self.given_config is not None:
+            self._config = self.given_config
         if self._config is None:
             info = await self.queue.run_info()
             if info is None:
@@ -168,8 +172,9 @@ class RunData:
         config, keys, results = await self.config(), await self.keys(), await self._read()
         item = (await self.queue.items(scenario)).get((scenario, qhash))
         answer = results.answers.get((scenario, model, qhash))
-        if item is None or answer is None:
+        if answer is None:
             return None
+        item = item or {"options": sorted(answer.get("probabilities") or {})}  # a run without stored items
         entries = keys.get(scenario, {}).get(qhash, [])
         gate_llm = config.gate.llm if config.gate else None
         llm = results.answers.get((scenario, gate_llm, qhash)) if gate_llm and gate_llm != model else None
