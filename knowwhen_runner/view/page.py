@@ -123,11 +123,15 @@ const VIEWS = {
     const rows = d.rows.filter(r => ['model', 'scenario', 'mode'].every(k => !p.get(k) || r[k] === p.get(k))
       && (!p.get('success') || String(r.success) === p.get('success')));
     const strip = by => `<span class="strip">${by.map(b => `<span class="${esc(b)}"></span>`).join('')}</span>`;
-    $('main').innerHTML = `<h2>Episodes</h2><p>${num(rows.length)} episodes · <span class="tag model">decision model decided</span> <span class="tag llm">LLM decided</span></p>
+    const sel = (k, vals) => `<label>${k}<br><select name="${k}">${['', ...new Set(vals)].map(v => `<option ${v === (p.get(k) || '') ? 'selected' : ''} value="${esc(v)}">${esc(v || 'all')}</option>`).join('')}</select></label>`;
+    $('main').innerHTML = `<h2>Episodes</h2><form id="ef">${['model', 'scenario', 'mode'].map(k => sel(k, d.rows.map(r => r[k]))).join('')}
+      ${sel('success', ['true', 'false'])}</form><p>${num(rows.length)} episodes · <span class="tag model">decision model decided</span> <span class="tag llm">LLM decided</span></p>
       <table><tr><th>task</th><th>model</th><th>scenario</th><th>mode</th><th>τ</th><th>steps</th><th>success</th></tr>
       ${rows.slice(0, 500).map(r => `<tr><td><a href="${link('episode', {id: r.id})}">${esc(r.task_id)}</a></td><td>${esc(r.model)}</td>
       <td>${esc(r.scenario)}</td><td>${esc(r.mode)}</td><td class="n">${r.tau == null ? '–' : r.tau.toFixed(3)}</td>
       <td>${strip(r.by)}</td><td>${mark(r.success)}</td></tr>`).join('')}</table>`;
+    $('#ef').onchange = () => { const q = new URLSearchParams(new FormData($('#ef')));
+      [...q.keys()].forEach(k => q.get(k) || q.delete(k)); location.hash = link('episodes', q); };
   },
 
   async episode(p) {
