@@ -16,10 +16,11 @@ from typing import Any
 from ..config import SweepConfig, parse_config
 from ..episode_rows import episode_row
 from ..exceptions import KnowwhenError
+from ..manifest import CxsManifest, load_manifest, manifest_path
 from ..queue import SET_ASIDE, Queue
 from .answer_keys import KeyEntry, answer_keys
 
-__all__ = ["RunData"]
+__all__ = ["RunData", "public_answer"]
 
 _SILENT_AFTER_S = 30.0  # a worker not heard from for this long is shown as silent
 _RATE_WINDOW_S = 60.0  # the rate is measured over the last minute of samples
@@ -47,6 +48,7 @@ class RunData:
     _config: SweepConfig | None = None
     _keys: dict[str, dict[str, list[KeyEntry]]] | None = None
     _results: _Results | None = None
+    _items: dict[str, dict[tuple[str, str], dict[str, Any]]] = field(default_factory=dict)
     _done: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=600))
 
     async def config(self) -> SweepConfig:
@@ -66,6 +68,16 @@ class RunData:
         if self._keys is None:
             self._keys = answer_keys(await self.config())
         return self._keys
+
+    async def items(self, scenario: str) -> dict[tuple[str, str], dict[str, Any]]:
+        """A scenario's item data (planned once, so read once)."""
+        if scenario not in self._items:
+            self._items[scenario] = await self.queue.items(scenario)
+        return self._items[scenario]
+
+    async def answers(self) -> dict[tuple[str, str, str], dict[str, Any]]:
+        """Every answer row, by (scenario, model, qhash)."""
+        return (await self._read()).answers
 
     async def _read(self) -> _Results:
         now = time.monotonic()
@@ -132,8 +144,11 @@ class RunData:
 
     # --- questions ----------------------------------------------------------------------------------
 
-    async def questions(self) -> dict[str, Any]:
-        """Every answered question of every states scenario, judged against its answer key."""
+    async def questions(self, manifests: list[CxsManifest] | None = None) -> dict[str, Any]:
+        """Every answered question of every states scenario, judged against its answer key.
+
+        ``thresholds`` are the fitted τ of ``manifests``, or of the run's manifest files when not given.
+        """
         config, keys, results = await self.config(), await self.keys(), await self._read()
         gate_llm = config.gate.llm if config.gate else None
         rows = []
@@ -150,27 +165,24 @@ class RunData:
                  "llm_answer": llm.get("answer") if llm else None,
                  "llm_right": _right(llm.get("answer"), entries) if llm else None}
             )  # fmt: skip
-        return {"rows": rows, "thresholds": self._thresholds(config), "llm": gate_llm}
+        found = self._manifests(config) if manifests is None else manifests
+        return {"rows": rows, "thresholds": _thresholds(found), "llm": gate_llm}
 
-    def _thresholds(self, config: SweepConfig) -> dict[str, dict[str, float | None]]:
-        """The fitted τ per (model, scenario) from the manifests of a finalised run, when there are any."""
-        from ..manifest import load_manifest, manifest_path
-
-        out: dict[str, dict[str, float | None]] = {}
+    def _manifests(self, config: SweepConfig) -> list[CxsManifest]:
+        """The manifests of a finalised run (none before its first finalise)."""
+        out = []
         for model in config.models:
             path = manifest_path(self.output or config.output, model.id)
             try:
-                manifest = load_manifest(path) if path.is_file() else None
+                out += [load_manifest(path)] if path.is_file() else []
             except KnowwhenError:
-                manifest = None
-            for cell in manifest.open_loop if manifest else []:
-                out.setdefault(model.id, {})[cell.scenario] = cell.fit.threshold if cell.fit else None
+                continue
         return out
 
     async def question(self, scenario: str, model: str, qhash: str) -> dict[str, Any] | None:
         """One question: state, options with the model's probabilities, answer key, both answers."""
         config, keys, results = await self.config(), await self.keys(), await self._read()
-        item = (await self.queue.items(scenario)).get((scenario, qhash))
+        item = (await self.items(scenario)).get((scenario, qhash))
         answer = results.answers.get((scenario, model, qhash))
         if answer is None:
             return None
@@ -178,13 +190,13 @@ class RunData:
         entries = keys.get(scenario, {}).get(qhash, [])
         gate_llm = config.gate.llm if config.gate else None
         llm = results.answers.get((scenario, gate_llm, qhash)) if gate_llm and gate_llm != model else None
-        tau = self._thresholds(config).get(model, {}).get(scenario)
+        tau = _thresholds(self._manifests(config)).get(model, {}).get(scenario)
         return {
             "scenario": scenario, "model": model, "qhash": qhash, "state": item.get("state"),
             "options": list(item.get("options") or []), "descriptions": list(item.get("descriptions") or []),
             "key": [{"task": e.task, "stratum": e.stratum, "acceptable": sorted(e.acceptable)} for e in entries],
-            "answer": _public_answer(answer), "right": _right(answer.get("answer"), entries),
-            "llm_model": gate_llm if llm else None, "llm": _public_answer(llm) if llm else None,
+            "answer": public_answer(answer), "right": _right(answer.get("answer"), entries),
+            "llm_model": gate_llm if llm else None, "llm": public_answer(llm) if llm else None,
             "llm_right": _right(llm.get("answer"), entries) if llm else None, "tau": tau,
         }  # fmt: skip
 
@@ -213,8 +225,17 @@ class RunData:
             return None
         owner, result = found
         scenario = str(result.get("scenario"))
-        item = (await self.queue.items(scenario)).get((scenario, str(result.get("task_id"))))
+        item = (await self.items(scenario)).get((scenario, str(result.get("task_id"))))
         return {"id": job_id, **episode_row(owner, result, item).model_dump(mode="json")}
+
+
+def _thresholds(manifests: list[CxsManifest]) -> dict[str, dict[str, float | None]]:
+    """The fitted open-loop τ per model and scenario."""
+    out: dict[str, dict[str, float | None]] = {}
+    for manifest in manifests:
+        for cell in manifest.open_loop:
+            out.setdefault(manifest.model.id, {})[cell.scenario] = cell.fit.threshold if cell.fit else None
+    return out
 
 
 def _right(choice: Any, entries: list[KeyEntry]) -> bool | None:
@@ -223,7 +244,7 @@ def _right(choice: Any, entries: list[KeyEntry]) -> bool | None:
     return all(e.accepts(choice) for e in entries)
 
 
-def _public_answer(row: dict[str, Any]) -> dict[str, Any]:
+def public_answer(row: dict[str, Any]) -> dict[str, Any]:
     keep = ("answer", "confidence", "probabilities", "valid", "error", "cost_usd", "latency_ms", "cache_hit")
     return {k: row.get(k) for k in keep}
 

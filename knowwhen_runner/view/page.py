@@ -6,15 +6,19 @@ Views are addressed by the fragment (``#live``, ``#questions?model=m&right=wrong
 
 from __future__ import annotations
 
-__all__ = ["PAGE"]
+__all__ = ["NAV", "PAGE", "VIEW_CSS", "VIEW_JS"]
 
-_CSS = """
+_PAGE_CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
-header{background:#263238;color:#fff;padding:8px 16px;display:flex;gap:16px;align-items:center}
-header a{color:#cfd8dc;text-decoration:none}header a.on{color:#fff;font-weight:600}
-main{padding:12px 16px}table{border-collapse:collapse;background:#fff;margin:6px 0 14px}
-td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#eceff1}td.n{text-align:right;font-variant-numeric:tabular-nums}
+main{padding:12px 16px}
+"""
+
+VIEW_CSS = """
+.kw-nav{background:#263238;color:#fff;padding:8px 16px;display:flex;gap:16px;align-items:center}
+.kw-nav a{color:#cfd8dc;text-decoration:none}.kw-nav a.on{color:#fff;font-weight:600}
+#kw-view table{border-collapse:collapse;background:#fff;margin:6px 0 14px;width:auto}
+#kw-view td,#kw-view th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top;white-space:normal}
+#kw-view th{background:#eceff1}#kw-view td.n{text-align:right;font-variant-numeric:tabular-nums}
 .bar{background:#e0e0e0;height:10px;width:160px;display:inline-block;position:relative}
 .bar i{position:absolute;top:0;bottom:0;left:0;background:#1e88e5}
 .bar b{position:absolute;top:-3px;bottom:-3px;width:2px;background:#d32f2f}
@@ -29,10 +33,16 @@ pre{white-space:pre-wrap;background:#fff;border:1px solid #ddd;padding:6px;max-h
 form{display:flex;gap:10px;flex-wrap:wrap;align-items:end;margin-bottom:8px}label{font-size:12px}
 .muted{color:#777}
 """
+"""Styles of the views, shared by the served page and the report's drill-down."""
 
-_JS = r"""
+_FETCH_JS = r"""
 const TOKEN = new URLSearchParams(location.search).get('token');
 const H = TOKEN ? {'X-Knowwhen-Token': TOKEN} : {};
+async function get(path) { const r = await fetch(path, {headers: H}); if (!r.ok) throw new Error(await r.text()); return r.json(); }
+const START = 'live';
+"""
+
+VIEW_JS = r"""
 const $ = s => document.querySelector(s);
 const esc = v => String(v ?? '').replace(/[&<>"']/g, c => ({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;',"'":'&#39;'}[c]));
 const pct = v => v == null ? '–' : (100 * v).toFixed(1) + '%';
@@ -40,16 +50,15 @@ const num = v => v == null ? '–' : Number(v).toLocaleString();
 const usd = v => '$' + Number(v || 0).toFixed(4);
 const mark = v => v == null ? '<span class="muted">–</span>' : v ? '<span class="ok">✓</span>' : '<span class="bad">✗</span>';
 const bar = (v, tau) => `<span class="bar"><i style="width:${100 * (v || 0)}%"></i>${tau == null ? '' : `<b style="left:${100 * tau}%"></b>`}</span>`;
-async function get(path) { const r = await fetch(path, {headers: H}); if (!r.ok) throw new Error(await r.text()); return r.json(); }
-function params() { const [v, q] = location.hash.slice(1).split('?'); return [v || 'live', new URLSearchParams(q || '')]; }
+function params() { const [v, q] = location.hash.slice(1).split('?'); return [v || START, new URLSearchParams(q || '')]; }
 function link(view, p) { return '#' + view + (p && [...new URLSearchParams(p)].length ? '?' + new URLSearchParams(p) : ''); }
 let timer = null, cache = {};
 
 async function route() {
   clearTimeout(timer);
   const [view, p] = params();
-  document.querySelectorAll('header a').forEach(a => a.classList.toggle('on', a.dataset.v === view));
-  try { await (VIEWS[view] || VIEWS.live)(p); } catch (e) { $('main').innerHTML = `<p class="bad">${esc(e.message)}</p>`; }
+  document.querySelectorAll('.kw-nav a').forEach(a => a.classList.toggle('on', a.dataset.v === view));
+  try { await (VIEWS[view] || VIEWS[START])(p); } catch (e) { $('#kw-view').innerHTML = `<p class="bad">${esc(e.message)}</p>`; }
 }
 
 function eta(s) { if (s == null) return '–'; if (s < 90) return Math.round(s) + ' s'; if (s < 5400) return Math.round(s / 60) + ' min'; return (s / 3600).toFixed(1) + ' h'; }
@@ -66,7 +75,7 @@ const VIEWS = {
       <td class="n">${num(x.failed)}</td><td class="n">${num(x.set_aside)}</td></tr>`; }).join('');
     const w = d.workers.map(x => `<tr><td>${esc(x.id)}</td><td>${esc(x.host)}</td><td class="n">${x.pid}</td>
       <td>${esc(x.state)}</td><td class="n">${x.heartbeat_age_s} s ago</td><td class="n">${num(x.jobs_done)}</td></tr>`).join('');
-    $('main').innerHTML = `<h2>Run ${esc(d.run)}</h2>
+    $('#kw-view').innerHTML = `<h2>Run ${esc(d.run)}</h2>
       <p>done <b id="done-total" data-n="${d.done}">${num(d.done)}</b> · open ${num(d.open)} ·
       rate ${d.rate_per_s == null ? '–' : d.rate_per_s.toFixed(1) + '/s'} · ETA ${eta(d.eta_s)} · spend ${usd(d.spend_usd)}</p>
       <table><tr><th>model</th><th>done</th><th>pending</th><th>running</th><th>failed</th><th>spend</th></tr>${m}</table>
@@ -87,7 +96,7 @@ const VIEWS = {
     const shown = rows.slice(0, 500).map(r => `<tr><td><a href="${link('question', {scenario: r.scenario, model: r.model, qhash: r.qhash})}">${esc(r.qhash.slice(0, 10))}</a></td>
       <td>${esc(r.model)}</td><td>${esc(r.scenario)}</td><td>${esc(r.stratum)}</td><td>${esc(r.answer)}</td>
       <td class="n">${pct(r.confidence)}</td><td>${mark(r.right)}</td><td>${esc(r.llm_answer)} ${r.llm_answer == null ? '' : mark(r.llm_right)}</td></tr>`).join('');
-    $('main').innerHTML = `<h2>${p.get('sort') === 'confidence' ? 'Confident but wrong' : 'Questions'}</h2>
+    $('#kw-view').innerHTML = `<h2>${p.get('sort') === 'confidence' ? 'Confident but wrong' : 'Questions'}</h2>
       <form id="qf"><label>model<br><select name="model">${opts('model', d.rows.map(r => r.model))}</select></label>
       <label>scenario<br><select name="scenario">${opts('scenario', d.rows.map(r => r.scenario))}</select></label>
       <label>stratum<br><select name="stratum">${opts('stratum', d.rows.map(r => r.stratum))}</select></label>
@@ -108,7 +117,7 @@ const VIEWS = {
     const opt = order.map(([o, pr, desc]) => `<tr><td>${ok.has(o.toLowerCase()) ? '<span class="ok">✓ key</span>' : ''}</td>
       <td title="${esc(desc)}">${esc(o)}</td><td>${bar(pr)} ${pct(pr)}</td>
       <td>${o === a.answer ? `<span class="tag model">${esc(d.model)}</span>` : ''} ${o === l.answer ? `<span class="tag llm">${esc(d.llm_model)}</span>` : ''}</td></tr>`).join('');
-    $('main').innerHTML = `<h2>Question ${esc(d.qhash.slice(0, 12))} <span class="muted">${esc(d.scenario)}</span></h2>
+    $('#kw-view').innerHTML = `<h2>Question ${esc(d.qhash.slice(0, 12))} <span class="muted">${esc(d.scenario)}</span></h2>
       <p><b>${esc(d.model)}</b> answered <b>${esc(a.answer)}</b> ${mark(d.right)} with confidence ${pct(a.confidence)}
       ${bar(a.confidence, d.tau)} τ ${d.tau == null ? 'not fitted' : d.tau.toFixed(3)}
       → ${d.tau == null ? '' : (a.confidence >= d.tau ? 'the gate would delegate to it' : 'the gate would ask the LLM')}</p>
@@ -124,7 +133,7 @@ const VIEWS = {
       && (!p.get('success') || String(r.success) === p.get('success')));
     const strip = by => `<span class="strip">${by.map(b => `<span class="${esc(b)}"></span>`).join('')}</span>`;
     const sel = (k, vals) => `<label>${k}<br><select name="${k}">${['', ...new Set(vals)].map(v => `<option ${v === (p.get(k) || '') ? 'selected' : ''} value="${esc(v)}">${esc(v || 'all')}</option>`).join('')}</select></label>`;
-    $('main').innerHTML = `<h2>Episodes</h2><form id="ef">${['model', 'scenario', 'mode'].map(k => sel(k, d.rows.map(r => r[k]))).join('')}
+    $('#kw-view').innerHTML = `<h2>Episodes</h2><form id="ef">${['model', 'scenario', 'mode'].map(k => sel(k, d.rows.map(r => r[k]))).join('')}
       ${sel('success', ['true', 'false'])}</form><p>${num(rows.length)} episodes · <span class="tag model">decision model decided</span> <span class="tag llm">LLM decided</span></p>
       <table><tr><th>task</th><th>model</th><th>scenario</th><th>mode</th><th>τ</th><th>steps</th><th>success</th></tr>
       ${rows.slice(0, 500).map(r => `<tr><td><a href="${link('episode', {id: r.id})}">${esc(r.task_id)}</a></td><td>${esc(r.model)}</td>
@@ -146,7 +155,7 @@ const VIEWS = {
       ${s.arguments == null ? '' : `<br>arguments <code>${esc(JSON.stringify(s.arguments))}</code>`}
       ${s.observation == null ? '' : `<pre>${esc(s.observation)}</pre>`}${s.text ? `<pre>${esc(s.text)}</pre>` : ''}
       ${s.state == null ? '' : `<details><summary>state</summary><pre>${esc(s.state)}</pre></details>`}</div>`).join('');
-    $('main').innerHTML = `<h2>Episode ${esc(d.task_id)} <span class="muted">${esc(d.scenario)} · ${esc(d.mode)} · ${esc(d.model)}</span></h2>
+    $('#kw-view').innerHTML = `<h2>Episode ${esc(d.task_id)} <span class="muted">${esc(d.scenario)} · ${esc(d.mode)} · ${esc(d.model)}</span></h2>
       <p>${d.success ? '<span class="ok">success</span>' : '<span class="bad">failure</span>'}${d.budget_exhausted ? ' (step budget exhausted)' : ''}
       · τ ${d.tau == null ? '–' : d.tau.toFixed(3)} · coverage ${pct(d.coverage)} · LLM ${esc(d.llm)}</p>
       <div id="timeline" class="strip">${d.steps.map(s => `<span class="${esc(s.decided_by)}" title="step ${s.step}: ${esc(s.tool)}">${s.step} ${esc(s.tool ?? '–')}${s.acceptable.includes(s.tool) ? '' : ' ✗'}</span>`).join('')}</div>
@@ -156,14 +165,16 @@ const VIEWS = {
 window.addEventListener('hashchange', route);
 route();
 """
+"""The views; they read through ``get(path)`` (the server's endpoints, or the report's inline data)."""
+
+NAV = """<nav class="kw-nav"><b>knowwhen</b>{live}<a data-v="questions" href="#questions">Questions</a>
+<a href="#questions?right=wrong&cmin=0.8&sort=confidence">Confident but wrong</a>
+<a data-v="episodes" href="#episodes">Episodes</a></nav>"""
 
 PAGE = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>knowwhen viewer</title>
-<meta name="viewport" content="width=device-width, initial-scale=1"><style>{_CSS}</style></head>
-<body><header><b>knowwhen</b>
-<a data-v="live" href="#live">Live</a><a data-v="questions" href="#questions">Questions</a>
-<a href="#questions?right=wrong&cmin=0.8&sort=confidence">Confident but wrong</a>
-<a data-v="episodes" href="#episodes">Episodes</a></header>
-<main><p class="muted">loading…</p></main>
-<script>{_JS}</script></body></html>
+<meta name="viewport" content="width=device-width, initial-scale=1"><style>{_PAGE_CSS}{VIEW_CSS}</style></head>
+<body>{NAV.format(live='<a data-v="live" href="#live">Live</a>')}
+<main id="kw-view"><p class="muted">loading…</p></main>
+<script>{_FETCH_JS}{VIEW_JS}</script></body></html>
 """

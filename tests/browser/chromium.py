@@ -44,9 +44,13 @@ def _run(binary: str, args: list[str], url: str, budget_ms: int) -> str:
     return done.stdout
 
 
-def dump_dom(binary: str, url: str, *, budget_ms: int = 3000) -> str:
+OFFLINE = ["--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND"]
+"""Flags that leave the browser no network: every request goes to a closed port, no name resolves."""
+
+
+def dump_dom(binary: str, url: str, *, budget_ms: int = 3000, offline: bool = False) -> str:
     """The page's DOM once its scripts have run for ``budget_ms`` of virtual time."""
-    return _run(binary, ["--dump-dom"], url, budget_ms)
+    return _run(binary, ["--dump-dom", *(OFFLINE if offline else [])], url, budget_ms)
 
 
 def screenshot(binary: str, url: str, path: Path, *, size: str = "1100,700", budget_ms: int = 3000) -> None:

@@ -160,3 +160,23 @@ def test_an_episode_timeline_renders_every_step(finished_run: Path) -> None:
     assert dom.count("decision model (shadow):") == shadow["steps"]
     assert "<summary>state</summary>" in dom and ("success" in dom or "failure" in dom)
     assert listing.count('href="#episode?id=') == len(rows)
+
+
+def test_the_report_drilldown_works_with_the_network_disabled(finished_run: Path) -> None:
+    """report.html, opened from disk with no network, filters questions and renders an episode from inline data."""
+    assert CHROMIUM is not None
+    report = finished_run / "report.html"
+    html = report.read_text()
+    assert not re.search(r'(src|href)="(https?:)?//', html) and 'id="kw-data"' in html
+    url = report.as_uri()
+    every = data_n(dump_dom(CHROMIUM, f"{url}#questions", offline=True), "q-count")
+    one_model = data_n(dump_dom(CHROMIUM, f"{url}#questions?model=lexical", offline=True), "q-count")
+    assert 0 < one_model < every
+    with viewer(sys.executable, finished_run) as base:
+        rows = httpx.get(f"{base}/api/episodes").json()["rows"]
+    shown = next(r for r in rows if r["steps"] > 1)
+    dom = dump_dom(CHROMIUM, f"{url}#episode?id={shown['id']}", offline=True)
+    timeline = re.search(r'<div id="timeline"[^>]*>(.*?)</div>', dom, re.S)
+    assert timeline and timeline.group(1).count("<span") == shown["steps"]
+    if SHOTS:
+        screenshot(CHROMIUM, f"{url}#episode?id={shown['id']}", Path(SHOTS) / "report-drilldown.png")
