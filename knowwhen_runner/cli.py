@@ -311,11 +311,14 @@ def view(
         str, typer.Option(help="Interface; any but loopback requires the printed token.")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8780,
+    compare: Annotated[
+        Path | None, typer.Option(help="Folder of a second run: show what flipped between the two.")
+    ] = None,
 ) -> None:
     """Watch a run live and read every answer and episode in the browser (a local web app)."""
     from .view import serve_viewer
 
-    serve_viewer(run_dir, db=db, run=run_name, host=host, port=port)
+    serve_viewer(run_dir, db=db, run=run_name, host=host, port=port, compare=compare)
 
 
 from .gym.cli import gym_app  # noqa: E402

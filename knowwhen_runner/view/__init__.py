@@ -21,16 +21,21 @@ def serve_viewer(
     run: str | None = None,
     host: str = "127.0.0.1",
     port: int = 8780,
+    compare: Path | None = None,
     announce: bool = True,
 ) -> None:
-    """Serve the viewer until interrupted; bound beyond loopback it requires a token, printed once here."""
+    """Serve the viewer until interrupted; bound beyond loopback it requires a token, printed once here.
+
+    ``compare``: the folder of a second run; the Two runs view lists what flipped between them.
+    """
     import uvicorn
 
     from ..runner import _open_existing
 
     queue, _name = _open_existing(Path(run_dir), db, run)
     token = None if is_loopback(host) else new_token()
-    app = viewer_app(RunData(queue, output=Path(run_dir) if db is None else None), token=token)
+    other = RunData(_open_existing(Path(compare), None, None)[0], output=Path(compare)) if compare else None
+    app = viewer_app(RunData(queue, output=Path(run_dir) if db is None else None), token=token, other=other)
     if announce:
         shown = f"[{host}]" if ":" in host else host
         suffix = f"/?token={token}" if token else "/"

@@ -38,8 +38,8 @@ def _json(data: Any, status: int = 200) -> JSONResponse:
     return JSONResponse(data, status_code=status, headers={"Cache-Control": "no-store"})
 
 
-def viewer_app(data: RunData, *, token: str | None = None) -> Starlette:
-    """The app over one run; with ``token`` every request must carry it."""
+def viewer_app(data: RunData, *, token: str | None = None, other: RunData | None = None) -> Starlette:
+    """The app over one run (and ``other``, to compare with); with ``token`` every request must carry it."""
 
     async def page(_request: Request) -> Response:
         return HTMLResponse(PAGE, headers={"Cache-Control": "no-store"})
@@ -62,6 +62,13 @@ def viewer_app(data: RunData, *, token: str | None = None) -> Starlette:
         found = await data.episode(request.query_params.get("id", ""))
         return _json(found) if found is not None else _json({"error": "no such episode"}, 404)
 
+    async def flips(_request: Request) -> Response:
+        if other is None:
+            return _json({"error": "no second run: start the viewer with --compare OTHER_RUN"}, 404)
+        from .compare import flips as two_runs
+
+        return _json(await two_runs(data, other))
+
     app = Starlette(
         routes=[
             Route("/", page),
@@ -70,6 +77,7 @@ def viewer_app(data: RunData, *, token: str | None = None) -> Starlette:
             Route("/api/question", question),
             Route("/api/episodes", episodes),
             Route("/api/episode", episode),
+            Route("/api/flips", flips),
         ]
     )
     if token is not None:

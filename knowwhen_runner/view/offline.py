@@ -102,7 +102,7 @@ async def drilldown_html(
         )
     encoded = base64.b64encode(packed).decode()
     return (
-        f"<h2>Drill-down</h2><style>{VIEW_CSS}</style>{NAV.format(live='')}"
+        f"<h2>Drill-down</h2><style>{VIEW_CSS}</style>{NAV.format(live='', flips='')}"
         '<div id="kw-view"><p class="note">unpacking…</p></div>'
         f'<script type="application/octet-stream" id="kw-data">{encoded}</script>'
         f"<script>{_OFFLINE_JS}{VIEW_JS}{_SCROLL_JS}</script>"

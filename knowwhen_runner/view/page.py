@@ -161,6 +161,21 @@ const VIEWS = {
       <div id="timeline" class="strip">${d.steps.map(s => `<span class="${esc(s.decided_by)}" title="step ${s.step}: ${esc(s.tool)}">${s.step} ${esc(s.tool ?? '–')}${s.acceptable.includes(s.tool) ? '' : ' ✗'}</span>`).join('')}</div>
       ${steps}${d.reply ? `<h3>Reply</h3><pre>${esc(d.reply)}</pre>` : ''}`;
   },
+
+  async flips() {
+    const d = await get('api/flips');
+    const strip = by => `<span class="strip">${by.map(b => `<span class="${esc(b)}"></span>`).join('')}</span>`;
+    $('#kw-view').innerHTML = `<h2>Two runs: A ${esc(d.a)} → B ${esc(d.b)}</h2>
+      <h3><span id="flip-q" data-n="${d.questions.length}">${num(d.questions.length)}</span> questions flipped</h3>
+      <table><tr><th>question</th><th>model</th><th>scenario</th><th>A ${esc(d.a)}</th><th>B ${esc(d.b)}</th></tr>
+      ${d.questions.slice(0, 500).map(r => `<tr><td><a href="${link('question', {scenario: r.scenario, model: r.model, qhash: r.qhash})}">${esc(r.qhash.slice(0, 10))}</a></td>
+      <td>${esc(r.model)}</td><td>${esc(r.scenario)}</td><td>${esc(r.a_answer)} ${pct(r.a_confidence)} ${mark(r.a_right)}</td>
+      <td>${esc(r.b_answer)} ${pct(r.b_confidence)} ${mark(r.b_right)}</td></tr>`).join('')}</table>
+      <h3><span id="flip-e" data-n="${d.episodes.length}">${num(d.episodes.length)}</span> tasks flipped</h3>
+      <table><tr><th>task</th><th>model</th><th>scenario</th><th>mode</th><th>A ${esc(d.a)}</th><th>B ${esc(d.b)}</th></tr>
+      ${d.episodes.slice(0, 500).map(r => `<tr><td><a href="${link('episode', {id: r.a_id})}">${esc(r.task_id)}</a></td><td>${esc(r.model)}</td>
+      <td>${esc(r.scenario)}</td><td>${esc(r.mode)}</td><td>${strip(r.a_by)} ${mark(r.a_success)}</td><td>${strip(r.b_by)} ${mark(r.b_success)}</td></tr>`).join('')}</table>`;
+  },
 };
 window.addEventListener('hashchange', route);
 route();
@@ -169,12 +184,12 @@ route();
 
 NAV = """<nav class="kw-nav"><b>knowwhen</b>{live}<a data-v="questions" href="#questions">Questions</a>
 <a href="#questions?right=wrong&cmin=0.8&sort=confidence">Confident but wrong</a>
-<a data-v="episodes" href="#episodes">Episodes</a></nav>"""
+<a data-v="episodes" href="#episodes">Episodes</a>{flips}</nav>"""
 
 PAGE = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>knowwhen viewer</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"><style>{_PAGE_CSS}{VIEW_CSS}</style></head>
-<body>{NAV.format(live='<a data-v="live" href="#live">Live</a>')}
+<body>{NAV.format(live='<a data-v="live" href="#live">Live</a>', flips='<a data-v="flips" href="#flips">Two runs</a>')}
 <main id="kw-view"><p class="muted">loading…</p></main>
 <script>{_FETCH_JS}{VIEW_JS}</script></body></html>
 """

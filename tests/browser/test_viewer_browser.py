@@ -180,3 +180,25 @@ def test_the_report_drilldown_works_with_the_network_disabled(finished_run: Path
     assert timeline and timeline.group(1).count("<span") == shown["steps"]
     if SHOTS:
         screenshot(CHROMIUM, f"{url}#episode?id={shown['id']}", Path(SHOTS) / "report-drilldown.png")
+
+
+def test_two_runs_list_the_questions_that_flipped(
+    finished_run: Path, server: ServerProcess, tmp_path: Path
+) -> None:
+    """A second run whose decision model gives bad answers half the time shows its flipped questions."""
+    assert CHROMIUM is not None
+    server.set_faults(
+        [{"fault": "bad_choice", "model": "lexical", "endpoint": "systemone", "probability": 0.5}]
+    )
+    try:
+        done = knowwhen("run", str(_config(tmp_path, server.base_url)), "-q")
+    finally:
+        server.clear_faults()
+    assert done.returncode in (0, 1), done.stderr
+    with viewer(sys.executable, finished_run, "--compare", str(tmp_path / "out")) as base:
+        flips = httpx.get(f"{base}/api/flips").json()
+        dom = dump_dom(CHROMIUM, f"{base}/#flips")
+        _shot(base, "#flips", "viewer-two-runs.png")
+    assert flips["questions"] and all(q["model"] == "lexical" for q in flips["questions"])
+    assert all(q["a_right"] and not q["b_right"] for q in flips["questions"])
+    assert data_n(dom, "flip-q") == len(flips["questions"])

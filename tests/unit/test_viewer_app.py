@@ -65,3 +65,39 @@ def test_live_counts_and_episodes(data: RunData) -> None:
 def test_the_page_makes_no_network_reference() -> None:
     """The page loads nothing from elsewhere: no absolute URL, no protocol-relative src or href."""
     assert not re.search(r"https?://|(src|href)=\"//", PAGE)
+
+
+def test_flipped_pairs_only_outcomes_that_changed() -> None:
+    """A question flips when right in one run and wrong in the other; unjudged ones and unmatched ones do not."""
+    from knowwhen_runner.view.compare import flipped
+
+    def q(qhash: str, right: bool | None) -> dict[str, Any]:
+        return {
+            "scenario": "s",
+            "model": "m",
+            "qhash": qhash,
+            "answer": "x",
+            "confidence": 0.5,
+            "right": right,
+        }
+
+    def e(task: str, success: bool) -> dict[str, Any]:
+        return {"id": task, "scenario": "s", "model": "m", "mode": "gated", "task_id": task, "success": success,
+                "by": ["model"]}  # fmt: skip
+
+    out = flipped(
+        (
+            [q("a", True), q("b", True), q("c", None)],
+            [q("a", False), q("b", True), q("c", False), q("d", False)],
+        ),
+        ([e("t1", True), e("t2", False)], [e("t1", True), e("t2", True), e("t3", False)]),
+    )
+    assert [r["qhash"] for r in out["questions"]] == ["a"]
+    assert [(r["task_id"], r["a_success"], r["b_success"]) for r in out["episodes"]] == [("t2", False, True)]
+
+
+def test_two_runs_need_a_second_run(data: RunData) -> None:
+    """Without --compare the flips endpoint says how to get one; with the run twice nothing flipped."""
+    assert TestClient(viewer_app(data)).get("/api/flips").status_code == 404
+    same = TestClient(viewer_app(data, other=data)).get("/api/flips").json()
+    assert same["questions"] == [] and same["episodes"] == [] and same["compared"][0] > 0
