@@ -28,12 +28,15 @@ _RATE_WINDOW_S = 60.0  # the rate is measured over the last minute of samples
 
 @dataclass
 class _Results:
-    """One read of ``Queue.results()``, indexed for the views."""
+    """One read of ``Queue.results()``, indexed for the views, with what the views derived from it."""
 
     at: float
+    version: tuple[Any, ...]  # the job counts it was read at: equal counts, same results
+    cost_s: float
     answers: dict[tuple[str, str, str], dict[str, Any]]  # (scenario, model, qhash) -> answer row
     episodes: dict[str, tuple[str, dict[str, Any]]]  # job id -> (owner model, result)
     spend: dict[str, float]
+    derived: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -80,9 +83,18 @@ class RunData:
         return (await self._read()).answers
 
     async def _read(self) -> _Results:
+        """The run's results, read again only when jobs finished since and the last read is not too fresh.
+
+        A read of a large run takes seconds, so it is kept at least four times as long as it took.
+        """
         now = time.monotonic()
-        if self._results is not None and now - self._results.at < self.ttl_s:
-            return self._results
+        last = self._results
+        if last is not None and now - last.at < max(self.ttl_s, 4 * last.cost_s):
+            return last
+        version = tuple(c for c in await self.queue.counts() if c.status in ("done", "failed"))
+        if last is not None and version == last.version:
+            last.at = now
+            return last
         config = await self.config()
         known = {m.id for m in config.models}
         answers: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -99,7 +111,7 @@ class RunData:
             elif kind == "episode":
                 owner = result.get("llm") if job.mode == "llm" else result.get("decision_model")
                 episodes[job.id] = (owner if owner in known else job.model_id, result)
-        self._results = _Results(now, answers, episodes, dict(spend))
+        self._results = _Results(now, version, time.monotonic() - now, answers, episodes, dict(spend))
         return self._results
 
     # --- live ---------------------------------------------------------------------------------------
@@ -151,6 +163,14 @@ class RunData:
         """
         config, keys, results = await self.config(), await self.keys(), await self._read()
         gate_llm = config.gate.llm if config.gate else None
+        found = self._manifests(config) if manifests is None else manifests
+        if "questions" not in results.derived:
+            results.derived["questions"] = self._question_rows(results, keys, gate_llm)
+        return {"rows": results.derived["questions"], "thresholds": _thresholds(found), "llm": gate_llm}
+
+    def _question_rows(
+        self, results: _Results, keys: dict[str, dict[str, list[KeyEntry]]], gate_llm: str | None
+    ) -> list[dict[str, Any]]:
         rows = []
         for (scenario, model, qhash), answer in sorted(results.answers.items()):
             entries = keys.get(scenario, {}).get(qhash)
@@ -165,8 +185,7 @@ class RunData:
                  "llm_answer": llm.get("answer") if llm else None,
                  "llm_right": _right(llm.get("answer"), entries) if llm else None}
             )  # fmt: skip
-        found = self._manifests(config) if manifests is None else manifests
-        return {"rows": rows, "thresholds": _thresholds(found), "llm": gate_llm}
+        return rows
 
     def _manifests(self, config: SweepConfig) -> list[CxsManifest]:
         """The manifests of a finalised run (none before its first finalise)."""
@@ -205,6 +224,8 @@ class RunData:
     async def episodes(self) -> list[dict[str, Any]]:
         """One summary per finished episode: who decided how often, success, steps."""
         results = await self._read()
+        if "episodes" in results.derived:
+            return list(results.derived["episodes"])
         out = []
         for job_id, (owner, r) in sorted(
             results.episodes.items(), key=lambda e: (e[1][1].get("task_id"), e[0])
@@ -216,7 +237,8 @@ class RunData:
                  "steps": len(decisions), "by": [d.get("decided_by") for d in decisions],
                  "coverage": r.get("coverage")}
             )  # fmt: skip
-        return out
+        results.derived["episodes"] = out
+        return list(out)
 
     async def episode(self, job_id: str) -> dict[str, Any] | None:
         """One episode with every step (``EpisodeRow``), its states rebuilt when the task can be."""

@@ -2,7 +2,8 @@
 
 The data (the same JSON the viewer's endpoints serve) is gzipped and base64-encoded into a script
 element; the browser's own ``DecompressionStream`` unpacks it, so the report still makes no network
-request. A run too large for one file (``max_bytes`` compressed) gets a note pointing at ``knowwhen view``.
+request. Answers keep their ``TOP_OPTIONS`` most probable options. A run too large for one file (past
+``MAX_ANSWERS`` or ``MAX_EPISODES``, or ``max_bytes`` compressed) gets a note pointing at ``knowwhen view``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ __all__ = ["MAX_BYTES", "drilldown_data", "drilldown_html"]
 
 MAX_BYTES = 64 * 1024 * 1024
 """The largest compressed drill-down put into a report."""
+MAX_ANSWERS = 50_000
+MAX_EPISODES = 5_000
+"""Past these a run's drill-down is not built (it would take minutes and gigabytes): the viewer shows it."""
+TOP_OPTIONS = 10
+"""Options whose probability an answer keeps in the report (the rest show as –)."""
 
 _OFFLINE_JS = r"""
 const START = 'questions';
@@ -66,7 +72,12 @@ async def drilldown_data(data: RunData, manifests: Sequence[CxsManifest]) -> dic
     items: dict[str, Any] = {}
     answers: dict[str, Any] = {}
     for (scenario, model, qhash), row in (await data.answers()).items():
-        answers[f"{scenario}\n{model}\n{qhash}"] = public_answer(row)
+        answer = public_answer(row)
+        probs = answer.get("probabilities")
+        if isinstance(probs, dict) and len(probs) > TOP_OPTIONS:
+            top = sorted(probs.items(), key=lambda kv: -(kv[1] if isinstance(kv[1], int | float) else 0))
+            answer["probabilities"] = dict(top[:TOP_OPTIONS])
+        answers[f"{scenario}\n{model}\n{qhash}"] = answer
         ref = f"{scenario}\n{qhash}"
         if ref not in items:
             item = (await data.items(scenario)).get((scenario, qhash)) or {}
@@ -90,16 +101,23 @@ async def drilldown_data(data: RunData, manifests: Sequence[CxsManifest]) -> dic
     }
 
 
+def _too_large(what: str) -> str:
+    return (
+        f'<h2>Drill-down</h2><p class="note">This run\'s answers and episodes ({what}) are too many for one '
+        "page: open them with <code>knowwhen view RUN_DIR</code>.</p>"
+    )
+
+
 async def drilldown_html(
     data: RunData, manifests: Sequence[CxsManifest], *, max_bytes: int = MAX_BYTES
 ) -> str:
     """The report section: the views, their data inline (compressed), and the script that reads it."""
+    n_answers, n_episodes = len(await data.answers()), len(await data.episodes())
+    if n_answers > MAX_ANSWERS or n_episodes > MAX_EPISODES:
+        return _too_large(f"{n_answers:,} answers and {n_episodes:,} episodes")
     packed = gzip.compress(dumps(await drilldown_data(data, manifests)), compresslevel=6, mtime=0)
     if len(packed) > max_bytes:
-        return (
-            f'<h2>Drill-down</h2><p class="note">This run\'s answers and episodes ({len(packed) >> 20} MB '
-            "compressed) are too many for one page: open them with <code>knowwhen view</code>.</p>"
-        )
+        return _too_large(f"{len(packed) >> 20} MB compressed")
     encoded = base64.b64encode(packed).decode()
     return (
         f"<h2>Drill-down</h2><style>{VIEW_CSS}</style>{NAV.format(live='', flips='')}"
