@@ -300,6 +300,27 @@ def serve(
     run_server(host, port, faults=rules, enforce_rpm=limits, log_level=log_level)
 
 
+@app.command()
+def view(
+    run_dir: Annotated[Path, typer.Argument(help="Run folder (the config's output).")] = Path("."),
+    db: Annotated[str | None, typer.Option(help="Database URL, for runs on PostgreSQL.")] = None,
+    run_name: Annotated[
+        str | None, typer.Option("--run", help="Run name, when the database has several.")
+    ] = None,
+    host: Annotated[
+        str, typer.Option(help="Interface; any but loopback requires the printed token.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8780,
+    compare: Annotated[
+        Path | None, typer.Option(help="Folder of a second run: show what flipped between the two.")
+    ] = None,
+) -> None:
+    """Watch a run live and read every answer and episode in the browser (a local web app)."""
+    from .view import serve_viewer
+
+    serve_viewer(run_dir, db=db, run=run_name, host=host, port=port, compare=compare)
+
+
 from .gym.cli import gym_app  # noqa: E402
 
 app.add_typer(gym_app, name="gym")

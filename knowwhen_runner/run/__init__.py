@@ -11,7 +11,7 @@ from __future__ import annotations
 from .fleet import JoinSummary, describe_workers, finalize_once, join_run, run_fleet
 from .importer import import_dataset
 from .reports import PlanReport, cache_report, plan_report, status_report
-from .stored import config_from_run, stored_config
+from .stored import config_from_run, open_existing, stored_config
 from .sweep import RunSummary, finalize_config, run_sweep, work_queue
 from .worker import Worker, WorkStats
 
@@ -28,6 +28,7 @@ __all__ = [
     "finalize_once",
     "import_dataset",
     "join_run",
+    "open_existing",
     "plan_report",
     "run_fleet",
     "run_sweep",

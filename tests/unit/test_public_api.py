@@ -54,6 +54,7 @@ PUBLIC = {
         "finalize_once",
         "import_dataset",
         "join_run",
+        "open_existing",
         "plan_report",
         "run_fleet",
         "run_sweep",
