@@ -115,6 +115,8 @@ def run(
     )
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items()))
     out.print(f"queue: {counts}")
+    if st.waited:
+        out.print(f"{st.waited} times a job went back to the queue to wait for a model that was down")
     if summary.counts.get("set_aside"):
         out.print(
             f"set aside: {summary.counts['set_aside']} jobs of an earlier version of the config "

@@ -209,6 +209,23 @@ class Worker:
                 busy.add(model_id)
         return frozenset(busy)
 
+    def _episode_models(self, job: Job) -> list[str]:
+        payload = job.payload
+        return [m for m in (payload.get("agent"), payload.get("decision_model"), job.model_id) if m]
+
+    def _waits_for_a_down_model(self, job: Job) -> bool:
+        """An episode that would meet a down model it may not probe now (its job cannot start)."""
+        if self._limiters is None or job.payload.get("kind") != "episode":
+            return False
+        limiters = [self._limiters[m] for m in self._episode_models(job) if m in self._models]
+        return any(lim.down() and not lim.may_probe() for lim in limiters)
+
+    def _next_probe_in(self) -> float:
+        """Seconds until the first down model may be probed again (bounded: 0.2 to 2 s)."""
+        assert self._limiters is not None
+        waits = [self._limiters[m].paused_for() for m in self._models if self._limiters[m].down()]
+        return min(2.0, max(0.2, min(waits, default=0.2)))
+
     def given_up(self) -> dict[str, str]:
         """Models this worker stopped waiting for (down too long), with their last error."""
         return self._limiters.given_up() if self._limiters is not None else {}
@@ -247,6 +264,18 @@ class Worker:
                 self._held.update(j.id for j in claimed)
                 self._unfinished += len(claimed)
                 crashpoint("claim")
+                blocked = [job for job in claimed if self._waits_for_a_down_model(job)]
+                if blocked:
+                    # An episode whose agent (or decider) is down: back to the queue without replaying
+                    # its cached steps. If that was the whole claim, wait for the model's next probe
+                    # rather than claiming the same jobs again at once.
+                    self._unfinished -= len(blocked)
+                    for job in blocked:
+                        await outcomes.send(_Outcome(job, down=True))
+                    claimed = [job for job in claimed if job not in blocked]
+                    if not claimed:
+                        await anyio.sleep(self._next_probe_in())
+                        continue
                 await self._dispatch(claimed, jobs, outcomes)
 
     async def _dispatch(self, claimed: list[Job], jobs: Any, outcomes: Any) -> None:
