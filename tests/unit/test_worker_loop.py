@@ -177,3 +177,40 @@ def test_stopping_mid_run_loses_nothing_and_leaves_the_rest_pending(tmp_path: Pa
     assert statuses["done"] >= 5 and statuses["done"] + statuses["pending"] == 2 * QUESTIONS
     assert "running" not in statuses  # nothing left leased
     assert all(r.job.attempts == 0 for r in results if r.status == "pending")
+
+
+def test_episodes_whose_agent_stays_down_end_the_run_with_their_jobs_pending(tmp_path: Path) -> None:
+    """The agent LLM never answers: after max_outage_s the worker stops waiting (no hang), no episode failed,
+    every one pending with no attempt spent, and few requests were made (probes, not a storm)."""
+    qs = make_question_set(tmp_path / "qs", n_tasks=1)
+    models = [
+        {"id": "dm", "model": "hosted_vllm/dm", "kind": "decision", "api_base": "http://127.0.0.1:9"},
+        {"id": "agent", "model": "openai/agent", "kind": "llm", "api_base": "http://127.0.0.1:9/v1"},
+    ]
+    episodes = {"id": "eps", "kind": "episodes", "agent": "agent", "suite": "common", "split": "fit", "n": 6}
+    path = write_config(
+        tmp_path / "c.yaml",
+        "http://127.0.0.1:9",
+        qs,
+        models=models,
+        modes=["shadow"],
+        scenarios=[episodes],
+        workers={"concurrency": 4, "lease_seconds": 10, "max_outage_s": 2},
+    )
+    config = load_config(path)
+
+    def handler(model: ModelSpec, kind: str, body: dict[str, Any]) -> Any:
+        if kind == "llm":
+            return httpx.ConnectError("[Errno 111] Connection refused")
+        return _answer(body)
+
+    transport = MockTransport(handler)
+
+    async def go() -> list[JobResult]:
+        with anyio.fail_after(60):
+            return (await _run(config, transport))[1]
+
+    results = anyio.run(go)
+    assert _statuses(results) == {"pending": 6}
+    assert all(r.job.attempts == 0 for r in results)
+    assert sum(1 for s in transport.sent if s.kind == "llm") < 30
