@@ -129,6 +129,8 @@ def run(
         raise typer.Exit(EXIT_INTERRUPTED)
     if summary.finalized:
         out.print(f"results: {summary.output}  (table: {summary.output / 'table.md'})")
+    if plan_only:
+        return  # the plan is in the queue, for workers to work: pending is what was asked for
     raise typer.Exit(_verdict(summary))
 
 
