@@ -23,6 +23,7 @@ from urllib.parse import parse_qs
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
+from .batches import BatchBook, BatchError
 from .encoding import BodyTooLarge, UndecodableBody, UnsupportedEncoding, decode_body
 from .faults import FaultBook, FaultRule, RpmLimits, ceil_seconds, retry_after_header
 from .models import RELEASE_DATE, ModelRegistry, default_registry
@@ -89,6 +90,7 @@ def _invalid(exc: InvalidRequest) -> Reply:
 
 
 ErrorShape = Callable[..., Reply]
+Handler = Callable[[bytes, dict[str, list[str]]], Awaitable[Reply]]
 
 
 def _require(cond: bool, message: str) -> None:
@@ -130,7 +132,8 @@ class ServeApp:
         self.limits = limits or RpmLimits()
         self.stats = stats or Stats()
         self._ids = itertools.count(1)
-        self.routes: dict[tuple[str, str], Callable[[bytes, dict[str, list[str]]], Awaitable[Reply]]] = {
+        self.batches = BatchBook(self._batch_line, self.stats.record)
+        self.routes: dict[tuple[str, str], Handler] = {
             ("POST", "/v1/systemone"): self.systemone,
             ("POST", "/systemone"): self.systemone,
             ("POST", "/v1/chat/completions"): self.chat,
@@ -144,13 +147,20 @@ class ServeApp:
             ("POST", "/admin/limits"): self.set_limits,
             ("GET", "/admin/stats"): self.get_stats,
             ("POST", "/admin/reset"): self.reset_stats,
+            ("POST", "/admin/batches"): self.set_batch_faults,
+            ("POST", "/v1/files"): self.upload_file,
+            ("POST", "/files"): self.upload_file,
+            ("POST", "/v1/batches"): self.create_batch,
+            ("POST", "/batches"): self.create_batch,
+            ("GET", "/v1/batches"): self.list_batches,
+            ("GET", "/batches"): self.list_batches,
         }
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
         path = scope["path"]
-        handler = self.routes.get((scope["method"], path))
+        handler = self.routes.get((scope["method"], path)) or self._batch_route(scope["method"], path)
         auth = encoding = ""
         for key, value in scope.get("headers", ()):
             if key == b"authorization":
@@ -246,16 +256,24 @@ class ServeApp:
 
     async def chat(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
         """Answer an OpenAI chat completion, with one tool call when tools are offered."""
+        return await self._chat(raw, "chat")
+
+    async def _batch_line(self, raw: bytes) -> tuple[int, bytes]:
+        """Answer one line of a batch: the chat endpoint's answer, without its rate limits and faults."""
+        reply = await self._chat(raw, "batch_line")
+        return reply.status, reply.body
+
+    async def _chat(self, raw: bytes, endpoint: str) -> Reply:
         try:
             model, messages, tools, tool_choice = _chat_request(orjson.loads(raw))
         except (orjson.JSONDecodeError, BadRequest) as exc:
-            return self._done("", "chat", _error(422, "invalid_request_error", str(exc)))
+            return self._done("", endpoint, _error(422, "invalid_request_error", str(exc)))
         chat_model = self.registry.chat.get(model)
         if chat_model is None:
-            return self._done(model, "chat", _unknown_model(model, _error))
-        early, rule = await self._gate(model, "chat")
+            return self._done(model, endpoint, _unknown_model(model, _error))
+        early, rule = await self._gate(model, "chat") if endpoint == "chat" else (None, None)
         if early is not None:
-            return self._done(model, "chat", early)
+            return self._done(model, endpoint, early)
         message = chat_model.complete(messages, tools, tool_choice)
         calls = message.get("tool_calls")
         if rule is not None and calls:
@@ -301,11 +319,51 @@ class ServeApp:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
-        return self._done(model, "chat", _json(200, payload))
+        return self._done(model, endpoint, _json(200, payload))
 
     def _done(self, model: str, endpoint: str, reply: Reply) -> Reply:
         self.stats.record(model, endpoint, reply.status)
         return reply
+
+    # -- files and batches (serve/batches.py) ----------------------------------------------------
+
+    def _batch_route(self, method: str, path: str) -> Handler | None:
+        """Routes with an id in the path: files/{id}, files/{id}/content, batches/{id}, batches/{id}/cancel."""
+        parts = path.removeprefix("/v1").strip("/").split("/")
+        if len(parts) < 2 or parts[0] not in ("files", "batches"):
+            return None
+        book, ident, tail = self.batches, parts[1], "/".join(parts[2:])
+        table: dict[tuple[str, str, str], Callable[[], Awaitable[Reply]]] = {
+            ("GET", "files", ""): lambda: _batch_reply(lambda: book.file(ident)),
+            ("GET", "files", "content"): lambda: _batch_reply(lambda: book.content(ident)),
+            ("GET", "batches", ""): lambda: _batch_async_reply(book.retrieve(ident)),
+            ("POST", "batches", "cancel"): lambda: _batch_reply(lambda: book.cancel(ident)),
+        }
+        action = table.get((method, parts[0], tail))
+        if action is None:
+            return None
+        chosen = action
+
+        async def handler(raw: bytes, query: dict[str, list[str]]) -> Reply:
+            return await chosen()
+
+        return handler
+
+    async def upload_file(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
+        """Store an uploaded batch input file (multipart, ``purpose=batch``)."""
+        return await _batch_reply(lambda: self.batches.upload(raw))
+
+    async def create_batch(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
+        """Create a batch from an uploaded file."""
+        return await _batch_reply(lambda: self.batches.create(raw))
+
+    async def list_batches(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
+        """Every batch, newest first."""
+        return _json(200, self.batches.listing())
+
+    async def set_batch_faults(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
+        """Replace the batch faults and completion delay (``BatchFaults``)."""
+        return await _batch_reply(lambda: self.batches.set_faults(raw))
 
     # -- discovery and admin ---------------------------------------------------------------------
 
@@ -363,6 +421,25 @@ class ServeApp:
         """Zero every count and record."""
         self.stats.reset()
         return _json(200, {"total": 0})
+
+
+async def _batch_reply(make: Callable[[], object]) -> Reply:
+    """A files/batches answer: JSON, raw file bytes, or the ``BatchError`` in OpenAI's error shape."""
+    try:
+        payload = make()
+    except BatchError as exc:
+        return _error(exc.status, "invalid_request_error" if exc.status < 500 else "server_error", str(exc))
+    if isinstance(payload, bytes):
+        return Reply(200, payload, [(b"content-type", b"application/octet-stream")])
+    return _json(200, payload)
+
+
+async def _batch_async_reply(pending: Awaitable[object]) -> Reply:
+    try:
+        payload = await pending
+    except BatchError as exc:
+        return _error(exc.status, "invalid_request_error" if exc.status < 500 else "server_error", str(exc))
+    return _json(200, payload)
 
 
 def _unknown_model(model: str, shape: ErrorShape) -> Reply:
