@@ -64,6 +64,11 @@ class ModelClient:
         self._max_tries = max_tries
         self._max_backoff = max_backoff_s
 
+    @property
+    def secrets(self) -> Secrets:
+        """The keys this client sends (read per request from the environment; never stored)."""
+        return self._secrets
+
     async def call(self, model: ModelSpec, kind: CallKind, body: dict[str, Any]) -> CallOutcome:
         """Make one logical call (several requests when retried); raise ``ProviderError`` when it fails.
 

@@ -51,7 +51,7 @@ class BatchTable(OnOneThread):
         return await self._call(self._batch_open, worker, key, model_id, job_ids, lease_s)
 
     def _batch_open(self, worker: str, key: str, model_id: str, job_ids: list[str], lease_s: float) -> int:
-        now = self._clock.params()["now"]
+        now = self._clock.expr()
         with self._engine.begin() as conn:
             parked = conn.execute(
                 update(s.jobs)
@@ -109,7 +109,7 @@ class BatchTable(OnOneThread):
         return await self._call(self._batch_lease, worker, lease_s, model_ids)
 
     def _batch_lease(self, worker: str, lease_s: float, model_ids: frozenset[str]) -> list[BatchRecord]:
-        now = self._clock.params()["now"]
+        now = self._clock.expr()
         b = s.batches.c
         q = select(s.batches).where(
             b.run == self.run,
@@ -136,7 +136,7 @@ class BatchTable(OnOneThread):
     def _batch_take(self, worker: str, key: str, lease_s: float) -> list[Job]:
         from .sql import _JOB_COLUMNS, _job
 
-        now = self._clock.params()["now"]
+        now = self._clock.expr()
         j = s.jobs.c
         mine = (j.run == self.run, j.lease_owner == batch_owner(key), j.status == "running")
         cols = [getattr(j, c.strip()) for c in _JOB_COLUMNS.split(",")]
