@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -219,6 +219,8 @@ def status(
             f"{report['set_aside']} jobs of an earlier version of the config set aside "
             "(kept, not worked, not in the results)"
         )
+    if report["batches"]:
+        _print_batches(report["batches"], report["batch_outcomes"])
     if report["workers"]:
         from .run import describe_workers
 
@@ -229,6 +231,25 @@ def status(
             heartbeat = f"{w['heartbeat_age_s']:.0f} s ago"
             workers.add_row(w["id"], w["state"], heartbeat, str(w["jobs_done"]), f"{w['jobs_per_s']:.1f}")
         out.print(workers)
+
+
+def _print_batches(rows: list[dict[str, Any]], outcomes: dict[str, int]) -> None:
+    """Provider batches of the run: those in flight with their age and items, then every outcome counted."""
+    from rich.table import Table
+
+    open_rows = [r for r in rows if r["status"] in ("submitting", "submitted")]
+    if open_rows:
+        table = Table(title="provider batches in flight")
+        for col in ("model", "batch", "status", "items", "age"):
+            table.add_column(col)
+        for r in open_rows:
+            table.add_row(
+                r["model"], r["provider_id"] or "-", r["status"], str(r["items"]), f"{r['age_s']:.0f} s"
+            )
+        out.print(table)
+    out.print(
+        "provider batches: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(outcomes.items()))
+    )
 
 
 @app.command()

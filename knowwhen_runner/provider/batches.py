@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import anyio.to_thread
 import orjson
 
 from ..config import ModelSpec
@@ -64,6 +65,11 @@ def _provider(model: ModelSpec) -> str:
     return prefix if prefix in ("azure", "vertex_ai", "bedrock", "mistral", "xai") else "openai"
 
 
+async def _litellm() -> Any:
+    """litellm, imported off the event loop (the first import takes seconds; leases must keep beating)."""
+    return await anyio.to_thread.run_sync(load_litellm)
+
+
 class BatchClient:
     """Files and batches requests for one process (keys are passed per call, never stored)."""
 
@@ -83,7 +89,7 @@ class BatchClient:
 
     async def submit(self, model: ModelSpec, key: str, lines: list[BatchLine], api_key: str | None) -> str:
         """Upload the lines and create the batch; its provider id."""
-        litellm = load_litellm()
+        litellm = await _litellm()
         kw = self._kw(model, api_key)
         content = b"".join(
             orjson.dumps(
@@ -104,7 +110,7 @@ class BatchClient:
 
     async def find(self, model: ModelSpec, key: str, api_key: str | None) -> str | None:
         """The provider id of the batch created with our ``key``, if the provider has one."""
-        litellm = load_litellm()
+        litellm = await _litellm()
         page = await litellm.alist_batches(limit=100, **self._kw(model, api_key))
         for batch in getattr(page, "data", None) or []:
             if (getattr(batch, "metadata", None) or {}).get(METADATA_KEY) == key:
@@ -112,17 +118,17 @@ class BatchClient:
         return None
 
     async def retrieve(self, model: ModelSpec, provider_id: str, api_key: str | None) -> BatchState:
-        litellm = load_litellm()
+        litellm = await _litellm()
         b = await litellm.aretrieve_batch(batch_id=provider_id, **self._kw(model, api_key))
         return BatchState(provider_id, str(b.status), b.output_file_id, b.error_file_id)
 
     async def cancel(self, model: ModelSpec, provider_id: str, api_key: str | None) -> None:
-        litellm = load_litellm()
+        litellm = await _litellm()
         await litellm.acancel_batch(batch_id=provider_id, **self._kw(model, api_key))
 
     async def results(self, model: ModelSpec, state: BatchState, api_key: str | None) -> list[LineResult]:
         """Every line the provider reports on, answered or failed (lines it never reports are missing)."""
-        litellm = load_litellm()
+        litellm = await _litellm()
         register_price(litellm, model)
         out: list[LineResult] = []
         for file_id in (state.output_file_id, state.error_file_id):

@@ -31,7 +31,7 @@ from ..provider.batches import BatchClient, BatchLine, BatchState, LineResult
 from ..queue import BatchRecord, Failure, Queue
 from .calls import QuestionCall, question_call
 
-__all__ = ["BatchLane", "BatchStats", "batch_outcomes"]
+__all__ = ["BatchLane", "BatchStats", "batch_outcomes", "batch_rows"]
 
 _TICK_S = 0.1
 
@@ -81,6 +81,7 @@ class BatchLane:
         self._on_recorded = on_recorded
         self._client = client or BatchClient()
         self._waiting: dict[str, list[_Waiting]] = {mid: [] for mid in self._models}
+        self._waiting_ids: set[str] = set()
         self._submitting: set[str] = set()
         self._first_batched: dict[str, float] = {}
         self._known_at = 0.0
@@ -104,8 +105,10 @@ class BatchLane:
         return first is None or time.time() - first < model.batch.fallback_after_s
 
     def add(self, job: Job, call: QuestionCall) -> None:
-        """Queue a question for its model's next batch."""
-        self._waiting[job.model_id].append(_Waiting(job, call, time.monotonic()))
+        """Queue a question for its model's next batch (once: a claim may hand back a job already waiting)."""
+        if job.id not in self._waiting_ids:
+            self._waiting_ids.add(job.id)
+            self._waiting[job.model_id].append(_Waiting(job, call, time.monotonic()))
 
     # -- the loops ----------------------------------------------------------------------------------
 
@@ -131,6 +134,7 @@ class BatchLane:
     async def _submit(self, model: ModelSpec, chunk: list[_Waiting]) -> None:
         key = uuid.uuid4().hex
         ids = [w.job.id for w in chunk]
+        self._waiting_ids.difference_update(ids)
         self._submitting.add(key)
         try:
             with anyio.CancelScope(shield=True):
@@ -238,3 +242,21 @@ def batch_outcomes(records: list[BatchRecord]) -> dict[str, int]:
         if rec.status in ("submitting", "submitted"):
             out["items_in_flight"] = out.get("items_in_flight", 0) + len(rec.job_ids)
     return out
+
+
+def batch_rows(records: list[BatchRecord]) -> list[dict[str, Any]]:
+    """One plain row per batch, for ``status``: provider id, status, age, items and outcome counts."""
+    now = time.time()
+    return [
+        {
+            "key": rec.key,
+            "model": rec.model_id,
+            "provider_id": rec.provider_id,
+            "status": rec.status,
+            "items": len(rec.job_ids),
+            "age_s": round(max(0.0, now - rec.created_at), 1),
+            **rec.counts,
+            "error": rec.error,
+        }
+        for rec in records
+    ]

@@ -13,6 +13,7 @@ from ..config import SweepConfig, load_config
 from ..plan import Plan
 from ..provider import CacheMode, token_prices
 from ..queue import SET_ASIDE, open_queue
+from .batches import batch_outcomes, batch_rows
 from .calls import question_call
 from .stored import open_existing, with_db
 from .sweep import load_and_plan
@@ -133,7 +134,15 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
                 row["calls"] += 0 if result.get("cache_hit") else 1
                 row["cache_hits"] += 1 if result.get("cache_hit") else 0
         set_aside = sum(c.n for c in await queue.counts() if c.status == SET_ASIDE)
-        return {"run": name, "models": by_model, "set_aside": set_aside, "workers": await queue.workers()}
+        records = await queue.batches()
+        return {
+            "run": name,
+            "models": by_model,
+            "set_aside": set_aside,
+            "workers": await queue.workers(),
+            "batches": batch_rows(records),
+            "batch_outcomes": batch_outcomes(records),
+        }
 
 
 def cache_report(
