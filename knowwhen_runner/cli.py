@@ -184,6 +184,14 @@ def plan(
         f"{report.jobs} jobs, {report.new_jobs} still to do; {report.calls_to_make} model calls to make, "
         f"{report.cache_hits} answered from the cache; estimated cost {cost}"
     )
+    if report.est_batch_cost_usd is not None and report.est_cost_usd is not None:
+        saving = report.est_cost_usd - report.est_batch_cost_usd
+        out.print(
+            f"with provider batches (models with batch:): estimated cost ${report.est_batch_cost_usd:,.4f}, "
+            f"saving ${saving:,.4f}"
+        )
+    for note in report.batch_notes:
+        out.print(note)
 
 
 @app.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,18 @@ def test_cached_answers_make_no_batch(server: ServerProcess, tmp_path: Path, sce
     assert server.count() == 0
     rows = read_answers(tmp_path / "out2" / "qs" / "answers_lexical-llm.jsonl.gz", drop_timing=False)
     assert all(r["cache_hit"] for r in rows)
+
+
+def test_plan_shows_the_batch_saving(server: ServerProcess, tmp_path: Path, scenario: Path) -> None:
+    """``plan`` prices batched LLM questions at the batch price (half, stated, without a listed one)."""
+    models = _models(server.base_url)
+    models[1]["pricing"] = {"input_per_million": 2.0, "output_per_million": 8.0}
+    cfg = write_config(tmp_path / "c.yaml", server.base_url, scenario, models=models)
+    done = knowwhen("plan", str(cfg), "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["est_cost_usd"] > 0
+    assert report["est_batch_cost_usd"] == pytest.approx(report["est_cost_usd"] / 2)
+    assert any("lexical-llm: no listed batch price" in n for n in report["batch_notes"])
+    text = knowwhen("plan", str(cfg)).stdout
+    assert "with provider batches" in text and "saving" in text
