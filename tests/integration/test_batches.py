@@ -9,6 +9,7 @@ import pytest
 
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, read_answers, write_config
+from tests.pg import temporary_database
 
 
 @pytest.fixture
@@ -89,3 +90,29 @@ def test_plan_shows_the_batch_saving(server: ServerProcess, tmp_path: Path, scen
     assert any("lexical-llm: no listed batch price" in n for n in report["batch_notes"])
     text = knowwhen("plan", str(cfg)).stdout
     assert "with provider batches" in text and "saving" in text
+
+
+@pytest.mark.postgres
+def test_two_processes_on_postgresql_share_batches_without_submitting_twice(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """run --processes 2 on PostgreSQL: every batch is created once, every question answered once by a batch."""
+    questions = make_question_set(tmp_path / "qs", n_tasks=20)  # 90 questions
+    server.set_batch_faults(delay_s=1.0)
+    with temporary_database() as pg:
+        models = _models(server.base_url)[1:]
+        workers = {"concurrency": 8, "lease_seconds": 3, "batch_size": 8}
+        cfg = write_config(tmp_path / "c.yaml", server.base_url, questions, models=models, workers=workers)
+        done = knowwhen("run", str(cfg), "-q", "--processes", "2", "--db", pg)
+        assert done.returncode == 0, done.stderr
+        report = json.loads(knowwhen("status", str(tmp_path / "out"), "--db", pg, "--json").stdout)
+    completed = [b for b in report["batches"] if b["status"] == "completed"]
+    assert (
+        server.count(endpoint="batches_create")
+        == len(completed)
+        == len({b["provider_id"] for b in completed})
+    )
+    assert sum(b["answered"] for b in completed) == 90
+    assert server.count(endpoint="batch_line", status=200) == 90 and server.count(endpoint="chat") == 0
+    rows = read_answers(tmp_path / "out" / "qs" / "answers_lexical-llm.jsonl.gz", drop_timing=False)
+    assert len({r["qhash"] for r in rows}) == len(rows) == 90
