@@ -85,6 +85,7 @@ class BatchLane:
         self._submitting: set[str] = set()
         self._first_batched: dict[str, float] = {}
         self._known_at = 0.0
+        self._in_flight: list[BatchRecord] = []  # open batches seen by the last poll round
         self.stats = BatchStats()
 
     # -- routing ----------------------------------------------------------------------------------
@@ -158,7 +159,9 @@ class BatchLane:
         every = min(m.batch.poll_s for m in self._models.values() if m.batch is not None)
         ids = frozenset(self._models)
         while True:
-            for rec in await self._queue.batch_lease(self._worker, self._settings.lease_seconds, ids):
+            leased = await self._queue.batch_lease(self._worker, self._settings.lease_seconds, ids)
+            self._in_flight = leased
+            for rec in leased:
                 if rec.key in self._submitting:
                     continue
                 try:
@@ -169,7 +172,17 @@ class BatchLane:
                         await self._queue.batch_note(
                             rec.key, error=self._secrets.redact(f"poll: {exc}")[:500]
                         )
+            if leased:
+                self._on_recorded([], 0)  # refresh the progress display (batches in flight, their age)
             await anyio.sleep(every)
+
+    def describe(self) -> str:
+        """Batches this process is polling, for the progress display: how many, items, the oldest's age."""
+        if not self._in_flight:
+            return ""
+        items = sum(len(r.job_ids) for r in self._in_flight)
+        oldest = time.time() - min(r.created_at for r in self._in_flight)
+        return f"{len(self._in_flight)} provider batches in flight ({items} questions, oldest {oldest:.0f}s)"
 
     async def _poll(self, model: ModelSpec, rec: BatchRecord) -> None:
         key = self._secrets.key_for(model)

@@ -231,6 +231,7 @@ async def work_queue(
         limiters=limiters,
         on_progress=lambda s: display.update(s.done, s.cost_usd, s.failed),
     )
+    display.batches = worker.batches.describe if worker.batches is not None else None
     interrupted = False
     with display:
         async with anyio.create_task_group() as tg:
