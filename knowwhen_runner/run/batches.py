@@ -232,6 +232,7 @@ class BatchLane:
                 results.append((job.id, row))
                 entries.append((question_call(model, item).key, model.model, line.response))
                 continue
+            self._first_batched.setdefault(job.id, rec.created_at)  # its wait counts from its first batch
             reason = line.error if line is not None and line.error else f"batch {state.status}: no answer"
             final = job.attempts >= self._settings.max_attempts
             failures.append(Failure(job.id, reason, kind="batch", final=final))

@@ -92,8 +92,8 @@ def test_expired_batch_items_fall_back_to_synchronous_calls_after_the_wait(
     server: ServerProcess, tmp_path: Path, scenario: Path
 ) -> None:
     """With a short fallback wait, an expired batch's questions are answered by synchronous calls."""
-    server.set_batch_faults(expire=1, delay_s=0.3)
-    done = knowwhen("run", str(_config(tmp_path, server, scenario, fallback_after_s=0.2)), "-q")
+    server.set_batch_faults(expire=1)  # no delay: a batch is finished whenever it is polled, never cancelled
+    done = knowwhen("run", str(_config(tmp_path, server, scenario, fallback_after_s=0.05)), "-q")
     assert done.returncode == 0, done.stderr
     rows = _answers(tmp_path)
     assert len(rows) == 45 and server.count(endpoint="chat", status=200) == 20
@@ -117,3 +117,19 @@ def test_failed_lines_end_answered_or_failed_with_their_reason(
     failed = [r for r in rows if r["answer"] is None]
     assert len(failed) == row["failed"]
     assert all("line failed" in str(r["error"]) for r in failed)
+
+
+def test_a_batch_unfinished_after_the_wait_is_cancelled_and_answered_synchronously(
+    server: ServerProcess, tmp_path: Path, scenario: Path
+) -> None:
+    """A batch still running after fallback_after_s is cancelled at the provider; its questions are then
+    answered by synchronous calls, and the cancellations are counted."""
+    server.set_batch_faults(delay_s=60)
+    done = knowwhen("run", str(_config(tmp_path, server, scenario, fallback_after_s=0.5)), "-q")
+    assert done.returncode == 0, done.stderr
+    outcomes = _status(tmp_path)["batch_outcomes"]
+    created = server.count(endpoint="batches_create")
+    assert outcomes["batches_cancelled"] == created == server.count(endpoint="batches_cancel")
+    assert outcomes["items_returned"] == 45 and server.count(endpoint="batch_line") == 0
+    assert server.count(endpoint="chat", status=200) == 45
+    assert len(_answers(tmp_path)) == 45
