@@ -26,7 +26,7 @@ from ..config import ModelSpec, WorkerSettings
 from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
 from ..jobs import Job
-from ..provider import Secrets
+from ..provider import Secrets, classify
 from ..provider.batches import BatchClient, BatchLine, BatchState, LineResult
 from ..queue import BatchRecord, Failure, Queue
 from .calls import QuestionCall, question_call
@@ -82,6 +82,7 @@ class BatchLane:
         self._client = client or BatchClient()
         self._waiting: dict[str, list[_Waiting]] = {mid: [] for mid in self._models}
         self._waiting_ids: set[str] = set()
+        self._sync_only: set[str] = set()  # questions whose batch the provider refused
         self._submitting: set[str] = set()
         self._first_batched: dict[str, float] = {}
         self._known_at = 0.0
@@ -94,6 +95,8 @@ class BatchLane:
         """Whether a claimed question goes to a batch (its model batches; it is not yet past its wait)."""
         model = self._models.get(job.model_id)
         if model is None or model.batch is None or job.payload.get("kind") != "question":
+            return False
+        if job.id in self._sync_only:
             return False
         if job.attempts <= 1:
             return True
@@ -145,8 +148,14 @@ class BatchLane:
             lines = [BatchLine(w.job.id, self._client.request_body(model, w.call.body)) for w in chunk]
             try:
                 provider_id = await self._client.submit(model, key, lines, self._secrets.key_for(model))
-            except Exception as exc:  # unknown whether the provider made it: the poll loop finds out
-                await self._queue.batch_note(key, error=self._secrets.redact(f"submit: {exc}")[:500])
+            except Exception as exc:
+                error = self._secrets.redact(f"submit: {str(exc).strip()[:300]}")
+                if classify(exc).kind == "fatal":  # refused (4xx): never created, and no use trying again
+                    self._sync_only.update(ids)
+                    await self._give_back(key, f"batch refused: {error}", "failed", time.time())
+                    return
+                # Unknown whether the provider made it (a timeout, a 5xx): the poll loop finds out.
+                await self._queue.batch_note(key, error=error)
                 return
             crashpoint("batch_submit")
             with anyio.CancelScope(shield=True):
@@ -188,10 +197,11 @@ class BatchLane:
         key = self._secrets.key_for(model)
         if rec.status == "submitting":
             found = await self._client.find(model, rec.key, key)
-            if found is None:  # never created: its jobs go back to the queue, their attempt unspent
-                jobs = await self._queue.batch_take(self._worker, rec.key, self._settings.lease_seconds)
-                await self._queue.release(self._worker, [j.id for j in jobs])
-                await self._queue.batch_note(rec.key, status="failed", counts={"returned": len(jobs)})
+            if (
+                found is None
+            ):  # never created: its jobs go back to the queue (an attempt spent: no endless loop)
+                why = f"batch never created ({rec.error})" if rec.error else "batch never created"
+                await self._give_back(rec.key, why, "failed", rec.created_at)
                 return
             await self._queue.batch_note(rec.key, status="submitted", provider_id=found)
             self.stats.adopted += 1
@@ -204,6 +214,19 @@ class BatchLane:
             return
         lines = await self._client.results(model, state, key)
         await self._record(model, rec, state, lines)
+
+    async def _give_back(self, key: str, reason: str, status: str, since: float) -> None:
+        """Return a batch's parked jobs to the queue as a failed attempt with ``reason``; close the batch."""
+        jobs = await self._queue.batch_take(self._worker, key, self._settings.lease_seconds)
+        limit = self._settings.max_attempts
+        failures = [Failure(j.id, reason, kind="batch", final=j.attempts >= limit) for j in jobs]
+        for job in jobs:
+            self._first_batched.setdefault(job.id, since)
+        with anyio.CancelScope(shield=True):
+            await self._queue.record(self._worker, [], failures, [])
+            await self._queue.batch_note(key, status=status, counts={"returned": len(jobs)}, error=reason)
+        self.stats.returned += len(jobs)
+        self._on_recorded([], sum(f.final for f in failures))
 
     async def _record(
         self, model: ModelSpec, rec: BatchRecord, state: BatchState, lines: list[LineResult]

@@ -38,6 +38,8 @@ class BatchFaults(BaseModel):
     """The next this-many batches expire instead of completing (their lines go to the error file)."""
     retrieve_5xx: int = Field(default=0, ge=0)
     """The next this-many retrieve requests answer 503."""
+    refuse_create: int = Field(default=0, ge=0)
+    """The next this-many batch creations are refused with 400 (as by a provider without batches)."""
 
 
 @dataclass
@@ -205,6 +207,10 @@ class BatchBook:
         endpoint = body.get("endpoint")
         if endpoint != "/v1/chat/completions":
             raise BatchError(400, f"endpoint: only /v1/chat/completions is served, got {endpoint!r}")
+        if self.faults.refuse_create > 0:
+            self.faults.refuse_create -= 1
+            self._record("", "batches_create", 400)
+            raise BatchError(400, "Injected fault: batches are not available for this model.")
         f = self._file(str(body.get("input_file_id")))
         lines = [orjson.loads(line) for line in f.content.splitlines() if line.strip()]
         for n, line in enumerate(lines, 1):

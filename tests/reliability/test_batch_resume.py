@@ -133,3 +133,17 @@ def test_a_batch_unfinished_after_the_wait_is_cancelled_and_answered_synchronous
     assert outcomes["items_returned"] == 45 and server.count(endpoint="batch_line") == 0
     assert server.count(endpoint="chat", status=200) == 45
     assert len(_answers(tmp_path)) == 45
+
+
+def test_a_refused_batch_is_answered_synchronously(
+    server: ServerProcess, tmp_path: Path, scenario: Path
+) -> None:
+    """A batch the provider refuses (HTTP 400 on create) is closed as failed and its questions are answered by
+    synchronous calls at once; the other batches go on."""
+    server.set_batch_faults(refuse_create=1)
+    done = knowwhen("run", str(_config(tmp_path, server, scenario)), "-q")
+    assert done.returncode == 0, done.stderr
+    outcomes = _status(tmp_path)["batch_outcomes"]
+    assert outcomes["batches_failed"] == 1 and outcomes["items_returned"] == 20
+    assert server.count(endpoint="chat", status=200) == 20 and server.count(endpoint="batch_line") == 25
+    assert len(_answers(tmp_path)) == 45
