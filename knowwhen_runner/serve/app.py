@@ -23,7 +23,7 @@ from urllib.parse import parse_qs
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
-from .batches import BatchBook, BatchError
+from .batches import BatchBook
 from .encoding import BodyTooLarge, UndecodableBody, UnsupportedEncoding, decode_body
 from .faults import FaultBook, FaultRule, RpmLimits, ceil_seconds, retry_after_header
 from .models import RELEASE_DATE, ModelRegistry, default_registry
@@ -147,13 +147,6 @@ class ServeApp:
             ("POST", "/admin/limits"): self.set_limits,
             ("GET", "/admin/stats"): self.get_stats,
             ("POST", "/admin/reset"): self.reset_stats,
-            ("POST", "/admin/batches"): self.set_batch_faults,
-            ("POST", "/v1/files"): self.upload_file,
-            ("POST", "/files"): self.upload_file,
-            ("POST", "/v1/batches"): self.create_batch,
-            ("POST", "/batches"): self.create_batch,
-            ("GET", "/v1/batches"): self.list_batches,
-            ("GET", "/batches"): self.list_batches,
         }
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -325,45 +318,20 @@ class ServeApp:
         self.stats.record(model, endpoint, reply.status)
         return reply
 
-    # -- files and batches (serve/batches.py) ----------------------------------------------------
+    # -- files and batches: routed by serve/batches.py -------------------------------------------
 
     def _batch_route(self, method: str, path: str) -> Handler | None:
-        """Routes with an id in the path: files/{id}, files/{id}/content, batches/{id}, batches/{id}/cancel."""
-        parts = path.removeprefix("/v1").strip("/").split("/")
-        if len(parts) < 2 or parts[0] not in ("files", "batches"):
-            return None
-        book, ident, tail = self.batches, parts[1], "/".join(parts[2:])
-        table: dict[tuple[str, str, str], Callable[[], Awaitable[Reply]]] = {
-            ("GET", "files", ""): lambda: _batch_reply(lambda: book.file(ident)),
-            ("GET", "files", "content"): lambda: _batch_reply(lambda: book.content(ident)),
-            ("GET", "batches", ""): lambda: _batch_async_reply(book.retrieve(ident)),
-            ("POST", "batches", "cancel"): lambda: _batch_reply(lambda: book.cancel(ident)),
-        }
-        action = table.get((method, parts[0], tail))
+        """The handler of an OpenAI files/batches route (or ``POST /admin/batches``), None for other paths."""
+        action = self.batches.route(method, path)
         if action is None:
             return None
         chosen = action
 
         async def handler(raw: bytes, query: dict[str, list[str]]) -> Reply:
-            return await chosen()
+            status, body, content_type = await chosen(raw)
+            return Reply(status, body, [(b"content-type", content_type)])
 
         return handler
-
-    async def upload_file(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
-        """Store an uploaded batch input file (multipart, ``purpose=batch``)."""
-        return await _batch_reply(lambda: self.batches.upload(raw))
-
-    async def create_batch(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
-        """Create a batch from an uploaded file."""
-        return await _batch_reply(lambda: self.batches.create(raw))
-
-    async def list_batches(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
-        """Every batch, newest first."""
-        return _json(200, self.batches.listing())
-
-    async def set_batch_faults(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
-        """Replace the batch faults and completion delay (``BatchFaults``)."""
-        return await _batch_reply(lambda: self.batches.set_faults(raw))
 
     # -- discovery and admin ---------------------------------------------------------------------
 
@@ -421,25 +389,6 @@ class ServeApp:
         """Zero every count and record."""
         self.stats.reset()
         return _json(200, {"total": 0})
-
-
-async def _batch_reply(make: Callable[[], object]) -> Reply:
-    """A files/batches answer: JSON, raw file bytes, or the ``BatchError`` in OpenAI's error shape."""
-    try:
-        payload = make()
-    except BatchError as exc:
-        return _error(exc.status, "invalid_request_error" if exc.status < 500 else "server_error", str(exc))
-    if isinstance(payload, bytes):
-        return Reply(200, payload, [(b"content-type", b"application/octet-stream")])
-    return _json(200, payload)
-
-
-async def _batch_async_reply(pending: Awaitable[object]) -> Reply:
-    try:
-        payload = await pending
-    except BatchError as exc:
-        return _error(exc.status, "invalid_request_error" if exc.status < 500 else "server_error", str(exc))
-    return _json(200, payload)
 
 
 def _unknown_model(model: str, shape: ErrorShape) -> Reply:

@@ -11,6 +11,7 @@ Everything is lazy (no background task): a batch moves on when it is looked at.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import time
 from collections.abc import Awaitable, Callable
@@ -110,6 +111,9 @@ class _Batch:
 
 Answer = Callable[[bytes], Awaitable[tuple[int, bytes]]]
 """Answers one chat completion body: (HTTP status, response body)."""
+Action = Callable[[bytes], Awaitable[tuple[int, bytes, bytes]]]
+"""Handles one files/batches request body: (HTTP status, response body, content type)."""
+_JSON_TYPE = b"application/json"
 
 
 class BatchError(Exception):
@@ -155,6 +159,41 @@ class BatchBook:
         self.files: dict[str, _File] = {}
         self.batches: dict[str, _Batch] = {}
         self._ids = itertools.count(1)
+
+    def route(self, method: str, path: str) -> Action | None:
+        """The action for ``method path`` (``/v1`` optional), or None when it is not a files/batches route."""
+        if (method, path) == ("POST", "/admin/batches"):
+            return self._wrap(self.set_faults)
+        parts = path.removeprefix("/v1").strip("/").split("/")
+        kind, ident, tail = parts[0], (parts[1] if len(parts) > 1 else ""), "/".join(parts[2:])
+        table: dict[tuple[str, str, bool, str], Callable[[bytes], Any]] = {
+            ("POST", "files", False, ""): self.upload,
+            ("GET", "files", True, ""): lambda _raw: self.file(ident),
+            ("GET", "files", True, "content"): lambda _raw: self.content(ident),
+            ("POST", "batches", False, ""): self.create,
+            ("GET", "batches", False, ""): lambda _raw: self.listing(),
+            ("GET", "batches", True, ""): lambda _raw: self.retrieve(ident),
+            ("POST", "batches", True, "cancel"): lambda _raw: self.cancel(ident),
+        }
+        handler = table.get((method, kind, bool(ident), tail))
+        return None if handler is None else self._wrap(handler)
+
+    @staticmethod
+    def _wrap(handler: Callable[[bytes], Any]) -> Action:
+        async def act(raw: bytes) -> tuple[int, bytes, bytes]:
+            try:
+                payload = handler(raw)
+                if inspect.isawaitable(payload):
+                    payload = await payload
+            except BatchError as exc:
+                kind = "invalid_request_error" if exc.status < 500 else "server_error"
+                error = {"error": {"message": str(exc), "type": kind, "param": None, "code": None}}
+                return exc.status, orjson.dumps(error), _JSON_TYPE
+            if isinstance(payload, bytes):
+                return 200, payload, b"application/octet-stream"
+            return 200, orjson.dumps(payload), _JSON_TYPE
+
+        return act
 
     def set_faults(self, raw: bytes) -> dict[str, Any]:
         """Replace the batch faults with the posted object (an empty body clears them)."""
