@@ -115,6 +115,11 @@ def run(
     )
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items()))
     out.print(f"queue: {counts}")
+    if summary.batches:
+        out.print(
+            "provider batches: "
+            + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(summary.batches.items()))
+        )
     if summary.counts.get("set_aside"):
         out.print(
             f"set aside: {summary.counts['set_aside']} jobs of an earlier version of the config "

@@ -76,7 +76,7 @@ def test_expired_batch_items_go_to_the_next_batch(
     server: ServerProcess, tmp_path: Path, scenario: Path, tally: Counter[str]
 ) -> None:
     """An expired batch's questions return to the queue and are answered by a later batch, through 503s on
-    retrieve; the expiry is counted in the status."""
+    retrieve; the expiry is counted in the run's summary and the status."""
     server.set_batch_faults(expire=1, retrieve_5xx=3)
     tally["faults injected"] += 4
     done = knowwhen("run", str(_config(tmp_path, server, scenario)), "-q")
@@ -84,6 +84,7 @@ def test_expired_batch_items_go_to_the_next_batch(
     outcomes = _status(tmp_path)["batch_outcomes"]
     assert outcomes["batches_expired"] == 1 and outcomes["items_returned"] == 20
     assert outcomes["items_answered"] == 45 and server.count(endpoint="chat") == 0
+    assert "provider batches: batches completed 3, batches expired 1" in " ".join(done.stdout.split())
     assert len(_answers(tmp_path)) == 45
     assert server.count(endpoint="batches_retrieve", status=503) == 3
 
