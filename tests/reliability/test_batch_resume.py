@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -148,3 +151,30 @@ def test_a_refused_batch_is_answered_synchronously(
     assert outcomes["batches_failed"] == 1 and outcomes["items_returned"] == 20
     assert server.count(endpoint="chat", status=200) == 20 and server.count(endpoint="batch_line") == 25
     assert len(_answers(tmp_path)) == 45
+
+
+def test_ctrl_c_with_batches_in_flight_resumes_polling_them(
+    server: ServerProcess, tmp_path: Path, scenario: Path, tally: Counter[str]
+) -> None:
+    """Ctrl-C while every batch is at the provider exits 130; the rerun polls the same batches (no new ones)."""
+    server.set_batch_faults(delay_s=6)
+    cfg = _config(tmp_path, server, scenario)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "knowwhen_runner", "run", str(cfg), "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while server.count(endpoint="batches_create") < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert server.count(endpoint="batches_create") == 3
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130, proc.stderr.read().decode() if proc.stderr else ""
+    tally["kills survived"] += 1
+    assert server.count(endpoint="batch_line") == 0  # nothing answered yet: all three are in flight
+    done = knowwhen("run", str(cfg), "-q")
+    assert done.returncode == 0, done.stderr
+    assert (
+        server.count(endpoint="batches_create") == 3 and server.count(endpoint="batch_line", status=200) == 45
+    )
+    assert server.count(endpoint="chat") == 0 and len(_answers(tmp_path)) == 45
