@@ -73,7 +73,9 @@ class BatchLane:
     ) -> None:
         self._queue = queue
         self._worker = worker_id
-        self._models = {mid: m for mid, m in models.items() if m.batches()}
+        # Every model with a ``batch`` section is polled (``enabled: false`` finishes its batches in flight);
+        # only enabled ones get new questions.
+        self._models = {mid: m for mid, m in models.items() if m.batch is not None}
         self._items = items
         self._secrets = secrets
         self._settings = settings
@@ -94,7 +96,12 @@ class BatchLane:
     async def takes(self, job: Job) -> bool:
         """Whether a claimed question goes to a batch (its model batches; it is not yet past its wait)."""
         model = self._models.get(job.model_id)
-        if model is None or model.batch is None or job.payload.get("kind") != "question":
+        if (
+            model is None
+            or model.batch is None
+            or not model.batches()
+            or job.payload.get("kind") != "question"
+        ):
             return False
         if job.id in self._sync_only:
             return False
@@ -233,6 +240,9 @@ class BatchLane:
     ) -> None:
         by_id = {ln.custom_id: ln for ln in lines}
         jobs = await self._queue.batch_take(self._worker, rec.key, self._settings.lease_seconds)
+        if not jobs:  # another poller recorded it first (a lease that ran out mid-poll): just close it
+            await self._queue.batch_note(rec.key, status=state.status)
+            return
         wall_ms = (time.time() - rec.created_at) * 1000
         results: list[tuple[str, dict[str, Any]]] = []
         failures: list[Failure] = []

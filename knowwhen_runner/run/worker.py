@@ -116,7 +116,7 @@ class Worker:
         self._unfinished = 0  # jobs claimed and not yet started (waiting for a caller)
         self._running = 0  # jobs a caller is working on
         self.batches: BatchLane | None = None  # provider batches, when some model has them (run/batches.py)
-        if any(m.batches() for m in config.models):
+        if any(m.batch is not None for m in config.models):
             self.batches = BatchLane(
                 queue, self.id, self._models, items, client.secrets, self._settings,
                 unhold=self._held.difference_update, on_recorded=self._batch_recorded,

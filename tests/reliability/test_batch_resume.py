@@ -178,3 +178,22 @@ def test_ctrl_c_with_batches_in_flight_resumes_polling_them(
         server.count(endpoint="batches_create") == 3 and server.count(endpoint="batch_line", status=200) == 45
     )
     assert server.count(endpoint="chat") == 0 and len(_answers(tmp_path)) == 45
+
+
+def test_disabling_batches_finishes_those_in_flight_and_answers_the_rest_synchronously(
+    server: ServerProcess, tmp_path: Path, scenario: Path
+) -> None:
+    """A rerun with ``batch: {enabled: false}`` after a kill still polls the submitted batch to its end and
+    answers every other question synchronously."""
+    cfg = _config(tmp_path, server, scenario)
+    killed = knowwhen("run", str(cfg), "-q", env={"KNOWWHEN_CRASH_AT": "batch_submit:1"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    cfg = _config(tmp_path, server, scenario, enabled=False)
+    done = knowwhen("run", str(cfg), "-q")
+    assert done.returncode == 0, done.stderr
+    assert (
+        server.count(endpoint="batches_create") == 1 and server.count(endpoint="batch_line", status=200) == 20
+    )
+    assert server.count(endpoint="chat", status=200) == 25
+    rows = _answers(tmp_path)
+    assert len(rows) == 45 and sum(1 for r in rows if r.get("batch")) == 20
