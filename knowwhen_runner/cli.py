@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -117,6 +117,11 @@ def run(
     out.print(f"queue: {counts}")
     if st.waited:
         out.print(f"{st.waited} times a job went back to the queue to wait for a model that was down")
+    if summary.batches:
+        out.print(
+            "provider batches: "
+            + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(summary.batches.items()))
+        )
     if summary.counts.get("set_aside"):
         out.print(
             f"set aside: {summary.counts['set_aside']} jobs of an earlier version of the config "
@@ -188,6 +193,14 @@ def plan(
         f"{report.jobs} jobs, {report.new_jobs} still to do; {report.calls_to_make} model calls to make, "
         f"{report.cache_hits} answered from the cache; estimated cost {cost}"
     )
+    if report.est_batch_cost_usd is not None and report.est_cost_usd is not None:
+        saving = report.est_cost_usd - report.est_batch_cost_usd
+        out.print(
+            f"with provider batches (models with batch:): estimated cost ${report.est_batch_cost_usd:,.4f}, "
+            f"saving ${saving:,.4f}"
+        )
+    for note in report.batch_notes:
+        out.print(note)
 
 
 @app.command()
@@ -223,6 +236,8 @@ def status(
             f"{report['set_aside']} jobs of an earlier version of the config set aside "
             "(kept, not worked, not in the results)"
         )
+    if report["batches"]:
+        _print_batches(report["batches"], report["batch_outcomes"])
     if report["workers"]:
         from .run import describe_workers
 
@@ -233,6 +248,25 @@ def status(
             heartbeat = f"{w['heartbeat_age_s']:.0f} s ago"
             workers.add_row(w["id"], w["state"], heartbeat, str(w["jobs_done"]), f"{w['jobs_per_s']:.1f}")
         out.print(workers)
+
+
+def _print_batches(rows: list[dict[str, Any]], outcomes: dict[str, int]) -> None:
+    """Provider batches of the run: those in flight with their age and items, then every outcome counted."""
+    from rich.table import Table
+
+    open_rows = [r for r in rows if r["status"] in ("submitting", "submitted")]
+    if open_rows:
+        table = Table(title="provider batches in flight")
+        for col in ("model", "batch", "status", "items", "age"):
+            table.add_column(col)
+        for r in open_rows:
+            table.add_row(
+                r["model"], r["provider_id"] or "-", r["status"], str(r["items"]), f"{r['age_s']:.0f} s"
+            )
+        out.print(table)
+    out.print(
+        "provider batches: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(outcomes.items()))
+    )
 
 
 @app.command()

@@ -95,6 +95,25 @@ class Pricing(_Frozen):
     per_request: float = Field(0.0, ge=0, description="USD per request, on top of tokens.")
 
 
+class BatchSettings(_Frozen):
+    """A provider Batch API for an LLM's open-loop questions: about half price, answers within hours."""
+
+    enabled: bool = Field(True, description="Send this model's open-loop questions in provider batches.")
+    max_requests: int = Field(1000, ge=1, le=50_000, description="Most questions in one provider batch.")
+    collect_s: float = Field(
+        5.0, ge=0, description="Seconds to gather questions before a batch that is not full is submitted."
+    )
+    fallback_after_s: float = Field(
+        86_400.0,
+        gt=0,
+        description=(
+            "A batch unfinished after this many seconds is cancelled; its questions, like those of a "
+            "failed or expired batch, are then answered synchronously."
+        ),
+    )
+    poll_s: float = Field(30.0, gt=0, description="Seconds between status checks of a submitted batch.")
+
+
 class ModelSpec(_Frozen):
     """A decision model or an LLM, reached through litellm."""
 
@@ -110,6 +129,9 @@ class ModelSpec(_Frozen):
     timeout_s: float = Field(60.0, gt=0, description="Per-request timeout in seconds (runtime knob).")
     pricing: Pricing | None = Field(None, description="Price override; default: litellm's price list.")
     params: dict[str, Any] = Field(default_factory=dict, description="Output-affecting request params.")
+    batch: BatchSettings | None = Field(
+        None, description="LLMs: answer open-loop questions through the provider's Batch API (runtime knob)."
+    )
     tool_choice: Literal["required", "auto"] = Field(
         "required",
         description=(
@@ -126,6 +148,16 @@ class ModelSpec(_Frozen):
             hint = " (use the model's tool_choice setting)" if "tool_choice" in taken else ""
             raise ValueError(f"{', '.join(taken)} is set by the runner and cannot be a param{hint}")
         return value
+
+    @model_validator(mode="after")
+    def _batch_for_llms(self) -> ModelSpec:
+        if self.batch is not None and self.batch.enabled and self.kind != "llm":
+            raise ValueError("batch: only LLMs (kind: llm) answer through a Batch API")
+        return self
+
+    def batches(self) -> bool:
+        """Whether this model's open-loop questions go to provider batches."""
+        return self.batch is not None and self.batch.enabled
 
     def identity_params(self) -> dict[str, Any]:
         """The params that decide this model's answers, for job ids (a non-default tool_choice too)."""

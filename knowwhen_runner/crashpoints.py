@@ -4,7 +4,8 @@
 (always, outside those tests) every check is one dictionary lookup. Points: ``claim`` (jobs leased, not
 started), ``call`` (a model answered, nothing recorded), ``record`` (inside the transaction that writes
 a batch's cache entries and results, which the kill rolls back), ``finalize`` (some output files
-written, others not).
+written, others not), ``batch_open`` (a provider batch's row written, the provider not yet asked) and
+``batch_submit`` (the provider created the batch; its id not yet written down).
 """
 
 from __future__ import annotations

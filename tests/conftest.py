@@ -26,8 +26,9 @@ def serve() -> Iterator[ServerProcess]:
 
 @pytest.fixture
 def server(serve: ServerProcess) -> ServerProcess:
-    """The session's server with no faults, no rate limits and zeroed stats."""
+    """The session's server with no faults (batch faults too), no rate limits and zeroed stats."""
     serve.clear_faults()
+    serve.set_batch_faults()
     serve.set_rpm_limits({})
     serve.reset_stats()
     return serve

@@ -164,3 +164,7 @@ class AnswerRow(BaseModel):
         None, description="LLMs: the tools of further calls in the same reply (only the first is the answer)."
     )
     variant: str | None = None
+    batch: str | None = Field(
+        None,
+        description="The provider batch (Batch API) that answered; absent for synchronous calls and cache hits.",
+    )

@@ -68,6 +68,11 @@ class ModelClient:
         """A request is coming soon: let the transport start its slow set-up (litellm's import)."""
         self._transport.preload()
 
+    @property
+    def secrets(self) -> Secrets:
+        """The keys this client sends (read per request from the environment; never stored)."""
+        return self._secrets
+
     async def call(self, model: ModelSpec, kind: CallKind, body: dict[str, Any]) -> CallOutcome:
         """Make one logical call (several requests when retried); raise ``ProviderError`` when it fails.
 

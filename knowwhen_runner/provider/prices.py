@@ -7,7 +7,10 @@ from typing import Any
 from ..config import ModelSpec
 from .litellm_loader import load_litellm
 
-__all__ = ["call_cost", "register_price", "token_prices"]
+__all__ = ["BATCH_FALLBACK_RATE", "batch_token_prices", "call_cost", "register_price", "token_prices"]
+
+BATCH_FALLBACK_RATE = 0.5
+"""A batch costs this share of the synchronous price when litellm lists no batch price for the model."""
 
 
 def _is_local(model: ModelSpec) -> bool:
@@ -60,3 +63,21 @@ def call_cost(model: ModelSpec, resp: Any, tokens_in: int, tokens_out: int) -> f
     hidden = getattr(resp, "_hidden_params", None) or {}
     cost = hidden.get("response_cost")
     return float(cost) if cost is not None else None
+
+
+def batch_token_prices(model: ModelSpec) -> tuple[tuple[float, float], bool] | None:
+    """USD per input and output token through the provider's Batch API, and whether that price is listed.
+
+    litellm's batch prices (``input_cost_per_token_batches``) when it has them; otherwise half the
+    synchronous price (``BATCH_FALLBACK_RATE``, not listed); None when the synchronous price is unknown.
+    """
+    if model.pricing is None:
+        litellm = load_litellm()
+        info = litellm.model_cost.get(model.model) or litellm.model_cost.get(model.model.split("/", 1)[-1])
+        if info and info.get("input_cost_per_token_batches") is not None:
+            out = info.get("output_cost_per_token_batches")
+            return (float(info["input_cost_per_token_batches"]), float(out or 0.0)), True
+    sync = token_prices(model)
+    if sync is None:
+        return None
+    return (sync[0] * BATCH_FALLBACK_RATE, sync[1] * BATCH_FALLBACK_RATE), False

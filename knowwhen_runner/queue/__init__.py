@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..jobs import Job
+from .batch_rows import BatchRecord
 
 if TYPE_CHECKING:
     from .limits import LimitLedger
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ASIDE",
     "SET_ASIDE",
+    "BatchRecord",
     "Failure",
     "JobCounts",
     "JobResult",
@@ -131,6 +133,25 @@ class Queue(Protocol):
     async def cache_put(self, entries: list[tuple[str, str, dict[str, Any]]]) -> None: ...
     async def cache_stats(self) -> dict[str, int]: ...
     async def cache_clear(self, model: str | None = None) -> int: ...
+    # Provider batches (``batch_rows`` explains the rows): open before submitting, note what happened,
+    # lease open batches to poll them, take a finished batch's jobs back under a worker's lease.
+    async def batch_open(
+        self, worker: str, key: str, model_id: str, job_ids: list[str], lease_s: float
+    ) -> int: ...
+    async def batch_note(
+        self,
+        key: str,
+        *,
+        status: str | None = None,
+        provider_id: str | None = None,
+        counts: dict[str, int] | None = None,
+        error: str | None = None,
+    ) -> None: ...
+    async def batch_lease(
+        self, worker: str, lease_s: float, model_ids: frozenset[str]
+    ) -> list[BatchRecord]: ...
+    async def batch_take(self, worker: str, key: str, lease_s: float) -> list[Job]: ...
+    async def batches(self) -> list[BatchRecord]: ...
     async def register_worker(self, worker: str) -> None: ...
     async def stop_worker(self, worker: str) -> None: ...
     async def workers(self) -> list[dict[str, Any]]: ...

@@ -10,6 +10,7 @@ from typing import Any
 from ..crashpoints import crashpoint
 from ..jobs import Job
 from . import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult, aside_status, live_status
+from .memory_batches import MemoryBatches
 
 __all__ = ["MemoryQueue"]
 
@@ -26,7 +27,7 @@ class _Row:
     errors: list[dict[str, Any]] = field(default_factory=list)
 
 
-class MemoryQueue:
+class MemoryQueue(MemoryBatches):
     """A ``Queue`` held in memory; shared by nothing, lost on exit."""
 
     def __init__(self, run: str) -> None:
@@ -36,6 +37,7 @@ class MemoryQueue:
         self._items: dict[tuple[str, str], dict[str, Any]] = {}
         self._cache: dict[str, tuple[str, dict[str, Any]]] = {}
         self._workers: dict[str, dict[str, Any]] = {}
+        self._init_batches()
 
     async def init_run(self, config_text: str, meta: dict[str, Any]) -> dict[str, Any]:
         if self._info is None:

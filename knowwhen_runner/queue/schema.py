@@ -26,6 +26,7 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "attempts",
+    "batches",
     "cache",
     "items",
     "jobs",
@@ -40,8 +41,9 @@ __all__ = [
 # 2: kw_runs.finalized_at/finalized_by (finalise once per fleet), kw_limits and kw_limit_holds.
 # 3: kw_jobs.status may be aside:<status>, a job of an earlier plan (an older release would work and
 #    finalise it). No table changes, so a version-2 database is upgraded by writing the new number.
-SCHEMA_VERSION = 3
-MIGRATIONS: dict[int, tuple[str, ...]] = {2: ()}
+# 4: kw_batches (provider batches and their jobs); created by ``create_all``, nothing else changes.
+SCHEMA_VERSION = 4
+MIGRATIONS: dict[int, tuple[str, ...]] = {2: (), 3: ()}
 """Older version -> the statements that bring its tables to the next version (run in one transaction)."""
 
 metadata = MetaData()
@@ -162,4 +164,26 @@ limit_holds = Table(
     Column("wants", Integer, nullable=False),
     Column("expires", Float, nullable=False),
     PrimaryKeyConstraint("key", "holder"),
+)
+
+# Provider batches (Batch APIs): one row per batch, written before the provider is asked to create it, so
+# a process that dies at any point leaves a row that the next poller resumes instead of submitting again.
+# Its jobs stay ``running`` with ``lease_owner = 'batch:<key>'`` and a lease no claim expires.
+batches = Table(
+    "kw_batches",
+    metadata,
+    Column("run", String(64), nullable=False),
+    Column("key", String(64), nullable=False),
+    Column("model_id", String(64), nullable=False),
+    Column("provider_id", String(256)),
+    Column("status", String(16), nullable=False),
+    Column("job_ids", Text, nullable=False),
+    Column("owner", String(128)),
+    Column("lease_expires", Float, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("counts", Text, nullable=False, server_default="{}"),
+    Column("error", Text),
+    PrimaryKeyConstraint("run", "key"),
+    Index("kw_batches_status", "run", "status"),
 )

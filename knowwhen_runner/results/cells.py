@@ -289,6 +289,7 @@ def _operations(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         ),
         "cache_hits": hits,
         "calls": len(rows) - hits - failed,
+        "batched": sum(1 for r in rows if r.get("batch")),
     }
 
 

@@ -241,6 +241,7 @@ class Operations(_Model):
     tokens: Tokens
     cache_hits: int
     calls: int = Field(description="Decisions answered by a model call (not the cache, not failed).")
+    batched: int = Field(0, description="Of the calls, those answered by a provider batch (Batch API).")
 
 
 class OpenLoopCell(_Model):
@@ -269,6 +270,7 @@ class OpenLoopCell(_Model):
     tokens: Tokens
     cache_hits: int
     calls: int = Field(description="Rows answered by a model call this run (not the cache).")
+    batched: int = Field(0, description="Of the calls, rows answered by a provider batch (Batch API).")
 
     def failed_rows(self) -> int:
         """Questions whose job failed for good (no answer was ever given)."""

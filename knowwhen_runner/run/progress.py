@@ -40,6 +40,8 @@ class SweepProgress:
         self._failed = 0
         self._progress: Progress | None = None
         self._task: TaskID | None = None
+        self.batches: Callable[[], str] | None = None
+        """Describes the provider batches in flight (set when some model answers through a Batch API)."""
 
     def __enter__(self) -> SweepProgress:
         if self._live:
@@ -66,6 +68,8 @@ class SweepProgress:
         elapsed = max(1e-6, time.monotonic() - self._start)
         rate = (done_now + failed) / elapsed
         backoff = ", ".join(f"{m} backing off {s:.0f}s" for m, s in self._backing_off())
+        batches = self.batches() if self.batches is not None else ""
+        backoff = ", ".join(part for part in (backoff, batches) if part)
         if self._progress is not None and self._task is not None:
             self._progress.update(
                 self._task,

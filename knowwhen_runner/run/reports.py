@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,9 @@ import anyio
 from ..config import SweepConfig, load_config
 from ..plan import Plan
 from ..provider import CacheMode, token_prices
+from ..provider.prices import BATCH_FALLBACK_RATE, batch_token_prices
 from ..queue import SET_ASIDE, open_queue
+from .batches import batch_outcomes, batch_rows
 from .calls import question_call
 from .stored import open_existing, with_db
 from .sweep import load_and_plan
@@ -29,6 +32,8 @@ class PlanReport:
     cache_hits: int
     est_cost_usd: float | None
     skipped: list[str]
+    est_batch_cost_usd: float | None = None  # models with ``batch`` at their Batch API price (None: none do)
+    batch_notes: list[str] = dataclasses.field(default_factory=list)
 
 
 def plan_report(config_path: str | Path, *, db: str | None = None) -> PlanReport:
@@ -85,17 +90,39 @@ async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
         len(hits),
         _estimate_cost(config, calls),
         the_plan.skipped + (notes if episodes else []),
+        _estimate_cost(config, calls, batch=True) if any(m.batches() for m in config.models) else None,
+        _batch_notes(config),
     )
 
 
-def _estimate_cost(config: SweepConfig, calls: dict[str, tuple[str, int]]) -> float | None:
-    """Input tokens estimated from request size; output tokens ~ 0 (decisions) or 20 (a tool call)."""
+def _batch_notes(config: SweepConfig) -> list[str]:
+    """Where a batch price comes from, per model with ``batch``: litellm's list, or the stated fallback."""
+    notes = []
+    for model in config.models:
+        if model.batches():
+            prices = batch_token_prices(model)
+            if prices is not None and not prices[1]:
+                share = f"{BATCH_FALLBACK_RATE:.0%}"
+                notes.append(
+                    f"{model.id}: no listed batch price; estimated at {share} of the synchronous price"
+                )
+    return notes
+
+
+def _estimate_cost(
+    config: SweepConfig, calls: dict[str, tuple[str, int]], *, batch: bool = False
+) -> float | None:
+    """Input tokens estimated from request size; output tokens ~ 0 (decisions) or 20 (a tool call).
+
+    With ``batch``, the open-loop calls of models with ``batch`` are priced at their Batch API price.
+    """
     total = 0.0
     by_model = {m.id: m for m in config.models}
     for model_id, tokens in calls.values():
         model = by_model[model_id]
         out_tokens = 0 if model.kind == "decision" else 20
-        price = token_prices(model)
+        batched = batch_token_prices(model) if batch and model.batches() else None
+        price = batched[0] if batched is not None else token_prices(model)
         if price is None:
             return None
         total += tokens * price[0] + out_tokens * price[1]
@@ -133,7 +160,15 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
                 row["calls"] += 0 if result.get("cache_hit") else 1
                 row["cache_hits"] += 1 if result.get("cache_hit") else 0
         set_aside = sum(c.n for c in await queue.counts() if c.status == SET_ASIDE)
-        return {"run": name, "models": by_model, "set_aside": set_aside, "workers": await queue.workers()}
+        records = await queue.batches()
+        return {
+            "run": name,
+            "models": by_model,
+            "set_aside": set_aside,
+            "workers": await queue.workers(),
+            "batches": batch_rows(records),
+            "batch_outcomes": batch_outcomes(records),
+        }
 
 
 def cache_report(

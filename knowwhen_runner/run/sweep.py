@@ -22,6 +22,7 @@ from ..plan.grid import Plan, plan
 from ..provider import FleetLimits, Limiters, ModelClient, Secrets, Transport, preload_litellm
 from ..queue import SET_ASIDE, JobResult, Queue, open_queue
 from ..scenarios import Scenario, load_scenario
+from .batches import batch_outcomes
 from .local_server import ensure_server
 from .progress import SweepProgress
 from .stages import Stages
@@ -68,6 +69,7 @@ class RunSummary:
     finalized: bool = False
     waiting: list[str] = field(default_factory=list)
     failure_reasons: Counter[str] = field(default_factory=Counter)  # failed jobs by their last error
+    batches: dict[str, int] = field(default_factory=dict)  # provider batch outcomes (``batch_outcomes``)
 
 
 def failure_reasons(results: list[JobResult]) -> Counter[str]:
@@ -190,6 +192,7 @@ async def _run(
             config.name, config.output, stages.planned, stages.added, total, dict(counts), interrupted
         )
         summary.waiting = [note for note in stages.skipped if "waits for" in note]
+        summary.batches = batch_outcomes(await queue.batches())
         if counts.get("failed"):
             summary.failure_reasons = failure_reasons(await queue.results())
         if finalize and not interrupted and not counts.get("pending") and not counts.get("running"):
@@ -231,6 +234,7 @@ async def work_queue(
         limiters=limiters,
         on_progress=lambda s: display.update(s.done, s.cost_usd, s.failed),
     )
+    display.batches = worker.batches.describe if worker.batches is not None else None
     interrupted = False
     with display:
         async with anyio.create_task_group() as tg:

@@ -29,6 +29,7 @@ from ..exceptions import ProviderError
 from ..jobs import Job
 from ..provider import CacheMode, Limiters, ModelClient
 from ..queue import Failure, Queue
+from .batches import BatchLane
 from .calls import CachedCalls, QuestionCall, question_call
 
 __all__ = ["WorkStats", "Worker", "new_worker_id"]
@@ -115,6 +116,12 @@ class Worker:
         self._parked: dict[str, Job] = {}  # held episodes that wait for a down model
         self._unfinished = 0  # jobs claimed and not yet started (waiting for a caller)
         self._running = 0  # jobs a caller is working on
+        self.batches: BatchLane | None = None  # provider batches, when some model has them (run/batches.py)
+        if any(m.batch is not None for m in config.models):
+            self.batches = BatchLane(
+                queue, self.id, self._models, items, client.secrets, self._settings,
+                unhold=self._held.difference_update, on_recorded=self._batch_recorded,
+            )  # fmt: skip
 
     # -- the job ------------------------------------------------------------------------------------------
 
@@ -180,6 +187,8 @@ class Worker:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._heartbeat_loop, tg)
                 tg.start_soon(self._record_loop, out_recv, tg)
+                if self.batches is not None:
+                    tg.start_soon(self.batches.run)
                 async with anyio.create_task_group() as callers:
                     for _ in range(self._settings.concurrency):
                         callers.start_soon(self._call_loop, jobs_recv.clone(), out_send.clone())
@@ -307,6 +316,11 @@ class Worker:
         hits = await self.queue.cache_get([q.call.key for q in requests])
         for q in requests:
             response = hits.get(q.call.key)
+            if response is None and self.batches is not None and await self.batches.takes(q.job):
+                self.client.preload()
+                self._unfinished -= 1
+                self.batches.add(q.job, q.call)  # answered when its provider batch is (run/batches.py)
+                continue
             if response is None:
                 self.client.preload()  # a real call is coming: start the slow import now
                 self._requests[q.job.id] = q
@@ -385,6 +399,14 @@ class Worker:
                 self.stats.waited += 1
             else:
                 self.stats.retried += 1
+        if self._on_progress:
+            self._on_progress(self.stats)
+
+    def _batch_recorded(self, rows: list[dict[str, Any]], failed: int) -> None:
+        """Count answers recorded from a provider batch (and its lines failed for good)."""
+        self.stats.done += len(rows)
+        self.stats.failed += failed
+        self.stats.cost_usd += sum(r.get("cost_usd") or 0.0 for r in rows)
         if self._on_progress:
             self._on_progress(self.stats)
 

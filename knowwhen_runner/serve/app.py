@@ -23,6 +23,7 @@ from urllib.parse import parse_qs
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
+from .batches import BatchBook
 from .encoding import BodyTooLarge, UndecodableBody, UnsupportedEncoding, decode_body
 from .faults import FaultBook, FaultRule, RpmLimits, ceil_seconds, retry_after_header
 from .models import RELEASE_DATE, ModelRegistry, default_registry
@@ -89,6 +90,7 @@ def _invalid(exc: InvalidRequest) -> Reply:
 
 
 ErrorShape = Callable[..., Reply]
+Handler = Callable[[bytes, dict[str, list[str]]], Awaitable[Reply]]
 
 
 def _require(cond: bool, message: str) -> None:
@@ -130,7 +132,8 @@ class ServeApp:
         self.limits = limits or RpmLimits()
         self.stats = stats or Stats()
         self._ids = itertools.count(1)
-        self.routes: dict[tuple[str, str], Callable[[bytes, dict[str, list[str]]], Awaitable[Reply]]] = {
+        self.batches = BatchBook(self._batch_line, self.stats.record)
+        self.routes: dict[tuple[str, str], Handler] = {
             ("POST", "/v1/systemone"): self.systemone,
             ("POST", "/systemone"): self.systemone,
             ("POST", "/v1/chat/completions"): self.chat,
@@ -150,7 +153,7 @@ class ServeApp:
         if scope["type"] != "http":
             return
         path = scope["path"]
-        handler = self.routes.get((scope["method"], path))
+        handler = self.routes.get((scope["method"], path)) or self._batch_route(scope["method"], path)
         auth = encoding = ""
         for key, value in scope.get("headers", ()):
             if key == b"authorization":
@@ -246,16 +249,24 @@ class ServeApp:
 
     async def chat(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
         """Answer an OpenAI chat completion, with one tool call when tools are offered."""
+        return await self._chat(raw, "chat")
+
+    async def _batch_line(self, raw: bytes) -> tuple[int, bytes]:
+        """Answer one line of a batch: the chat endpoint's answer, without its rate limits and faults."""
+        reply = await self._chat(raw, "batch_line")
+        return reply.status, reply.body
+
+    async def _chat(self, raw: bytes, endpoint: str) -> Reply:
         try:
             model, messages, tools, tool_choice = _chat_request(orjson.loads(raw))
         except (orjson.JSONDecodeError, BadRequest) as exc:
-            return self._done("", "chat", _error(422, "invalid_request_error", str(exc)))
+            return self._done("", endpoint, _error(422, "invalid_request_error", str(exc)))
         chat_model = self.registry.chat.get(model)
         if chat_model is None:
-            return self._done(model, "chat", _unknown_model(model, _error))
-        early, rule = await self._gate(model, "chat")
+            return self._done(model, endpoint, _unknown_model(model, _error))
+        early, rule = await self._gate(model, "chat") if endpoint == "chat" else (None, None)
         if early is not None:
-            return self._done(model, "chat", early)
+            return self._done(model, endpoint, early)
         message = chat_model.complete(messages, tools, tool_choice)
         calls = message.get("tool_calls")
         if rule is not None and calls:
@@ -301,11 +312,26 @@ class ServeApp:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
-        return self._done(model, "chat", _json(200, payload))
+        return self._done(model, endpoint, _json(200, payload))
 
     def _done(self, model: str, endpoint: str, reply: Reply) -> Reply:
         self.stats.record(model, endpoint, reply.status)
         return reply
+
+    # -- files and batches: routed by serve/batches.py -------------------------------------------
+
+    def _batch_route(self, method: str, path: str) -> Handler | None:
+        """The handler of an OpenAI files/batches route (or ``POST /admin/batches``), None for other paths."""
+        action = self.batches.route(method, path)
+        if action is None:
+            return None
+        chosen = action
+
+        async def handler(raw: bytes, query: dict[str, list[str]]) -> Reply:
+            status, body, content_type = await chosen(raw)
+            return Reply(status, body, [(b"content-type", content_type)])
+
+        return handler
 
     # -- discovery and admin ---------------------------------------------------------------------
 

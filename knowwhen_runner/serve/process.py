@@ -72,6 +72,11 @@ class ServerProcess:
             and (status is None or row["status"] == status)
         )
 
+    def set_batch_faults(self, **faults: Any) -> dict[str, Any]:
+        """Replace the batch endpoints' faults and completion delay (``BatchFaults``; none clears them)."""
+        result: dict[str, Any] = self._call("POST", "/admin/batches", json=faults)
+        return result
+
     def set_faults(self, rules: Iterable[FaultRule | Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Replace the active fault rules (see ``FaultRule`` for the fields)."""
         body = [r.model_dump() if isinstance(r, FaultRule) else dict(r) for r in rules]

@@ -90,6 +90,7 @@ PUBLIC = {
     "queue": [
         "ASIDE",
         "SET_ASIDE",
+        "BatchRecord",
         "Failure",
         "JobCounts",
         "JobResult",

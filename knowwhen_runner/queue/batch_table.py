@@ -1,0 +1,154 @@
+"""The ``kw_batches`` operations of ``SqlQueue`` (see ``batch_rows`` for what a batch row means).
+
+A mixin, like ``side_tables``: it uses the queue's ``_call``, ``_engine`` and ``_clock``. Leasing a batch
+locks its row (``FOR UPDATE SKIP LOCKED`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` serialises), so two
+processes never poll, or submit, the same batch at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import orjson
+from sqlalchemy import select, update
+from sqlalchemy.engine import Engine
+
+from ..jobs import Job
+from . import schema as s
+from .batch_rows import OPEN_BATCH, PARKED_UNTIL, BatchRecord, batch_owner
+from .engine import DbClock, OnOneThread
+
+__all__ = ["BatchTable"]
+
+
+def _record(row: Any) -> BatchRecord:
+    return BatchRecord(
+        key=row.key,
+        model_id=row.model_id,
+        job_ids=tuple(orjson.loads(row.job_ids)),
+        status=row.status,
+        provider_id=row.provider_id,
+        owner=row.owner,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        counts=orjson.loads(row.counts or "{}"),
+        error=row.error,
+    )
+
+
+class BatchTable(OnOneThread):
+    """Provider batch operations of ``SqlQueue``."""
+
+    run: str
+    dialect: str
+    _engine: Engine
+    _clock: DbClock
+
+    async def batch_open(
+        self, worker: str, key: str, model_id: str, job_ids: list[str], lease_s: float
+    ) -> int:
+        return await self._call(self._batch_open, worker, key, model_id, job_ids, lease_s)
+
+    def _batch_open(self, worker: str, key: str, model_id: str, job_ids: list[str], lease_s: float) -> int:
+        now = self._clock.expr()
+        with self._engine.begin() as conn:
+            parked = conn.execute(
+                update(s.jobs)
+                .where(
+                    s.jobs.c.run == self.run,
+                    s.jobs.c.id.in_(job_ids),
+                    s.jobs.c.lease_owner == worker,
+                    s.jobs.c.status == "running",
+                )
+                .values(lease_owner=batch_owner(key), lease_expires=PARKED_UNTIL)
+            )
+            conn.execute(
+                s.batches.insert().values(
+                    run=self.run,
+                    key=key,
+                    model_id=model_id,
+                    status="submitting",
+                    job_ids=orjson.dumps(sorted(job_ids)).decode(),
+                    owner=worker,
+                    lease_expires=now + lease_s,
+                    created_at=now,
+                    updated_at=now,
+                    counts="{}",
+                )
+            )
+        return int(parked.rowcount or 0)
+
+    async def batch_note(
+        self,
+        key: str,
+        *,
+        status: str | None = None,
+        provider_id: str | None = None,
+        counts: dict[str, int] | None = None,
+        error: str | None = None,
+    ) -> None:
+        values: dict[str, Any] = {"updated_at": self._clock.params()["now"]}
+        if status is not None:
+            values["status"] = status
+        if provider_id is not None:
+            values["provider_id"] = provider_id
+        if counts is not None:
+            values["counts"] = orjson.dumps(counts).decode()
+        if error is not None:
+            values["error"] = error
+        await self._call(self._batch_note, key, values)
+
+    def _batch_note(self, key: str, values: dict[str, Any]) -> None:
+        with self._engine.begin() as conn:
+            conn.execute(
+                update(s.batches).where(s.batches.c.run == self.run, s.batches.c.key == key).values(**values)
+            )
+
+    async def batch_lease(self, worker: str, lease_s: float, model_ids: frozenset[str]) -> list[BatchRecord]:
+        return await self._call(self._batch_lease, worker, lease_s, model_ids)
+
+    def _batch_lease(self, worker: str, lease_s: float, model_ids: frozenset[str]) -> list[BatchRecord]:
+        now = self._clock.expr()
+        b = s.batches.c
+        q = select(s.batches).where(
+            b.run == self.run,
+            b.status.in_(OPEN_BATCH),
+            b.model_id.in_(sorted(model_ids)),
+            (b.owner == worker) | (b.owner.is_(None)) | (b.lease_expires < now),
+        )
+        if self.dialect == "postgresql":
+            q = q.with_for_update(skip_locked=True)
+        with self._engine.begin() as conn:
+            rows = conn.execute(q.order_by(b.created_at)).fetchall()
+            keys = [r.key for r in rows]
+            if keys:
+                conn.execute(
+                    update(s.batches)
+                    .where(b.run == self.run, b.key.in_(keys))
+                    .values(owner=worker, lease_expires=now + lease_s)
+                )
+        return [replace(_record(r), owner=worker) for r in rows]
+
+    async def batch_take(self, worker: str, key: str, lease_s: float) -> list[Job]:
+        return await self._call(self._batch_take, worker, key, lease_s)
+
+    def _batch_take(self, worker: str, key: str, lease_s: float) -> list[Job]:
+        from .sql import _JOB_COLUMNS, _job
+
+        now = self._clock.expr()
+        j = s.jobs.c
+        mine = (j.run == self.run, j.lease_owner == batch_owner(key), j.status == "running")
+        cols = [getattr(j, c.strip()) for c in _JOB_COLUMNS.split(",")]
+        with self._engine.begin() as conn:
+            rows = conn.execute(select(*cols).where(*mine)).fetchall()
+            conn.execute(update(s.jobs).where(*mine).values(lease_owner=worker, lease_expires=now + lease_s))
+        return sorted((_job(r) for r in rows), key=lambda job: job.id)
+
+    async def batches(self) -> list[BatchRecord]:
+        return await self._call(self._batches)
+
+    def _batches(self) -> list[BatchRecord]:
+        q = select(s.batches).where(s.batches.c.run == self.run).order_by(s.batches.c.created_at)
+        with self._reading() as conn:
+            return [_record(r) for r in conn.execute(q)]

@@ -1,0 +1,199 @@
+"""Provider batches survive kills and provider faults: one creation per batch, every job settled once."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from knowwhen_runner.serve import ServerProcess
+from tests.helpers import knowwhen, make_question_set, read_answers, write_config
+
+
+@pytest.fixture
+def scenario(tmp_path: Path) -> Path:
+    return make_question_set(tmp_path / "qs", n_tasks=10)  # 45 questions
+
+
+def _config(tmp_path: Path, server: ServerProcess, scenario: Path, **batch: Any) -> Path:
+    models = [
+        {
+            "id": "lexical-llm",
+            "model": "openai/lexical-llm",
+            "kind": "llm",
+            "api_base": f"{server.base_url}/v1",
+            "batch": {"max_requests": 20, "collect_s": 0.3, "poll_s": 0.2, **batch},
+        }
+    ]
+    workers = {"concurrency": 8, "lease_seconds": 2, "max_attempts": 3}
+    return write_config(tmp_path / "c.yaml", server.base_url, scenario, models=models, workers=workers)
+
+
+def _status(tmp_path: Path) -> dict[str, Any]:
+    done = knowwhen("status", str(tmp_path / "out"), "--json")
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def _answers(tmp_path: Path) -> list[dict[str, Any]]:
+    return read_answers(tmp_path / "out" / "qs" / "answers_lexical-llm.jsonl.gz", drop_timing=False)
+
+
+@pytest.mark.parametrize("point", ["batch_open", "batch_submit"])
+def test_kill_after_opening_or_submitting_a_batch_resumes_it_without_submitting_twice(
+    server: ServerProcess, tmp_path: Path, scenario: Path, point: str, tally: Counter[str]
+) -> None:
+    """SIGKILL right after a batch row is written (or the provider created it): the resumed run creates each
+    batch exactly once at the provider, and every question is answered once, all from batches."""
+    server.set_batch_faults(delay_s=0.5)
+    cfg = _config(tmp_path, server, scenario)
+    killed = knowwhen("run", str(cfg), "-q", env={"KNOWWHEN_CRASH_AT": f"{point}:1"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    tally["kills survived"] += 1
+    created_before = server.count(endpoint="batches_create")
+    assert created_before == (1 if point == "batch_submit" else 0)
+    done = knowwhen("run", str(cfg), "-q")
+    assert done.returncode == 0, done.stderr
+    batches = _status(tmp_path)["batches"]
+    answered = [b for b in batches if b["status"] == "completed"]
+    assert (
+        server.count(endpoint="batches_create") == len(answered) == len({b["provider_id"] for b in answered})
+    )
+    assert server.count(endpoint="batch_line", status=200) == 45
+    assert server.count(endpoint="chat") == 0
+    rows = _answers(tmp_path)
+    assert len(rows) == 45 and len({r["qhash"] for r in rows}) == 45 and all(r["batch"] for r in rows)
+    if point == "batch_open":  # never created: its jobs went back to the queue and into later batches
+        assert [b["status"] for b in batches].count("failed") == 1
+
+
+def test_expired_batch_items_go_to_the_next_batch(
+    server: ServerProcess, tmp_path: Path, scenario: Path, tally: Counter[str]
+) -> None:
+    """An expired batch's questions return to the queue and are answered by a later batch, through 503s on
+    retrieve; the expiry is counted in the run's summary and the status."""
+    server.set_batch_faults(expire=1, retrieve_5xx=3)
+    tally["faults injected"] += 4
+    done = knowwhen("run", str(_config(tmp_path, server, scenario)), "-q")
+    assert done.returncode == 0, done.stderr
+    outcomes = _status(tmp_path)["batch_outcomes"]
+    assert outcomes["batches_expired"] == 1 and outcomes["items_returned"] == 20
+    assert outcomes["items_answered"] == 45 and server.count(endpoint="chat") == 0
+    assert "provider batches: batches completed 3, batches expired 1" in " ".join(done.stdout.split())
+    assert len(_answers(tmp_path)) == 45
+    assert server.count(endpoint="batches_retrieve", status=503) == 3
+
+
+def test_expired_batch_items_fall_back_to_synchronous_calls_after_the_wait(
+    server: ServerProcess, tmp_path: Path, scenario: Path
+) -> None:
+    """With a short fallback wait, an expired batch's questions are answered by synchronous calls."""
+    server.set_batch_faults(expire=1)  # no delay: a batch is finished whenever it is polled, never cancelled
+    done = knowwhen("run", str(_config(tmp_path, server, scenario, fallback_after_s=0.05)), "-q")
+    assert done.returncode == 0, done.stderr
+    rows = _answers(tmp_path)
+    assert len(rows) == 45 and server.count(endpoint="chat", status=200) == 20
+    assert sum(1 for r in rows if r.get("batch")) == 25
+
+
+def test_failed_lines_end_answered_or_failed_with_their_reason(
+    server: ServerProcess, tmp_path: Path, scenario: Path, tally: Counter[str]
+) -> None:
+    """Lines a batch fails return to the queue; a question whose lines keep failing is failed with the
+    line's error, every other question is answered."""
+    server.set_batch_faults(fail_lines=2)
+    tally["faults injected"] += 1
+    done = knowwhen("run", str(_config(tmp_path, server, scenario)), "-q")
+    assert done.returncode == 1, done.stderr  # some questions failed for good
+    report = _status(tmp_path)
+    row = report["models"]["lexical-llm"]
+    assert row["done"] + row["failed"] == 45 and row["failed"] >= 1 and row["pending"] == row["running"] == 0
+    assert report["batch_outcomes"]["items_returned"] >= 2
+    rows = _answers(tmp_path)
+    failed = [r for r in rows if r["answer"] is None]
+    assert len(failed) == row["failed"]
+    assert all("line failed" in str(r["error"]) for r in failed)
+
+
+def test_a_batch_unfinished_after_the_wait_is_cancelled_and_answered_synchronously(
+    server: ServerProcess, tmp_path: Path, scenario: Path
+) -> None:
+    """A batch still running after fallback_after_s is cancelled at the provider; its questions are then
+    answered by synchronous calls, and the cancellations are counted."""
+    server.set_batch_faults(delay_s=60)
+    done = knowwhen("run", str(_config(tmp_path, server, scenario, fallback_after_s=0.5)), "-q")
+    assert done.returncode == 0, done.stderr
+    outcomes = _status(tmp_path)["batch_outcomes"]
+    created = server.count(endpoint="batches_create")
+    assert outcomes["batches_cancelled"] == created == server.count(endpoint="batches_cancel")
+    assert outcomes["items_returned"] == 45 and server.count(endpoint="batch_line") == 0
+    assert server.count(endpoint="chat", status=200) == 45
+    assert len(_answers(tmp_path)) == 45
+
+
+def test_a_refused_batch_is_answered_synchronously(
+    server: ServerProcess, tmp_path: Path, scenario: Path
+) -> None:
+    """A batch the provider refuses (HTTP 400 on create) is closed as failed and its questions are answered by
+    synchronous calls at once; the other batches go on."""
+    server.set_batch_faults(refuse_create=1)
+    done = knowwhen("run", str(_config(tmp_path, server, scenario)), "-q")
+    assert done.returncode == 0, done.stderr
+    outcomes = _status(tmp_path)["batch_outcomes"]
+    assert outcomes["batches_failed"] == 1 and outcomes["items_returned"] == 20
+    assert server.count(endpoint="chat", status=200) == 20 and server.count(endpoint="batch_line") == 25
+    assert len(_answers(tmp_path)) == 45
+
+
+def test_ctrl_c_with_batches_in_flight_resumes_polling_them(
+    server: ServerProcess, tmp_path: Path, scenario: Path, tally: Counter[str]
+) -> None:
+    """Ctrl-C while every batch is at the provider exits 130; the rerun polls the same batches (no new ones)."""
+    server.set_batch_faults(delay_s=6)
+    cfg = _config(tmp_path, server, scenario)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "knowwhen_runner", "run", str(cfg), "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while server.count(endpoint="batches_create") < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert server.count(endpoint="batches_create") == 3
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130, proc.stderr.read().decode() if proc.stderr else ""
+    tally["kills survived"] += 1
+    assert server.count(endpoint="batch_line") == 0  # nothing answered yet: all three are in flight
+    done = knowwhen("run", str(cfg), "-q")
+    assert done.returncode == 0, done.stderr
+    assert (
+        server.count(endpoint="batches_create") == 3 and server.count(endpoint="batch_line", status=200) == 45
+    )
+    assert server.count(endpoint="chat") == 0 and len(_answers(tmp_path)) == 45
+
+
+def test_disabling_batches_finishes_those_in_flight_and_answers_the_rest_synchronously(
+    server: ServerProcess, tmp_path: Path, scenario: Path
+) -> None:
+    """A rerun with ``batch: {enabled: false}`` after a kill still polls the submitted batch to its end and
+    answers every other question synchronously."""
+    cfg = _config(tmp_path, server, scenario)
+    killed = knowwhen("run", str(cfg), "-q", env={"KNOWWHEN_CRASH_AT": "batch_submit:1"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    cfg = _config(tmp_path, server, scenario, enabled=False)
+    done = knowwhen("run", str(cfg), "-q")
+    assert done.returncode == 0, done.stderr
+    assert (
+        server.count(endpoint="batches_create") == 1 and server.count(endpoint="batch_line", status=200) == 20
+    )
+    assert server.count(endpoint="chat", status=200) == 25
+    rows = _answers(tmp_path)
+    assert len(rows) == 45 and sum(1 for r in rows if r.get("batch")) == 20
