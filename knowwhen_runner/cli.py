@@ -310,11 +310,18 @@ def compare(
     run_a: Annotated[Path, typer.Argument(help="First run folder (A).")],
     run_b: Annotated[Path, typer.Argument(help="Second run folder (B).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with every value.")] = False,
+    fail_on: Annotated[
+        str | None,
+        typer.Option(
+            "--fail-on",
+            help="regression or regression:l1|l2|l3: exit 1 when B is significantly worse than A (paired test).",
+        ),
+    ] = None,
 ) -> None:
-    """What changed from run A to run B per model and scenario: accuracy, coverage, success, cost."""
+    """What changed from run A to run B per model and scenario, and paired tests of what both share."""
     from .results import run_compare
 
-    raise typer.Exit(run_compare(run_a, run_b, as_json=as_json, console=out))
+    raise typer.Exit(run_compare(run_a, run_b, as_json=as_json, fail_on=fail_on, console=out))
 
 
 @app.command()
