@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 import typer
 from rich.console import Console
@@ -245,6 +245,12 @@ def finalize(
     out.print(f"finalised: {output}")
 
 
+def _tolerance(value: str) -> Literal["exact", "ci"]:
+    if value not in ("exact", "ci"):
+        raise KnowwhenError(f"--tolerance: expected exact or ci, got '{value}'")
+    return "ci" if value == "ci" else "exact"
+
+
 @app.command()
 def score(
     path: Annotated[Path, typer.Argument(help="Question-set folder; with --leaderboard, the dataset root.")],
@@ -255,6 +261,12 @@ def score(
     gate_with: Annotated[str | None, typer.Option(help="LLM id to gate the model over.")] = None,
     target: Annotated[float, typer.Option(help="Target covered accuracy for the fitted threshold.")] = 0.99,
     leaderboard: Annotated[bool, typer.Option("--leaderboard", help="Check the leaderboard.")] = False,
+    tolerance: Annotated[
+        str,
+        typer.Option(
+            help="Leaderboard: exact (equal at the printed precision) or ci (inside the 95% interval)."
+        ),
+    ] = "exact",
 ) -> None:
     """Score existing answer files as the benchmark does, or check the leaderboard against them."""
     from .dataset.score_folder import run_score
@@ -268,6 +280,7 @@ def score(
         gate_with=gate_with,
         target=target,
         leaderboard=leaderboard,
+        tolerance=_tolerance(tolerance),
         console=out,
     )
     raise typer.Exit(code)
