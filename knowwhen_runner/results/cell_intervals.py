@@ -13,7 +13,13 @@ from collections.abc import Mapping, Sequence
 
 from .fit_bootstrap import FitData, fit_intervals
 from .intervals import Interval, cluster_bootstrap, wilson
-from .manifest import ClosedLoopIntervals, ConfidenceInterval, IsolatedIntervals, OpenLoopIntervals
+from .manifest import (
+    BandPoint,
+    ClosedLoopIntervals,
+    ConfidenceInterval,
+    IsolatedIntervals,
+    OpenLoopIntervals,
+)
 
 __all__ = [
     "BOOTSTRAP_REPS",
@@ -87,6 +93,9 @@ def open_loop_intervals(
         gated_accuracy_at_tau=to_manifest(found.gated_accuracy) if found.gated_accuracy else None,
         ece=to_manifest(found.ece),
         aurc=to_manifest(found.aurc),
+        coverage_band=[
+            BandPoint(coverage=c, accuracy=ci.estimate, low=ci.low, high=ci.high) for c, ci in found.band
+        ],
     )
 
 

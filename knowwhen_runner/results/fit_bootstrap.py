@@ -23,6 +23,8 @@ __all__ = ["FitData", "FitIntervals", "fit_intervals"]
 _EPS = 1e-12  # as metrics.fit_threshold: 99 of 100 reaches a 0.99 target despite float rounding
 _BINS = 10
 _CHUNK = 64  # resamples per block: bounds memory to 64 × items floats per array
+BAND_COVERAGES = tuple(round(0.05 * i, 2) for i in range(1, 21))
+"""Coverages at which the covered accuracy gets an interval: the band around the coverage curve."""
 METHOD = "cluster bootstrap with refit, percentile"
 
 Floats = NDArray[np.float64]
@@ -54,6 +56,8 @@ class FitIntervals:
     gated_accuracy: Interval | None
     ece: Interval
     aurc: Interval
+    band: tuple[tuple[float, Interval], ...] = ()
+    """(coverage, interval of the accuracy of the most confident items covering it), per ``BAND_COVERAGES``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +113,9 @@ def _block(s: _Sorted, counts: Floats, target: float | Literal["llm"] | None) ->
         "coverage": np.where(found, cw[rows, last] / total, 0.0),  # unreachable: nothing delegated
         "aurc": np.where(present, np.diff(cw, axis=1, prepend=0.0) * (1.0 - acc), 0.0).sum(axis=1) / total,
     }
+    # Covered accuracy at the highest threshold covering at least each band coverage (as accuracy_at_coverage).
+    reach = (cw / total[:, None])[:, :, None] >= np.asarray(BAND_COVERAGES) - _EPS
+    out["band"] = np.take_along_axis(acc, np.argmax(reach, axis=1), axis=1)
     if s.llm is not None:
         base = (task_w * s.llm).sum(axis=1)
         gain = np.cumsum(task_w * (s.correct - s.llm), axis=1)[:, s.ends]
@@ -151,6 +158,10 @@ def fit_intervals(data: FitData, *, reps: int = 500, seed: int = 0, level: float
     counts = draw_cluster_weights(n_tasks, reps, seed).astype(np.float64)
     blocks = [_block(s, counts[i : i + _CHUNK], data.target) for i in range(0, reps, _CHUNK)]
     boot = {name: np.concatenate([b[name] for b in blocks]) for name in point}
+    band = tuple(
+        (c, _interval(point["band"][0, j], boot["band"][:, j], n=n_tasks, reps=reps, seed=seed, level=level))
+        for j, c in enumerate(BAND_COVERAGES)
+    )
 
     point["ece"], boot["ece"] = _ece(s, ones), _ece(s, counts)
 
@@ -168,4 +179,5 @@ def fit_intervals(data: FitData, *, reps: int = 500, seed: int = 0, level: float
         gated_accuracy=gated,
         ece=interval("ece"),
         aurc=interval("aurc"),
+        band=band,
     )

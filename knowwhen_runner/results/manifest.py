@@ -18,6 +18,7 @@ from ..exceptions import ScenarioError
 
 __all__ = [
     "MANIFEST_SCHEMA_VERSION",
+    "BandPoint",
     "Calibration",
     "ClosedLoopCell",
     "ClosedLoopIntervals",
@@ -128,6 +129,15 @@ class ConfidenceInterval(_Model):
     skipped: int = 0
 
 
+class BandPoint(_Model):
+    """Covered accuracy of the most confident items that cover ``coverage`` of them, with its interval."""
+
+    coverage: float
+    accuracy: float
+    low: float
+    high: float
+
+
 class OpenLoopIntervals(_Model):
     """Intervals of an open-loop cell: accuracy and must-ask (bootstrap over tasks, per task then mean);
     τ, coverage and gated accuracy at τ (the whole fit redone on each resample of the tasks); ECE and
@@ -140,6 +150,11 @@ class OpenLoopIntervals(_Model):
     gated_accuracy_at_tau: ConfidenceInterval | None = None
     ece: ConfidenceInterval | None = None
     aurc: ConfidenceInterval | None = None
+    coverage_band: list[BandPoint] = Field(
+        default_factory=list,
+        description="The band around the coverage curve: covered accuracy at every 5% of coverage, "
+        "with its interval (same bootstrap as ``tau``).",
+    )
 
 
 class IsolatedIntervals(_Model):

@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from knowwhen_runner.dataset.metrics import aurc, expected_calibration_error, fit_threshold, gated_at
+from knowwhen_runner.dataset.metrics import (
+    accuracy_at_coverage,
+    aurc,
+    expected_calibration_error,
+    fit_threshold,
+    gated_at,
+)
 from knowwhen_runner.results.fit_bootstrap import FitData, fit_intervals
 from knowwhen_runner.results.intervals import bootstrap_over_clusters
 
@@ -82,3 +88,21 @@ def test_unreachable_target_has_no_tau_interval() -> None:
     got = fit_intervals(FitData(conf, [False] * len(conf), index, 0.9, lk), reps=50, seed=1)
     assert got.tau is None and got.gated_accuracy is None
     assert got.coverage is not None and (got.coverage.estimate, got.coverage.high) == (0.0, 0.0)
+
+
+def test_the_band_is_covered_accuracy_at_each_coverage_refitted_on_every_resample() -> None:
+    """The band's estimates are accuracy_at_coverage on the data, its bounds the plain bootstrap's."""
+    tasks = _tasks(5)
+    conf, mk, lk, index, _ = _flat(tasks)
+    got = fit_intervals(FitData(conf, mk, index, 0.9, lk), reps=100, seed=2)
+    assert [c for c, _ in got.band] == [round(0.05 * i, 2) for i in range(1, 21)]
+    on_data = accuracy_at_coverage(conf, mk, [c for c, _ in got.band])
+    assert [ci.estimate for _, ci in got.band] == pytest.approx([p.accuracy for p in on_data])
+    for coverage, ci in (got.band[3], got.band[12], got.band[-1]):
+
+        def at(sample: list[Task], coverage: float = coverage) -> float:
+            c, m, _, _, _ = _flat(sample)
+            return accuracy_at_coverage(c, m, [coverage])[0].accuracy
+
+        want = bootstrap_over_clusters(tasks, at, reps=100, seed=2)
+        assert (ci.low, ci.high) == pytest.approx((want.low, want.high), abs=1e-12)

@@ -99,3 +99,25 @@ def test_a_version_2_manifest_still_loads(tmp_path: Path) -> None:
     manifest = load_manifest(old)
     assert manifest.schema_version == 2 and manifest.open_loop[0].intervals is None
     assert manifest.closed_loop[0].intervals is None and manifest.closed_loop[0].repeats == 1
+
+
+def _without_intervals(m: CxsManifest) -> CxsManifest:
+    return m.model_copy(
+        update={
+            "open_loop": [c.model_copy(update={"intervals": None}) for c in m.open_loop],
+            "closed_loop": [c.model_copy(update={"intervals": None}) for c in m.closed_loop],
+        }
+    )
+
+
+def test_the_plots_draw_the_intervals(manifests: dict[str, CxsManifest]) -> None:
+    """The coverage plot's band and τ bars and the cost plot's error bars change the drawn images."""
+    from knowwhen_runner.results.plots import _cost_plot, _coverage_plot
+
+    cell = manifests["dm"].open_loop[0]
+    ok = cell.model_copy(update={"validity": cell.validity.model_copy(update={"failed_rate": 0.0})})
+    drawn = [manifests["dm"].model_copy(update={"open_loop": [ok]}), manifests["llm"]]
+    bare = [_without_intervals(m) for m in drawn]
+    assert ok.intervals is not None and len(ok.intervals.coverage_band) == 20
+    assert _coverage_plot(drawn, "qs") != _coverage_plot(bare, "qs")
+    assert _cost_plot(drawn) != _cost_plot(bare)
