@@ -62,13 +62,16 @@ class FitIntervals:
 
 @dataclass(frozen=True, slots=True)
 class _Sorted:
+    """The items sorted by confidence (descending), and what every resample reuses."""
+
     conf: Floats
     correct: Floats
-    llm: Floats | None
     task: NDArray[np.int64]
     sizes: Floats
-    ends: NDArray[np.int64]
+    ends: NDArray[np.int64]  # last item of each distinct confidence
     thresholds: Floats
+    llm_rate: Floats | None  # the LLM's accuracy per task
+    delta: Floats | None  # per item: (model right − LLM right) / its task's size
 
 
 def _prepare(data: FitData) -> _Sorted:
@@ -77,31 +80,34 @@ def _prepare(data: FitData) -> _Sorted:
     cs = c[order]
     task = np.asarray(data.task_index, dtype=np.int64)[order]
     ends = np.flatnonzero(np.r_[cs[1:] != cs[:-1], True])
-    llm = None if data.llm_correct is None else np.asarray(data.llm_correct, dtype=np.float64)[order]
-    return _Sorted(
-        conf=cs,
-        correct=np.asarray(data.correct, dtype=np.float64)[order],
-        llm=llm,
-        task=task,
-        sizes=np.bincount(task).astype(np.float64),
-        ends=ends,
-        thresholds=cs[ends],
-    )
+    correct = np.asarray(data.correct, dtype=np.float64)[order]
+    sizes = np.bincount(task).astype(np.float64)
+    llm_rate = delta = None
+    if data.llm_correct is not None:
+        llm = np.asarray(data.llm_correct, dtype=np.float64)[order]
+        llm_rate = np.bincount(task, weights=llm, minlength=sizes.size) / sizes
+        delta = (correct - llm) / sizes[task]
+    return _Sorted(cs, correct, task, sizes, ends, cs[ends], llm_rate, delta)
 
 
 def _block(s: _Sorted, counts: Floats, target: float | Literal["llm"] | None) -> dict[str, Floats]:
-    """Every statistic for a block of resamples (rows of task draw counts); NaN where undefined."""
+    """Every statistic for a block of resamples (rows of task draw counts); NaN where undefined.
+
+    Each resample draws as many tasks as there are, so a task drawn k times weighs k / n_tasks in the
+    per-task-then-mean figures (the LLM's accuracy, gated accuracy)."""
+    n_tasks = s.sizes.size
     weights = counts[:, s.task]  # (rows, items)
     cw = np.cumsum(weights, axis=1)[:, s.ends]
     ck = np.cumsum(weights * s.correct, axis=1)[:, s.ends]
     total = cw[:, -1]
-    present = np.diff(cw, axis=1, prepend=0.0) > 0.0  # the confidence occurs in this resample
+    gw = np.diff(cw, axis=1, prepend=0.0)
+    present = gw > 0.0  # the confidence occurs in this resample
     with np.errstate(invalid="ignore", divide="ignore"):
         acc = ck / cw
-        task_w = weights / s.sizes[s.task] / counts.sum(axis=1, keepdims=True)
+    llm_accuracy = None if s.llm_rate is None else counts @ s.llm_rate / n_tasks
     if target == "llm":  # the LLM's own accuracy on this resample, per task then mean
-        assert s.llm is not None
-        goal = (task_w * s.llm).sum(axis=1)
+        assert llm_accuracy is not None
+        goal = llm_accuracy
     else:  # no target: no τ qualifies
         goal = np.full(counts.shape[0], np.inf if target is None else target)
     ok = present & (acc >= goal[:, None] - _EPS)
@@ -111,15 +117,16 @@ def _block(s: _Sorted, counts: Floats, target: float | Literal["llm"] | None) ->
     out = {
         "tau": np.where(found, s.thresholds[last], np.nan),
         "coverage": np.where(found, cw[rows, last] / total, 0.0),  # unreachable: nothing delegated
-        "aurc": np.where(present, np.diff(cw, axis=1, prepend=0.0) * (1.0 - acc), 0.0).sum(axis=1) / total,
+        "aurc": np.where(present, gw * (1.0 - acc), 0.0).sum(axis=1) / total,
     }
     # Covered accuracy at the highest threshold covering at least each band coverage (as accuracy_at_coverage).
-    reach = (cw / total[:, None])[:, :, None] >= np.asarray(BAND_COVERAGES) - _EPS
-    out["band"] = np.take_along_axis(acc, np.argmax(reach, axis=1), axis=1)
-    if s.llm is not None:
-        base = (task_w * s.llm).sum(axis=1)
-        gain = np.cumsum(task_w * (s.correct - s.llm), axis=1)[:, s.ends]
-        out["gated"] = base + np.where(found, gain[rows, last], 0.0)
+    wanted = np.asarray(BAND_COVERAGES) - _EPS
+    first = np.stack([np.searchsorted(row, wanted * row[-1]) for row in cw])  # cw rises along a row
+    out["band"] = np.take_along_axis(acc, np.minimum(first, acc.shape[1] - 1), axis=1)
+    if llm_accuracy is not None and s.delta is not None:
+        # Delegating the items up to τ changes the LLM's accuracy by their weighted (model − LLM).
+        covered = np.arange(weights.shape[1]) <= np.where(found, s.ends[last], -1)[:, None]
+        out["gated"] = llm_accuracy + np.where(covered, weights, 0.0) @ s.delta / n_tasks
     return out
 
 
