@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
 import typer
 from rich.console import Console
@@ -283,6 +283,12 @@ def finalize(
     out.print(f"finalised: {output}")
 
 
+def _tolerance(value: str) -> Literal["exact", "ci"]:
+    if value not in ("exact", "ci"):
+        raise KnowwhenError(f"--tolerance: expected exact or ci, got '{value}'")
+    return "ci" if value == "ci" else "exact"
+
+
 @app.command()
 def score(
     path: Annotated[Path, typer.Argument(help="Question-set folder; with --leaderboard, the dataset root.")],
@@ -293,6 +299,12 @@ def score(
     gate_with: Annotated[str | None, typer.Option(help="LLM id to gate the model over.")] = None,
     target: Annotated[float, typer.Option(help="Target covered accuracy for the fitted threshold.")] = 0.99,
     leaderboard: Annotated[bool, typer.Option("--leaderboard", help="Check the leaderboard.")] = False,
+    tolerance: Annotated[
+        str,
+        typer.Option(
+            help="Leaderboard: exact (equal at the printed precision) or ci (inside the 95% interval)."
+        ),
+    ] = "exact",
 ) -> None:
     """Score existing answer files as the benchmark does, or check the leaderboard against them."""
     from .dataset.score_folder import run_score
@@ -306,6 +318,7 @@ def score(
         gate_with=gate_with,
         target=target,
         leaderboard=leaderboard,
+        tolerance=_tolerance(tolerance),
         console=out,
     )
     raise typer.Exit(code)
@@ -369,11 +382,18 @@ def compare(
     run_a: Annotated[Path, typer.Argument(help="First run folder (A).")],
     run_b: Annotated[Path, typer.Argument(help="Second run folder (B).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with every value.")] = False,
+    fail_on: Annotated[
+        str | None,
+        typer.Option(
+            "--fail-on",
+            help="regression or regression:l1|l2|l3: exit 1 when B is significantly worse than A (paired test).",
+        ),
+    ] = None,
 ) -> None:
-    """What changed from run A to run B per model and scenario: accuracy, coverage, success, cost."""
+    """What changed from run A to run B per model and scenario, and paired tests of what both share."""
     from .results import run_compare
 
-    raise typer.Exit(run_compare(run_a, run_b, as_json=as_json, console=out))
+    raise typer.Exit(run_compare(run_a, run_b, as_json=as_json, fail_on=fail_on, console=out))
 
 
 @app.command()

@@ -190,7 +190,7 @@ class ModelSpec(_Frozen):
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 #: Tool calls an episode may make when its scenario does not say.
 DEFAULT_MAX_STEPS = 15
-_EPISODE_ONLY = ("agent", "suite", "split", "n", "max_steps", "tau", "modes", "allow_eval")
+_EPISODE_ONLY = ("agent", "suite", "split", "n", "max_steps", "tau", "modes", "allow_eval", "repeats")
 _ISOLATED_ONLY = ("exclude", "caps")
 #: Sources of an isolated scenario: the BFCL v4 categories, and When2Call.
 IsolatedSource = Literal[
@@ -266,6 +266,13 @@ class ScenarioSpec(_Frozen):
     tau: Tau | None = Field(
         None,
         description="Episodes, mode gated: a fixed threshold, or {fit: <scenario id>, target: <accuracy|llm>}.",
+    )
+    repeats: int | None = Field(
+        None,
+        ge=1,
+        le=1000,
+        description="Episodes: run each task this many times (default 1); repeat r > 0 sends seed r to "
+        "the agent LLM (part of the job id and the cache key), so success gets a per-task rate and pass^k.",
     )
     modes: list[Mode] | None = Field(
         None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from rich.console import Console
 from rich.table import Table
@@ -19,6 +19,7 @@ from ..exceptions import ScenarioError
 from ..jsonio import dumps, find_jsonl
 from .files import AnswerTable, QuestionSet, load_answers, load_question_set, read_isolated_answers
 from .files import read_leaderboard as _read_leaderboard
+from .leaderboard_ci import l1_interval, l2_interval
 from .scoring import compile_key, gated_open_loop, score_l1, score_l2
 
 __all__ = [
@@ -93,7 +94,10 @@ def score_report(
 
 @dataclass(frozen=True, slots=True)
 class LeaderboardCheck:
-    """One leaderboard row against its recomputation; ``status`` is match, differs, no data or not recomputable."""
+    """One leaderboard row against its recomputation; ``status`` is match, within interval (with
+    ``--tolerance ci``: not equal at the printed precision, but inside the recomputation's 95% interval),
+    differs, no data or not recomputable. ``low``/``high``: that interval; ``miss``: how far outside it
+    the published number lies (+ above, − below; 0 inside), both in points."""
 
     line: int
     model: str
@@ -104,6 +108,12 @@ class LeaderboardCheck:
     recomputed: float | None
     status: str
     note: str = ""
+    low: float | None = None
+    high: float | None = None
+    miss: float | None = None
+
+
+Tolerance = Literal["exact", "ci"]
 
 
 class LeaderboardTarget(NamedTuple):
@@ -169,12 +179,25 @@ class _Recomputer:
             return self._l1_value(model, target.measure)
         return self._l2_value(target.folder, target.variant, model, target.measure)
 
-    def _l2_value(self, folder: str, variant: str, model: str, kind: str) -> float | None:
+    def interval(self, target: LeaderboardTarget, model: str) -> Any:
+        """The recomputation's 95% interval (``intervals.Interval``, percent), or None."""
+        if target.level == "L1":
+            self._l1_value(model, target.measure)  # loads the rows
+            rows = (self._l1 or {}).get(model)
+            return l1_interval(rows, target.measure) if rows else None
+        key, table = self._l2_table(target.folder, target.variant)
+        answers = table.get((model, target.variant))
+        return None if answers is None else l2_interval(answers, key, target.measure)
+
+    def _l2_table(self, folder: str, variant: str) -> tuple[Any, AnswerTable]:
         if (folder, variant) not in self._l2:
             qset = load_variant(self.root / folder, variant)
             table = load_answers(self.root / folder, qset.questions, variant=variant)
             self._l2[(folder, variant)] = (compile_key(qset), table)
-        key, table = self._l2[(folder, variant)]
+        return self._l2[(folder, variant)]
+
+    def _l2_value(self, folder: str, variant: str, model: str, kind: str) -> float | None:
+        key, table = self._l2_table(folder, variant)
         answers = table.get((model, variant))
         if answers is None:
             return None
@@ -199,8 +222,9 @@ class _Recomputer:
         return score.pooled if kind == "pooled" else score.bfcl_tool_choice
 
 
-def check_leaderboard(root: Path) -> list[LeaderboardCheck]:
-    """Recompute every L1/L2 leaderboard row the files allow and compare at the printed precision."""
+def check_leaderboard(root: Path, *, tolerance: Tolerance = "exact") -> list[LeaderboardCheck]:
+    """Recompute every L1/L2 leaderboard row the files allow and compare at the printed precision; with
+    ``tolerance="ci"`` a number that differs is still accepted inside the recomputation's 95% interval."""
     root = Path(root)
     path = find_jsonl(root / "leaderboard", "headline_numbers")
     if path is None:
@@ -219,20 +243,56 @@ def check_leaderboard(root: Path) -> list[LeaderboardCheck]:
             note = "no answers for this model" if got is None else "no published number"
             out.append(LeaderboardCheck(*base, got, "no data", note))
             continue
-        same = abs(got - published) <= 0.5 * 10.0**-decimals + 1e-9
-        out.append(
-            LeaderboardCheck(*base, got, "match" if same else "differs", "/".join(filter(None, target)))
-        )
+        slack = 0.5 * 10.0**-decimals + 1e-9  # the printed number is rounded
+        same = abs(got - published) <= slack
+        note = "/".join(filter(None, target))
+        if tolerance == "exact":
+            out.append(LeaderboardCheck(*base, got, "match" if same else "differs", note))
+            continue
+        out.append(_within(base, published, got, same, note, recompute.interval(target, row.model), slack))
     return out
 
 
-def leaderboard_report(root: Path) -> dict[str, Any]:
+def _within(
+    base: tuple[int, str, str, str, str, float | None],
+    published: float,
+    got: float,
+    same: bool,
+    note: str,
+    interval: Any,
+    slack: float,
+) -> LeaderboardCheck:
+    """A row checked against the recomputation's interval (widened by the printed precision)."""
+    from dataclasses import replace
+
+    from ..results.intervals import miss
+
+    check = LeaderboardCheck(*base, got, "match" if same else "differs", note)
+    if interval is None:
+        return check
+    off = miss(published, interval, slack=slack)
+    if same:
+        status = "match"
+    elif off == 0.0:
+        status = "within interval"
+    else:
+        status = "differs"
+        note += f"; {abs(off):.2f} points {'above' if off > 0 else 'below'} the 95% interval"
+    return replace(check, status=status, note=note, low=interval.low, high=interval.high, miss=off)
+
+
+def leaderboard_report(root: Path, *, tolerance: Tolerance = "exact") -> dict[str, Any]:
     """JSON-able leaderboard check: every row and a count per status."""
-    rows = check_leaderboard(root)
+    rows = check_leaderboard(root, tolerance=tolerance)
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.status] = counts.get(r.status, 0) + 1
-    return {"dataset": str(root), "counts": counts, "rows": [asdict(r) for r in rows]}
+    return {
+        "dataset": str(root),
+        "tolerance": tolerance,
+        "counts": counts,
+        "rows": [asdict(r) for r in rows],
+    }
 
 
 # --- rendering -------------------------------------------------------------------------------------------
@@ -287,11 +347,18 @@ def _render_all(report: dict[str, Any], console: Console) -> None:
 
 def _render_leaderboard(report: dict[str, Any], console: Console) -> None:
     table = Table(title=f"leaderboard check: {report['dataset']}")
-    for column in ("line", "model", "level", "task set", "metric", "published", "recomputed", "status"):
+    ci = report.get("tolerance") == "ci"
+    columns = ["line", "model", "level", "task set", "metric", "published", "recomputed"]
+    for column in [*columns, *(["95% interval", "miss"] if ci else []), "status"]:
         table.add_column(column, overflow="fold")
     for r in report["rows"]:
-        cells = (r["line"], r["model"], r["level"], r["task_set"], r["metric"])
-        table.add_row(*map(str, cells), _pct(r["published"]), _pct(r["recomputed"]), r["status"])
+        cells = [str(c) for c in (r["line"], r["model"], r["level"], r["task_set"], r["metric"])]
+        cells += [_pct(r["published"]), _pct(r["recomputed"])]
+        if ci:
+            known = r["low"] is not None
+            cells += [f"[{r['low']:.1f}, {r['high']:.1f}]" if known else "–"]
+            cells += [f"{r['miss']:+.2f}" if known and r["miss"] else "–"]
+        table.add_row(*cells, r["status"])
     console.print(table)
     console.print(", ".join(f"{n} {status}" for status, n in sorted(report["counts"].items())))
 
@@ -306,12 +373,13 @@ def run_score(
     gate_with: str | None = None,
     target: float = 0.99,
     leaderboard: bool = False,
+    tolerance: Tolerance = "exact",
     console: Console | None = None,
 ) -> int:
     """Everything ``knowwhen score`` does; returns the exit code (1 when a leaderboard row differs)."""
     console = console or Console()
     if leaderboard:
-        report = leaderboard_report(target_dir)
+        report = leaderboard_report(target_dir, tolerance=tolerance)
         code = 1 if report["counts"].get("differs") else 0
     else:
         report = score_report(

@@ -159,8 +159,12 @@ def _episode_job(
     decider: ModelSpec | None,
     item_id: str,
     gate: tuple[dict[str, Any], float | None, dict[str, Any] | None] | None = None,
+    repeat: int = 0,
 ) -> Job:
-    """One episode: (decision model or, in mode llm, the agent itself) x agent x mode x τ x task."""
+    """One episode: (decision model or, in mode llm, the agent itself) x agent x mode x τ x task x repeat.
+
+    Repeat 0 is the episode of a scenario without repeats (same id); repeat r > 0 adds seed r to the id
+    and the payload, and the episode sends it to the agent LLM."""
     model = decider or agent
     extra: dict[str, Any] = {
         "agent": {"id": agent.id, "model": agent.model, "params": agent.identity_params()},
@@ -176,6 +180,8 @@ def _episode_job(
     }
     if gate is not None:
         extra["tau"], payload["tau"], payload["fit"] = gate
+    if repeat:
+        extra["seed"] = payload["seed"] = payload["repeat"] = repeat
     ident = job_id(
         model_id=model.id,
         model=model.model,
@@ -233,7 +239,11 @@ def _episode_jobs(
     jobs: list[Job] = []
     for mode in spec.modes if spec.modes is not None else config.modes:
         if mode == "llm":
-            jobs += [_episode_job(spec, scenario, mode, agent, None, item) for item in scenario.items]
+            jobs += [
+                _episode_job(spec, scenario, mode, agent, None, item, repeat=r)
+                for item in scenario.items
+                for r in range(spec.repeats or 1)
+            ]
             continue
         if not deciders:
             skipped.append(f"{mode} x {spec.id}: the config has no decision-kind model")
@@ -243,12 +253,15 @@ def _episode_jobs(
                 if isinstance(spec.tau, TauFit):
                     pending = (_tau_identity(config, spec.tau), None, None)
                     waiting.update(
-                        _episode_job(spec, scenario, mode, agent, decider, item, pending).id
+                        _episode_job(spec, scenario, mode, agent, decider, item, pending, r).id
                         for item in scenario.items
+                        for r in range(spec.repeats or 1)
                     )
                 continue
             jobs += [
-                _episode_job(spec, scenario, mode, agent, decider, item, gate) for item in scenario.items
+                _episode_job(spec, scenario, mode, agent, decider, item, gate, r)
+                for item in scenario.items
+                for r in range(spec.repeats or 1)
             ]
     return jobs
 

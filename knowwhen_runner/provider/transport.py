@@ -97,7 +97,7 @@ class LitellmTransport:
             tools=body["tools"],
             tool_choice=body["tool_choice"],
             max_retries=0,  # the OpenAI SDK would retry on its own; retries are ours (classify)
-            **model.params,
+            **{**model.params, **({"seed": body["seed"]} if "seed" in body else {})},
         )
         return llm_response(model, resp)
 

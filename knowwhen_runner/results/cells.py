@@ -23,6 +23,9 @@ from ..dataset.metrics import (
     gated_at,
 )
 from ..dataset.scoring import AnswerKey, gated_open_loop, occurrence_correct, score_l1, score_l2, task_weights
+from .cell_intervals import closed_loop_intervals, isolated_intervals, open_loop_intervals
+from .fit_bootstrap import FitData
+from .intervals import pass_hat_k, per_task_success
 from .manifest import (
     Calibration,
     ClosedLoopCell,
@@ -91,6 +94,8 @@ def open_loop_cell(
         for name, s in score.strata.items()
     }
     selective: dict[str, Any] = _selective(answers, key, target, llm) if decision else {}
+    correct = occurrence_correct(answers, key)
+    fit_data = _fit_data(answers, key, correct, target, llm) if decision else None
     return OpenLoopCell(
         scenario=scenario,
         mode=mode,
@@ -112,7 +117,26 @@ def open_loop_cell(
         validity=_validity(rows, score.n_unanswered),
         **selective,
         **_operations(rows),
+        intervals=open_loop_intervals(correct, key.task_index, key.must_ask, fit_data),
     )
+
+
+def _fit_data(
+    answers: Mapping[str, Answer],
+    key: AnswerKey,
+    correct: list[bool],
+    target: float | str | None,
+    llm: tuple[str, Mapping[str, Answer]] | None,
+) -> FitData:
+    """What the refit bootstrap needs: the items of ``_selective`` and how its target is set."""
+    llm_correct = occurrence_correct(llm[1], key) if llm else None
+    goal: float | Literal["llm"] | None
+    if target == "llm":
+        goal = "llm" if llm else None
+    else:
+        goal = DEFAULT_TARGET if target is None else float(target)
+    conf = [_confidence(answers.get(q)) for q in key.qhashes]
+    return FitData(conf, correct, key.task_index, goal, llm_correct)
 
 
 def _confidence(answer: Answer | None) -> float:
@@ -318,6 +342,7 @@ def isolated_cell(scenario: str, mode: str, rows: Sequence[Mapping[str, Any]]) -
     if not scored:
         return None
     l1 = score_l1(scored)
+    bfcl = [r.correct for r in scored if r.dp == "tool_select" and r.source.startswith("bfcl")]
     return IsolatedCell(
         scenario=scenario,
         mode=mode,
@@ -325,6 +350,7 @@ def isolated_cell(scenario: str, mode: str, rows: Sequence[Mapping[str, Any]]) -
         pooled_pct=l1.pooled,
         bfcl_tool_choice_pct=l1.bfcl_tool_choice,
         n_bfcl_tool_choice=l1.n_bfcl_tool_choice,
+        intervals=isolated_intervals([r.correct for r in scored], bfcl),
     )
 
 
@@ -338,11 +364,39 @@ def _share_true(flags: Iterable[Any]) -> float | None:
     return _rate(sum(known), len(known))
 
 
+def _outcomes(
+    results: Sequence[Mapping[str, Any]], failed_tasks: Sequence[tuple[str, int]]
+) -> dict[str, list[bool]]:
+    """Task -> success of each repeat in repeat order; a failed job's episode is unsuccessful."""
+    by_task: dict[str, dict[int, bool]] = {}
+    for r in results:
+        by_task.setdefault(str(r.get("task_id")), {})[int(r.get("repeat") or 0)] = bool(r.get("success"))
+    for task, repeat in failed_tasks:
+        by_task.setdefault(task, {})[repeat] = False
+    return {task: [ok for _, ok in sorted(runs.items())] for task, runs in sorted(by_task.items())}
+
+
+def _repeat_fields(outcomes: Mapping[str, list[bool]]) -> dict[str, Any]:
+    repeats = max((len(v) for v in outcomes.values()), default=1)
+    fields: dict[str, Any] = {"repeats": repeats, "outcomes": dict(outcomes)}
+    if repeats > 1:
+        fields["per_task_success"] = per_task_success(outcomes)
+        shortest = min(len(v) for v in outcomes.values())
+        fields["pass_hat_k"] = {str(k): pass_hat_k(outcomes, k).value for k in range(1, shortest + 1)}
+    return {**fields, "intervals": closed_loop_intervals(outcomes)}
+
+
 def closed_loop_cell(
-    scenario: str, mode: str, tau: float | None, results: Sequence[Mapping[str, Any]], failed: int
+    scenario: str,
+    mode: str,
+    tau: float | None,
+    results: Sequence[Mapping[str, Any]],
+    failed: int,
+    failed_tasks: Sequence[tuple[str, int]] = (),
 ) -> ClosedLoopCell:
-    """One scenario × mode × τ of episodes (results in the episode format), ``failed`` jobs included."""
-    results = sorted(results, key=lambda r: str(r.get("task_id")))
+    """One scenario × mode × τ of episodes (results in the episode format), ``failed`` jobs included
+    (``failed_tasks``: their task and repeat)."""
+    results = sorted(results, key=lambda r: (str(r.get("task_id")), int(r.get("repeat") or 0)))
     decisions = [d for r in results for d in r.get("decisions") or []]
     taken = [d for d in decisions if d.get("decided_by") == "model"]
     left = [d for d in decisions if d.get("decided_by") == "llm"]
@@ -378,4 +432,5 @@ def closed_loop_cell(
         latency=_latency(_sum_dict(r.get("latency_ms")) for r in results),
         cache_hits=sum(int(r.get("cache_hits") or 0) for r in results),
         fit=fit,
+        **_repeat_fields(_outcomes(results, failed_tasks)),
     )

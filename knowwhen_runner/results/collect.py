@@ -30,6 +30,7 @@ class RunRecords:
     modes: dict[tuple[str, str], str] = field(default_factory=dict)
     episodes: dict[EpisodeKey, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
     failed_episodes: Counter[EpisodeKey] = field(default_factory=Counter)
+    failed_tasks: dict[EpisodeKey, list[tuple[str, int]]] = field(default_factory=lambda: defaultdict(list))
     tallies: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     failure_kinds: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
 
@@ -69,6 +70,7 @@ def collect_records(
                 rec.episodes[key].append(result)
             elif status == "failed":
                 rec.failed_episodes[key] += 1
+                rec.failed_tasks[key].append((job.item, int(job.payload.get("repeat") or 0)))
             continue
         if job.payload.get("kind") != "question":
             continue

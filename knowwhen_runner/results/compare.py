@@ -2,12 +2,15 @@
 
 Per model and scenario: L2 accuracy, coverage at the fitted threshold and cost per 1,000 decisions (open
 loop); success, coverage and cost per episode per mode and τ (closed loop). ``compare_runs`` returns a
-JSON-able dict; the command prints only the values that changed, ``--json`` prints everything.
+JSON-able dict; the command prints only the values that changed, ``--json`` prints everything. Beside the
+deltas, ``paired`` tests what both runs share (``paired.py``): B − A with its interval and p-value, and
+``--fail-on regression[:metric]`` makes the command exit 1 when B is significantly worse.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ from rich.table import Table
 from ..exceptions import ScenarioError
 from ..jsonio import dumps
 from .manifest import ClosedLoopCell, CxsManifest, OpenLoopCell, load_manifest
+from .paired import ALPHA, PairedResult, paired_results, regressions
 
 __all__ = ["compare_runs", "load_run_manifests", "run_compare"]
 
@@ -86,14 +90,27 @@ def _compare_model(a: CxsManifest | None, b: CxsManifest | None) -> dict[str, An
     }
 
 
-def compare_runs(run_a: Path, run_b: Path) -> dict[str, Any]:
-    """Every compared value of two runs, with its delta (B − A) and whether it changed."""
+def _paired_entry(result: PairedResult) -> dict[str, Any]:
+    entry = asdict(result)
+    entry["regression"] = result.regression
+    return entry
+
+
+def compare_runs(run_a: Path, run_b: Path, *, fail_on: str | None = None) -> dict[str, Any]:
+    """Every compared value of two runs, with its delta (B − A) and whether it changed, and the paired
+    tests of what they share (``regressions``: the tests ``fail_on`` fails on)."""
     a, b = load_run_manifests(run_a), load_run_manifests(run_b)
     first_a, first_b = next(iter(a.values())), next(iter(b.values()))
+    paired = paired_results(Path(run_a), Path(run_b), a, b)
+    failing = regressions(paired, fail_on)
     return {
         "a": {"path": str(run_a), "run": first_a.run.name, "config_sha256": first_a.run.config_sha256},
         "b": {"path": str(run_b), "run": first_b.run.name, "config_sha256": first_b.run.config_sha256},
         "models": {m: _compare_model(a.get(m), b.get(m)) for m in _union(a, b)},
+        "paired": [_paired_entry(r) for r in paired],
+        "alpha": ALPHA,
+        "fail_on": fail_on,
+        "regressions": len(failing),
     }
 
 
@@ -139,24 +156,55 @@ def _changed_rows(report: dict[str, Any]) -> list[tuple[str, ...]]:
     return rows
 
 
-def run_compare(run_a: Path, run_b: Path, *, as_json: bool = False, console: Console | None = None) -> int:
-    """Everything ``knowwhen compare`` does; returns the exit code."""
+def _paired_table(report: dict[str, Any]) -> Table:
+    table = Table(title=f"paired tests (B − A, pp; {100 * (1 - report['alpha']):g}% interval)")
+    for col in ("model", "scenario", "mode", "metric", "n", "A", "B", "Δ [low, high]", "p", "test", ""):
+        table.add_column(
+            col, justify="left" if col in ("model", "scenario", "mode", "metric", "test") else "right"
+        )
+    for r in report["paired"]:
+        interval = "" if r["low"] is None else f" [{r['low']:+.1f}, {r['high']:+.1f}]"
+        test = r["method"] + (f"; McNemar p={r['mcnemar']['p_value']:.3g}" if r["metric"] == "l2" else "")
+        verdict = "regression" if r["regression"] else ("better" if r["p_value"] < report["alpha"] else "")
+        table.add_row(
+            r["model"], r["scenario"], r["mode"], r["metric"].upper(), str(r["n"]), f"{r['a']:.1f}",
+            f"{r['b']:.1f}", f"{r['difference']:+.1f}{interval}", f"{r['p_value']:.3g}", test, verdict,
+        )  # fmt: skip
+    return table
+
+
+def run_compare(
+    run_a: Path,
+    run_b: Path,
+    *,
+    as_json: bool = False,
+    fail_on: str | None = None,
+    console: Console | None = None,
+) -> int:
+    """Everything ``knowwhen compare`` does; returns the exit code (1: a regression ``fail_on`` names)."""
     console = console or Console()
-    report = compare_runs(run_a, run_b)
+    report = compare_runs(run_a, run_b, fail_on=fail_on)
+    code = 1 if report["regressions"] else 0
     if as_json:
         console.file.write(dumps(report).decode() + "\n")
-        return 0
+        return code
     for model, entry in report["models"].items():
         if entry["in"] != "both":
             console.print(f"{model}: only in run {entry['in'].upper()}")
+    if report["paired"]:
+        console.print(_paired_table(report))
+    if code:
+        console.print(
+            f"B is significantly worse than A in {report['regressions']} paired test(s) ({fail_on})"
+        )
     rows = _changed_rows(report)
     if not rows:
         console.print(f"no changes between {run_a} and {run_b} in accuracy, coverage, success or cost")
-        return 0
+        return code
     table = Table(title=f"changed: {run_a} (A) → {run_b} (B)")
     for col in ("model", "scenario", "mode", "metric", "A", "B", "Δ"):
         table.add_column(col, justify="right" if col in ("A", "B", "Δ") else "left")
     for row in rows:
         table.add_row(*row)
     console.print(table)
-    return 0
+    return code

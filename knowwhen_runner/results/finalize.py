@@ -293,7 +293,14 @@ def _closed_loop(config: SweepConfig, model_id: str, records: RunRecords) -> lis
 
     keys = {k for k in (*records.episodes, *records.failed_episodes) if k[0] == model_id}
     return [
-        closed_loop_cell(k[1], k[2], k[3], records.episodes.get(k, []), records.failed_episodes.get(k, 0))
+        closed_loop_cell(
+            k[1],
+            k[2],
+            k[3],
+            records.episodes.get(k, []),
+            records.failed_episodes.get(k, 0),
+            records.failed_tasks.get(k, []),
+        )
         for k in sorted(keys, key=rank)
     ]
 

@@ -25,12 +25,14 @@ __all__ = [
     "PassHatK",
     "bootstrap_over_clusters",
     "cluster_bootstrap",
+    "draw_cluster_weights",
     "mcnemar",
     "mean_of_cluster_means",
     "miss",
     "paired_cluster_bootstrap",
     "pass_hat_k",
     "per_task_success",
+    "percentile_interval",
     "pooled_mean",
     "wilson",
     "within",
@@ -127,6 +129,19 @@ def _percentile(values: FloatArray, level: float) -> tuple[float, float]:
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(values, [tail, 1.0 - tail])
     return float(low), float(high)
+
+
+def draw_cluster_weights(n_clusters: int, reps: int, seed: int) -> NDArray[np.int64]:
+    """The (reps × clusters) draw counts every bootstrap here uses for ``seed``: the same resamples as
+    ``bootstrap_over_clusters`` and ``cluster_bootstrap``, for statistics vectorised elsewhere."""
+    _check_level(0.5, reps)
+    return _draw_weights(_rng(seed), n_clusters, reps)
+
+
+def percentile_interval(values: Sequence[float] | FloatArray, level: float) -> tuple[float, float]:
+    """The two-sided percentile interval of bootstrap values at ``level``."""
+    _check_level(level)
+    return _percentile(np.asarray(values, dtype=np.float64), level)
 
 
 def wilson(successes: int, n: int, *, level: float = 0.95) -> Interval:

@@ -18,8 +18,11 @@ from ..exceptions import ScenarioError
 
 __all__ = [
     "MANIFEST_SCHEMA_VERSION",
+    "BandPoint",
     "Calibration",
     "ClosedLoopCell",
+    "ClosedLoopIntervals",
+    "ConfidenceInterval",
     "Cost",
     "CoverageCurve",
     "CurvePoint",
@@ -28,10 +31,12 @@ __all__ = [
     "Gate",
     "GatePoint",
     "IsolatedCell",
+    "IsolatedIntervals",
     "JobTally",
     "Latency",
     "ModelRef",
     "OpenLoopCell",
+    "OpenLoopIntervals",
     "Operations",
     "ReliabilityBin",
     "RunProvenance",
@@ -44,10 +49,12 @@ __all__ = [
     "manifest_path",
 ]
 
-MANIFEST_SCHEMA_VERSION: Literal[2] = 2
-"""2: every confidence (calibration, curves, τ) is the probability of the chosen option, as the card
-defines it, also for servers that report another scale (answer rows keep theirs: answer schema 2); and
-open-loop cells say what set was scored (``scope``). Version 1 manifests still load."""
+MANIFEST_SCHEMA_VERSION: Literal[3] = 3
+"""3: cells carry confidence intervals (``intervals``), each naming its method, level, n, resamples and
+seed; closed-loop cells keep each task's outcomes per repeat and pass^k. 2: every confidence
+(calibration, curves, τ) is the probability of the chosen option, as the card defines it (answer rows
+keep the server's: answer schema 2); open-loop cells say what set was scored (``scope``). Versions 1
+and 2 still load (without intervals)."""
 
 
 class _Model(BaseModel):
@@ -104,6 +111,64 @@ class JobTally(_Model):
     retried: int = Field(description="Jobs that needed more than one attempt.")
     retry_errors: int = Field(description="Errors retried within an attempt (transient provider errors).")
     failure_kinds: dict[str, int] = Field(default_factory=dict, description="Failed jobs by error class.")
+
+
+class ConfidenceInterval(_Model):
+    """A two-sided confidence interval of the figure it names, in that figure's unit (percent for a
+    ``_pct``, else a fraction or a threshold). A bootstrap records its resamples and seed, so the same
+    data always gives the same interval; ``skipped`` resamples left the statistic undefined."""
+
+    estimate: float
+    low: float
+    high: float
+    method: str = Field(description="wilson, cluster bootstrap, or cluster bootstrap with refit.")
+    level: float
+    n: int = Field(description="Units counted (Wilson: items) or resampled (bootstrap: tasks).")
+    reps: int = 0
+    seed: int | None = None
+    skipped: int = 0
+
+
+class BandPoint(_Model):
+    """Covered accuracy of the most confident items that cover ``coverage`` of them, with its interval."""
+
+    coverage: float
+    accuracy: float
+    low: float
+    high: float
+
+
+class OpenLoopIntervals(_Model):
+    """Intervals of an open-loop cell: accuracy and must-ask (bootstrap over tasks, per task then mean);
+    τ, coverage and gated accuracy at τ (the whole fit redone on each resample of the tasks); ECE and
+    AURC (bootstrap over tasks)."""
+
+    accuracy_pct: ConfidenceInterval | None = None
+    must_ask_pct: ConfidenceInterval | None = None
+    tau: ConfidenceInterval | None = None
+    coverage_at_tau: ConfidenceInterval | None = None
+    gated_accuracy_at_tau: ConfidenceInterval | None = None
+    ece: ConfidenceInterval | None = None
+    aurc: ConfidenceInterval | None = None
+    coverage_band: list[BandPoint] = Field(
+        default_factory=list,
+        description="The band around the coverage curve: covered accuracy at every 5% of coverage, "
+        "with its interval (same bootstrap as ``tau``).",
+    )
+
+
+class IsolatedIntervals(_Model):
+    """Wilson intervals of L1 pooled and BFCL tool-choice accuracy (percent)."""
+
+    pooled_pct: ConfidenceInterval | None = None
+    bfcl_tool_choice_pct: ConfidenceInterval | None = None
+
+
+class ClosedLoopIntervals(_Model):
+    """Interval of L3 success (a fraction): Wilson over episodes with one repeat per task, else a
+    bootstrap over tasks of the per-task success."""
+
+    success_rate: ConfidenceInterval | None = None
 
 
 class Stratum(_Model):
@@ -271,6 +336,7 @@ class OpenLoopCell(_Model):
     cache_hits: int
     calls: int = Field(description="Rows answered by a model call this run (not the cache).")
     batched: int = Field(0, description="Of the calls, rows answered by a provider batch (Batch API).")
+    intervals: OpenLoopIntervals | None = Field(None, description="None in version 1 and 2 manifests.")
 
     def failed_rows(self) -> int:
         """Questions whose job failed for good (no answer was ever given)."""
@@ -286,6 +352,7 @@ class IsolatedCell(_Model):
     pooled_pct: float
     bfcl_tool_choice_pct: float | None
     n_bfcl_tool_choice: int
+    intervals: IsolatedIntervals | None = Field(None, description="None in version 1 and 2 manifests.")
 
 
 class ClosedLoopCell(_Model):
@@ -320,12 +387,24 @@ class ClosedLoopCell(_Model):
     latency: Latency
     cache_hits: int
     fit: dict[str, Any] | None = None
+    repeats: int = Field(1, description="Most episodes of one task in the cell (a config's repeats).")
+    outcomes: dict[str, list[bool]] = Field(
+        default_factory=dict,
+        description="Task -> success of each of its episodes in repeat order; a failed job is False.",
+    )
+    per_task_success: dict[str, float] = Field(
+        default_factory=dict, description="Task -> share of its repeats that succeeded (when repeats > 1)."
+    )
+    pass_hat_k: dict[str, float] = Field(
+        default_factory=dict, description="k -> pass^k, for k = 1 .. repeats (when repeats > 1)."
+    )
+    intervals: ClosedLoopIntervals | None = Field(None, description="None in version 1 and 2 manifests.")
 
 
 class CxsManifest(_Model):
     """Coverage × success of one model over a whole run."""
 
-    schema_version: Literal[1, 2] = MANIFEST_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3] = MANIFEST_SCHEMA_VERSION
     model: ModelRef
     run: RunProvenance
     scenarios: list[ScenarioProvenance]

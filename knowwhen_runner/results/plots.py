@@ -1,5 +1,6 @@
-"""Plots of a run, drawn from its CXS manifests alone: coverage–accuracy per scenario, reliability
-diagrams per scenario, and cost against success.
+"""Plots of a run, drawn from its CXS manifests alone: coverage–accuracy per scenario (with the 95% band
+of the covered accuracy and the fitted τ's intervals), reliability diagrams per scenario, and cost against
+success (with 95% error bars).
 
 Deterministic PNGs: matplotlib's Agg canvas without pyplot, matplotlib's default style (a user's
 matplotlibrc cannot change the bytes), fixed size and dpi, and no software or date metadata, so
@@ -81,17 +82,39 @@ def _coverage_plot(manifests: Sequence[CxsManifest], scenario: str) -> bytes:
                 xs = [100 * p.coverage for p in cell.curve.points]
                 ys = [100 * p.accuracy for p in cell.curve.points]
                 ax.plot(xs, ys, color=color, lw=1.6, label=f"{m.model.id} (covered)")
+            band = cell.intervals.coverage_band if cell.intervals else []
+            if band:
+                ax.fill_between(
+                    [100 * b.coverage for b in band],
+                    [100 * b.low for b in band],
+                    [100 * b.high for b in band],
+                    color=color,
+                    alpha=0.15,
+                    lw=0,
+                    label=f"{m.model.id} 95% band",
+                )
             if cell.gate is not None:
                 xs = [100 * p.coverage for p in cell.gate.curve]
                 ys = [100 * p.accuracy for p in cell.gate.curve]
                 ax.plot(xs, ys, color=color, lw=1.2, ls=":", label=f"{m.model.id} gated over {cell.gate.llm}")
             if cell.fit is not None and cell.fit.reachable and cell.fit.accuracy is not None:
                 ax.plot([100 * cell.fit.coverage], [100 * cell.fit.accuracy], "o", color=color, ms=6)
+                tau_text = f"τ={cell.fit.threshold:.3f}"
+                ci = cell.intervals
+                if ci is not None and ci.coverage_at_tau is not None:
+                    cov = ci.coverage_at_tau
+                    x = 100 * cell.fit.coverage
+                    ax.errorbar(
+                        [x], [100 * cell.fit.accuracy], xerr=[[max(0.0, x - 100 * cov.low)], [max(0.0, 100 * cov.high - x)]],
+                        color=color, capsize=3, lw=1.0,
+                    )  # fmt: skip
+                if ci is not None and ci.tau is not None:
+                    tau_text += f" [{ci.tau.low:.3f}, {ci.tau.high:.3f}]"
                 ax.annotate(
-                    f"τ={cell.fit.threshold:.3f}",
+                    tau_text,
                     (100 * cell.fit.coverage, 100 * cell.fit.accuracy),
                     textcoords="offset points",
-                    xytext=(6, 4),
+                    xytext=(6, -12 if cell.fit.accuracy > 0.95 else 4),  # keep it inside the axes
                     fontsize=8,
                     color=color,
                 )
@@ -131,20 +154,27 @@ def _reliability_plot(manifests: Sequence[CxsManifest], scenario: str) -> bytes:
         return _png(fig)
 
 
-def _cost_points(manifests: Sequence[CxsManifest]) -> list[tuple[str, str, float, float, str]]:
-    """(model, label, cost, success %, colour) for every cell with both a price and a score."""
-    out = []
+_Point = tuple[str, str, float, float, str, tuple[float, float] | None]
+
+
+def _cost_points(manifests: Sequence[CxsManifest]) -> list[_Point]:
+    """(model, label, cost, success %, colour, 95% interval in %) for every cell with a price and a score."""
+    out: list[_Point] = []
     for m in manifests:
         color = _color(manifests, m.model.id)
         for c in m.open_loop:
             if c.cost.per_1k_decisions_usd is not None and c.accuracy_pct is not None and not c.failed_rows():
-                out.append(
-                    (m.model.id, f"L2 {c.scenario}", c.cost.per_1k_decisions_usd, c.accuracy_pct, color)
-                )
+                ci = c.intervals.accuracy_pct if c.intervals else None
+                bounds = None if ci is None else (ci.low, ci.high)
+                cost = c.cost.per_1k_decisions_usd
+                out.append((m.model.id, f"L2 {c.scenario}", cost, c.accuracy_pct, color, bounds))
         for e in m.closed_loop:
             if e.cost_per_episode_usd is not None and e.success_rate is not None and not e.failed:
                 label = f"L3 {e.scenario} {e.mode}" + ("" if e.tau is None else f" τ={e.tau:g}")
-                out.append((m.model.id, label, 1000 * e.cost_per_episode_usd, 100 * e.success_rate, color))
+                ci = e.intervals.success_rate if e.intervals else None
+                bounds = None if ci is None else (100 * ci.low, 100 * ci.high)
+                cost = 1000 * e.cost_per_episode_usd
+                out.append((m.model.id, label, cost, 100 * e.success_rate, color, bounds))
     return out
 
 
@@ -152,8 +182,15 @@ def _cost_plot(manifests: Sequence[CxsManifest]) -> bytes:
     with _figure("cost vs success") as (fig, ax):
         points = _cost_points(manifests)
         labels = list(dict.fromkeys(label for _m, label, *_ in points))
-        for model, label, cost, success, color in points:
+        for model, label, cost, success, color, bounds in points:
             marker = _MARKERS[labels.index(label) % len(_MARKERS)]
+            if bounds is not None:
+                low, high = bounds
+                yerr = [
+                    [max(0.0, success - low)],
+                    [max(0.0, high - success)],
+                ]  # a percentile CI may sit off it
+                ax.errorbar([cost], [success], yerr=yerr, color=color, capsize=3, lw=0.9, fmt="none")
             # Hollow markers of different shapes, so cells at the same spot stay visible.
             ax.scatter([cost], [success], marker=marker, s=48, facecolors="none", edgecolors=color, lw=1.4)
             ax.scatter([], [], marker=marker, facecolors="none", edgecolors=color, label=f"{model} · {label}")

@@ -4,6 +4,8 @@
 L3 success) plus coverage at the fitted threshold, cost and latency; ``gated`` is the gated curve of each
 decision model at a few thresholds; ``closed-loop`` and ``details`` give the rest. A missing value is
 shown as "–", never as 0. CSV cells keep six decimals; the other formats print what the paper prints.
+A figure with a confidence interval prints as "94.9 [93.1, 96.4]"; in CSV the bounds get columns of their
+own ("<header> low", "<header> high"), so the figure's column stays a plain number.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..jsonio import atomic_write_bytes
-from .manifest import CxsManifest, Gate, GatePoint
+from .manifest import ConfidenceInterval, CxsManifest, Gate, GatePoint, OpenLoopIntervals
 
 __all__ = [
     "MISSING",
@@ -43,13 +45,21 @@ _FORMATS = {
 }
 
 
+CI = "~ci"
+"""Suffix of the row key holding a column's ``ConfidenceInterval`` (in the figure's unit)."""
+
+
 @dataclass(frozen=True)
 class Column:
-    """A column: the row key it reads, its header, and how its values print (see ``_FORMATS``)."""
+    """A column: the row key it reads, its header, and how its values print (see ``_FORMATS``).
+
+    ``ci``: the column's figures may carry an interval, under the row key ``key + CI``.
+    """
 
     key: str
     header: str
     fmt: str = "text"
+    ci: bool = False
 
 
 @dataclass(frozen=True)
@@ -69,9 +79,37 @@ class Table:
         if column.fmt == "text" or isinstance(value, str):
             return str(value)
         if precise and column.fmt not in ("int", "text"):
-            scaled = 100 * value if column.fmt == "frac" else value
-            return f"{scaled:.6f}"
-        return _FORMATS[column.fmt](value)
+            return self._number(value, column, precise=True)
+        text = _FORMATS[column.fmt](value)
+        ci = self._interval(row, column)
+        if ci is not None:
+            text += f" [{_FORMATS[column.fmt](ci.low)}, {_FORMATS[column.fmt](ci.high)}]"
+        return text
+
+    @staticmethod
+    def _number(value: float, column: Column, *, precise: bool) -> str:
+        if not precise:
+            return _FORMATS[column.fmt](value)
+        return f"{100 * value if column.fmt == 'frac' else value:.6f}"
+
+    @staticmethod
+    def _interval(row: dict[str, Any], column: Column) -> ConfidenceInterval | None:
+        if not column.ci or isinstance(row.get(column.key), str):
+            return None  # a cell whose jobs failed shows no figure, so no interval either
+        ci = row.get(column.key + CI)
+        return ci if isinstance(ci, ConfidenceInterval) else None
+
+    def _csv_cells(self, row: dict[str, Any], column: Column) -> list[str]:
+        cells = [self.cell(row, column, precise=True)]
+        if column.ci:
+            ci = self._interval(row, column)
+            bounds = (
+                [MISSING, MISSING]
+                if ci is None
+                else [self._number(b, column, precise=True) for b in (ci.low, ci.high)]
+            )
+            cells += bounds
+        return cells
 
     def to_markdown(self) -> str:
         align = ["---" if c.fmt == "text" else "---:" for c in self.columns]
@@ -88,9 +126,12 @@ class Table:
     def to_csv(self) -> str:
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow([c.header for c in self.columns])
+        headers = [
+            [c.header, f"{c.header} low", f"{c.header} high"] if c.ci else [c.header] for c in self.columns
+        ]
+        writer.writerow([h for hs in headers for h in hs])
         for row in self.rows:
-            writer.writerow([self.cell(row, c, precise=True) for c in self.columns])
+            writer.writerow([text for c in self.columns for text in self._csv_cells(row, c)])
         return buf.getvalue()
 
     def to_latex(self) -> str:
@@ -164,14 +205,14 @@ def comparison_table(manifests: Sequence[CxsManifest]) -> Table:
     eps = [sc for sc in _scenarios(manifests, "episodes") if any(sc in _own_cells(m) for m in manifests)]
     decisions = any(m.totals.decisions for m in manifests) or not eps
     cols = [Column("model", "model"), Column("kind", "kind")]
-    cols += [Column(f"l1:{sc}", "L1 isolated" + _suffix(iso, sc), "pct") for sc in iso or [""]]
+    cols += [Column(f"l1:{sc}", "L1 isolated" + _suffix(iso, sc), "pct", ci=True) for sc in iso or [""]]
     for sc in states:
         cols += [
-            Column(f"l2:{sc}", "L2 all states" + _suffix(states, sc), "pct"),
-            Column(f"ask:{sc}", "L2 must-ask" + _suffix(states, sc), "pct"),
+            Column(f"l2:{sc}", "L2 all states" + _suffix(states, sc), "pct", ci=True),
+            Column(f"ask:{sc}", "L2 must-ask" + _suffix(states, sc), "pct", ci=True),
         ]
-    cols += [Column(f"l3:{sc}", "L3 success" + _suffix(eps, sc), "frac") for sc in eps or [""]]
-    cols += [Column(f"cov:{sc}", "coverage @ τ" + _suffix(states, sc), "frac") for sc in states]
+    cols += [Column(f"l3:{sc}", "L3 success" + _suffix(eps, sc), "frac", ci=True) for sc in eps or [""]]
+    cols += [Column(f"cov:{sc}", "coverage @ τ" + _suffix(states, sc), "frac", ci=True) for sc in states]
     if decisions:
         cols += [Column("cost", "cost / 1k decisions (USD)", "usd"), Column("p50", "latency p50 (ms)", "ms")]
     for sc in eps:
@@ -184,22 +225,29 @@ def comparison_table(manifests: Sequence[CxsManifest]) -> Table:
         row: dict[str, Any] = {"model": m.model.id, "kind": m.model.kind}
         for cell in m.isolated:
             row[f"l1:{cell.scenario}"] = cell.pooled_pct
+            row[f"l1:{cell.scenario}{CI}"] = cell.intervals.pooled_pct if cell.intervals else None
         for c in m.open_loop:
-            failed = c.failed_rows()
+            failed, ci = c.failed_rows(), c.intervals
             row[f"l2:{c.scenario}"] = _unless_failed(c.accuracy_pct, failed)
             row[f"ask:{c.scenario}"] = _unless_failed(c.must_ask_pct, failed)
             row[f"cov:{c.scenario}"] = _unless_failed(c.fit.coverage if c.fit else None, failed)
+            if ci is not None:
+                row[f"l2:{c.scenario}{CI}"], row[f"ask:{c.scenario}{CI}"] = ci.accuracy_pct, ci.must_ask_pct
+                row[f"cov:{c.scenario}{CI}"] = ci.coverage_at_tau
         for sc, e in _own_cells(m).items():
             row[f"l3:{sc}"], row[f"ce:{sc}"], row[f"le:{sc}"] = (
                 _unless_failed(e.success_rate, e.failed),
                 e.cost_per_episode_usd,
                 e.latency.p50_ms,
             )
+            row[f"l3:{sc}{CI}"] = e.intervals.success_rate if e.intervals else None
         row["cost"], row["p50"] = m.totals.cost.per_1k_decisions_usd, m.totals.latency.p50_ms
         rows.append(row)
     note = (
         "Accuracy and success in %, L2 per task then mean over the eligible tasks; coverage: share of "
-        "decisions at or above the threshold fitted for the target accuracy."
+        "decisions at or above the threshold fitted for the target accuracy. [low, high]: 95% interval "
+        "(L2: bootstrap over tasks; L1: Wilson; L3: Wilson, or bootstrap over tasks with repeats; "
+        "coverage: bootstrap over tasks of the whole fit)."
     )
     return Table("comparison", f"{_run_name(manifests)}: comparison", cols, rows, note)
 
@@ -210,21 +258,27 @@ def headline_table(manifests: Sequence[CxsManifest]) -> Table:
     States: L2 accuracy (benchmark rule); isolated: L1 pooled accuracy; episodes: L3 success in the
     model's own mode. A scenario no model has a figure for gets no column.
     """
-    values: dict[str, dict[str, float | str | None]] = {}
+    values: dict[str, dict[str, Any]] = {}
     for m in manifests:
-        row: dict[str, float | str | None] = {}
+        row: dict[str, Any] = {}
         for c in m.open_loop:
-            row.setdefault(c.scenario, _unless_failed(c.accuracy_pct, c.failed_rows()))
+            if c.scenario not in row:
+                row[c.scenario] = _unless_failed(c.accuracy_pct, c.failed_rows())
+                row[c.scenario + CI] = c.intervals.accuracy_pct if c.intervals else None
         for i in m.isolated:
-            row.setdefault(i.scenario, i.pooled_pct)
+            if i.scenario not in row:
+                row[i.scenario] = i.pooled_pct
+                row[i.scenario + CI] = i.intervals.pooled_pct if i.intervals else None
         for sc, e in _own_cells(m).items():
-            success = None if e.success_rate is None else 100 * e.success_rate
-            row.setdefault(sc, _unless_failed(success, e.failed))
+            if sc not in row:
+                success = None if e.success_rate is None else 100 * e.success_rate
+                row[sc] = _unless_failed(success, e.failed)
+                row[sc + CI] = _percent(e.intervals.success_rate if e.intervals else None)
         values[m.model.id] = row
     order = [s.id for s in manifests[0].scenarios] if manifests else []
     shown = [sc for sc in order if any(row.get(sc) is not None for row in values.values())]
     kinds = {s.kind for s in manifests[0].scenarios if s.id in shown} if manifests else set()
-    cols = [Column("model", "model"), *(Column(sc, sc, "pct") for sc in shown)]
+    cols = [Column("model", "model"), *(Column(sc, sc, "pct", ci=True) for sc in shown)]
     rows = [{"model": m, **row} for m, row in values.items() if any(row.get(sc) is not None for sc in shown)]
     notes = []
     if "states" in kinds:
@@ -237,14 +291,31 @@ def headline_table(manifests: Sequence[CxsManifest]) -> Table:
     return Table("table", f"{_run_name(manifests)}: {what} (%)", cols, rows, "\n".join(notes))
 
 
+def _percent(ci: ConfidenceInterval | None) -> ConfidenceInterval | None:
+    """A fraction's interval in percent."""
+    if ci is None:
+        return None
+    return ci.model_copy(update={"estimate": 100 * ci.estimate, "low": 100 * ci.low, "high": 100 * ci.high})
+
+
 def _run_name(manifests: Sequence[CxsManifest]) -> str:
     return manifests[0].run.name if manifests else "run"
 
 
-def _gate_rows(model: str, scenario: str, gate: Gate) -> list[dict[str, Any]]:
+def _gate_rows(
+    model: str, scenario: str, gate: Gate, intervals: OpenLoopIntervals | None
+) -> list[dict[str, Any]]:
     def row(point: str, p: GatePoint) -> dict[str, Any]:
         delta = 100 * (p.accuracy - gate.llm_accuracy)
+        ci: dict[str, Any] = {}
+        if point == "fitted" and intervals is not None:
+            ci = {
+                "tau" + CI: intervals.tau,
+                "coverage" + CI: intervals.coverage_at_tau,
+                "accuracy" + CI: intervals.gated_accuracy_at_tau,
+            }
         return {
+            **ci,
             "model": model,
             "scenario": scenario,
             "llm": gate.llm,
@@ -270,9 +341,9 @@ def gated_table(manifests: Sequence[CxsManifest]) -> Table:
         Column("scenario", "scenario"),
         Column("llm", "LLM"),
         Column("point", "point"),
-        Column("tau", "τ", "tau"),
-        Column("coverage", "coverage (%)", "frac"),
-        Column("accuracy", "gated accuracy (%)", "frac"),
+        Column("tau", "τ", "tau", ci=True),
+        Column("coverage", "coverage (%)", "frac", ci=True),
+        Column("accuracy", "gated accuracy (%)", "frac", ci=True),
         Column("delta", "vs LLM (pp)", "pct"),
     ]
     rows = [
@@ -280,10 +351,11 @@ def gated_table(manifests: Sequence[CxsManifest]) -> Table:
         for m in manifests
         for c in m.open_loop
         if c.gate is not None
-        for r in _gate_rows(m.model.id, c.scenario, c.gate)
+        for r in _gate_rows(m.model.id, c.scenario, c.gate, c.intervals)
     ]
     note = (
-        "The decision model answers where its confidence ≥ τ, the LLM elsewhere; accuracy per task then mean."
+        "The decision model answers where its confidence ≥ τ, the LLM elsewhere; accuracy per task then mean. "
+        "[low, high] at the fitted τ: 95% interval, the whole fit redone on each bootstrap resample of tasks."
     )
     return Table("gated", f"{_run_name(manifests)}: gated curve", cols, rows, note)
 
@@ -297,7 +369,7 @@ def closed_loop_table(manifests: Sequence[CxsManifest]) -> Table:
         Column("tau", "τ", "tau"),
         Column("episodes", "episodes", "int"),
         Column("failed", "failed", "int"),
-        Column("success_rate", "success (%)", "frac"),
+        Column("success_rate", "success (%)", "frac", ci=True),
         Column("coverage", "coverage (%)", "frac"),
         Column("model_accuracy", "model accuracy (%)", "frac"),
         Column("shadow_accuracy", "model in shadow (%)", "frac"),
@@ -306,7 +378,12 @@ def closed_loop_table(manifests: Sequence[CxsManifest]) -> Table:
         Column("cost_per_episode_usd", "cost / episode (USD)", "usd"),
     ]
     rows = [
-        {**c.model_dump(), "model": m.model.id, "success_rate": _unless_failed(c.success_rate, c.failed)}
+        {
+            **c.model_dump(exclude={"outcomes", "per_task_success", "intervals"}),
+            "model": m.model.id,
+            "success_rate": _unless_failed(c.success_rate, c.failed),
+            "success_rate" + CI: c.intervals.success_rate if c.intervals else None,
+        }
         for m in manifests
         for c in m.closed_loop
     ]
@@ -321,10 +398,10 @@ def details_table(manifests: Sequence[CxsManifest]) -> Table:
         Column("items", "items", "int"),
         Column("valid", "valid (%)", "frac"),
         Column("failed", "failed (%)", "frac"),
-        Column("ece", "ECE", "num"),
+        Column("ece", "ECE", "num", ci=True),
         Column("brier", "Brier", "num"),
-        Column("area", "curve area", "num"),
-        Column("tau", "fitted τ", "tau"),
+        Column("area", "curve area", "num", ci=True),
+        Column("tau", "fitted τ", "tau", ci=True),
         Column("p50", "p50 (ms)", "ms"),
         Column("p95", "p95 (ms)", "ms"),
         Column("p99", "p99 (ms)", "ms"),
@@ -334,9 +411,12 @@ def details_table(manifests: Sequence[CxsManifest]) -> Table:
     rows = []
     for m in manifests:
         for c in m.open_loop:
-            cal, curve, fit = c.calibration, c.curve, c.fit
+            cal, curve, fit, ci = c.calibration, c.curve, c.fit, c.intervals
             rows.append(
                 {
+                    "ece" + CI: ci.ece if ci else None,
+                    "area" + CI: _area(ci.aurc) if ci else None,
+                    "tau" + CI: ci.tau if ci else None,
                     "model": m.model.id,
                     "scenario": c.scenario,
                     "items": c.items,
@@ -354,6 +434,13 @@ def details_table(manifests: Sequence[CxsManifest]) -> Table:
                 }
             )
     return Table("details", f"{_run_name(manifests)}: open-loop details", cols, rows)
+
+
+def _area(aurc: ConfidenceInterval | None) -> ConfidenceInterval | None:
+    """The curve area's interval from AURC's (area = 1 − AURC)."""
+    if aurc is None:
+        return None
+    return aurc.model_copy(update={"estimate": 1 - aurc.estimate, "low": 1 - aurc.high, "high": 1 - aurc.low})
 
 
 def write_tables(folder: Path, manifests: Sequence[CxsManifest]) -> dict[str, Table]:

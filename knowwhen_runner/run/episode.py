@@ -118,6 +118,7 @@ class _Episode:
     decider: ModelSpec | None
     mode: str
     tau: float | None
+    seed: int | None = None
     env: GymEnv = field(init=False)
     messages: list[dict[str, Any]] = field(init=False)
     tools: list[dict[str, Any]] = field(init=False)
@@ -171,6 +172,8 @@ class _Episode:
             self.agent.tool_choice if forced is None else {"type": "function", "function": {"name": forced}}
         )
         body = {"messages": list(self.messages), "tools": self.tools, "tool_choice": choice}
+        if self.seed is not None:  # a repeat: its own sample of the agent (and its own cache entries)
+            body["seed"] = self.seed
         response = await self._call(self.agent, "llm", body)
         tool, raw = response.get("choice"), response.get("arguments")
         extra = response.get("extra_tool_calls") or []
@@ -256,6 +259,7 @@ async def run_episode(ctx: EpisodeContext) -> dict[str, Any]:
         decider=ctx.models[decider_id] if decider_id else None,
         mode=job.mode,
         tau=payload.get("tau"),
+        seed=payload.get("seed"),
     )
     max_steps = int(payload["max_steps"])
     for n in range(max_steps):
@@ -299,6 +303,8 @@ def _result(job: Job, run: _Episode, max_steps: int) -> dict[str, Any]:
         "extra_tool_calls": sum(len(e["calls"]) for e in run.extra_calls),
         "extra_calls": run.extra_calls,
         "fit": job.payload.get("fit"),
+        "repeat": int(job.payload.get("repeat") or 0),
+        "seed": run.seed,
         "trajectory": run.trajectory,
         "reply": run.env.reply_message,
     }

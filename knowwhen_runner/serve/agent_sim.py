@@ -171,9 +171,17 @@ class AgentSim:
         )
 
     def complete(
-        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], tool_choice: object
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+        tool_choice: object,
+        *,
+        seed: int | None = None,
     ) -> dict[str, Any]:
-        """One tool call: the forced tool's arguments, or the next call the agent chooses."""
+        """One tool call: the forced tool's arguments, or the next call the agent chooses.
+
+        ``seed`` (the request's) varies which choices go wrong, as sampling would: a repeated episode
+        sends its own seed, so repeats differ; without one the choices are those of earlier versions."""
         functions = {
             str(f.get("name")): f for f in (t.get("function", t) for t in tools if isinstance(t, Mapping))
         }
@@ -188,7 +196,8 @@ class AgentSim:
         if forced in functions:
             name, arguments = forced, self._arguments_for(forced, functions[forced], shop, offered)
         else:
-            name, arguments = self._choose(shop, offered, functions, len(calls), request)
+            salt = request if seed is None else f"{seed}|{request}"
+            name, arguments = self._choose(shop, offered, functions, len(calls), salt)
         call = {
             "id": f"call_sim_{len(calls)}",
             "type": "function",

@@ -98,6 +98,12 @@ def _require(cond: bool, message: str) -> None:
         raise BadRequest(message)
 
 
+def _chat_seed(body: Any) -> int | None:
+    """The request's sampling ``seed`` (OpenAI's parameter), when it is an integer."""
+    seed = body.get("seed") if isinstance(body, dict) else None
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+
 def _chat_request(body: Any) -> tuple[str, list[Any], list[Any], object]:
     _require(isinstance(body, dict), "body: expected a JSON object")
     model, messages, tools = body.get("model"), body.get("messages"), body.get("tools") or []
@@ -258,7 +264,8 @@ class ServeApp:
 
     async def _chat(self, raw: bytes, endpoint: str) -> Reply:
         try:
-            model, messages, tools, tool_choice = _chat_request(orjson.loads(raw))
+            parsed = orjson.loads(raw)
+            model, messages, tools, tool_choice = _chat_request(parsed)
         except (orjson.JSONDecodeError, BadRequest) as exc:
             return self._done("", endpoint, _error(422, "invalid_request_error", str(exc)))
         chat_model = self.registry.chat.get(model)
@@ -267,7 +274,7 @@ class ServeApp:
         early, rule = await self._gate(model, "chat") if endpoint == "chat" else (None, None)
         if early is not None:
             return self._done(model, endpoint, early)
-        message = chat_model.complete(messages, tools, tool_choice)
+        message = chat_model.complete(messages, tools, tool_choice, seed=_chat_seed(parsed))
         calls = message.get("tool_calls")
         if rule is not None and calls:
             if rule.fault == "bad_choice":

@@ -48,9 +48,14 @@ class ChatModel(Protocol):
     """Answers a chat completion with an OpenAI assistant message (``content`` and/or ``tool_calls``)."""
 
     def complete(
-        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], tool_choice: object
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+        tool_choice: object,
+        *,
+        seed: int | None = None,
     ) -> dict[str, Any]:
-        """Return the assistant message for these messages and tools."""
+        """Return the assistant message for these messages and tools (``seed``: the request's, if any)."""
         ...
 
 
@@ -87,7 +92,12 @@ class LexicalChatModel:
     _ids: itertools.count[int] = field(default_factory=itertools.count, repr=False)
 
     def complete(
-        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], tool_choice: object
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+        tool_choice: object,
+        *,
+        seed: int | None = None,
     ) -> dict[str, Any]:
         """One tool call for the best-matching tool; plain text when no tools are offered or choice is "none"."""
         functions = [t.get("function", t) for t in tools if isinstance(t, Mapping)]

@@ -59,8 +59,13 @@ def test_comparison_cells_equal_the_scoring_modules_numbers(
         _csv(config.output / "tables" / "comparison.csv"),
     )
     expected = score_l2(table[("llm", "main")], qset).accuracy
-    assert md["llm"]["L2 all states"] == f"{expected:.1f}"
+    llm_cell = next(m for m in manifests if m.model.id == "llm").open_loop[0]
+    assert llm_cell.intervals is not None and llm_cell.intervals.accuracy_pct is not None
+    ci = llm_cell.intervals.accuracy_pct
+    assert md["llm"]["L2 all states"] == f"{expected:.1f} [{ci.low:.1f}, {ci.high:.1f}]"
     assert float(rows["llm"]["L2 all states"]) == pytest.approx(expected, abs=1e-6)
+    assert float(rows["llm"]["L2 all states low"]) == pytest.approx(ci.low, abs=1e-6)
+    assert float(rows["llm"]["L2 all states high"]) == pytest.approx(ci.high, abs=1e-6)
     # dm has one question whose job failed for good: no L2 figure, no coverage, in either format ...
     for shown in (md["dm"], rows["dm"]):
         assert shown["L2 all states"] == shown["coverage @ τ"] == "– (1 failed)"
@@ -68,7 +73,7 @@ def test_comparison_cells_equal_the_scoring_modules_numbers(
     dm = next(m for m in manifests if m.model.id == "dm").open_loop[0]
     assert dm.failed_rows() == 1
     assert dm.accuracy_pct == pytest.approx(score_l2(table[("dm", "main")], qset).accuracy)
-    assert md["dm"]["L3 success"] == "75.0"
+    assert md["dm"]["L3 success"] == "75.0 [30.1, 95.4]"  # Wilson, 3 of 4 episodes
 
 
 def test_missing_cells_are_dashes_never_zero(run: tuple[SweepConfig, list[CxsManifest]]) -> None:
@@ -82,7 +87,7 @@ def test_missing_cells_are_dashes_never_zero(run: tuple[SweepConfig, list[CxsMan
         assert table["dm"]["L1 isolated"] == table["dm"]["L2 must-ask"] == MISSING
         assert table["llm"]["coverage @ τ"] == MISSING
     tex = (config.output / "tables" / "comparison.tex").read_text()
-    assert "llm & llm & – & 85.8 & – &" in tex
+    assert "llm & llm & – & 85.8 [78.3, 93.3] & – &" in tex
 
 
 def test_latex_escapes_specials_and_writes_tau_in_math() -> None:

@@ -1,0 +1,49 @@
+"""Repeated episodes end to end: ``repeats: N`` against the real local server, finalised into pass^k."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from knowwhen_runner.queue import open_queue
+from knowwhen_runner.results import load_manifest
+from knowwhen_runner.run.sweep import run_sweep
+from knowwhen_runner.serve import ServerProcess
+from tests.integration.test_episodes import _models, _tasks, _write
+
+
+def _episodes(folder: Path) -> list[dict[str, Any]]:
+    async def read() -> list[dict[str, Any]]:
+        queue = open_queue(f"sqlite:///{folder / 'out' / 'knowwhen.db'}", "l3")
+        try:
+            return [r for _job, status, r, _ in await queue.results() if status == "done" and r]
+        finally:
+            await queue.close()
+
+    return anyio.run(read)
+
+
+def test_repeats_run_each_task_n_times_with_seeds_that_reach_the_agent(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """Three repeats of 12 tasks: 36 seeded episodes, repeats that differ, pass^k and a bootstrap over tasks."""
+    config = _write(tmp_path, _models(server.base_url), [_tasks("ev", "fit", 12, repeats=3)], ["llm"])
+    summary = run_sweep(config, progress=False)
+    assert summary.counts == {"done": 36}, summary.counts
+    episodes = _episodes(tmp_path)
+    assert sorted((r["repeat"], r["seed"]) for r in episodes) == sorted([(0, None), (1, 1), (2, 2)] * 12)
+    paths: dict[str, set[tuple[str, ...]]] = {}
+    for r in episodes:
+        paths.setdefault(r["task_id"], set()).add(tuple(t["tool"] for t in r["trajectory"]))
+    assert any(len(p) > 1 for p in paths.values()), "the seeds did not change any episode"
+    cell = load_manifest(tmp_path / "out" / "manifests" / "agent.cxs.json").closed_loop[0]
+    assert (cell.repeats, cell.episodes, len(cell.outcomes)) == (3, 36, 12)
+    assert all(len(runs) == 3 for runs in cell.outcomes.values())
+    assert set(cell.pass_hat_k) == {"1", "2", "3"}
+    assert cell.pass_hat_k["1"] >= cell.pass_hat_k["2"] >= cell.pass_hat_k["3"]
+    assert cell.success_rate is not None and abs(cell.pass_hat_k["1"] - cell.success_rate) < 1e-12
+    assert set(cell.per_task_success) == set(cell.outcomes)
+    ci = cell.intervals.success_rate if cell.intervals else None
+    assert ci is not None and (ci.method, ci.n) == ("cluster bootstrap, percentile", 12)
