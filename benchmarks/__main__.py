@@ -23,7 +23,8 @@ from knowwhen_runner.serve import start_server_process
 HERE = Path(__file__).parent
 
 TARGETS = {
-    "overhead": "ratio runner/bare >= 0.90 (decision and llm)",
+    "overhead": "ratio runner/bare >= 1.2 (decision and llm); exit after the last request <= 1.5 s + finalise",
+    "inspect_ai": "runner/inspect eval on the same LLM requests (median of rounds); bodies within 30%",
     "cached_replay": ">= 3,000 jobs/s, no model request, litellm not imported",
     "plan_resume": "plan <= 10 s and <= 1 GB; run start to first new call <= 5 s",
     "processes": "2 processes >= 1.7 x one (steady jobs/s)",
@@ -63,7 +64,11 @@ def main() -> None:
     }
     with start_server_process() as server:
         if "overhead" in wanted:
-            results["cases"]["overhead"] = cases.overhead(server, work, 200 if q else 5000)
+            results["cases"]["overhead"] = cases.overhead(server, work, 200 if q else 2000, 1 if q else 5)
+        if "inspect_ai" in wanted:
+            results["cases"]["inspect_ai"] = cases.inspect_side_by_side(
+                server, work, 100 if q else 2000, 1 if q else 5, install=not q
+            )
         if "cached_replay" in wanted:
             results["cases"]["cached_replay"] = cases.cached_replay(
                 server, work, 3 if q else 39, 50 if q else 3939

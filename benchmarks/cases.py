@@ -7,7 +7,6 @@ are left out of both sides of a comparison.
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 import json
 import os
@@ -119,51 +118,13 @@ def server_rate(server: ServerProcess) -> tuple[float, int]:
 # --- (1) overhead -----------------------------------------------------------------------------------------
 
 
-async def _bare_loop(server: ServerProcess, kind: str, n: int, concurrency: int) -> None:
-    from knowwhen_runner.provider import decision_body, llm_body, load_litellm
+def overhead(server: ServerProcess, work: Path, n: int, rounds: int, concurrency: int = 32) -> dict[str, Any]:
+    """The same uncached calls in a bare litellm loop and through ``knowwhen run``, alternated per round."""
+    from benchmarks.overhead import compare
 
-    litellm = load_litellm()
-    sem = asyncio.Semaphore(concurrency)
-
-    async def one(i: int) -> None:
-        item = {
-            "state": f"TASK: bare {i}\nHISTORY:\n(none)\nCURRENT OBSERVATION: {i}",
-            "options": OPTIONS,
-            "descriptions": DESCRIPTIONS,
-        }
-        async with sem:
-            if kind == "decision":
-                body = decision_body(item)
-                await litellm.asystemone(
-                    model="hosted_vllm/lexical",
-                    api_base=server.base_url,
-                    api_key="x",
-                    state=body["state"],
-                    questions=body["questions"],
-                )
-            else:
-                body = llm_body(item)
-                await litellm.acompletion(
-                    model="openai/lexical-llm",
-                    api_base=f"{server.base_url}/v1",
-                    api_key="x",
-                    max_retries=0,
-                    **body,
-                )
-
-    await asyncio.gather(*(one(i) for i in range(n)))
-
-
-def overhead(server: ServerProcess, work: Path, n: int, concurrency: int = 32) -> dict[str, Any]:
-    """The same uncached calls in a bare litellm loop and through ``knowwhen run``; ratio of rates."""
-    out: dict[str, Any] = {}
     scenario = write_states(work / "overhead-qs", n)
-    for kind, model in (("decision", decision_model(server)), ("llm", llm_model(server))):
-        server.reset_stats()
-        asyncio.run(_bare_loop(server, kind, n, concurrency))
-        bare, _ = server_rate(server)
-        server.reset_stats()
-        cfg = write_config(
+    configs = {
+        kind: write_config(
             work / f"overhead-{kind}" / "c.yaml",
             server,
             scenario,
@@ -171,17 +132,29 @@ def overhead(server: ServerProcess, work: Path, n: int, concurrency: int = 32) -
             concurrency=concurrency,
             modes=["model" if kind == "decision" else "llm"],
         )
-        done = knowwhen("run", str(cfg), "-q", "--no-finalize")
-        assert done.returncode == 0, done.stderr
-        runner, seen = server_rate(server)
-        out[kind] = {
-            "calls": n,
-            "bare_per_s": round(bare, 1),
-            "runner_per_s": round(runner, 1),
-            "ratio": round(runner / bare, 3) if bare else None,
-            "requests_seen": seen,
-        }
-    return out
+        for kind, model in (("decision", decision_model(server)), ("llm", llm_model(server)))
+    }
+    return compare(server, configs, n, rounds, concurrency)
+
+
+def inspect_side_by_side(
+    server: ServerProcess, work: Path, n: int, rounds: int, *, install: bool = True
+) -> dict[str, Any]:
+    """``inspect eval`` and ``knowwhen run`` over the same LLM requests (inspect_ai in its own venv)."""
+    from benchmarks.inspect_side import compare
+    from knowwhen_runner.provider import llm_body
+
+    scenario = write_states(work / "inspect-qs", n)
+    with gzip.open(scenario / "questions.jsonl.gz", "rt") as fh:
+        items = [json.loads(line) for line in fh]
+    body = llm_body(items[0])
+    system = body["messages"][0]["content"]
+    texts = [llm_body(item)["messages"][1]["content"] for item in items]
+    tools = list(zip(OPTIONS, DESCRIPTIONS, strict=True))
+    config = write_config(
+        work / "inspect-runner" / "c.yaml", server, scenario, models=[llm_model(server)], modes=["llm"]
+    )
+    return compare(server, work, config, texts, tools, system, rounds, install=install)
 
 
 # --- (2) cached replay and (3) plan / resume at scale -------------------------------------------------------
@@ -268,7 +241,7 @@ def plan_and_resume(
         [sys.executable, "-c", code, "run", str(cfg), "-q", "--plan-only"], capture_output=True, text=True
     )
     seconds = time.perf_counter() - started
-    assert planned.returncode == 0, planned.stderr
+    assert planned.returncode == 3, planned.stderr  # 3: the planned jobs are left pending, as asked
     rss_kb = int(planned.stderr.split("peak_rss_kb")[-1].split()[0])
     import sqlite3
 

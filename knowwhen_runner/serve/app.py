@@ -185,6 +185,8 @@ class ServeApp:
                 reply = shape(status, kind, str(exc))
             else:
                 query = parse_qs(scope.get("query_string", b"").decode()) if scope.get("query_string") else {}
+                if scope["method"] == "POST" and not path.startswith("/admin"):
+                    self.stats.record_body(path, len(body))
                 reply = await handler(body, query)
         if reply.reset:
             await _drop_connection(send)

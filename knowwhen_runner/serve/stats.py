@@ -25,6 +25,8 @@ class Stats:
         self.counts: Counter[tuple[str, str, int]] = Counter()
         self.records: deque[tuple[float, str, str, int]] = deque(maxlen=maxlen)
         self.encodings: Counter[str] = Counter()
+        self.body_bytes: Counter[str] = Counter()  # request body bytes (as decoded) per POST path
+        self.bodies: Counter[str] = Counter()
 
     def record(self, model: str, endpoint: str, status: int) -> None:
         """Count one request; the timestamp is wall-clock seconds so rates can be compared across processes."""
@@ -35,11 +37,19 @@ class Stats:
         """Count one request body that arrived with this ``Content-Encoding`` (e.g. ``zstd``)."""
         self.encodings[encoding] += 1
 
+    def record_body(self, path: str, size: int) -> None:
+        """Count one POSTed body of ``size`` bytes (after content decoding), so a benchmark can check that
+        two clients sent requests of the same size."""
+        self.body_bytes[path] += size
+        self.bodies[path] += 1
+
     def reset(self) -> None:
         """Forget every count and record."""
         self.counts.clear()
         self.records.clear()
         self.encodings.clear()
+        self.body_bytes.clear()
+        self.bodies.clear()
 
     def snapshot(self, *, since: float | None = None, records: bool = True) -> dict[str, object]:
         """JSON view: total, counts as rows, body encodings, and records as [timestamp, model, endpoint,
@@ -52,6 +62,9 @@ class Stats:
             "total": sum(self.counts.values()),
             "counts": rows,
             "encodings": dict(self.encodings),
+            "body_bytes": {
+                p: {"bodies": n, "bytes": self.body_bytes[p]} for p, n in sorted(self.bodies.items())
+            },
         }
         if records:
             kept = self.records if since is None else (r for r in self.records if r[0] >= since)

@@ -398,7 +398,15 @@ def test_stats_count_requests_and_reset(server: ServerProcess) -> None:
     )
     assert len(server.stats(since=time.time() + 1)["records"]) == 0
     server.reset_stats()
-    assert server.stats() == {"total": 0, "counts": [], "encodings": {}, "records": []}
+    assert server.stats() == {"total": 0, "counts": [], "encodings": {}, "body_bytes": {}, "records": []}
+
+
+def test_stats_count_request_body_bytes_per_path(server: ServerProcess) -> None:
+    """Stats add up the bytes of every POSTed model request body per path, so two clients' requests can be
+    compared in size; admin calls are not counted."""
+    server.reset_stats()
+    sizes = [len(_post(server).request.content) for _ in range(3)]
+    assert server.stats(records=False)["body_bytes"] == {"/v1/systemone": {"bodies": 3, "bytes": sum(sizes)}}
 
 
 async def test_enforced_rpm_returns_429_past_the_limit(server: ServerProcess) -> None:
