@@ -22,6 +22,8 @@ from ..exceptions import QueueError
 from ..jobs import Job
 from . import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult
 from . import schema as s
+from .budget import ControlBudget
+from .controls import ControlTables
 from .engine import DbClock, make_engine, safe_url
 from .side_tables import SideTables
 
@@ -72,7 +74,7 @@ def _job(row: Any) -> Job:
     )
 
 
-class SqlQueue(SideTables):
+class SqlQueue(ControlTables, ControlBudget, SideTables):
     """A ``Queue`` in a SQLite file or a PostgreSQL database."""
 
     def __init__(self, url: str, run: str) -> None:
