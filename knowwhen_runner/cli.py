@@ -5,7 +5,9 @@ error (``KnowwhenError``) is printed as one line and exits with code 2, never as
 
 ``knowwhen run`` exits 0 only when every job is answered; 1 when jobs failed for good (the count and the
 most common reason are printed); 3 when jobs are left pending (a model stayed down longer than the run
-waits); 130 when interrupted. Rerunning the same command continues in every case.
+waits, or was quarantined: a bad key, an unknown model name, a price error, mostly invalid answers; the
+sentence says what to fix); 4 when a budget is spent (its jobs stay pending; raise it and rerun);
+130 when interrupted. Rerunning the same command continues in every case.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from rich.console import Console
 from .exceptions import KnowwhenError
 
 if TYPE_CHECKING:
-    from .run import RunSummary
+    from .run import PlanReport, Probe, RunSummary
 
-__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_PENDING", "app", "main"]
+__all__ = ["EXIT_BUDGET", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_PENDING", "app", "main"]
 
 EXIT_FAILED = 1  # the run finished, and some jobs failed for good
 EXIT_PENDING = 3  # the run stopped with jobs left pending (a model down for too long)
+EXIT_BUDGET = 4  # the run stopped because a budget is spent; its jobs are pending
 EXIT_INTERRUPTED = 130
 
 app = typer.Typer(
@@ -94,9 +97,16 @@ def run(
         bool,
         typer.Option("--plan-only", help="Put the plan in the queue and stop (workers join later)."),
     ] = False,
+    skip_model: Annotated[
+        Optional[list[str]],  # noqa: UP045 (typer needs Optional here)
+        typer.Option("--skip-model", help="Leave this model out of this run (its jobs stay pending)."),
+    ] = None,
+    no_probe: Annotated[
+        bool, typer.Option("--no-probe", help="Do not probe each model with one question first.")
+    ] = False,
 ) -> None:
     """Plan CONFIG into its queue and work until every job is recorded, then finalise. Rerun to resume."""
-    from .run import run_fleet
+    from .run import Preflight, run_fleet
 
     summary = run_fleet(
         config,
@@ -106,6 +116,7 @@ def run(
         finalize=not no_finalize,
         progress=not quiet,
         plan_only=plan_only,
+        preflight=Preflight(not no_probe, frozenset(skip_model or ()), _print_probes),
     )
     st = summary.stats
     out.print(
@@ -134,7 +145,13 @@ def _verdict(summary: RunSummary) -> int:
     """Say what is left to fix, if anything, and the exit code that goes with it."""
     for model_id, error in sorted(summary.stats.given_up.items()):
         out.print(f"[red]stopped waiting for {model_id}[/red]: {error}")
+    for held in summary.held_back:
+        out.print(f"[red]{held.state} {held.model_id}[/red]: {held.reason}; its jobs stay pending")
     left = summary.counts.get("pending", 0) + summary.counts.get("running", 0)
+    for sentence in summary.budget_spent:
+        out.print(f"[red]{sentence}[/red]")
+    if summary.budget_spent and left:
+        return EXIT_BUDGET
     if left:
         out.print(f"[red]{left} jobs are still pending[/red]: run the same command again to continue")
         return EXIT_PENDING
@@ -156,6 +173,9 @@ def plan(
         str | None, typer.Option(help="Database URL (default: SQLite file in the run folder).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    probe: Annotated[
+        bool, typer.Option("--probe", help="Ask each model one real question first: a go/no-go table.")
+    ] = False,
 ) -> None:
     """Dry run: jobs per model/mode/scenario, calls still to make, cache hits and a cost estimate."""
     import dataclasses
@@ -163,27 +183,89 @@ def plan(
 
     from rich.table import Table
 
-    from .run import plan_report
+    from .run import plan_report, probe_report
 
+    probes = probe_report(config, db=db) if probe else None
     report = plan_report(config, db=db)
     if as_json:
-        out.print_json(json.dumps(dataclasses.asdict(report)))
-        return
+        data = dataclasses.asdict(report)
+        if probes is not None:
+            data["probes"] = [dataclasses.asdict(p) for p in probes]
+        out.print_json(json.dumps(data))
+        raise typer.Exit(0 if probes is None or all(p.go for p in probes) else 2)
+    if probes is not None:
+        _print_probes(probes)
     table = Table(title=f"plan: {config}")
     for col in ("model", "mode", "scenario", "jobs", "done"):
         table.add_column(col, justify="right" if col in ("jobs", "done") else "left")
     for cell in report.cells:
         table.add_row(cell["model"], cell["mode"], cell["scenario"], str(cell["jobs"]), str(cell["done"]))
     out.print(table)
-    cost = (
-        "unknown (no list price; set pricing)"
-        if report.est_cost_usd is None
-        else f"${report.est_cost_usd:,.4f}"
-    )
+    _print_forecast(report)
+    if probes is not None and not all(p.go for p in probes):
+        from .run.preflight import no_go_message
+
+        out.print(f"[red]{no_go_message(probes)}[/red]")
+        raise typer.Exit(2)
+
+
+def _print_forecast(report: PlanReport) -> None:
+    """The cost forecast per model, scenario and level, its caveats, and the models without a price."""
+    from rich.table import Table
+
+    fc = report.forecast
+    table = Table(title="cost forecast (jobs still to do)")
+    for col in ("model", "scenario", "level", "mode", "jobs", "USD", "range", "from"):
+        table.add_column(col, justify="right" if col in ("jobs", "USD", "range") else "left")
+    for line in fc.lines:
+        usd = "no price" if line.usd is None else f"${line.usd:,.4f}"
+        span = "" if line.low is None else f"${line.low:,.4f}–${line.high or 0:,.4f}"
+        table.add_row(line.model, line.scenario, line.level, line.mode, str(line.jobs), usd, span, line.basis)
+    out.print(table)
+    priced = " for the priced models" if fc.unpriced else ""
     out.print(
         f"{report.jobs} jobs, {report.new_jobs} still to do; {report.calls_to_make} model calls to make, "
-        f"{report.cache_hits} answered from the cache; estimated cost {cost}"
+        f"{report.cache_hits} answered from the cache; estimated cost ${fc.usd:,.4f} "
+        f"(range ${fc.low:,.4f}–${fc.high:,.4f}){priced}"
     )
+    for missing in fc.unpriced:
+        out.print(f"no price for {missing.model}: add to it in the config  {missing.config_line}")
+    for note in [*(n for n in report.skipped if "waits for" not in n), *fc.caveats]:
+        out.print(f"note: {note}")
+
+
+def _print_probes(probes: list[Probe]) -> None:
+    """The pre-flight go/no-go table: one row per model."""
+    from rich.table import Table
+
+    table = Table(title="pre-flight")
+    for col in (
+        "model",
+        "go",
+        "checked",
+        "auth",
+        "name",
+        "answer",
+        "price",
+        "latency",
+        "cost",
+        "to fix / note",
+    ):
+        table.add_column(col, justify="right" if col in ("latency", "cost") else "left")
+    for p in probes:
+        table.add_row(
+            p.model_id,
+            "go" if p.go else "[red]no-go[/red]",
+            p.how,
+            p.auth,
+            p.name,
+            p.answer,
+            p.price,
+            "" if p.latency_ms is None else f"{p.latency_ms:.0f} ms",
+            "" if p.cost_usd is None else f"${p.cost_usd:.6f}",
+            p.problem or p.note or "",
+        )
+    out.print(table)
 
 
 @app.command()
@@ -219,6 +301,8 @@ def status(
             f"{report['set_aside']} jobs of an earlier version of the config set aside "
             "(kept, not worked, not in the results)"
         )
+    for held in report["held_back"]:
+        out.print(f"[red]{held['state']} {held['model']}[/red]: {held['reason']}; its jobs stay pending")
     if report["workers"]:
         from .run import describe_workers
 
@@ -229,6 +313,38 @@ def status(
             heartbeat = f"{w['heartbeat_age_s']:.0f} s ago"
             workers.add_row(w["id"], w["state"], heartbeat, str(w["jobs_done"]), f"{w['jobs_per_s']:.1f}")
         out.print(workers)
+
+
+@app.command()
+def pause(
+    run_dir: Annotated[Path, typer.Argument(help="Run folder (the config's output).")],
+    model: Annotated[str, typer.Argument(help="Model id to pause.")],
+    db: Annotated[str | None, typer.Option(help="Database URL, for runs on PostgreSQL.")] = None,
+    run_name: Annotated[
+        str | None, typer.Option("--run", help="Run name, when the database has several.")
+    ] = None,
+) -> None:
+    """Pause MODEL in a running run: every worker stops claiming its jobs within seconds (they stay pending)."""
+    from .run import pause_model
+
+    new = pause_model(run_dir, model, db=db, run=run_name)
+    out.print(f"paused {model}" if new else f"{model} was paused already")
+
+
+@app.command()
+def resume(
+    run_dir: Annotated[Path, typer.Argument(help="Run folder (the config's output).")],
+    model: Annotated[str, typer.Argument(help="Model id to resume.")],
+    db: Annotated[str | None, typer.Option(help="Database URL, for runs on PostgreSQL.")] = None,
+    run_name: Annotated[
+        str | None, typer.Option("--run", help="Run name, when the database has several.")
+    ] = None,
+) -> None:
+    """Resume a paused MODEL: workers claim its jobs again within seconds (rerun if the run has ended)."""
+    from .run import resume_model
+
+    was = resume_model(run_dir, model, db=db, run=run_name)
+    out.print(f"resumed {model}" if was else f"{model} was not paused")
 
 
 @app.command()

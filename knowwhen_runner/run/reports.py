@@ -11,24 +11,30 @@ import anyio
 
 from ..config import SweepConfig, load_config
 from ..plan import Plan
-from ..provider import CacheMode, token_prices
+from ..provider import CacheMode
 from ..queue import SET_ASIDE, open_queue
 from .calls import question_call
+from .forecast import Forecast, forecast
+from .local_server import ensure_server
+from .preflight import Probe, probe_models
 from .stored import open_existing, with_db
-from .sweep import load_and_plan
+from .sweep import check_keys, load_and_plan
 
-__all__ = ["PlanReport", "cache_report", "plan_report", "status_report"]
+__all__ = ["PlanReport", "cache_report", "plan_report", "probe_report", "status_report"]
 
 
 @dataclass
 class PlanReport:
+    """What ``run`` would do; ``est_cost_usd`` sums the priced models (``forecast`` names the rest)."""
+
     cells: list[dict[str, Any]]
     jobs: int
     new_jobs: int
     calls_to_make: int
     cache_hits: int
-    est_cost_usd: float | None
+    est_cost_usd: float
     skipped: list[str]
+    forecast: Forecast
 
 
 def plan_report(config_path: str | Path, *, db: str | None = None) -> PlanReport:
@@ -40,6 +46,7 @@ def plan_report(config_path: str | Path, *, db: str | None = None) -> PlanReport
 
 async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
     done_ids: set[str] = set()
+    finished: list[dict[str, Any]] = []
     db_file = (
         Path(config.db_url.removeprefix("sqlite:///")) if config.db_url.startswith("sqlite:///") else None
     )
@@ -47,16 +54,22 @@ async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
     async with contextlib.AsyncExitStack() as stack:
         queue = await stack.enter_async_context(open_queue(config.db_url, config.name)) if exists else None
         if queue is not None:
-            done_ids = {job.id for job, status, _r, _e in await queue.results() if status == "done"}
+            for job, status, result, _e in await queue.results():
+                if status == "done":
+                    done_ids.add(job.id)
+                    if result is not None and job.payload.get("kind") == "episode":
+                        finished.append(result)
         todo = [j for j in the_plan.jobs if j.id not in done_ids]
         models = {m.id: m for m in config.models}
         keys: dict[str, tuple[str, int]] = {}
+        job_keys: dict[str, str] = {}
         for job in todo:
             if job.payload.get("kind") == "episode":
-                continue  # an episode's calls depend on its answers: not known before it runs
+                continue  # an episode's calls depend on its answers: forecast from finished ones
             model = models[job.model_id]
             call = question_call(model, the_plan.items[(job.scenario_id, job.item)])
             keys.setdefault(call.key, (model.id, len(str(call.body)) // 4))
+            job_keys.setdefault(call.key, job.id)  # one job pays for a call several jobs share
         hits: set[str] = set()
         if queue is not None and CacheMode(config.cache.policy).read:
             hits = set(await queue.cache_get(list(keys)))
@@ -76,32 +89,38 @@ async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
         for (m, mode, sc), n in sorted(the_plan.counts().items())
     ]
     episodes = sum(1 for j in todo if j.payload.get("kind") == "episode")
-    notes = [f"{episodes} episodes to run: their calls are not in the call count or cost estimate"]
+    notes = [
+        f"{episodes} episodes to run: their calls depend on their answers, so they are not in the call "
+        "count; their cost is forecast from finished episodes or a stated per-step assumption"
+    ]
+    skipped = the_plan.skipped + (notes if episodes else [])
+    tokens = {job_keys[k]: tok for k, (_m, tok) in calls.items()}
+    waiting = [
+        f"{note}: these episodes are planned once the fit is done, and are not in the forecast"
+        for note in the_plan.skipped
+        if "waits for" in note
+    ]
+    outlook = forecast(config, todo, tokens, finished, waiting)
     return PlanReport(
-        cells,
-        len(the_plan.jobs),
-        len(todo),
-        len(calls),
-        len(hits),
-        _estimate_cost(config, calls),
-        the_plan.skipped + (notes if episodes else []),
+        cells, len(the_plan.jobs), len(todo), len(calls), len(hits), outlook.usd, skipped, outlook
     )
 
 
-def _estimate_cost(config: SweepConfig, calls: dict[str, tuple[str, int]]) -> float | None:
-    """Input tokens estimated from request size; output tokens ~ 0 (decisions) or 20 (a tool call)."""
-    total = 0.0
-    by_model = {m.id: m for m in config.models}
-    for model_id, tokens in calls.values():
-        model = by_model[model_id]
-        out_tokens = 0 if model.kind == "decision" else 20
-        price = token_prices(model)
-        if price is None:
-            return None
-        total += tokens * price[0] + out_tokens * price[1]
-        if model.pricing is not None:
-            total += model.pricing.per_request
-    return total
+def probe_report(config_path: str | Path, *, db: str | None = None) -> list[Probe]:
+    """``plan --probe``: each model answers its first question not yet answered (into the run's cache)."""
+    config = with_db(load_config(config_path), db)
+    secrets = check_keys(config)
+    _scenarios, the_plan = load_and_plan(config)
+
+    async def go() -> list[Probe]:
+        async with open_queue(config.db_url, config.name) as queue:
+            done = {job.id for job, status, _r, _e in await queue.results() if status == "done"}
+            todo = [job for job in the_plan.jobs if job.id not in done]
+            return await probe_models(config, queue, secrets, the_plan.items, todo)
+
+    with contextlib.ExitStack() as stack:
+        ensure_server(config, stack)
+        return anyio.run(go)
 
 
 def status_report(run_dir: str | Path, *, db: str | None = None, run: str | None = None) -> dict[str, Any]:
@@ -133,7 +152,17 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
                 row["calls"] += 0 if result.get("cache_hit") else 1
                 row["cache_hits"] += 1 if result.get("cache_hit") else 0
         set_aside = sum(c.n for c in await queue.counts() if c.status == SET_ASIDE)
-        return {"run": name, "models": by_model, "set_aside": set_aside, "workers": await queue.workers()}
+        held = [
+            {"model": c.model_id, "state": c.state, "reason": c.reason, "since": c.since}
+            for c in await queue.controls()
+        ]
+        return {
+            "run": name,
+            "models": by_model,
+            "set_aside": set_aside,
+            "held_back": held,
+            "workers": await queue.workers(),
+        }
 
 
 def cache_report(

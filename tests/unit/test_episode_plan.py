@@ -148,10 +148,16 @@ def test_gated_without_tau_is_skipped_with_a_reason(tmp_path: Path) -> None:
 
 
 def test_the_dry_run_counts_episodes_without_guessing_their_calls(tmp_path: Path) -> None:
-    """`knowwhen plan` on episodes lists their cells and says their calls are not in the estimate."""
+    """`knowwhen plan` on episodes lists their cells, leaves their calls out of the call count, and
+    forecasts them as L3 lines from a stated per-step assumption (no episode has finished yet)."""
     config = _config(tmp_path)
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_none=True)))
     report = plan_report(path)
     assert report.jobs == report.new_jobs == 26 and report.calls_to_make == 0
-    assert "26 episodes to run: their calls are not in the call count or cost estimate" in report.skipped
+    assert any(n.startswith("26 episodes to run") for n in report.skipped)
+    lines = report.forecast.lines
+    assert sum(line.jobs for line in lines) == 26
+    assert {line.level for line in lines} == {"L3"}
+    assert all(line.basis in ("assumed steps", "no price") for line in lines)
+    assert any("assumed" in c and "steps" in c for c in report.forecast.caveats)
