@@ -289,13 +289,18 @@ def status(
         out.print_json(json.dumps(report, default=str))
         return
     table = Table(title=f"run {report['run']}")
-    cols = ("done", "pending", "running", "failed", "calls", "cache_hits", "cost_usd")
+    cols = ("done", "pending", "running", "failed", "calls", "cache_hits", "cost_usd", "eta")
     table.add_column("model")
     for col in cols:
         table.add_column(col, justify="right")
     for model, row in sorted(report["models"].items()):
-        table.add_row(model, *(f"${row[c]:.4f}" if c == "cost_usd" else str(row[c]) for c in cols))
+        eta = row.get("eta_s")
+        cells = [f"${row[c]:.4f}" if c == "cost_usd" else str(row[c]) for c in cols[:-1]]
+        table.add_row(model, *cells, "–" if eta is None else f"{eta / 60:.1f} min")
     out.print(table)
+    for b in report["budget"]:
+        reserved = f", ${b['reserved_usd']:.4f} reserved in flight" if b["reserved_usd"] > 0 else ""
+        out.print(f"budget {b['scope']}: ${b['spent_usd']:.4f} spent on {b['calls']} calls{reserved}")
     if report["set_aside"]:
         out.print(
             f"{report['set_aside']} jobs of an earlier version of the config set aside "

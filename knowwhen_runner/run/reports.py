@@ -152,17 +152,48 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
                 row["calls"] += 0 if result.get("cache_hit") else 1
                 row["cache_hits"] += 1 if result.get("cache_hit") else 0
         set_aside = sum(c.n for c in await queue.counts() if c.status == SET_ASIDE)
+        controls = await queue.controls()
         held = [
-            {"model": c.model_id, "state": c.state, "reason": c.reason, "since": c.since}
-            for c in await queue.controls()
+            {"model": c.model_id, "state": c.state, "reason": c.reason, "since": c.since} for c in controls
+        ]
+        workers = await queue.workers()
+        _add_eta(by_model, workers, {c.model_id for c in controls})
+        budget = [
+            {
+                "scope": t.scope,
+                "spent_usd": t.spent_usd,
+                "reserved_usd": t.reserved_usd,
+                "spent_tokens": t.spent_tokens,
+                "calls": t.calls,
+            }
+            for t in await queue.budget_tallies()
         ]
         return {
             "run": name,
             "models": by_model,
             "set_aside": set_aside,
             "held_back": held,
-            "workers": await queue.workers(),
+            "budget": budget,
+            "workers": workers,
         }
+
+
+def _add_eta(by_model: dict[str, dict[str, Any]], workers: list[dict[str, Any]], held: set[str]) -> None:
+    """Each model's ETA in seconds at the working fleet's pace, split by the model's share of the jobs
+    done so far (None: nobody is working, the model is held back, or it has no answer yet)."""
+    from .fleet import describe_workers
+
+    rate = sum(w["jobs_per_s"] for w in describe_workers(workers) if w["state"] == "working")
+    done = sum(row["done"] for row in by_model.values())
+    for model_id, row in by_model.items():
+        left = row["pending"] + row["running"]
+        share = row["done"] / done if done else 0.0
+        if not left:
+            row["eta_s"] = 0.0
+        elif model_id in held or rate <= 0 or share <= 0:
+            row["eta_s"] = None
+        else:
+            row["eta_s"] = left / (rate * share)
 
 
 def cache_report(

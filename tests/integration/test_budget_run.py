@@ -40,6 +40,8 @@ def test_budget_parks_jobs_and_raising_it_resumes(server: ServerProcess, tmp_pat
     counts = _counts(config)
     assert "failed" not in counts and counts["done"] == 20 and counts["pending"] == 25
     assert server.count() == 20
+    status = knowwhen("status", str(tmp_path / "out"))
+    assert "budget run: $0.0200 spent on 20 calls" in " ".join(status.stdout.split()), status.stdout
 
     text = yaml.safe_load(config.read_text())
     text["budget"] = {"usd": 1.0}

@@ -3,6 +3,7 @@ the paused model within seconds, its jobs stay pending, and after `resume` the r
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -30,7 +31,8 @@ def _wait_for(predicate, timeout: float = 60.0) -> None:
 
 
 def test_pause_and_resume_across_two_processes(server: ServerProcess, pg: str, tmp_path: Path) -> None:
-    """Paused mid-run, a model gets no request from either process after a few seconds; resumed, it finishes."""
+    """Paused mid-run, a model gets no request from either process after a few seconds (status shows it
+    paused, without an ETA, beside the working model's ETA); resumed, it finishes."""
     scenario = make_question_set(tmp_path / "qs", n_tasks=20)  # 90 questions
     slow = {"requests_per_minute": 300, "max_in_flight": 2}  # 5 a second, shared by the fleet
     models = [
@@ -67,6 +69,9 @@ def test_pause_and_resume_across_two_processes(server: ServerProcess, pg: str, t
         assert server.count(model="lexical") == before < 90  # nothing more, from either process
         status = knowwhen("status", out, "--db", pg, "--run", "t")
         assert "paused lexical" in " ".join(status.stdout.split())
+        live = json.loads(knowwhen("status", out, "--db", pg, "--run", "t", "--json").stdout)["models"]
+        assert live["lexical"]["eta_s"] is None  # paused: no ETA
+        assert live["prior"]["pending"] == 0 or live["prior"]["eta_s"] > 0  # still working: an ETA
         resumed = knowwhen("resume", out, "lexical", "--db", pg, "--run", "t")
         assert resumed.returncode == 0 and "resumed lexical" in resumed.stdout
         stdout, stderr = proc.communicate(timeout=240)

@@ -3,7 +3,9 @@ its jobs stay pending (never failed), the other models finish, and fixing it and
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ import yaml
 
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config
+from tests.pg import temporary_database
 
 
 @pytest.fixture
@@ -98,3 +101,27 @@ def test_invalid_answers_past_the_threshold_quarantine_the_model(
     assert counts[("lexical-llm", "done")] == 45
     assert 10 <= counts[("lexical", "done")] < 45
     assert counts[("lexical", "pending")] == 45 - counts[("lexical", "done")]
+
+
+@pytest.fixture
+def pg() -> Iterator[str]:
+    with temporary_database() as url:
+        yield url
+
+
+def test_quarantine_holds_across_two_processes_on_postgresql(
+    server: ServerProcess, tmp_path: Path, scenario: Path, pg: str
+) -> None:
+    """Two processes on PostgreSQL: a 401 model is quarantined for both (few requests, none failed), the
+    other model is answered in full, and `status` names the quarantine and its fix."""
+    server.set_faults([{"fault": "401", "model": "lexical-llm"}])
+    config = write_config(tmp_path / "c.yaml", server.base_url, scenario)
+    done = knowwhen("run", str(config), "-q", "--no-probe", "--db", pg, "--processes", "2")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "quarantined lexical-llm" in done.stdout
+    assert server.count(model="lexical") == 45
+    assert server.count(model="lexical-llm") <= 2 * 8  # at most the calls in flight of each process
+    status = knowwhen("status", str(tmp_path / "out"), "--db", pg, "--run", "t", "--json")
+    report = json.loads(status.stdout)
+    assert report["models"]["lexical-llm"]["failed"] == 0 and report["models"]["lexical-llm"]["pending"] == 45
+    assert [h["model"] for h in report["held_back"]] == ["lexical-llm"]
