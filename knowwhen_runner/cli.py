@@ -20,9 +20,10 @@ import typer
 from rich.console import Console
 
 from .exceptions import KnowwhenError
+from .views import print_forecast, print_probes
 
 if TYPE_CHECKING:
-    from .run import PlanReport, Probe, RunSummary
+    from .run import RunSummary
 
 __all__ = ["EXIT_BUDGET", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_PENDING", "app", "main"]
 
@@ -116,7 +117,9 @@ def run(
         finalize=not no_finalize,
         progress=not quiet,
         plan_only=plan_only,
-        preflight=Preflight(not no_probe, frozenset(skip_model or ()), _print_probes),
+        preflight=Preflight(
+            not no_probe, frozenset(skip_model or ()), lambda probes: print_probes(out, probes)
+        ),
     )
     st = summary.stats
     out.print(
@@ -194,78 +197,19 @@ def plan(
         out.print_json(json.dumps(data))
         raise typer.Exit(0 if probes is None or all(p.go for p in probes) else 2)
     if probes is not None:
-        _print_probes(probes)
+        print_probes(out, probes)
     table = Table(title=f"plan: {config}")
     for col in ("model", "mode", "scenario", "jobs", "done"):
         table.add_column(col, justify="right" if col in ("jobs", "done") else "left")
     for cell in report.cells:
         table.add_row(cell["model"], cell["mode"], cell["scenario"], str(cell["jobs"]), str(cell["done"]))
     out.print(table)
-    _print_forecast(report)
+    print_forecast(out, report)
     if probes is not None and not all(p.go for p in probes):
         from .run.preflight import no_go_message
 
         out.print(f"[red]{no_go_message(probes)}[/red]")
         raise typer.Exit(2)
-
-
-def _print_forecast(report: PlanReport) -> None:
-    """The cost forecast per model, scenario and level, its caveats, and the models without a price."""
-    from rich.table import Table
-
-    fc = report.forecast
-    table = Table(title="cost forecast (jobs still to do)")
-    for col in ("model", "scenario", "level", "mode", "jobs", "USD", "range", "from"):
-        table.add_column(col, justify="right" if col in ("jobs", "USD", "range") else "left")
-    for line in fc.lines:
-        usd = "no price" if line.usd is None else f"${line.usd:,.4f}"
-        span = "" if line.low is None else f"${line.low:,.4f}–${line.high or 0:,.4f}"
-        table.add_row(line.model, line.scenario, line.level, line.mode, str(line.jobs), usd, span, line.basis)
-    out.print(table)
-    priced = " for the priced models" if fc.unpriced else ""
-    out.print(
-        f"{report.jobs} jobs, {report.new_jobs} still to do; {report.calls_to_make} model calls to make, "
-        f"{report.cache_hits} answered from the cache; estimated cost ${fc.usd:,.4f} "
-        f"(range ${fc.low:,.4f}–${fc.high:,.4f}){priced}"
-    )
-    for missing in fc.unpriced:
-        out.print(f"no price for {missing.model}: add to it in the config  {missing.config_line}")
-    for note in [*(n for n in report.skipped if "waits for" not in n), *fc.caveats]:
-        out.print(f"note: {note}")
-
-
-def _print_probes(probes: list[Probe]) -> None:
-    """The pre-flight go/no-go table: one row per model."""
-    from rich.table import Table
-
-    table = Table(title="pre-flight")
-    for col in (
-        "model",
-        "go",
-        "checked",
-        "auth",
-        "name",
-        "answer",
-        "price",
-        "latency",
-        "cost",
-        "to fix / note",
-    ):
-        table.add_column(col, justify="right" if col in ("latency", "cost") else "left")
-    for p in probes:
-        table.add_row(
-            p.model_id,
-            "go" if p.go else "[red]no-go[/red]",
-            p.how,
-            p.auth,
-            p.name,
-            p.answer,
-            p.price,
-            "" if p.latency_ms is None else f"{p.latency_ms:.0f} ms",
-            "" if p.cost_usd is None else f"${p.cost_usd:.6f}",
-            p.problem or p.note or "",
-        )
-    out.print(table)
 
 
 @app.command()
