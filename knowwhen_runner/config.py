@@ -338,6 +338,19 @@ class Budget(Cap):
     groups: dict[str, Cap] = Field(default_factory=dict, description="Caps per limit_group.")
 
 
+class Notify(_Frozen):
+    """Word back when a run finishes, fails, spends a budget or quarantines a model."""
+
+    command: str | None = Field(
+        None,
+        description=(
+            "A command run on each event (split like a shell would, not run by one), with "
+            "KNOWWHEN_EVENT, KNOWWHEN_RUN and KNOWWHEN_MESSAGE in its environment."
+        ),
+    )
+    url: str | None = Field(None, description="A URL the event is posted to as JSON {run, event, message}.")
+
+
 class SweepConfig(_Frozen):
     """A whole sweep: models x modes x scenarios, plus how to run it."""
 
@@ -353,6 +366,9 @@ class SweepConfig(_Frozen):
     serve: ServeSettings | None = Field(None, description="Start the built-in local server for this run.")
     gate: GateSettings | None = Field(None, description="Open-loop gating against an LLM.")
     budget: Budget | None = Field(None, description="Spending caps for the run (USD, tokens).")
+    notify: Notify | None = Field(
+        None, description="A command or URL told of finish, failure, budget, quarantine."
+    )
 
     @model_validator(mode="after")
     def _unique_ids(self) -> SweepConfig:

@@ -25,6 +25,7 @@ from ..queue import SET_ASIDE, JobResult, ModelControl, Queue, open_queue
 from ..scenarios import Scenario, load_scenario
 from .budget import BudgetGuard, budget_sentence
 from .local_server import ensure_server
+from .notify import notify
 from .preflight import PreflightError, Probe, no_go_message, probe_models
 from .progress import SweepProgress
 from .stages import Stages
@@ -216,7 +217,24 @@ async def _run(
 
             await finalize_run(config, queue)
             summary.finalized = True
+        if not plan_only and not interrupted:
+            await anyio.to_thread.run_sync(lambda: notify(config, *_outcome(summary)))
         return summary
+
+
+def _outcome(summary: RunSummary) -> tuple[str, str]:
+    """The event a finished (or stopped) run sends its hooks, and its one-line message."""
+    c = summary.counts
+    said = (
+        f"{summary.run}: {c.get('done', 0)} done, {c.get('failed', 0)} failed, "
+        f"{c.get('pending', 0) + c.get('running', 0)} pending; cost ${summary.stats.cost_usd:.4f}"
+    )
+    if summary.budget_spent:
+        return "budget", f"{said}; {summary.budget_spent[0]}"
+    if c.get("failed") or c.get("pending") or c.get("running"):
+        held = "; ".join(f"{h.state} {h.model_id}: {h.reason}" for h in summary.held_back)
+        return "failure", f"{said}{'; ' + held if held else ''}"
+    return "finish", said
 
 
 async def work_queue(
@@ -250,7 +268,12 @@ async def work_queue(
         limiters=limiters,
         on_progress=lambda s: display.update(s.done, s.cost_usd, s.failed),
     )
-    worker.on_quarantine = _say_quarantined
+
+    def quarantined(model_id: str, reason: str) -> None:
+        _say_quarantined(model_id, reason)
+        notify(config, "quarantine", f"{model_id} is quarantined: {reason}", wait=False)
+
+    worker.on_quarantine = quarantined
     interrupted = False
     with display:
         async with anyio.create_task_group() as tg:
