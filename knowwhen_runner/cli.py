@@ -129,6 +129,8 @@ def run(
     )
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items()))
     out.print(f"queue: {counts}")
+    if st.waited:
+        out.print(f"{st.waited} times a job went back to the queue to wait for a model that was down")
     if summary.counts.get("set_aside"):
         out.print(
             f"set aside: {summary.counts['set_aside']} jobs of an earlier version of the config "
@@ -141,6 +143,8 @@ def run(
         raise typer.Exit(EXIT_INTERRUPTED)
     if summary.finalized:
         out.print(f"results: {summary.output}  (table: {summary.output / 'table.md'})")
+    if plan_only:
+        return  # the plan is in the queue, for workers to work: pending is what was asked for
     raise typer.Exit(_verdict(summary))
 
 
@@ -363,6 +367,27 @@ def serve(
         f"knowwhen serve on http://{host}:{port} (System One at /v1/systemone, chat at /v1/chat/completions)"
     )
     run_server(host, port, faults=rules, enforce_rpm=limits, log_level=log_level)
+
+
+@app.command()
+def view(
+    run_dir: Annotated[Path, typer.Argument(help="Run folder (the config's output).")] = Path("."),
+    db: Annotated[str | None, typer.Option(help="Database URL, for runs on PostgreSQL.")] = None,
+    run_name: Annotated[
+        str | None, typer.Option("--run", help="Run name, when the database has several.")
+    ] = None,
+    host: Annotated[
+        str, typer.Option(help="Interface; any but loopback requires the printed token.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8780,
+    compare: Annotated[
+        Path | None, typer.Option(help="Folder of a second run: show what flipped between the two.")
+    ] = None,
+) -> None:
+    """Watch a run live and read every answer and episode in the browser (a local web app)."""
+    from .view import serve_viewer
+
+    serve_viewer(run_dir, db=db, run=run_name, host=host, port=port, compare=compare)
 
 
 from .gym.cli import gym_app  # noqa: E402

@@ -2,7 +2,8 @@
 
 ``python -m knowwhen_runner.schemas [FOLDER]`` writes ``config.schema.json`` (the sweep config),
 ``cxs-manifest.schema.json`` (a model's CXS manifest) and ``answer-row.schema.json`` (one row of an
-answers file) into ``schemas/``; a test fails when the committed files and the models drift apart.
+answers file) and ``episode-row.schema.json`` (one line of an episodes file) into ``schemas/``; a test
+fails when the committed files and the models drift apart.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pydantic import BaseModel
 from .config import SweepConfig
 from .dataset.answer_rows import AnswerRow
 from .jsonio import atomic_write_bytes
+from .results.episode_rows import EPISODE_ROW_SCHEMA_VERSION, EpisodeRow
 from .results.manifest import MANIFEST_SCHEMA_VERSION, CxsManifest
 
 __all__ = ["SCHEMAS", "schema_documents", "write_schemas"]
@@ -25,6 +27,7 @@ SCHEMAS: dict[str, tuple[type[BaseModel], str]] = {
     "config.schema.json": (SweepConfig, "knowwhen sweep config"),
     "cxs-manifest.schema.json": (CxsManifest, f"knowwhen CXS manifest, version {MANIFEST_SCHEMA_VERSION}"),
     "answer-row.schema.json": (AnswerRow, "AgentDecisionBench answer row as knowwhen writes it"),
+    "episode-row.schema.json": (EpisodeRow, f"knowwhen episode row, version {EPISODE_ROW_SCHEMA_VERSION}"),
 }
 """File name -> (model, title)."""
 

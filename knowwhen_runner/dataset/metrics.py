@@ -16,9 +16,9 @@ from numpy.typing import NDArray
 
 __all__ = [
     "CoveragePoint",
-    "CurvePoint",
     "GatedPoint",
     "ThresholdFit",
+    "ThresholdPoint",
     "accuracy_at_coverage",
     "aurc",
     "brier_score",
@@ -36,7 +36,7 @@ BoolSeq = Sequence[bool] | NDArray[np.bool_]
 
 
 @dataclass(frozen=True, slots=True)
-class CurvePoint:
+class ThresholdPoint:
     """The items with conf ≥ threshold: their share of all items, their accuracy, and how many they are."""
 
     threshold: float
@@ -119,13 +119,13 @@ def _groups(
     return cs[ends], ends + 1, np.cumsum(ks)[ends]
 
 
-def coverage_accuracy_curve(conf: FloatSeq, correct: BoolSeq) -> list[CurvePoint]:
+def coverage_accuracy_curve(conf: FloatSeq, correct: BoolSeq) -> list[ThresholdPoint]:
     """One point per distinct confidence τ, from the highest (least coverage) to the lowest (all items)."""
     c, k = _arrays(conf, correct)
     thresholds, support, hits = _groups(c, k)
     n = c.size
     return [
-        CurvePoint(float(t), int(s) / n, float(h) / int(s), int(s))
+        ThresholdPoint(float(t), int(s) / n, float(h) / int(s), int(s))
         for t, s, h in zip(thresholds, support, hits, strict=True)
     ]
 
@@ -170,7 +170,7 @@ def fit_threshold(conf: FloatSeq, correct: BoolSeq, target: float, *, min_suppor
     Covered accuracy need not fall monotonically as τ falls; the lowest qualifying τ is taken all the same,
     as a harness fitting on its own trajectories would. No qualifying τ gives ``reachable=False``.
     """
-    best: CurvePoint | None = None
+    best: ThresholdPoint | None = None
     for point in coverage_accuracy_curve(conf, correct):
         if point.support >= min_support and point.accuracy >= target - _EPS:
             best = point

@@ -21,7 +21,7 @@ from .world import fmt_money
 __all__ = [
     "AFTER_OFF_PLAN",
     "ON_PLAN",
-    "AnswerKey",
+    "StateKey",
     "acceptable_tools",
     "answer_key",
     "canonical_plan",
@@ -39,7 +39,7 @@ _QUESTIONS = {
 
 
 @dataclass(frozen=True, slots=True)
-class AnswerKey:
+class StateKey:
     """What is right at one state. Tool names are the task's option names; empty once the episode ended."""
 
     gold: str
@@ -127,14 +127,14 @@ def _arguments(role: str, env: GymEnv, ask_about: str) -> dict[str, Any]:
     return dict(goal.arguments)
 
 
-def key_for_env(env: GymEnv, *, stratum: str = ON_PLAN) -> AnswerKey:
+def key_for_env(env: GymEnv, *, stratum: str = ON_PLAN) -> StateKey:
     """The answer key at the current state of a live environment."""
     names = {t.role: t.name for t in env.task.tools if t.role != DISTRACTOR}
     acceptable, unfiltered, ask_about = _roles(env)
     if not acceptable:
-        return AnswerKey("", (), (), stratum)
+        return StateKey("", (), (), stratum)
     gold = acceptable[0]
-    return AnswerKey(
+    return StateKey(
         gold=names[gold],
         acceptable=_unique([names[r] for r in acceptable]),
         unfiltered=_unique([names[r] for r in acceptable + unfiltered]),
@@ -143,7 +143,7 @@ def key_for_env(env: GymEnv, *, stratum: str = ON_PLAN) -> AnswerKey:
     )
 
 
-def answer_key(task: Task, history: Sequence[Step | tuple[str, dict[str, Any]]]) -> AnswerKey:
+def answer_key(task: Task, history: Sequence[Step | tuple[str, dict[str, Any]]]) -> StateKey:
     """The answer key after the calls in `history` (re-run from the task's initial world)."""
     env = GymEnv(task)
     stratum = ON_PLAN

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..dataset.files import QUESTION_TEXT, compute_qhash
 from ..jsonio import atomic_write_bytes, file_sha256, write_jsonl
-from .answer_key import AFTER_OFF_PLAN, AnswerKey, canonical_plan, key_for_env
+from .answer_key import AFTER_OFF_PLAN, StateKey, canonical_plan, key_for_env
 from .env import GymEnv, Step
 from .render import render_state
 from .suite import sub_rng
@@ -35,7 +35,7 @@ class Trajectory:
 
     source: str
     history: tuple[Step, ...]
-    keys: tuple[tuple[int, AnswerKey], ...]
+    keys: tuple[tuple[int, StateKey], ...]
 
 
 @dataclass(slots=True)
@@ -70,7 +70,7 @@ def _fill(param: str, env: GymEnv) -> Any:
     return f"{param.split('_')[0].upper()}-{task.seed % 10000:04d}"
 
 
-def _wrong_call(env: GymEnv, key: AnswerKey, k: int) -> tuple[str, dict[str, Any]]:
+def _wrong_call(env: GymEnv, key: StateKey, k: int) -> tuple[str, dict[str, Any]]:
     """A call that is not acceptable here: a distractor, or (sometimes) an unneeded question."""
     rng = sub_rng(env.task.seed, f"perturb:{k}:call")
     ask = next(t.name for t in env.task.tools if t.role == ASK)
@@ -88,7 +88,7 @@ def _run(
     env = GymEnv(task)
     for step in prefix:
         env.execute(step.tool, step.arguments)
-    keys: list[tuple[int, AnswerKey]] = []
+    keys: list[tuple[int, StateKey]] = []
     stratum = "on_plan"
     if wrong is not None:
         env.execute(*wrong)
@@ -121,7 +121,7 @@ def _question(state: str, tools: Sequence[ToolSpec]) -> tuple[str, dict[str, Any
     return qhash, {"qhash": qhash, "state": state, "options": options, "descriptions": descriptions}
 
 
-def _occurrence(task: Task, source: str, step: int, qhash: str, key: AnswerKey) -> dict[str, Any]:
+def _occurrence(task: Task, source: str, step: int, qhash: str, key: StateKey) -> dict[str, Any]:
     return {
         "task": task.task_id,
         "source": source,

@@ -64,6 +64,10 @@ class ModelClient:
         self._max_tries = max_tries
         self._max_backoff = max_backoff_s
 
+    def preload(self) -> None:
+        """A request is coming soon: let the transport start its slow set-up (litellm's import)."""
+        self._transport.preload()
+
     async def call(self, model: ModelSpec, kind: CallKind, body: dict[str, Any]) -> CallOutcome:
         """Make one logical call (several requests when retried); raise ``ProviderError`` when it fails.
 

@@ -20,7 +20,7 @@ import anyio.to_thread
 
 from ..config import ModelSpec
 from .bodies import QUESTION_NAME
-from .litellm_loader import litellm_loaded, load_litellm
+from .litellm_loader import litellm_loaded, load_litellm, preload_litellm
 from .prices import call_cost, register_price
 
 __all__ = [
@@ -39,6 +39,10 @@ CallKind = Literal["decision", "llm"]
 class Transport(Protocol):
     """Sends one request to one model."""
 
+    def preload(self) -> None:
+        """Start slow set-up in the background (a call is coming soon); must return at once."""
+        ...
+
     async def prepare(self, model: ModelSpec) -> None:
         """Get ready to call ``model`` (imports, prices); called before its first request."""
         ...
@@ -55,6 +59,9 @@ class LitellmTransport:
 
     def __init__(self) -> None:
         self._prepared: set[str] = set()
+
+    def preload(self) -> None:
+        preload_litellm()
 
     async def prepare(self, model: ModelSpec) -> None:
         if litellm_loaded() and model.id in self._prepared:
@@ -160,6 +167,9 @@ class MockTransport:
 
     handler: Handler
     sent: list[Sent] = field(default_factory=list)
+
+    def preload(self) -> None:
+        return None
 
     async def prepare(self, model: ModelSpec) -> None:
         return None

@@ -106,6 +106,16 @@ async def finalize_run(config: SweepConfig, queue: Queue) -> dict[str, Any]:
             from .isolated import finalize_isolated
 
             records.rows.update(await finalize_isolated(config, spec, queue, records))
+    if records.episodes:
+        from .episode_rows import write_episode_files
+
+        items = {
+            k: v
+            for s in config.scenarios
+            if s.kind == "episodes"
+            for k, v in (await queue.items(s.id)).items()
+        }
+        write_episode_files(config.output, records.episodes, items)
     scores = {
         sc: {m: score_l2(a, f.key) for (m, v), a in f.table.items() if v == (f.spec.variant or "main")}
         for sc, f in folders.items()
@@ -113,7 +123,11 @@ async def finalize_run(config: SweepConfig, queue: Queue) -> dict[str, Any]:
     provenance = _run_provenance(config, await queue.run_info() or {}, await queue.workers())
     scenarios = [_scenario_provenance(spec) for spec in config.scenarios]
     manifests = [_manifest(config, m.id, records, folders, provenance, scenarios) for m in config.models]
-    write_outputs(config.output, manifests)
+    from ..view.data import RunData
+    from ..view.offline import drilldown_html
+
+    drilldown = await drilldown_html(RunData(queue, given_config=config), manifests)
+    write_outputs(config.output, manifests, drilldown)
     _write_table(config, manifests)
     return scores
 
@@ -294,8 +308,8 @@ def _prune(folder: Path, pattern: str, keep: set[Path]) -> None:
             path.unlink()
 
 
-def write_outputs(output: Path, manifests: Sequence[CxsManifest]) -> None:
-    """Write the manifests, then the tables, plots and report built from them alone."""
+def write_outputs(output: Path, manifests: Sequence[CxsManifest], drilldown: str = "") -> None:
+    """Write the manifests, then the tables, plots and report built from them (and the report's drill-down)."""
     from .plots import write_plots
     from .report import write_report
     from .tables import write_tables
@@ -310,7 +324,7 @@ def write_outputs(output: Path, manifests: Sequence[CxsManifest]) -> None:
     tables = write_tables(output / "tables", manifests)
     plots = write_plots(output / "plots", manifests)
     _prune(output / "plots", "*.png", set(plots.values()))
-    write_report(output / "report.html", manifests, tables, plots)
+    write_report(output / "report.html", manifests, tables, plots, drilldown)
 
 
 def _write_table(config: SweepConfig, manifests: Sequence[CxsManifest]) -> None:

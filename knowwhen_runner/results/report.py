@@ -148,9 +148,12 @@ _SECTIONS = {
 
 
 def render_report(
-    manifests: Sequence[CxsManifest], tables: Mapping[str, Table], plots: Mapping[str, Path]
+    manifests: Sequence[CxsManifest],
+    tables: Mapping[str, Table],
+    plots: Mapping[str, Path],
+    drilldown: str = "",
 ) -> str:
-    """The report as one HTML string."""
+    """The report as one HTML string; ``drilldown`` is the self-contained question and episode section."""
     if not manifests:
         return "<!doctype html><html><body><p>No models in this run.</p></body></html>\n"
     run = manifests[0].run
@@ -173,6 +176,7 @@ def render_report(
             f'<p class="meta">Coverage × success of {len(manifests)} models; config '
             f"{escape(run.config_file or '–')}, created {escape(run.created or '–')}.</p>",
             *sections,
+            drilldown,
             f"<h2>Provenance</h2>{_provenance(manifests)}",
             f'<footer data-time="finalized">Finalised {escape(run.finalized_at)}.</footer>',
             f"</main><script>{_JS}</script></body></html>",
@@ -182,7 +186,11 @@ def render_report(
 
 
 def write_report(
-    path: Path, manifests: Sequence[CxsManifest], tables: Mapping[str, Table], plots: Mapping[str, Path]
+    path: Path,
+    manifests: Sequence[CxsManifest],
+    tables: Mapping[str, Table],
+    plots: Mapping[str, Path],
+    drilldown: str = "",
 ) -> None:
     """Write ``report.html``."""
-    atomic_write_bytes(path, render_report(manifests, tables, plots).encode())
+    atomic_write_bytes(path, render_report(manifests, tables, plots, drilldown).encode())

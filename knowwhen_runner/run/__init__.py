@@ -15,7 +15,7 @@ from .importer import import_dataset
 from .live import pause_model, resume_model
 from .preflight import PreflightError, Probe
 from .reports import PlanReport, cache_report, plan_report, probe_report, status_report
-from .stored import config_from_run, stored_config
+from .stored import config_from_run, open_existing, stored_config
 from .sweep import Preflight, RunSummary, finalize_config, run_sweep, work_queue
 from .worker import Worker, WorkStats
 
@@ -35,6 +35,7 @@ __all__ = [
     "finalize_once",
     "import_dataset",
     "join_run",
+    "open_existing",
     "pause_model",
     "plan_report",
     "probe_report",

@@ -1,4 +1,4 @@
-"""Running a sweep: load, plan, enqueue, work, finalise — and the dry-run and status reports.
+"""Running a sweep: load, plan, enqueue, work, finalise (``knowwhen run``; rerun to resume).
 
 ``run_sweep`` is what ``knowwhen run`` does; running it again after a crash or Ctrl-C is the resume,
 because planning is idempotent and the queue keeps every recorded result.

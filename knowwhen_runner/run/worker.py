@@ -30,7 +30,7 @@ from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
 from ..exceptions import ProviderError
 from ..jobs import Job
-from ..provider import CacheMode, Limiters, ModelClient, preload_litellm
+from ..provider import CacheMode, Limiters, ModelClient
 from ..queue import Failure, ModelControl, Queue
 from .budget import BudgetGuard, BudgetSpent
 from .calls import CachedCalls, QuestionCall, question_call
@@ -123,6 +123,7 @@ class Worker:
         self.calls = CachedCalls(queue, client, config.cache.policy, budget=self.budget)
         self._requests: dict[str, _Question] = {}  # questions looked up in the cache, waiting for a caller
         self._held: set[str] = set()  # job ids claimed and not yet recorded
+        self._parked: dict[str, Job] = {}  # held episodes that wait for a down model
         self._unfinished = 0  # jobs claimed and not yet started (waiting for a caller)
         self._running = 0  # jobs a caller is working on
         self.held_back: dict[str, ModelControl] = {}  # models the run holds back, as last read
@@ -240,6 +241,30 @@ class Worker:
                 busy.add(model_id)
         return frozenset(busy)
 
+    def _episode_models(self, job: Job) -> list[str]:
+        payload = job.payload
+        return [m for m in (payload.get("agent"), payload.get("decision_model"), job.model_id) if m]
+
+    def _waits_for_a_down_model(self, job: Job) -> bool:
+        """An episode that would meet a down model it may not probe now, or one given up on."""
+        if self._limiters is None or job.payload.get("kind") != "episode":
+            return False
+        limiters = [self._limiters[m] for m in self._episode_models(job) if m in self._models]
+        return any(lim.down() and (not lim.may_probe() or lim.gave_up()) for lim in limiters)
+
+    def _abandoned(self, gone: dict[str, str]) -> int:
+        """Parked episodes counted under a model still worked but waiting for one given up on."""
+        return sum(
+            job.model_id not in gone and any(m in gone for m in self._episode_models(job))
+            for job in self._parked.values()
+        )
+
+    def _next_probe_in(self) -> float:
+        """Seconds until the first down model may be probed again (bounded: 0.2 to 2 s)."""
+        assert self._limiters is not None
+        waits = [self._limiters[m].paused_for() for m in self._models if self._limiters[m].down()]
+        return min(2.0, max(0.2, min(waits, default=0.2)))
+
     def given_up(self) -> dict[str, str]:
         """Models this worker stopped waiting for (down too long), with their last error."""
         return self._limiters.given_up() if self._limiters is not None else {}
@@ -262,29 +287,44 @@ class Worker:
                 if room <= 0:
                     await anyio.sleep(0.005)
                     continue
+                await self._unpark(outcomes)
                 claimed = await self.queue.claim(self.id, min(size, room), lease, self._busy_models())
                 if claimed:
                     slow = any(job.payload.get("kind") == "episode" for job in claimed)
                     prefetch = 0 if slow else size
+                self._held.update(j.id for j in claimed)
+                crashpoint("claim")
+                # An episode whose agent (or decider) is down cannot start: it is parked here, leased but
+                # off the callers (so it is neither replayed nor claimed again at once), until its model
+                # may be probed; other work goes on meanwhile.
+                for job in claimed:
+                    if self._waits_for_a_down_model(job):
+                        self._parked[job.id] = job
+                claimed = [job for job in claimed if job.id not in self._parked]
+                self._unfinished += len(claimed)
                 if not claimed:
-                    if self._held:
+                    if len(self._held) > len(self._parked):
                         await anyio.sleep(0.02)
                         continue
                     if self._limiters is not None:
                         await self._limiters.settle()  # others may still work: let them have our permits
                     if await self._queue_finished():
                         return
-                    await anyio.sleep(0.5)
+                    await anyio.sleep(self._next_probe_in() if self._parked else 0.5)
                     continue
-                self._held.update(j.id for j in claimed)
-                self._unfinished += len(claimed)
-                crashpoint("claim")
                 await self._dispatch(claimed, jobs, outcomes)
+
+    async def _unpark(self, outcomes: Any) -> None:
+        """Parked episodes whose models may be probed again go back to the queue for whoever is free."""
+        ready = [job for job in self._parked.values() if not self._waits_for_a_down_model(job)]
+        for job in ready:
+            del self._parked[job.id]
+            await outcomes.send(_Outcome(job, down=True))
 
     async def _dispatch(self, claimed: list[Job], jobs: Any, outcomes: Any) -> None:
         """Answer cache hits at once; send the rest to the callers."""
         if not self._cache.read:
-            preload_litellm()
+            self.client.preload()
             for job in claimed:
                 await jobs.send(job)
             return
@@ -293,14 +333,14 @@ class Worker:
             if job.payload.get("kind") == "question":
                 questions.append(job)
             else:  # episodes look their calls up one by one
-                preload_litellm()
+                self.client.preload()
                 await jobs.send(job)
         requests = [self._request(job) for job in questions]
         hits = await self.queue.cache_get([q.call.key for q in requests])
         for q in requests:
             response = hits.get(q.call.key)
             if response is None:
-                preload_litellm()  # a real call is coming: start the slow import now
+                self.client.preload()  # a real call is coming: start the slow import now
                 self._requests[q.job.id] = q
                 await jobs.send(q.job)
                 continue
@@ -320,8 +360,10 @@ class Worker:
         """No job left that this worker could work (jobs of models given up on or held back stay pending)."""
         await self._read_controls(now=True)
         counts = await self.queue.counts()
-        gone = {**self.given_up(), **self.held_back, **self._quarantined, **self._spent}
-        return not any(c.n for c in counts if c.status in ("pending", "running") and c.model_id not in gone)
+        held = {model_id: control.reason for model_id, control in self.held_back.items()}
+        gone = {**self.given_up(), **held, **self._quarantined, **self._spent}
+        left = sum(c.n for c in counts if c.status in ("pending", "running") and c.model_id not in gone)
+        return left <= self._abandoned(gone)
 
     async def _call_loop(self, jobs: Any, outcomes: Any) -> None:
         async with jobs, outcomes:

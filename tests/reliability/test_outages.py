@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from knowwhen_runner.serve import ServerProcess, start_server_process
 from knowwhen_runner.serve.process import free_port
@@ -148,3 +149,56 @@ def test_a_sweep_waits_out_its_model_server_going_away_and_answers_every_job(tmp
     # The jobs that met the outage went back to the queue: no failed attempt was recorded for any job.
     assert _db(tmp_path, "SELECT count(*) FROM kw_attempts") == [(0,)]
     assert "failed 0," in " ".join(out.split())
+
+
+def test_episodes_wait_for_their_agent_llm_without_spinning(tmp_path: Path) -> None:
+    """The agent's server is killed for 10 s mid-run: every episode ends done, and the waiting episodes are
+    not claimed and replayed over and over (cache hits stay near what the episodes really replay)."""
+    agent_port, decider = free_port(), start_server_process()
+    agent = start_server_process(agent_port)
+    config = {
+        "name": "eps",
+        "output": str(tmp_path / "out"),
+        "models": [
+            {"id": "prior", "model": "hosted_vllm/prior", "kind": "decision", "api_base": decider.base_url},
+            {
+                "id": "agent",
+                "model": "openai/agent-sim",
+                "kind": "llm",
+                "api_base": f"http://127.0.0.1:{agent_port}/v1",
+            },
+        ],
+        "modes": ["model", "shadow"],
+        "scenarios": [
+            {"id": "l3", "kind": "episodes", "agent": "agent", "suite": "common", "split": "bench", "n": 12}
+        ],
+        "workers": {"concurrency": 4},
+    }
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(config, sort_keys=False))
+    agent.set_faults([{"fault": "slow", "delay_s": 0.1}])
+    run = subprocess.Popen(
+        [sys.executable, "-m", "knowwhen_runner", "run", str(cfg), "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    restarted: ServerProcess | None = None
+    try:
+        deadline = time.monotonic() + 90
+        while agent.count() < 10 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        agent.stop()
+        time.sleep(10)
+        restarted = start_server_process(agent_port)
+        out, err = run.communicate(timeout=300)
+    finally:
+        run.kill()
+        for server in (decider, restarted):
+            if server is not None:
+                server.stop()
+    assert run.returncode == 0, out + err
+    said = " ".join(out.split())
+    assert "answered 24" in said and "went back to the queue to wait" in said
+    hits = int(said.split(" from cache")[0].rsplit("(", 1)[1])
+    assert hits < 24 * 15, said  # a replay per wait, not one per claim loop turn (thousands)

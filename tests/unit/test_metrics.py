@@ -7,7 +7,7 @@ import math
 import pytest
 
 from knowwhen_runner.dataset.metrics import (
-    CurvePoint,
+    ThresholdPoint,
     accuracy_at_coverage,
     aurc,
     brier_score,
@@ -60,9 +60,9 @@ def test_mismatched_lengths_and_missing_confidences_are_rejected() -> None:
 def test_curve_has_one_point_per_distinct_confidence_with_ties_covered_together() -> None:
     """τ = 0.9 covers 1 item (1/1), τ = 0.8 both tied items (2/3), τ = 0.5 all four (2/4)."""
     assert coverage_accuracy_curve(CONF, RIGHT) == [
-        CurvePoint(0.9, 0.25, 1.0, 1),
-        CurvePoint(0.8, 0.75, pytest.approx(2 / 3), 3),  # type: ignore[arg-type]
-        CurvePoint(0.5, 1.0, 0.5, 4),
+        ThresholdPoint(0.9, 0.25, 1.0, 1),
+        ThresholdPoint(0.8, 0.75, pytest.approx(2 / 3), 3),  # type: ignore[arg-type]
+        ThresholdPoint(0.5, 1.0, 0.5, 4),
     ]
 
 

@@ -1,0 +1,33 @@
+"""One rule for what a call costs: the dry run's estimate and the run's recorded cost agree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import knowwhen_runner  # noqa: F401  (sets LITELLM_LOCAL_MODEL_COST_MAP before litellm is imported)
+from knowwhen_runner.config import ModelSpec
+from knowwhen_runner.provider import token_prices
+from knowwhen_runner.run import plan_report
+from tests.helpers import make_question_set, write_config
+
+
+def _model(model: str, base: str | None, **fields: object) -> ModelSpec:
+    return ModelSpec.model_validate({"id": "m", "model": model, "kind": "llm", "api_base": base, **fields})
+
+
+def test_a_model_served_on_this_machine_is_free_whatever_its_provider_prefix() -> None:
+    """openai/… on loopback costs 0 (as the run records it); the same name elsewhere is unknown, not 0."""
+    assert token_prices(_model("openai/agent-sim", "http://127.0.0.1:8765/v1")) == (0.0, 0.0)
+    assert token_prices(_model("hosted_vllm/x", "http://gpu-node:8000")) == (0.0, 0.0)
+    assert token_prices(_model("openai/agent-sim", "https://api.example.com/v1")) is None
+    priced = _model("openai/agent-sim", None, pricing={"input_per_million": 2.0, "output_per_million": 8.0})
+    assert token_prices(priced) == (2e-6, 8e-6)
+    listed = token_prices(_model("openai/gpt-4o-mini", None))
+    assert listed is not None and listed[0] > 0
+
+
+def test_plan_prices_a_local_llm_instead_of_calling_the_estimate_unknown(tmp_path: Path) -> None:
+    """The dry run of a sweep on local models gives $0, as the run will record, not 'unknown'."""
+    qs = make_question_set(tmp_path / "qs", n_tasks=2)
+    report = plan_report(write_config(tmp_path / "c.yaml", "http://127.0.0.1:8765", qs))
+    assert report.calls_to_make > 0 and report.est_cost_usd == 0.0

@@ -1,0 +1,103 @@
+"""The viewer's app in-process on a finished memory run: token, endpoints and a page with no network reference."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from starlette.testclient import TestClient
+
+from knowwhen_runner.config import SweepConfig
+from knowwhen_runner.view import RunData, viewer_app
+from knowwhen_runner.view.app import TOKEN_HEADER, is_loopback
+from knowwhen_runner.view.page import PAGE
+from tests.golden.builders import finished_queue, small_config
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> RunData:
+    config: SweepConfig = small_config(tmp_path)
+    queue = anyio.run(finished_queue, config)
+    return RunData(queue, given_config=config)
+
+
+def test_beyond_loopback_every_request_needs_the_token(data: RunData) -> None:
+    """With a token, requests without it or with a wrong one get 403; as a query param or header they pass."""
+    client = TestClient(viewer_app(data, token="t0ken"))
+    assert client.get("/").status_code == 403
+    assert client.get("/api/live?token=wrong").status_code == 403
+    assert client.get("/api/live?token=t0ken").status_code == 200
+    assert client.get("/api/questions", headers={TOKEN_HEADER: "t0ken"}).status_code == 200
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and not is_loopback("0.0.0.0")
+
+
+def test_questions_are_judged_against_the_answer_key(data: RunData) -> None:
+    """Each answer row is right exactly when its answer is an acceptable tool; the LLM's answer rides along."""
+    client = TestClient(viewer_app(data))
+    rows = client.get("/api/questions").json()["rows"]
+    dm = [r for r in rows if r["model"] == "dm"]
+    assert dm and {r["right"] for r in dm} == {True, False}
+    assert all(r["llm_answer"] is not None for r in dm if r["answer"] is not None)
+    one = next(r for r in dm if r["right"] is False and r["answer"] is not None)
+    q: dict[str, Any] = client.get(
+        "/api/question", params={"scenario": "qs", "model": "dm", "qhash": one["qhash"]}
+    ).json()
+    assert one["answer"] not in q["key"][0]["acceptable"] and q["llm_model"] == "llm"
+    assert (
+        client.get("/api/question", params={"scenario": "qs", "model": "dm", "qhash": "x"}).status_code == 404
+    )
+
+
+def test_live_counts_and_episodes(data: RunData) -> None:
+    """Live reports every job by model and scenario; every recorded episode is listed with its steps."""
+    client = TestClient(viewer_app(data))
+    live = client.get("/api/live").json()
+    assert live["done"] == sum(c["done"] + c["failed"] for c in live["cells"]) > 0
+    episodes = client.get("/api/episodes").json()["rows"]
+    assert len(episodes) == 11
+    first = client.get("/api/episode", params={"id": episodes[0]["id"]}).json()
+    assert len(first["steps"]) == episodes[0]["steps"] and first["schema_version"] == 1
+
+
+def test_the_page_makes_no_network_reference() -> None:
+    """The page loads nothing from elsewhere: no absolute URL, no protocol-relative src or href."""
+    assert not re.search(r"https?://|(src|href)=\"//", PAGE)
+
+
+def test_flipped_pairs_only_outcomes_that_changed() -> None:
+    """A question flips when right in one run and wrong in the other; unjudged ones and unmatched ones do not."""
+    from knowwhen_runner.view.compare import flipped
+
+    def q(qhash: str, right: bool | None) -> dict[str, Any]:
+        return {
+            "scenario": "s",
+            "model": "m",
+            "qhash": qhash,
+            "answer": "x",
+            "confidence": 0.5,
+            "right": right,
+        }
+
+    def e(task: str, success: bool) -> dict[str, Any]:
+        return {"id": task, "scenario": "s", "model": "m", "mode": "gated", "task_id": task, "success": success,
+                "by": ["model"]}  # fmt: skip
+
+    out = flipped(
+        (
+            [q("a", True), q("b", True), q("c", None)],
+            [q("a", False), q("b", True), q("c", False), q("d", False)],
+        ),
+        ([e("t1", True), e("t2", False)], [e("t1", True), e("t2", True), e("t3", False)]),
+    )
+    assert [r["qhash"] for r in out["questions"]] == ["a"]
+    assert [(r["task_id"], r["a_success"], r["b_success"]) for r in out["episodes"]] == [("t2", False, True)]
+
+
+def test_two_runs_need_a_second_run(data: RunData) -> None:
+    """Without --compare the flips endpoint says how to get one; with the run twice nothing flipped."""
+    assert TestClient(viewer_app(data)).get("/api/flips").status_code == 404
+    same = TestClient(viewer_app(data, other=data)).get("/api/flips").json()
+    assert same["questions"] == [] and same["episodes"] == [] and same["compared"][0] > 0
