@@ -5,7 +5,9 @@ error (``KnowwhenError``) is printed as one line and exits with code 2, never as
 
 ``knowwhen run`` exits 0 only when every job is answered; 1 when jobs failed for good (the count and the
 most common reason are printed); 3 when jobs are left pending (a model stayed down longer than the run
-waits); 130 when interrupted. Rerunning the same command continues in every case.
+waits, or was quarantined: a bad key, an unknown model name, a price error, mostly invalid answers; the
+sentence says what to fix); 4 when a budget is spent (its jobs stay pending; raise it and rerun);
+130 when interrupted. Rerunning the same command continues in every case.
 """
 
 from __future__ import annotations
@@ -18,14 +20,16 @@ import typer
 from rich.console import Console
 
 from .exceptions import KnowwhenError
+from .views import print_forecast, print_probes
 
 if TYPE_CHECKING:
     from .run import RunSummary
 
-__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_PENDING", "app", "main"]
+__all__ = ["EXIT_BUDGET", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_PENDING", "app", "main"]
 
 EXIT_FAILED = 1  # the run finished, and some jobs failed for good
 EXIT_PENDING = 3  # the run stopped with jobs left pending (a model down for too long)
+EXIT_BUDGET = 4  # the run stopped because a budget is spent; its jobs are pending
 EXIT_INTERRUPTED = 130
 
 app = typer.Typer(
@@ -94,9 +98,16 @@ def run(
         bool,
         typer.Option("--plan-only", help="Put the plan in the queue and stop (workers join later)."),
     ] = False,
+    skip_model: Annotated[
+        Optional[list[str]],  # noqa: UP045 (typer needs Optional here)
+        typer.Option("--skip-model", help="Leave this model out of this run (its jobs stay pending)."),
+    ] = None,
+    no_probe: Annotated[
+        bool, typer.Option("--no-probe", help="Do not probe each model with one question first.")
+    ] = False,
 ) -> None:
     """Plan CONFIG into its queue and work until every job is recorded, then finalise. Rerun to resume."""
-    from .run import run_fleet
+    from .run import Preflight, run_fleet
 
     summary = run_fleet(
         config,
@@ -106,6 +117,9 @@ def run(
         finalize=not no_finalize,
         progress=not quiet,
         plan_only=plan_only,
+        preflight=Preflight(
+            not no_probe, frozenset(skip_model or ()), lambda probes: print_probes(out, probes)
+        ),
     )
     st = summary.stats
     out.print(
@@ -143,7 +157,13 @@ def _verdict(summary: RunSummary) -> int:
     """Say what is left to fix, if anything, and the exit code that goes with it."""
     for model_id, error in sorted(summary.stats.given_up.items()):
         out.print(f"[red]stopped waiting for {model_id}[/red]: {error}")
+    for held in summary.held_back:
+        out.print(f"[red]{held.state} {held.model_id}[/red]: {held.reason}; its jobs stay pending")
     left = summary.counts.get("pending", 0) + summary.counts.get("running", 0)
+    for sentence in summary.budget_spent:
+        out.print(f"[red]{sentence}[/red]")
+    if summary.budget_spent and left:
+        return EXIT_BUDGET
     if left:
         out.print(f"[red]{left} jobs are still pending[/red]: run the same command again to continue")
         return EXIT_PENDING
@@ -165,6 +185,9 @@ def plan(
         str | None, typer.Option(help="Database URL (default: SQLite file in the run folder).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    probe: Annotated[
+        bool, typer.Option("--probe", help="Ask each model one real question first: a go/no-go table.")
+    ] = False,
 ) -> None:
     """Dry run: jobs per model/mode/scenario, calls still to make, cache hits and a cost estimate."""
     import dataclasses
@@ -172,28 +195,26 @@ def plan(
 
     from rich.table import Table
 
-    from .run import plan_report
+    from .run import plan_report, probe_report
 
+    probes = probe_report(config, db=db) if probe else None
     report = plan_report(config, db=db)
     if as_json:
-        out.print_json(json.dumps(dataclasses.asdict(report)))
-        return
+        data = dataclasses.asdict(report)
+        if probes is not None:
+            data["probes"] = [dataclasses.asdict(p) for p in probes]
+        out.print_json(json.dumps(data))
+        raise typer.Exit(0 if probes is None or all(p.go for p in probes) else 2)
+    if probes is not None:
+        print_probes(out, probes)
     table = Table(title=f"plan: {config}")
     for col in ("model", "mode", "scenario", "jobs", "done"):
         table.add_column(col, justify="right" if col in ("jobs", "done") else "left")
     for cell in report.cells:
         table.add_row(cell["model"], cell["mode"], cell["scenario"], str(cell["jobs"]), str(cell["done"]))
     out.print(table)
-    cost = (
-        "unknown (no list price; set pricing)"
-        if report.est_cost_usd is None
-        else f"${report.est_cost_usd:,.4f}"
-    )
-    out.print(
-        f"{report.jobs} jobs, {report.new_jobs} still to do; {report.calls_to_make} model calls to make, "
-        f"{report.cache_hits} answered from the cache; estimated cost {cost}"
-    )
-    if report.est_batch_cost_usd is not None and report.est_cost_usd is not None:
+    print_forecast(out, report)
+    if report.est_batch_cost_usd is not None:
         saving = report.est_cost_usd - report.est_batch_cost_usd
         out.print(
             f"with provider batches (models with batch:): estimated cost ${report.est_batch_cost_usd:,.4f}, "
@@ -201,6 +222,11 @@ def plan(
         )
     for note in report.batch_notes:
         out.print(note)
+    if probes is not None and not all(p.go for p in probes):
+        from .run.preflight import no_go_message
+
+        out.print(f"[red]{no_go_message(probes)}[/red]")
+        raise typer.Exit(2)
 
 
 @app.command()
@@ -224,13 +250,18 @@ def status(
         out.print_json(json.dumps(report, default=str))
         return
     table = Table(title=f"run {report['run']}")
-    cols = ("done", "pending", "running", "failed", "calls", "cache_hits", "cost_usd")
+    cols = ("done", "pending", "running", "failed", "calls", "cache_hits", "cost_usd", "eta")
     table.add_column("model")
     for col in cols:
         table.add_column(col, justify="right")
     for model, row in sorted(report["models"].items()):
-        table.add_row(model, *(f"${row[c]:.4f}" if c == "cost_usd" else str(row[c]) for c in cols))
+        eta = row.get("eta_s")
+        cells = [f"${row[c]:.4f}" if c == "cost_usd" else str(row[c]) for c in cols[:-1]]
+        table.add_row(model, *cells, "–" if eta is None else f"{eta / 60:.1f} min")
     out.print(table)
+    for b in report["budget"]:
+        reserved = f", ${b['reserved_usd']:.4f} reserved in flight" if b["reserved_usd"] > 0 else ""
+        out.print(f"budget {b['scope']}: ${b['spent_usd']:.4f} spent on {b['calls']} calls{reserved}")
     if report["set_aside"]:
         out.print(
             f"{report['set_aside']} jobs of an earlier version of the config set aside "
@@ -238,6 +269,8 @@ def status(
         )
     if report["batches"]:
         _print_batches(report["batches"], report["batch_outcomes"])
+    for held in report["held_back"]:
+        out.print(f"[red]{held['state']} {held['model']}[/red]: {held['reason']}; its jobs stay pending")
     if report["workers"]:
         from .run import describe_workers
 
@@ -267,6 +300,38 @@ def _print_batches(rows: list[dict[str, Any]], outcomes: dict[str, int]) -> None
     out.print(
         "provider batches: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(outcomes.items()))
     )
+
+
+@app.command()
+def pause(
+    run_dir: Annotated[Path, typer.Argument(help="Run folder (the config's output).")],
+    model: Annotated[str, typer.Argument(help="Model id to pause.")],
+    db: Annotated[str | None, typer.Option(help="Database URL, for runs on PostgreSQL.")] = None,
+    run_name: Annotated[
+        str | None, typer.Option("--run", help="Run name, when the database has several.")
+    ] = None,
+) -> None:
+    """Pause MODEL in a running run: every worker stops claiming its jobs within seconds (they stay pending)."""
+    from .run import pause_model
+
+    new = pause_model(run_dir, model, db=db, run=run_name)
+    out.print(f"paused {model}" if new else f"{model} was paused already")
+
+
+@app.command()
+def resume(
+    run_dir: Annotated[Path, typer.Argument(help="Run folder (the config's output).")],
+    model: Annotated[str, typer.Argument(help="Model id to resume.")],
+    db: Annotated[str | None, typer.Option(help="Database URL, for runs on PostgreSQL.")] = None,
+    run_name: Annotated[
+        str | None, typer.Option("--run", help="Run name, when the database has several.")
+    ] = None,
+) -> None:
+    """Resume a paused MODEL: workers claim its jobs again within seconds (rerun if the run has ended)."""
+    from .run import resume_model
+
+    was = resume_model(run_dir, model, db=db, run=run_name)
+    out.print(f"resumed {model}" if was else f"{model} was not paused")
 
 
 @app.command()

@@ -334,6 +334,16 @@ class WorkerSettings(_Frozen):
         ),
     )
     batch_size: int = Field(64, ge=1, le=1024, description="Jobs claimed and recorded per transaction.")
+    quarantine_invalid_share: float | None = Field(
+        0.8,
+        gt=0,
+        le=1,
+        description=(
+            "Quarantine a model for the run once this share of its answers (after quarantine_min_answers) "
+            "is invalid; its remaining jobs stay pending. None: never."
+        ),
+    )
+    quarantine_min_answers: int = Field(20, ge=1, description="Answers seen before the invalid share counts.")
 
 
 class ServeSettings(_Frozen):
@@ -350,6 +360,36 @@ class GateSettings(_Frozen):
     target: float | Literal["llm"] = Field(0.99, description="Accuracy the fitted threshold must reach.")
 
 
+class Cap(_Frozen):
+    """A spending cap: USD and/or tokens (input + output); none = no cap on that."""
+
+    usd: float | None = Field(None, ge=0, description="USD the calls may cost.")
+    tokens: int | None = Field(None, ge=0, description="Input + output tokens the calls may use.")
+
+
+class Budget(Cap):
+    """What the run may spend, across every process and machine: in all, per model, per limit group.
+
+    Each call reserves its expected cost first and settles its actual cost after; a call that would
+    pass a cap is not made, and its job stays pending. Raise the cap and rerun to continue."""
+
+    models: dict[str, Cap] = Field(default_factory=dict, description="Caps per model id.")
+    groups: dict[str, Cap] = Field(default_factory=dict, description="Caps per limit_group.")
+
+
+class Notify(_Frozen):
+    """Word back when a run finishes, fails, spends a budget or quarantines a model."""
+
+    command: str | None = Field(
+        None,
+        description=(
+            "A command run on each event (split like a shell would, not run by one), with "
+            "KNOWWHEN_EVENT, KNOWWHEN_RUN and KNOWWHEN_MESSAGE in its environment."
+        ),
+    )
+    url: str | None = Field(None, description="A URL the event is posted to as JSON {run, event, message}.")
+
+
 class SweepConfig(_Frozen):
     """A whole sweep: models x modes x scenarios, plus how to run it."""
 
@@ -364,6 +404,10 @@ class SweepConfig(_Frozen):
     workers: WorkerSettings = Field(default_factory=lambda: WorkerSettings())
     serve: ServeSettings | None = Field(None, description="Start the built-in local server for this run.")
     gate: GateSettings | None = Field(None, description="Open-loop gating against an LLM.")
+    budget: Budget | None = Field(None, description="Spending caps for the run (USD, tokens).")
+    notify: Notify | None = Field(
+        None, description="A command or URL told of finish, failure, budget, quarantine."
+    )
 
     @model_validator(mode="after")
     def _unique_ids(self) -> SweepConfig:
@@ -377,7 +421,19 @@ class SweepConfig(_Frozen):
         if self.gate and self.gate.llm not in {m.id for m in self.models if m.kind == "llm"}:
             raise ValueError(f"gate.llm {self.gate.llm!r} is not the id of an llm-kind model")
         self._check_episodes()
+        self._check_budget()
         return self
+
+    def _check_budget(self) -> None:
+        """Budget caps name models and limit groups of this config."""
+        if self.budget is None:
+            return
+        for model_id in self.budget.models:
+            if model_id not in {m.id for m in self.models}:
+                raise ValueError(f"budget.models.{model_id}: no model with that id")
+        for group in self.budget.groups:
+            if group not in {m.limit_group for m in self.models}:
+                raise ValueError(f"budget.groups.{group}: no model has limit_group {group!r}")
 
     def _check_episodes(self) -> None:
         """Every episodes scenario has one agent LLM, and a fitted τ names another episodes scenario."""

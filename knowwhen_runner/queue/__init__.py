@@ -15,7 +15,9 @@ and any other job of the run is *set aside* (status ``aside:<status>``, a runnin
 returned by ``results``; ``counts`` reports them as ``set_aside``. A job of the plan that was set aside
 is live again, with its result if it had one. ``init_run`` of an existing run records the new config text and keeps the meta. ``record``
 writes a batch's cache entries, results and failures at once (one transaction). A run is finalised
-once: the first process to ``take_finalize`` a finished run does it.
+once: the first process to ``take_finalize`` a finished run does it. ``set_control`` holds a model back
+(quarantined or paused: ``controls``); workers stop claiming its jobs, which stay pending.
+``budget_reserve``/``budget_settle`` keep the run's spending per budget scope, for every process.
 """
 
 from __future__ import annotations
@@ -26,17 +28,24 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..jobs import Job
 from .batch_rows import BatchRecord
+from .budget import BudgetAsk, BudgetTally
+from .controls import CONTROL_STATES, ControlState, ModelControl
 
 if TYPE_CHECKING:
     from .limits import LimitLedger
 
 __all__ = [
     "ASIDE",
+    "CONTROL_STATES",
     "SET_ASIDE",
     "BatchRecord",
+    "BudgetAsk",
+    "BudgetTally",
+    "ControlState",
     "Failure",
     "JobCounts",
     "JobResult",
+    "ModelControl",
     "Queue",
     "aside_status",
     "find_run_name",
@@ -152,6 +161,15 @@ class Queue(Protocol):
     ) -> list[BatchRecord]: ...
     async def batch_take(self, worker: str, key: str, lease_s: float) -> list[Job]: ...
     async def batches(self) -> list[BatchRecord]: ...
+    async def set_control(self, model_id: str, state: ControlState, reason: str) -> bool: ...
+    async def clear_controls(self, state: ControlState, model_id: str | None = None) -> int: ...
+    async def controls(self) -> list[ModelControl]: ...
+    async def budget_reserve(self, asks: list[BudgetAsk]) -> str | None: ...
+    async def budget_settle(
+        self, reserved: list[BudgetAsk], actual_usd: float, actual_tokens: int
+    ) -> None: ...
+    async def budget_tallies(self) -> list[BudgetTally]: ...
+    async def budget_forget_reservations(self) -> None: ...
     async def register_worker(self, worker: str) -> None: ...
     async def stop_worker(self, worker: str) -> None: ...
     async def workers(self) -> list[dict[str, Any]]: ...

@@ -10,6 +10,8 @@ from typing import Any
 from ..crashpoints import crashpoint
 from ..jobs import Job
 from . import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult, aside_status, live_status
+from .budget import MemoryBudget
+from .controls import MemoryControls
 from .memory_batches import MemoryBatches
 
 __all__ = ["MemoryQueue"]
@@ -27,10 +29,12 @@ class _Row:
     errors: list[dict[str, Any]] = field(default_factory=list)
 
 
-class MemoryQueue(MemoryBatches):
+class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
     """A ``Queue`` held in memory; shared by nothing, lost on exit."""
 
     def __init__(self, run: str) -> None:
+        MemoryControls.__init__(self)
+        MemoryBudget.__init__(self)
         self.run = run
         self._info: dict[str, Any] | None = None
         self._rows: dict[str, _Row] = {}

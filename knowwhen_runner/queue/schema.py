@@ -27,6 +27,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "attempts",
     "batches",
+    "budget",
     "cache",
     "items",
     "jobs",
@@ -34,6 +35,7 @@ __all__ = [
     "limits",
     "meta",
     "metadata",
+    "model_controls",
     "runs",
     "workers",
 ]
@@ -42,8 +44,10 @@ __all__ = [
 # 3: kw_jobs.status may be aside:<status>, a job of an earlier plan (an older release would work and
 #    finalise it). No table changes, so a version-2 database is upgraded by writing the new number.
 # 4: kw_batches (provider batches and their jobs); created by ``create_all``, nothing else changes.
-SCHEMA_VERSION = 4
-MIGRATIONS: dict[int, tuple[str, ...]] = {2: (), 3: ()}
+# 5: kw_model_controls (a run's quarantined and paused models) and kw_budget (what a run spent and has
+#    reserved per budget scope); created by ``create_all`` on upgrade.
+SCHEMA_VERSION = 5
+MIGRATIONS: dict[int, tuple[str, ...]] = {2: (), 3: (), 4: ()}
 """Older version -> the statements that bring its tables to the next version (run in one transaction)."""
 
 metadata = MetaData()
@@ -186,4 +190,32 @@ batches = Table(
     Column("error", Text),
     PrimaryKeyConstraint("run", "key"),
     Index("kw_batches_status", "run", "status"),
+)
+
+# A run's models held back from claims: quarantined (a fatal provider error; cleared when the run starts
+# again) or paused by hand (``knowwhen pause``/``resume``). Every worker of the fleet reads these rows.
+model_controls = Table(
+    "kw_model_controls",
+    metadata,
+    Column("run", String(64), nullable=False),
+    Column("model_id", String(64), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("since", Float, nullable=False),
+    PrimaryKeyConstraint("run", "model_id", "state"),
+)
+
+# What a run has spent and has reserved for calls in flight, per budget scope ("run", "model:<id>",
+# "group:<name>"). A call reserves its expected cost before it is made and settles its actual cost after.
+budget = Table(
+    "kw_budget",
+    metadata,
+    Column("run", String(64), nullable=False),
+    Column("scope", String(200), nullable=False),
+    Column("spent_usd", Float, nullable=False),
+    Column("reserved_usd", Float, nullable=False),
+    Column("spent_tokens", Integer, nullable=False),
+    Column("reserved_tokens", Integer, nullable=False),
+    Column("calls", Integer, nullable=False),
+    PrimaryKeyConstraint("run", "scope"),
 )

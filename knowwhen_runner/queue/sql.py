@@ -23,6 +23,8 @@ from ..jobs import Job
 from . import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult
 from . import schema as s
 from .batch_table import BatchTable
+from .budget import ControlBudget
+from .controls import ControlTables
 from .engine import DbClock, make_engine, safe_url
 from .side_tables import SideTables
 
@@ -73,7 +75,7 @@ def _job(row: Any) -> Job:
     )
 
 
-class SqlQueue(SideTables, BatchTable):
+class SqlQueue(ControlTables, ControlBudget, SideTables, BatchTable):
     """A ``Queue`` in a SQLite file or a PostgreSQL database."""
 
     def __init__(self, url: str, run: str) -> None:

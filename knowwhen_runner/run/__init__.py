@@ -3,21 +3,28 @@
 Read in this order: ``sweep`` (``run``: plan, work, finalise), ``stages``, ``worker`` (claim, call,
 record), ``calls`` (cache-through calls), ``episode`` (one closed-loop episode), ``fits`` (τ from shadow
 episodes), ``fleet`` (many processes and machines), ``stored`` (reopen a run), ``reports`` (``plan``,
-``status``, ``cache``), ``importer`` (published answers), ``progress``, ``local_server``.
+``status``, ``cache``), ``preflight`` (probe each model before spending), ``budget`` (spending caps), ``forecast`` (the
+cost forecast of ``plan``), ``live`` (pause and resume a model), ``quarantine`` (which
+failures hold a model back), ``importer`` (published answers), ``progress``, ``local_server``.
 """
 
 from __future__ import annotations
 
 from .fleet import JoinSummary, describe_workers, finalize_once, join_run, run_fleet
 from .importer import import_dataset
-from .reports import PlanReport, cache_report, plan_report, status_report
+from .live import pause_model, resume_model
+from .preflight import PreflightError, Probe
+from .reports import PlanReport, cache_report, plan_report, probe_report, status_report
 from .stored import config_from_run, open_existing, stored_config
-from .sweep import RunSummary, finalize_config, run_sweep, work_queue
+from .sweep import Preflight, RunSummary, finalize_config, run_sweep, work_queue
 from .worker import Worker, WorkStats
 
 __all__ = [
     "JoinSummary",
     "PlanReport",
+    "Preflight",
+    "PreflightError",
+    "Probe",
     "RunSummary",
     "WorkStats",
     "Worker",
@@ -29,7 +36,10 @@ __all__ = [
     "import_dataset",
     "join_run",
     "open_existing",
+    "pause_model",
     "plan_report",
+    "probe_report",
+    "resume_model",
     "run_fleet",
     "run_sweep",
     "status_report",

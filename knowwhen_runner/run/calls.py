@@ -2,6 +2,7 @@
 
 A call is looked up in the cache first (by its content-addressed key), made once when several jobs need
 it at the same time (single flight), and remembered for a while so a job right behind reuses it.
+With a budget, each call reserves its expected cost first and settles the real one after (``budget``).
 Episodes write each response to the cache as soon as it arrives, so a killed episode replays its finished
 calls on resume and continues where it stopped; question jobs hand their entries to the batched recorder.
 """
@@ -18,6 +19,7 @@ from ..config import ModelSpec
 from ..exceptions import ProviderError
 from ..provider import CacheMode, CallKind, ModelClient, cache_key, decision_body, llm_body
 from ..queue import Queue
+from .budget import BudgetGuard
 
 __all__ = ["CachedCalls", "CallResult", "CallTally", "QuestionCall", "question_call"]
 
@@ -62,8 +64,11 @@ class CallTally:
 class CachedCalls:
     """Cache-through model calls for one worker process."""
 
-    def __init__(self, queue: Queue, client: ModelClient, policy: str) -> None:
+    def __init__(
+        self, queue: Queue, client: ModelClient, policy: str, *, budget: BudgetGuard | None = None
+    ) -> None:
         self._queue = queue
+        self._budget = budget
         self._client = client
         self._mode = CacheMode(policy)
         self._inflight: dict[str, anyio.Event] = {}
@@ -96,17 +101,24 @@ class CachedCalls:
         event = self._inflight[key] = anyio.Event()
         try:
             if self._mode.read and lookup:
-                response = (await self._queue.cache_get([key])).get(key)
-                if response is not None:
-                    self._remember(key, response)
+                hit = (await self._queue.cache_get([key])).get(key)
+                if hit is not None:
+                    self._remember(key, hit)
                     self.tally.cache_hits += 1
-                    return CallResult(response, key, True, wall_ms=(time.perf_counter() - started) * 1000)
+                    return CallResult(hit, key, True, wall_ms=(time.perf_counter() - started) * 1000)
+            asks = await self._budget.reserve(model, body) if self._budget is not None else []
+            response: dict[str, Any] | None = None
             try:
                 outcome = await self._client.call(model, kind, body)
+                response = outcome.response
             except ProviderError as exc:
                 self.tally.calls += exc.requests > 0
                 self.tally.requests += exc.requests
                 raise
+            finally:
+                if asks:
+                    with anyio.CancelScope(shield=True):
+                        await self._budget.settle(asks, response)  # type: ignore[union-attr]
         finally:
             event.set()
             self._inflight.pop(key, None)

@@ -152,7 +152,7 @@ class _Episode:
         try:
             response = await self._call(self.decider, "decision", decision_body(item))
         except ProviderError as exc:
-            if self.mode == "model" or exc.kind == "down":
+            if self.mode == "model" or exc.kind in ("down", "budget"):
                 # The model alone decides here, or it is down (an outage must not turn into fallbacks
                 # that change the result): the episode stops and its job waits in the queue.
                 raise

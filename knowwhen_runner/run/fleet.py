@@ -34,7 +34,7 @@ from ..exceptions import ConfigError, QueueError, SchemaVersionError
 from ..provider import FleetLimits, load_litellm, preload_litellm
 from ..queue import Queue, find_run_name, is_shared_url, open_ledger, open_queue
 from .stored import stored_config
-from .sweep import RunSummary, check_keys, run_sweep, work_queue
+from .sweep import Preflight, RunSummary, check_keys, run_sweep, work_queue
 from .worker import WorkStats, new_worker_id
 
 __all__ = [
@@ -188,6 +188,7 @@ def run_fleet(
     finalize: bool = True,
     progress: bool = True,
     plan_only: bool = False,
+    preflight: Preflight | None = None,
 ) -> RunSummary:
     """``knowwhen run``: one process on a private database as before; else a member of a fleet.
 
@@ -205,6 +206,7 @@ def run_fleet(
             finalize=finalize,
             progress=progress,
             plan_only=plan_only,
+            preflight=preflight,
         )
     ledger, holder = open_ledger(url), new_worker_id()
     token = uuid.uuid4().hex
@@ -221,6 +223,7 @@ def run_fleet(
             progress=progress,
             plan_token=token,
             fleet=FleetLimits(ledger, holder),
+            preflight=preflight,
         )
         interrupted = summary.interrupted
     finally:

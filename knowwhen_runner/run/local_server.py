@@ -1,4 +1,6 @@
-"""The built-in local model server for a run whose config has ``serve``: started for it, or reused."""
+"""The built-in local model server for a run whose config has ``serve``: started for it, or reused.
+
+A server the run starts ends with it, even when the run is killed with -9 (it watches its parent)."""
 
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ def ensure_server(config: SweepConfig, stack: ExitStack) -> None:
     if offered is None:
         from ..serve import start_server_process
 
-        server = start_server_process(config.serve.port, host=config.serve.host)
+        server = start_server_process(config.serve.port, host=config.serve.host, end_with_us=True)
         stack.callback(server.stop)
         offered = _served_models(base) or set()
     missing = sorted(wanted - offered)

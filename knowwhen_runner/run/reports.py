@@ -17,21 +17,27 @@ from ..provider.prices import BATCH_FALLBACK_RATE, batch_token_prices
 from ..queue import SET_ASIDE, open_queue
 from .batches import batch_outcomes, batch_rows
 from .calls import question_call
+from .forecast import Forecast, forecast
+from .local_server import ensure_server
+from .preflight import Probe, probe_models
 from .stored import open_existing, with_db
-from .sweep import load_and_plan
+from .sweep import check_keys, load_and_plan
 
-__all__ = ["PlanReport", "cache_report", "plan_report", "status_report"]
+__all__ = ["PlanReport", "cache_report", "plan_report", "probe_report", "status_report"]
 
 
 @dataclass
 class PlanReport:
+    """What ``run`` would do; ``est_cost_usd`` sums the priced models (``forecast`` names the rest)."""
+
     cells: list[dict[str, Any]]
     jobs: int
     new_jobs: int
     calls_to_make: int
     cache_hits: int
-    est_cost_usd: float | None
+    est_cost_usd: float
     skipped: list[str]
+    forecast: Forecast
     est_batch_cost_usd: float | None = None  # models with ``batch`` at their Batch API price (None: none do)
     batch_notes: list[str] = dataclasses.field(default_factory=list)
 
@@ -45,6 +51,7 @@ def plan_report(config_path: str | Path, *, db: str | None = None) -> PlanReport
 
 async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
     done_ids: set[str] = set()
+    finished: list[dict[str, Any]] = []
     db_file = (
         Path(config.db_url.removeprefix("sqlite:///")) if config.db_url.startswith("sqlite:///") else None
     )
@@ -52,16 +59,22 @@ async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
     async with contextlib.AsyncExitStack() as stack:
         queue = await stack.enter_async_context(open_queue(config.db_url, config.name)) if exists else None
         if queue is not None:
-            done_ids = {job.id for job, status, _r, _e in await queue.results() if status == "done"}
+            for job, status, result, _e in await queue.results():
+                if status == "done":
+                    done_ids.add(job.id)
+                    if result is not None and job.payload.get("kind") == "episode":
+                        finished.append(result)
         todo = [j for j in the_plan.jobs if j.id not in done_ids]
         models = {m.id: m for m in config.models}
         keys: dict[str, tuple[str, int]] = {}
+        job_keys: dict[str, str] = {}
         for job in todo:
             if job.payload.get("kind") == "episode":
-                continue  # an episode's calls depend on its answers: not known before it runs
+                continue  # an episode's calls depend on its answers: forecast from finished ones
             model = models[job.model_id]
             call = question_call(model, the_plan.items[(job.scenario_id, job.item)])
             keys.setdefault(call.key, (model.id, len(str(call.body)) // 4))
+            job_keys.setdefault(call.key, job.id)  # one job pays for a call several jobs share
         hits: set[str] = set()
         if queue is not None and CacheMode(config.cache.policy).read:
             hits = set(await queue.cache_get(list(keys)))
@@ -81,16 +94,30 @@ async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
         for (m, mode, sc), n in sorted(the_plan.counts().items())
     ]
     episodes = sum(1 for j in todo if j.payload.get("kind") == "episode")
-    notes = [f"{episodes} episodes to run: their calls are not in the call count or cost estimate"]
+    notes = [
+        f"{episodes} episodes to run: their calls depend on their answers, so they are not in the call "
+        "count; their cost is forecast from finished episodes or a stated per-step assumption"
+    ]
+    skipped = the_plan.skipped + (notes if episodes else [])
+    tokens = {job_keys[k]: tok for k, (_m, tok) in calls.items()}
+    waiting = [
+        f"{note}: these episodes are planned once the fit is done, and are not in the forecast"
+        for note in the_plan.skipped
+        if "waits for" in note
+    ]
+    outlook = forecast(config, todo, tokens, finished, waiting)
+    batched = any(m.batches() for m in config.models)
+    with_batches = outlook.usd - _estimate_cost(config, calls) + _estimate_cost(config, calls, batch=True)
     return PlanReport(
         cells,
         len(the_plan.jobs),
         len(todo),
         len(calls),
         len(hits),
-        _estimate_cost(config, calls),
-        the_plan.skipped + (notes if episodes else []),
-        _estimate_cost(config, calls, batch=True) if any(m.batches() for m in config.models) else None,
+        outlook.usd,
+        skipped,
+        outlook,
+        with_batches if batched else None,
         _batch_notes(config),
     )
 
@@ -109,9 +136,7 @@ def _batch_notes(config: SweepConfig) -> list[str]:
     return notes
 
 
-def _estimate_cost(
-    config: SweepConfig, calls: dict[str, tuple[str, int]], *, batch: bool = False
-) -> float | None:
+def _estimate_cost(config: SweepConfig, calls: dict[str, tuple[str, int]], *, batch: bool = False) -> float:
     """Input tokens estimated from request size; output tokens ~ 0 (decisions) or 20 (a tool call).
 
     With ``batch``, the open-loop calls of models with ``batch`` are priced at their Batch API price.
@@ -124,11 +149,28 @@ def _estimate_cost(
         batched = batch_token_prices(model) if batch and model.batches() else None
         price = batched[0] if batched is not None else token_prices(model)
         if price is None:
-            return None
+            continue  # unpriced: the forecast names it; the rest is still summed
         total += tokens * price[0] + out_tokens * price[1]
         if model.pricing is not None:
             total += model.pricing.per_request
     return total
+
+
+def probe_report(config_path: str | Path, *, db: str | None = None) -> list[Probe]:
+    """``plan --probe``: each model answers its first question not yet answered (into the run's cache)."""
+    config = with_db(load_config(config_path), db)
+    secrets = check_keys(config)
+    _scenarios, the_plan = load_and_plan(config)
+
+    async def go() -> list[Probe]:
+        async with open_queue(config.db_url, config.name) as queue:
+            done = {job.id for job, status, _r, _e in await queue.results() if status == "done"}
+            todo = [job for job in the_plan.jobs if job.id not in done]
+            return await probe_models(config, queue, secrets, the_plan.items, todo)
+
+    with contextlib.ExitStack() as stack:
+        ensure_server(config, stack)
+        return anyio.run(go)
 
 
 def status_report(run_dir: str | Path, *, db: str | None = None, run: str | None = None) -> dict[str, Any]:
@@ -161,14 +203,50 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
                 row["cache_hits"] += 1 if result.get("cache_hit") else 0
         set_aside = sum(c.n for c in await queue.counts() if c.status == SET_ASIDE)
         records = await queue.batches()
+        controls = await queue.controls()
+        held = [
+            {"model": c.model_id, "state": c.state, "reason": c.reason, "since": c.since} for c in controls
+        ]
+        workers = await queue.workers()
+        _add_eta(by_model, workers, {c.model_id for c in controls})
+        budget = [
+            {
+                "scope": t.scope,
+                "spent_usd": t.spent_usd,
+                "reserved_usd": t.reserved_usd,
+                "spent_tokens": t.spent_tokens,
+                "calls": t.calls,
+            }
+            for t in await queue.budget_tallies()
+        ]
         return {
             "run": name,
             "models": by_model,
             "set_aside": set_aside,
-            "workers": await queue.workers(),
+            "held_back": held,
+            "budget": budget,
+            "workers": workers,
             "batches": batch_rows(records),
             "batch_outcomes": batch_outcomes(records),
         }
+
+
+def _add_eta(by_model: dict[str, dict[str, Any]], workers: list[dict[str, Any]], held: set[str]) -> None:
+    """Each model's ETA in seconds at the working fleet's pace, split by the model's share of the jobs
+    done so far (None: nobody is working, the model is held back, or it has no answer yet)."""
+    from .fleet import describe_workers
+
+    rate = sum(w["jobs_per_s"] for w in describe_workers(workers) if w["state"] == "working")
+    done = sum(row["done"] for row in by_model.values())
+    for model_id, row in by_model.items():
+        left = row["pending"] + row["running"]
+        share = row["done"] / done if done else 0.0
+        if not left:
+            row["eta_s"] = 0.0
+        elif model_id in held or rate <= 0 or share <= 0:
+            row["eta_s"] = None
+        else:
+            row["eta_s"] = left / (rate * share)
 
 
 def cache_report(

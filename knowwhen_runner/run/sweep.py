@@ -9,6 +9,7 @@ from __future__ import annotations
 import signal
 import sys
 from collections import Counter
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,16 +21,20 @@ from ..config import SweepConfig, load_config
 from ..exceptions import ConfigError, KnowwhenError
 from ..plan.grid import Plan, plan
 from ..provider import FleetLimits, Limiters, ModelClient, Secrets, Transport, preload_litellm
-from ..queue import SET_ASIDE, JobResult, Queue, open_queue
+from ..queue import SET_ASIDE, JobResult, ModelControl, Queue, open_queue
 from ..scenarios import Scenario, load_scenario
 from .batches import batch_outcomes
+from .budget import BudgetGuard, budget_sentence
 from .local_server import ensure_server
+from .notify import notify
+from .preflight import PreflightError, Probe, no_go_message, probe_models
 from .progress import SweepProgress
 from .stages import Stages
 from .stored import config_from_run, run_meta, with_db
 from .worker import Worker, WorkStats
 
 __all__ = [
+    "Preflight",
     "RunSummary",
     "check_keys",
     "failure_reasons",
@@ -70,6 +75,8 @@ class RunSummary:
     waiting: list[str] = field(default_factory=list)
     failure_reasons: Counter[str] = field(default_factory=Counter)  # failed jobs by their last error
     batches: dict[str, int] = field(default_factory=dict)  # provider batch outcomes (``batch_outcomes``)
+    held_back: list[ModelControl] = field(default_factory=list)  # quarantined or paused models
+    budget_spent: list[str] = field(default_factory=list)  # one sentence per budget found spent
 
 
 def failure_reasons(results: list[JobResult]) -> Counter[str]:
@@ -89,12 +96,14 @@ def run_sweep(
     plan_only: bool = False,
     plan_token: str | None = None,
     fleet: FleetLimits | None = None,
+    preflight: Preflight | None = None,
 ) -> RunSummary:
     """Plan the config into its queue and work until every job is recorded; then finalise.
 
     ``plan_only``: enqueue the first stage's plan and return (for workers that join later).
     ``plan_token``: noted with the run once the first stage is in the queue (workers spawned by
     ``run --processes`` wait for it). ``fleet``: the rate limits are the fleet's, kept in its ledger.
+    ``preflight``: check the models before working (``knowwhen run`` probes them; None: no check).
     """
     path = Path(config_path)
     config = with_db(load_config(path), db)
@@ -114,6 +123,7 @@ def run_sweep(
         plan_only,
         plan_token,
         fleet,
+        preflight,
     )
 
 
@@ -146,6 +156,7 @@ async def _run(
     plan_only: bool = False,
     plan_token: str | None = None,
     fleet: FleetLimits | None = None,
+    preflight: Preflight | None = None,
 ) -> RunSummary:
     from .fits import compute_fits
 
@@ -156,6 +167,9 @@ async def _run(
             info["meta"] = await queue.update_meta({k: v for k, v in meta.items() if k != "created"})
         if retry_failed:
             await queue.requeue_failed()
+        if not plan_only:  # a quarantine lasts one run: the user may have fixed the cause
+            await queue.clear_controls("quarantined")
+            await queue.budget_forget_reservations()  # calls of an earlier (killed) run are over
         stages = Stages(config, queue, info["meta"], work=not plan_only)
         fits: dict[str, Any] | None = None
         total = WorkStats()
@@ -166,6 +180,9 @@ async def _run(
             # Stages: work what can be planned; a fit from finished jobs may release more (gated episodes).
             while True:
                 items = await stages.plan(fits)
+                if preflight is not None and not plan_only:
+                    await _preflight(config, queue, secrets, items, preflight)
+                    preflight = None  # once per run, before anything is spent
                 if plan_token is not None:
                     await queue.update_meta({"plan_token": plan_token})
                     plan_token = None
@@ -193,6 +210,9 @@ async def _run(
         )
         summary.waiting = [note for note in stages.skipped if "waits for" in note]
         summary.batches = batch_outcomes(await queue.batches())
+        summary.held_back = await queue.controls()
+        if total.over_budget:
+            summary.budget_spent = await _budget_sentences(config, queue, sorted(total.over_budget))
         if counts.get("failed"):
             summary.failure_reasons = failure_reasons(await queue.results())
         if finalize and not interrupted and not counts.get("pending") and not counts.get("running"):
@@ -200,7 +220,24 @@ async def _run(
 
             await finalize_run(config, queue)
             summary.finalized = True
+        if not plan_only and not interrupted:
+            await anyio.to_thread.run_sync(lambda: notify(config, *_outcome(summary)))
         return summary
+
+
+def _outcome(summary: RunSummary) -> tuple[str, str]:
+    """The event a finished (or stopped) run sends its hooks, and its one-line message."""
+    c = summary.counts
+    said = (
+        f"{summary.run}: {c.get('done', 0)} done, {c.get('failed', 0)} failed, "
+        f"{c.get('pending', 0) + c.get('running', 0)} pending; cost ${summary.stats.cost_usd:.4f}"
+    )
+    if summary.budget_spent:
+        return "budget", f"{said}; {summary.budget_spent[0]}"
+    if c.get("failed") or c.get("pending") or c.get("running"):
+        held = "; ".join(f"{h.state} {h.model_id}: {h.reason}" for h in summary.held_back)
+        return "failure", f"{said}{'; ' + held if held else ''}"
+    return "finish", said
 
 
 async def work_queue(
@@ -235,6 +272,12 @@ async def work_queue(
         on_progress=lambda s: display.update(s.done, s.cost_usd, s.failed),
     )
     display.batches = worker.batches.describe if worker.batches is not None else None
+
+    def quarantined(model_id: str, reason: str) -> None:
+        _say_quarantined(model_id, reason)
+        notify(config, "quarantine", f"{model_id} is quarantined: {reason}", wait=False)
+
+    worker.on_quarantine = quarantined
     interrupted = False
     with display:
         async with anyio.create_task_group() as tg:
@@ -262,6 +305,62 @@ async def work_queue(
             tg.start_soon(watch_signals)
             tg.start_soon(work)
     return worker.stats, interrupted
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """How ``run`` checks its models before working: probe them (unless ``probe`` is off), leave out
+    ``skip`` (their jobs stay pending this run), and show the go/no-go table with ``report``."""
+
+    probe: bool = True
+    skip: frozenset[str] = frozenset()
+    report: Callable[[list[Probe]], None] | None = None
+
+
+async def _preflight(
+    config: SweepConfig,
+    queue: Queue,
+    secrets: Secrets,
+    items: dict[tuple[str, str], dict[str, Any]],
+    preflight: Preflight,
+) -> None:
+    """Leave out the skipped models; probe the rest; stop on a no-go (``PreflightError``)."""
+    known = {m.id for m in config.models}
+    for model_id in sorted(preflight.skip):
+        if model_id not in known:
+            raise ConfigError(f"--skip-model {model_id}: no model with that id in the config")
+        await queue.set_control(model_id, "quarantined", "left out of this run with --skip-model")
+    if not preflight.probe:
+        return
+    open_jobs = [job for job, status, _r, _e in await queue.results() if status == "pending"]
+    probes = await probe_models(config, queue, secrets, items, open_jobs, skip=preflight.skip)
+    if preflight.report is not None:
+        preflight.report(probes)
+    if not all(p.go for p in probes):
+        raise PreflightError(no_go_message(probes))
+
+
+async def _budget_sentences(config: SweepConfig, queue: Queue, scopes: list[str]) -> list[str]:
+    """What each spent budget bought and how many of its models' jobs wait."""
+    tallies = await queue.budget_tallies()
+    guard = BudgetGuard(config, queue)
+    open_jobs = Counter[str]()
+    for c in await queue.counts():
+        if c.status in ("pending", "running"):
+            open_jobs[c.model_id] += c.n
+    return [
+        budget_sentence(config, scope, tallies, sum(open_jobs[m] for m in guard.models_under(scope)))
+        for scope in scopes
+    ]
+
+
+def _say_quarantined(model_id: str, reason: str) -> None:
+    print(
+        f"\nknowwhen: quarantined {model_id} for this run: {reason}; its jobs stay pending, "
+        "the other models go on",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 # --- dry run and status -------------------------------------------------------------------------------

@@ -6,6 +6,9 @@ failures as soon as they arrive, batching whatever has piled up), and a heartbea
 alive. Identical calls needed by several jobs at once are made once (single flight).
 Stopping (Ctrl-C): claiming stops, calls in flight finish, unstarted jobs are released; a second
 Ctrl-C cancels the calls and releases their jobs too. A killed process loses nothing: its leases expire.
+Models the run holds back (``Queue.controls``: quarantined after a fatal provider error or too many
+invalid answers, or paused by hand) are read every few seconds; their jobs are not claimed and any
+already claimed go back to pending unstarted.
 """
 
 from __future__ import annotations
@@ -28,14 +31,17 @@ from ..dataset.answer_rows import answer_row
 from ..exceptions import ProviderError
 from ..jobs import Job
 from ..provider import CacheMode, Limiters, ModelClient
-from ..queue import Failure, Queue
+from ..queue import Failure, ModelControl, Queue
 from .batches import BatchLane
+from .budget import BudgetGuard, BudgetSpent
 from .calls import CachedCalls, QuestionCall, question_call
+from .quarantine import InvalidAnswers, quarantine_reason
 
 __all__ = ["WorkStats", "Worker", "new_worker_id"]
 
 _RECORD_LINGER_S = 0.05  # how long the recorder waits for more outcomes before writing a batch
 _RECORD_MAX = 512
+_CONTROLS_EVERY_S = 2.0  # how often a worker reads which models the run holds back (quarantine, pause)
 
 
 def new_worker_id() -> str:
@@ -56,12 +62,14 @@ class WorkStats:
     cost_usd: float = 0.0
     started: float = field(default_factory=time.monotonic)
     given_up: dict[str, str] = field(default_factory=dict)  # models down too long: their last error
+    over_budget: dict[str, str] = field(default_factory=dict)  # budget scopes found spent
 
     def add(self, other: WorkStats) -> None:
         """Add another stage's counts to these."""
         for name in ("done", "failed", "retried", "waited", "cache_hits", "calls", "requests", "cost_usd"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.given_up.update(other.given_up)
+        self.over_budget.update(other.over_budget)
 
 
 class _Question(NamedTuple):
@@ -82,6 +90,8 @@ class _Outcome:
     failure: Failure | None = None
     cache_entry: tuple[str, str, dict[str, Any]] | None = None
     down: bool = False  # the model was down: the job goes back to the queue with its attempt unspent
+    quarantine: str | None = None  # the model failed fatally (what to fix): the job goes back, unspent
+    held_back: bool = False  # the model is quarantined or paused: the job goes back unstarted
 
 
 class Worker:
@@ -110,7 +120,8 @@ class Worker:
         self._models: dict[str, ModelSpec] = {m.id: m for m in config.models}
         self._cache = CacheMode(config.cache.policy)
         self._settings = config.workers
-        self.calls = CachedCalls(queue, client, config.cache.policy)
+        self.budget = BudgetGuard(config, queue) if config.budget is not None else None
+        self.calls = CachedCalls(queue, client, config.cache.policy, budget=self.budget)
         self._requests: dict[str, _Question] = {}  # questions looked up in the cache, waiting for a caller
         self._held: set[str] = set()  # job ids claimed and not yet recorded
         self._parked: dict[str, Job] = {}  # held episodes that wait for a down model
@@ -122,6 +133,17 @@ class Worker:
                 queue, self.id, self._models, items, client.secrets, self._settings,
                 unhold=self._held.difference_update, on_recorded=self._batch_recorded,
             )  # fmt: skip
+        self.held_back: dict[str, ModelControl] = {}  # models the run holds back, as last read
+        self._controls_read = -math.inf
+        self._quarantined: dict[str, str] = {}  # models this worker found fatally failing: what to fix
+        self._reported: set[str] = set()  # of those, the ones written to the queue
+        self._spent: dict[str, str] = {}  # models whose budget is spent: the scope
+        self._invalid = InvalidAnswers(
+            self._settings.quarantine_invalid_share, self._settings.quarantine_min_answers
+        )
+        self.on_quarantine: Callable[[str, str], None] | None = (
+            None  # told of each model this worker quarantines
+        )
 
     # -- the job ------------------------------------------------------------------------------------------
 
@@ -163,6 +185,15 @@ class Worker:
     def _failed(self, job: Job, exc: ProviderError) -> _Outcome:
         if exc.kind == "down":
             return _Outcome(job, down=True)
+        if isinstance(exc, BudgetSpent) and self.budget is not None:
+            self.stats.over_budget.setdefault(exc.scope, str(exc))
+            for model_id in self.budget.models_under(exc.scope):
+                self._spent.setdefault(model_id, exc.scope)
+            return _Outcome(job, held_back=True)
+        reason = quarantine_reason(self._models[job.model_id], exc)
+        if reason is not None:
+            self._quarantined.setdefault(job.model_id, reason)  # stop calling it now, not once recorded
+            return _Outcome(job, quarantine=reason)
         final = exc.kind == "fatal" or job.attempts >= self._settings.max_attempts
         return _Outcome(job, failure=Failure(job.id, str(exc), kind=exc.kind, final=final))
 
@@ -209,9 +240,9 @@ class Worker:
 
     def _busy_models(self) -> frozenset[str]:
         """Models not to claim jobs for now: saturated, paused, down and being probed, or given up."""
+        busy = set(self.held_back) | set(self._quarantined) | set(self._spent)
         if self._limiters is None:
-            return frozenset()
-        busy = set()
+            return frozenset(busy)
         for model_id in self._models:
             lim = self._limiters[model_id]
             saturated = lim.waiting >= 2 * lim.max_in_flight or lim.paused_for() > 1.0
@@ -253,6 +284,7 @@ class Worker:
         prefetch = 0  # until a claim shows questions: a batch waiting behind the callers keeps them busy
         async with jobs, outcomes:
             while not self.stopping.is_set():
+                await self._read_controls()
                 # Jobs claimed and not started, plus jobs running, stay within what the callers can start
                 # soon; results waiting for the recorder (on a shared database its writes wait for other
                 # processes) count only up to a bound. Slow jobs (episodes) get no prefetch at all, so a
@@ -331,10 +363,19 @@ class Worker:
             row = self._row(q.job, q.item, response, requests=0, wall_ms=0.0, cache_hit=True)
             await outcomes.send(_Outcome(q.job, result=row))
 
+    async def _read_controls(self, *, now: bool = False) -> None:
+        """Learn which models the run holds back (every few seconds, or ``now``)."""
+        if not now and time.monotonic() - self._controls_read < _CONTROLS_EVERY_S:
+            return
+        self._controls_read = time.monotonic()
+        self.held_back = {c.model_id: c for c in await self.queue.controls()}
+
     async def _queue_finished(self) -> bool:
-        """No job left that this worker could work (jobs of models it gave up on stay pending)."""
+        """No job left that this worker could work (jobs of models given up on or held back stay pending)."""
+        await self._read_controls(now=True)
         counts = await self.queue.counts()
-        gone = self.given_up()
+        held = {model_id: control.reason for model_id, control in self.held_back.items()}
+        gone = {**self.given_up(), **held, **self._quarantined, **self._spent}
         left = sum(c.n for c in counts if c.status in ("pending", "running") and c.model_id not in gone)
         return left <= self._abandoned(gone)
 
@@ -344,6 +385,13 @@ class Worker:
                 self._unfinished -= 1
                 if self.stopping.is_set():
                     continue  # not started: released when the worker exits
+                if (
+                    job.model_id in self.held_back
+                    or job.model_id in self._quarantined
+                    or job.model_id in self._spent
+                ):
+                    await outcomes.send(_Outcome(job, held_back=True))
+                    continue
                 self._running += 1
                 try:
                     outcome = await self._execute(job)
@@ -378,9 +426,10 @@ class Worker:
             results = [(o.job.id, o.result) for o in batch if o.result is not None]
             failures = [o.failure for o in batch if o.failure is not None]
             await self.queue.record(self.id, results, failures, entries)
-            waiting = [o.job.id for o in batch if o.down]
+            waiting = [o.job.id for o in batch if o.down or o.held_back or o.quarantine]
             if waiting:
                 await self.queue.release(self.id, waiting)
+            await self._quarantine(batch)
         tally = self.calls.tally
         self.stats.calls, self.stats.requests, self.stats.cache_hits = (
             tally.calls,
@@ -395,7 +444,7 @@ class Worker:
                 self.stats.cost_usd += sum(cost.values()) if isinstance(cost, dict) else cost
             elif o.failure is not None and o.failure.final:
                 self.stats.failed += 1
-            elif o.down:
+            elif o.down or o.quarantine or o.held_back:
                 self.stats.waited += 1
             else:
                 self.stats.retried += 1
@@ -409,6 +458,26 @@ class Worker:
         self.stats.cost_usd += sum(r.get("cost_usd") or 0.0 for r in rows)
         if self._on_progress:
             self._on_progress(self.stats)
+
+    async def _quarantine(self, batch: list[_Outcome]) -> None:
+        """Quarantine the models of this batch that failed fatally or answered invalidly too often."""
+        reasons: dict[str, str] = {}
+        for o in batch:
+            if o.quarantine is not None:
+                reasons.setdefault(o.job.model_id, o.quarantine)
+            elif o.result is not None and o.job.payload.get("kind") == "question":
+                why = self._invalid.add(o.job.model_id, bool(o.result.get("valid")), o.result.get("error"))
+                if why is not None:
+                    self._quarantined.setdefault(o.job.model_id, why)
+                    reasons.setdefault(o.job.model_id, why)
+        for model_id, reason in reasons.items():
+            if model_id in self._reported:
+                continue
+            self._reported.add(model_id)
+            if await self.queue.set_control(model_id, "quarantined", reason) and self.on_quarantine:
+                self.on_quarantine(model_id, reason)
+        if reasons:
+            await self._read_controls(now=True)
 
     async def _heartbeat_loop(self, tg: TaskGroup) -> None:
         interval = max(0.5, self._settings.lease_seconds / 3)

@@ -20,7 +20,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--enforce-rpm", action="append", default=[], metavar="MODEL=N")
     parser.add_argument("--log-level", default="warning")
+    parser.add_argument("--parent-pid", type=int, default=None, help="end when this process ends")
     args = parser.parse_args(argv)
+    if args.parent_pid is not None:
+        from .parent_watch import watch_parent
+
+        watch_parent(args.parent_pid)
     try:
         faults = [parse_fault_spec(spec) for spec in args.fault]
         limits = dict(parse_rpm_spec(spec) for spec in args.enforce_rpm)

@@ -151,12 +151,16 @@ def start_server_process(
     *,
     host: str = "127.0.0.1",
     timeout: float = _START_TIMEOUT_S,
+    end_with_us: bool = False,
 ) -> ServerProcess:
     """Spawn ``python -m knowwhen_runner.serve`` and return once ``/health`` answers.
 
     With ``port=0`` a free port is picked (and a few others tried if it is taken before the child binds).
-    Raises ``ServeError`` if the server exits or stays silent past ``timeout``.
+    Raises ``ServeError`` if the server exits or stays silent past ``timeout``. ``end_with_us``: the
+    server ends when this process does, even killed with -9 (``parent_watch``).
     """
+    if end_with_us:
+        extra_args = [*extra_args, "--parent-pid", str(os.getpid())]
     attempts = 3 if port == 0 else 1
     for attempt in range(attempts):
         chosen = port or free_port(host)

@@ -432,3 +432,52 @@ def test_processes_opening_a_new_sqlite_file_together_all_get_in(tmp_path: Path)
 
     for i in range(20):
         run(open_together, f"sqlite:///{tmp_path / f'fresh{i}.db'}")
+
+
+def test_model_controls_hold_back_a_model_until_cleared(make_queue) -> None:
+    """A quarantined or paused model is listed with its first reason until its state is cleared, per run."""
+    q = make_queue()
+
+    async def go() -> None:
+        await q.init_run("c", {})
+        assert await q.controls() == []
+        assert await q.set_control("m", "quarantined", "HTTP 401: check KEY") is True
+        assert await q.set_control("m", "quarantined", "again") is False
+        assert await q.set_control("m", "paused", "paused by hand") is True
+        held = await q.controls()
+        assert {(c.model_id, c.state, c.reason) for c in held} == {
+            ("m", "quarantined", "HTTP 401: check KEY"),
+            ("m", "paused", "paused by hand"),
+        }
+        assert await q.clear_controls("quarantined") == 1
+        assert [(c.model_id, c.state) for c in await q.controls()] == [("m", "paused")]
+        assert await q.clear_controls("paused", "other") == 0
+        assert await q.clear_controls("paused", "m") == 1
+        assert await q.controls() == []
+
+    run(go)
+
+
+def test_budget_reserves_all_or_nothing_and_settles_the_actual_cost(make_queue) -> None:
+    """A reservation that would pass any scope's cap reserves nothing; settling swaps it for the real cost."""
+    from knowwhen_runner.queue import BudgetAsk
+
+    q = make_queue()
+
+    async def go() -> None:
+        await q.init_run("c", {})
+        asks = [BudgetAsk("run", 0.4, 100, cap_usd=1.0), BudgetAsk("model:m", 0.4, 100, cap_tokens=250)]
+        assert await q.budget_reserve(asks) is None
+        assert await q.budget_reserve(asks) is None
+        assert await q.budget_reserve(asks) == "model:m"  # tokens 300 > 250 (the run's $1.2 too)
+        tallies = {t.scope: t for t in await q.budget_tallies()}
+        assert tallies["run"].reserved_usd == pytest.approx(0.8) and tallies["run"].spent_usd == 0
+        await q.budget_settle(asks, 0.5, 120)
+        tallies = {t.scope: t for t in await q.budget_tallies()}
+        assert tallies["run"].reserved_usd == pytest.approx(0.4) and tallies["run"].spent_usd == 0.5
+        assert tallies["model:m"].spent_tokens == 120 and tallies["model:m"].calls == 1
+        await q.budget_forget_reservations()
+        tallies = {t.scope: t for t in await q.budget_tallies()}
+        assert tallies["run"].reserved_usd == 0 and tallies["run"].spent_usd == 0.5
+
+    run(go)

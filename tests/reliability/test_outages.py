@@ -67,25 +67,25 @@ def test_a_model_down_for_longer_than_the_run_waits_leaves_its_jobs_pending(
     assert len(rows) == 18 and all(r["valid"] and r["attempts"] == 1 for r in rows)
 
 
-def test_every_job_failing_exits_non_zero_with_the_count_and_the_reason(
+def test_a_401_on_every_call_fails_no_job_it_stops_before_spending_or_quarantines(
     server: ServerProcess, tmp_path: Path
 ) -> None:
-    """A fatal error on every call fails every job: exit 1 naming the reason, also with --retry-failed."""
+    """A 401 on every call: pre-flight stops the run before any job (exit 2); without the probe the model is
+    quarantined after the calls in flight (exit 3); no job ever fails, and a plain rerun finishes the run."""
     server.set_faults([{"fault": "401"}])
     cfg = _config(tmp_path, server.base_url)
     first = knowwhen("run", str(cfg), "-q")
-    assert first.returncode == 1, first.stdout + first.stderr
-    assert "18 jobs failed" in _said(first) and "most common, 18 of them: HTTP 401" in _said(first)
-    assert f"{server.count()} requests" in _said(first)  # failed calls' requests are counted too
-    again = knowwhen("run", str(cfg), "-q", "--retry-failed")
-    assert again.returncode == 1, again.stdout + again.stderr
+    assert first.returncode == 2, first.stdout + first.stderr
+    assert "lexical cannot go" in " ".join(first.stderr.split()) and server.count() == 1
+    second = knowwhen("run", str(cfg), "-q", "--no-probe")
+    assert second.returncode == 3, second.stdout + second.stderr
+    assert "quarantined lexical" in _said(second) and "failed 0" in _said(second)
+    assert server.count() <= 1 + 4  # the probe, then at most the calls in flight (concurrency 4)
     server.clear_faults()
     server.reset_stats()
-    assert knowwhen("run", str(cfg), "-q").returncode == 1  # a plain rerun leaves failed jobs alone
-    assert server.count() == 0
-    fixed = knowwhen("run", str(cfg), "-q", "--retry-failed")
+    fixed = knowwhen("run", str(cfg), "-q")
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    assert server.count() == 18 and all(r["valid"] for r in _rows(tmp_path))
+    assert server.count() == 18 and all(r["valid"] and r["attempts"] == 1 for r in _rows(tmp_path))
 
 
 def test_a_server_that_answers_500_to_everything_fails_its_jobs_with_the_reason(
@@ -99,8 +99,9 @@ def test_a_server_that_answers_500_to_everything_fails_its_jobs_with_the_reason(
     assert done.returncode == 1, done.stdout + done.stderr
     assert "18 jobs failed" in _said(done) and "HTTP 500" in _said(done)
     assert time.monotonic() - started < 120  # retried with backoff, never waited out as an outage
-    # each job: max_attempts (2) claims x max_attempts + 1 (3) tries at most
-    assert server.count() <= 18 * 2 * 3
+    # each job: max_attempts (2) claims x max_attempts + 1 (3) tries at most, after the pre-flight
+    # probe's 2 tries (a 500 is no reason to stop before the run: the probe says so and goes on)
+    assert server.count() <= 18 * 2 * 3 + 2
 
 
 def test_a_refused_connection_is_named_as_such_not_as_an_http_status(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from knowwhen_runner.config import SweepConfig, parse_config
@@ -148,10 +149,47 @@ def test_gated_without_tau_is_skipped_with_a_reason(tmp_path: Path) -> None:
 
 
 def test_the_dry_run_counts_episodes_without_guessing_their_calls(tmp_path: Path) -> None:
-    """`knowwhen plan` on episodes lists their cells and says their calls are not in the estimate."""
+    """`knowwhen plan` on episodes lists their cells, leaves their calls out of the call count, and
+    forecasts them as L3 lines from a stated per-step assumption (no episode has finished yet)."""
     config = _config(tmp_path)
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_none=True)))
     report = plan_report(path)
     assert report.jobs == report.new_jobs == 26 and report.calls_to_make == 0
-    assert "26 episodes to run: their calls are not in the call count or cost estimate" in report.skipped
+    assert any(n.startswith("26 episodes to run") for n in report.skipped)
+    lines = report.forecast.lines
+    assert sum(line.jobs for line in lines) == 26
+    assert {line.level for line in lines} == {"L3"}
+    assert all(line.basis in ("assumed steps", "no price") for line in lines)
+    assert any("assumed" in c and "steps" in c for c in report.forecast.caveats)
+
+
+def test_the_forecast_prices_episodes_from_finished_ones_of_their_cell(tmp_path: Path) -> None:
+    """L3 cells with finished episodes are forecast at their mean cost (cheapest to dearest as the range);
+    cells without any fall back to the stated per-step assumption, priced for priced models."""
+    from knowwhen_runner.run.forecast import forecast
+
+    price = {"input_per_million": 1.0, "output_per_million": 4.0}
+    models = [
+        {"id": "prior", "model": "hosted_vllm/prior", "kind": "decision", "pricing": price},
+        {"id": "lexical", "model": "hosted_vllm/lexical", "kind": "decision", "pricing": price},
+        {"id": "agent", "model": "openai/agent-sim", "kind": "llm", "pricing": price},
+    ]
+    config = _config(tmp_path, models=models)
+    the_plan = plan(config, _scenarios(config))
+    finished = [
+        {"kind": "episode", "scenario": "fit", "mode": "shadow", "decision_model": "prior", "cost_usd": cost}
+        for cost in ({"decision": 0.001, "llm": 0.009}, {"decision": 0.002, "llm": 0.018}, {"llm": 0.03})
+    ]
+    fc = forecast(config, the_plan.jobs, {}, finished, [])  # e.g. a rerun with a new repeat
+    lines = {(line.scenario, line.mode, line.model): line for line in fc.lines}
+    seen = lines[("fit", "shadow", "prior")]
+    n = seen.jobs
+    assert seen.basis == "3 finished episodes" and seen.level == "L3"
+    assert seen.usd == pytest.approx(n * 0.02) and seen.low == pytest.approx(n * 0.01)
+    assert seen.high == pytest.approx(n * 0.03)
+    assumed = lines[("fit", "shadow", "lexical")]
+    assert assumed.basis == "assumed steps" and 0 < (assumed.low or 0) < (assumed.usd or 0) < (
+        assumed.high or 0
+    )
+    assert not fc.unpriced and fc.low <= fc.usd <= fc.high

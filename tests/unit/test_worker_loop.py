@@ -136,12 +136,25 @@ def test_an_outage_is_waited_out_without_spending_attempts(tmp_path: Path) -> No
 
 
 def test_a_fatal_error_fails_the_job_at_once_with_its_reason(tmp_path: Path) -> None:
-    """A 401 is not retried: one request per question, every job failed with the status in its error."""
-    transport = MockTransport(lambda model, kind, body: MockTransport.error(401, "bad key"))
+    """A 400 is not retried: one request per question, every job failed with the status in its error."""
+    transport = MockTransport(lambda model, kind, body: MockTransport.error(400, "bad request"))
     _queue, results = anyio.run(_run, _config(tmp_path), transport)
     assert _statuses(results) == {"failed": 2 * QUESTIONS}
-    assert all(r.error and "HTTP 401" in r.error for r in results)
+    assert all(r.error and "HTTP 400" in r.error for r in results)
     assert len(transport.sent) <= 2 * QUESTIONS
+
+
+def test_a_401_quarantines_the_model_and_fails_no_job(tmp_path: Path) -> None:
+    """A 401 is the key, not the question: the model is quarantined after the calls in flight, every job
+    stays pending with its attempt unspent, and the quarantine says which key to check."""
+    transport = MockTransport(lambda model, kind, body: MockTransport.error(401, "bad key"))
+    config = _config(tmp_path)
+    queue, results = anyio.run(_run, config, transport)
+    assert _statuses(results) == {"pending": 2 * QUESTIONS}
+    assert len(transport.sent) <= 2 * config.workers.concurrency  # the calls in flight, per model
+    held = anyio.run(queue.controls)
+    assert {c.model_id for c in held} == {m.id for m in config.models}
+    assert all(c.state == "quarantined" and "refused the key" in c.reason for c in held)
 
 
 def test_stopping_mid_run_loses_nothing_and_leaves_the_rest_pending(tmp_path: Path) -> None:

@@ -1,0 +1,103 @@
+"""Models a run holds back from claims: quarantined by a fatal provider error, or paused by hand.
+
+Rows live in the run database (``kw_model_controls``) so every worker of the fleet, on any machine,
+obeys them: workers read them every few seconds and stop claiming the model's jobs, which stay pending.
+A mixin of ``SqlQueue`` (it uses the queue's ``_call``, ``_engine``, ``_insert`` and ``_clock``);
+``MemoryQueue`` keeps the same rows in a dict.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import delete, select
+from sqlalchemy.engine import Engine
+
+from . import schema as s
+from .engine import OnOneThread
+
+__all__ = ["CONTROL_STATES", "ControlState", "ControlTables", "ModelControl"]
+
+ControlState = Literal["quarantined", "paused"]
+CONTROL_STATES: tuple[str, ...] = ("quarantined", "paused")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelControl:
+    """One model held back: why (one sentence saying what to fix) and since when (epoch seconds)."""
+
+    model_id: str
+    state: ControlState
+    reason: str
+    since: float
+
+
+class ControlTables(OnOneThread):
+    """Quarantine and pause rows of ``SqlQueue``."""
+
+    run: str
+    _engine: Engine
+
+    def _insert(self, table: Any) -> Any:
+        raise NotImplementedError
+
+    async def set_control(self, model_id: str, state: ControlState, reason: str) -> bool:
+        """Hold ``model_id`` back; False when it already was in this state (the first reason stays)."""
+        return await self._call(self._set_control, model_id, state, reason)
+
+    def _set_control(self, model_id: str, state: str, reason: str) -> bool:
+        row = {"run": self.run, "model_id": model_id, "state": state, "reason": reason, "since": time.time()}
+        with self._engine.begin() as conn:
+            stmt = self._insert(s.model_controls).values(**row).on_conflict_do_nothing()
+            added = conn.execute(stmt.returning(s.model_controls.c.model_id)).first()
+        return added is not None
+
+    async def clear_controls(self, state: ControlState, model_id: str | None = None) -> int:
+        """Let the run claim these models' jobs again (every model held in ``state`` when None)."""
+        return await self._call(self._clear_controls, state, model_id)
+
+    def _clear_controls(self, state: str, model_id: str | None) -> int:
+        t = s.model_controls
+        stmt = delete(t).where(t.c.run == self.run, t.c.state == state)
+        if model_id is not None:
+            stmt = stmt.where(t.c.model_id == model_id)
+        with self._engine.begin() as conn:
+            return int(conn.execute(stmt).rowcount or 0)
+
+    async def controls(self) -> list[ModelControl]:
+        """Every model this run holds back, oldest first."""
+        return await self._call(self._controls)
+
+    def _controls(self) -> list[ModelControl]:
+        t = s.model_controls
+        with self._engine.connect() as conn:
+            rows = conn.execute(
+                select(t.c.model_id, t.c.state, t.c.reason, t.c.since)
+                .where(t.c.run == self.run)
+                .order_by(t.c.since, t.c.model_id)
+            ).fetchall()
+        return [ModelControl(r[0], r[1], r[2], float(r[3])) for r in rows]
+
+
+class MemoryControls:
+    """The same rows for ``MemoryQueue``."""
+
+    def __init__(self) -> None:
+        self._controls: dict[tuple[str, str], ModelControl] = {}
+
+    async def set_control(self, model_id: str, state: ControlState, reason: str) -> bool:
+        if (model_id, state) in self._controls:
+            return False
+        self._controls[(model_id, state)] = ModelControl(model_id, state, reason, time.time())
+        return True
+
+    async def clear_controls(self, state: ControlState, model_id: str | None = None) -> int:
+        gone = [k for k in self._controls if k[1] == state and model_id in (None, k[0])]
+        for k in gone:
+            del self._controls[k]
+        return len(gone)
+
+    async def controls(self) -> list[ModelControl]:
+        return sorted(self._controls.values(), key=lambda c: (c.since, c.model_id))

@@ -1,0 +1,72 @@
+"""Pre-flight: each model answers one real question before the sweep spends anything; a no-go stops
+the run before its first job, ``--skip-model`` leaves a model out, and the probe's answer is reused."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from knowwhen_runner.serve import ServerProcess
+from tests.helpers import knowwhen, make_question_set, write_config
+
+
+@pytest.fixture
+def scenario(tmp_path: Path) -> Path:
+    return make_question_set(tmp_path / "qs", n_tasks=10)  # 45 questions
+
+
+def _counts(config: Path) -> dict[tuple[str, str], int]:
+    (db,) = list((config.parent / "out").rglob("*.db"))
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT model_id, status, count(*) FROM kw_jobs GROUP BY model_id, status")
+        return {(m, s): n for m, s, n in rows}
+
+
+def test_bad_key_is_caught_before_the_first_job_and_skip_model_goes_on(
+    server: ServerProcess, tmp_path: Path, scenario: Path
+) -> None:
+    """A 401 stops `run` at pre-flight with no job done; --skip-model runs the rest; the probe's answer is reused."""
+    server.set_faults([{"fault": "401", "model": "lexical-llm"}])
+    config = write_config(tmp_path / "c.yaml", server.base_url, scenario)
+    stopped = knowwhen("run", str(config), "-q")
+    assert stopped.returncode == 2, stopped.stdout + stopped.stderr
+    assert "no-go" in stopped.stdout and "pre-flight: lexical-llm cannot go" in stopped.stderr
+    assert "--skip-model lexical-llm" in stopped.stderr
+    assert _counts(config) == {("lexical", "pending"): 45, ("lexical-llm", "pending"): 45}
+    assert server.count(model="lexical-llm") == 1 and server.count(model="lexical") == 1
+
+    skipped = knowwhen("run", str(config), "-q", "--skip-model", "lexical-llm")
+    assert skipped.returncode == 3, skipped.stdout + skipped.stderr
+    assert "quarantined lexical-llm" in skipped.stdout and "--skip-model" in skipped.stdout
+    assert _counts(config) == {("lexical", "done"): 45, ("lexical-llm", "pending"): 45}
+    assert server.count(model="lexical") == 45  # the probe's answer was the first job's: no extra call
+
+    server.clear_faults()
+    server.reset_stats()
+    fixed = knowwhen("run", str(config), "-q")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert _counts(config) == {("lexical", "done"): 45, ("lexical-llm", "done"): 45}
+    assert server.count(model="lexical-llm") == 45 and server.count(model="lexical") == 0
+
+
+def test_plan_probe_prints_go_no_go_and_json(server: ServerProcess, tmp_path: Path, scenario: Path) -> None:
+    """`plan --probe` names a typo'd model as no-go (name check failed) and exits 2; --json carries the probes."""
+    models = [
+        {"id": "lexical", "model": "hosted_vllm/lexical", "kind": "decision", "api_base": server.base_url},
+        {"id": "prior", "model": "hosted_vllm/priorr", "kind": "decision", "api_base": server.base_url},
+    ]
+    config = write_config(tmp_path / "c.yaml", server.base_url, scenario, models=models)
+    shown = knowwhen("plan", str(config), "--probe")
+    assert shown.returncode == 2, shown.stdout + shown.stderr
+    assert "pre-flight" in shown.stdout and "no-go" in shown.stdout and "priorr" in shown.stdout
+    as_json = knowwhen("plan", str(config), "--probe", "--json")
+    assert as_json.returncode == 2, as_json.stderr
+    probes = {p["model_id"]: p for p in json.loads(as_json.stdout)["probes"]}
+    assert probes["lexical"]["go"] is True and probes["lexical"]["answer"] == "ok"
+    # each probe asks the next question not in the cache, so neither probe's answer is wasted
+    assert probes["lexical"]["how"] == "called" and server.count(model="lexical") == 2
+    assert probes["prior"]["go"] is False and probes["prior"]["name"] == "no"
+    assert "`model:`" in probes["prior"]["problem"]
