@@ -1,8 +1,9 @@
 """JSON Schemas of the project's file formats, generated from the pydantic models that define them.
 
 ``python -m knowwhen_runner.schemas [FOLDER]`` writes ``config.schema.json`` (the sweep config),
-``cxs-manifest.schema.json`` (a model's CXS manifest) and ``answer-row.schema.json`` (one row of an
-answers file) into ``schemas/``; a test fails when the committed files and the models drift apart.
+``cxs-manifest.schema.json`` (a model's CXS manifest), ``answer-row.schema.json`` (one row of an
+answers file) and ``cache-bundle.schema.json`` (a replay bundle's manifest) into ``schemas/``; a test
+fails when the committed files and the models drift apart.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .cache.bundle import BUNDLE_SCHEMA_VERSION, BundleManifest
 from .config import SweepConfig
 from .dataset.answer_rows import AnswerRow
 from .jsonio import atomic_write_bytes
@@ -25,6 +27,10 @@ SCHEMAS: dict[str, tuple[type[BaseModel], str]] = {
     "config.schema.json": (SweepConfig, "knowwhen sweep config"),
     "cxs-manifest.schema.json": (CxsManifest, f"knowwhen CXS manifest, version {MANIFEST_SCHEMA_VERSION}"),
     "answer-row.schema.json": (AnswerRow, "AgentDecisionBench answer row as knowwhen writes it"),
+    "cache-bundle.schema.json": (
+        BundleManifest,
+        f"knowwhen replay bundle manifest (the bundle's first line), version {BUNDLE_SCHEMA_VERSION}",
+    ),
 }
 """File name -> (model, title)."""
 

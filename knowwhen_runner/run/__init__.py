@@ -3,14 +3,15 @@
 Read in this order: ``sweep`` (``run``: plan, work, finalise), ``stages``, ``worker`` (claim, call,
 record), ``calls`` (cache-through calls), ``episode`` (one closed-loop episode), ``fits`` (τ from shadow
 episodes), ``fleet`` (many processes and machines), ``stored`` (reopen a run), ``reports`` (``plan``,
-``status``, ``cache``), ``importer`` (published answers), ``progress``, ``local_server``.
+``status``), ``cache_commands`` (``knowwhen cache``), ``importer`` (published answers), ``progress``, ``local_server``.
 """
 
 from __future__ import annotations
 
+from .cache_commands import cache_export, cache_import, cache_report, store_url
 from .fleet import JoinSummary, describe_workers, finalize_once, join_run, run_fleet
 from .importer import import_dataset
-from .reports import PlanReport, cache_report, plan_report, status_report
+from .reports import PlanReport, plan_report, status_report
 from .stored import config_from_run, stored_config
 from .sweep import RunSummary, finalize_config, run_sweep, work_queue
 from .worker import Worker, WorkStats
@@ -21,6 +22,8 @@ __all__ = [
     "RunSummary",
     "WorkStats",
     "Worker",
+    "cache_export",
+    "cache_import",
     "cache_report",
     "config_from_run",
     "describe_workers",
@@ -32,6 +35,7 @@ __all__ = [
     "run_fleet",
     "run_sweep",
     "status_report",
+    "store_url",
     "stored_config",
     "work_queue",
 ]

@@ -9,15 +9,17 @@ from typing import Any
 
 import anyio
 
+from ..cache import cache_url, describe_url, open_cache
 from ..config import SweepConfig, load_config
+from ..exceptions import KnowwhenError
 from ..plan import Plan
 from ..provider import CacheMode, token_prices
 from ..queue import SET_ASIDE, open_queue
 from .calls import question_call
-from .stored import open_existing, with_db
+from .stored import open_existing, stored_config, with_db
 from .sweep import load_and_plan
 
-__all__ = ["PlanReport", "cache_report", "plan_report", "status_report"]
+__all__ = ["PlanReport", "plan_report", "status_report"]
 
 
 @dataclass
@@ -29,6 +31,7 @@ class PlanReport:
     cache_hits: int
     est_cost_usd: float | None
     skipped: list[str]
+    cache: str  # where the response store is
 
 
 def plan_report(config_path: str | Path, *, db: str | None = None) -> PlanReport:
@@ -58,8 +61,12 @@ async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
             call = question_call(model, the_plan.items[(job.scenario_id, job.item)])
             keys.setdefault(call.key, (model.id, len(str(call.body)) // 4))
         hits: set[str] = set()
-        if queue is not None and CacheMode(config.cache.policy).read:
-            hits = set(await queue.cache_get(list(keys)))
+        if CacheMode(config.cache.policy).read:
+            cache = await stack.enter_async_context(open_cache(cache_url(config)))
+            hits = set(await cache.get(list(keys)))
+            location = cache.location
+        else:
+            location = "off"
     calls = {k: v for k, v in keys.items() if k not in hits}
     cells = [
         {
@@ -85,6 +92,7 @@ async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
         len(hits),
         _estimate_cost(config, calls),
         the_plan.skipped + (notes if episodes else []),
+        location,
     )
 
 
@@ -133,19 +141,25 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
                 row["calls"] += 0 if result.get("cache_hit") else 1
                 row["cache_hits"] += 1 if result.get("cache_hit") else 0
         set_aside = sum(c.n for c in await queue.counts() if c.status == SET_ASIDE)
-        return {"run": name, "models": by_model, "set_aside": set_aside, "workers": await queue.workers()}
+        info = await queue.run_info()
+        cache = _cache_location(info, db)
+        return {
+            "run": name,
+            "models": by_model,
+            "set_aside": set_aside,
+            "workers": await queue.workers(),
+            "cache": cache,
+        }
 
 
-def cache_report(
-    run_dir: str | Path, *, db: str | None = None, clear_model: str | None = None, clear_all: bool = False
-) -> dict[str, int]:
-    """Cached responses per litellm model string in a run's database; optionally delete some first."""
-
-    async def go() -> dict[str, int]:
-        queue, _name = open_existing(Path(run_dir), db, None)
-        async with queue:
-            if clear_all or clear_model:
-                await queue.cache_clear(None if clear_all else clear_model)
-            return await queue.cache_stats()
-
-    return anyio.run(go)
+def _cache_location(info: dict[str, Any] | None, db: str | None) -> str | None:
+    """Where the run's response store is (by its stored config), or None if that cannot be read."""
+    if info is None:
+        return None
+    try:
+        config = stored_config(info, db, require_files=False)
+    except KnowwhenError:
+        return None
+    if config.cache.policy == "off":
+        return "off"
+    return describe_url(cache_url(config))

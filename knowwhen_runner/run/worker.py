@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 import anyio
 from anyio.abc import TaskGroup
 
+from ..cache import CacheEntry, CacheStore
 from ..config import ModelSpec, SweepConfig
 from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
@@ -29,7 +30,7 @@ from ..exceptions import ProviderError
 from ..jobs import Job
 from ..provider import CacheMode, Limiters, ModelClient, preload_litellm
 from ..queue import Failure, Queue
-from .calls import CachedCalls, QuestionCall, question_call
+from .calls import CachedCalls, Lookup, QuestionCall, question_call
 
 __all__ = ["WorkStats", "Worker", "new_worker_id"]
 
@@ -79,7 +80,7 @@ class _Outcome:
     job: Job
     result: dict[str, Any] | None = None
     failure: Failure | None = None
-    cache_entry: tuple[str, str, dict[str, Any]] | None = None
+    cache_entry: CacheEntry | None = None
     down: bool = False  # the model was down: the job goes back to the queue with its attempt unspent
 
 
@@ -93,6 +94,7 @@ class Worker:
         client: ModelClient,
         items: dict[tuple[str, str], dict[str, Any]],
         *,
+        cache: CacheStore,
         worker_id: str | None = None,
         on_progress: Callable[[WorkStats], None] | None = None,
         limiters: Limiters | None = None,
@@ -109,7 +111,7 @@ class Worker:
         self._models: dict[str, ModelSpec] = {m.id: m for m in config.models}
         self._cache = CacheMode(config.cache.policy)
         self._settings = config.workers
-        self.calls = CachedCalls(queue, client, config.cache.policy)
+        self.calls = CachedCalls(cache, client, config.cache.policy)
         self._requests: dict[str, _Question] = {}  # questions looked up in the cache, waiting for a caller
         self._held: set[str] = set()  # job ids claimed and not yet recorded
         self._unfinished = 0  # jobs claimed and not yet started (waiting for a caller)
@@ -264,7 +266,9 @@ class Worker:
                 preload_litellm()
                 await jobs.send(job)
         requests = [self._request(job) for job in questions]
-        hits = await self.queue.cache_get([q.call.key for q in requests])
+        hits = await self.calls.lookup(
+            [Lookup(q.model, q.call.kind, q.call.body, q.call.key) for q in requests]
+        )
         for q in requests:
             response = hits.get(q.call.key)
             if response is None:
@@ -322,7 +326,9 @@ class Worker:
             entries = [o.cache_entry for o in batch if o.cache_entry is not None]
             results = [(o.job.id, o.result) for o in batch if o.result is not None]
             failures = [o.failure for o in batch if o.failure is not None]
-            await self.queue.record(self.id, results, failures, entries)
+            # Responses first: a kill between the two finds them in the cache when the jobs run again.
+            await self.calls.store.put(entries, overwrite=self._cache.overwrite)
+            await self.queue.record(self.id, results, failures)
             waiting = [o.job.id for o in batch if o.down]
             if waiting:
                 await self.queue.release(self.id, waiting)
