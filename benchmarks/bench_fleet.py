@@ -72,6 +72,7 @@ def _write_config(folder: Path, base_url: str, questions: Path) -> Path:
             {"id": "lexical", "model": "hosted_vllm/lexical", "kind": "decision", "api_base": base_url}
         ],
         "scenarios": [{"id": "qs", "path": str(questions)}],
+        "cache": {"store": "run"},  # each measured run has a fresh database, so a cold cache
     }
     path = folder / "bench.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))

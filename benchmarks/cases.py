@@ -161,13 +161,13 @@ def inspect_side_by_side(
 
 
 def _seed_cache(config_path: Path, response: dict[str, Any]) -> int:
-    """Fill the run database's cache with a response for every job of the config (as a finished sweep would)."""
+    """Fill the run's response store with a response for every job of the config (as a finished sweep would)."""
     import anyio
 
+    from knowwhen_runner.cache import CacheEntry, cache_url, open_cache
     from knowwhen_runner.config import load_config
     from knowwhen_runner.provider import decision_body
     from knowwhen_runner.provider.cache_keys import cache_key
-    from knowwhen_runner.queue import open_queue
     from knowwhen_runner.run.sweep import load_and_plan
 
     config = load_config(config_path)
@@ -177,14 +177,13 @@ def _seed_cache(config_path: Path, response: dict[str, Any]) -> int:
     for job in the_plan.jobs:
         model = models[job.model_id]
         body = decision_body(the_plan.items[(job.scenario_id, job.item)])
-        entries[cache_key(model, "decision", body)] = (model.model, response)
+        entries[cache_key(model, "decision", body)] = CacheEntry("", model.model, response)
 
     async def put() -> None:
-        queue = open_queue(config.db_url, config.name)
-        rows = [(k, m, r) for k, (m, r) in entries.items()]
-        for i in range(0, len(rows), 10_000):
-            await queue.cache_put(rows[i : i + 10_000])
-        await queue.close()
+        async with open_cache(cache_url(config)) as store:
+            rows = [e._replace(key=k) for k, e in entries.items()]
+            for i in range(0, len(rows), 10_000):
+                await store.put(rows[i : i + 10_000])
 
     anyio.run(put)
     return len(entries)
@@ -303,4 +302,7 @@ def rate_limit_fidelity(server: ServerProcess, work: Path, rpm: int, seconds: fl
 
 
 def scratch() -> Path:
-    return Path(tempfile.mkdtemp(prefix="knowwhen-bench-"))
+    """A scratch folder; the user-level response store of every run started from here goes in it too."""
+    work = Path(tempfile.mkdtemp(prefix="knowwhen-bench-"))
+    os.environ["KNOWWHEN_CACHE_DIR"] = str(work / "user-cache")
+    return work

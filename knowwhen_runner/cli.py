@@ -222,6 +222,7 @@ def plan(
         )
     for note in report.batch_notes:
         out.print(note)
+    out.print(f"cache: {report.cache}", highlight=False)
     if probes is not None and not all(p.go for p in probes):
         from .run.preflight import no_go_message
 
@@ -262,6 +263,9 @@ def status(
     for b in report["budget"]:
         reserved = f", ${b['reserved_usd']:.4f} reserved in flight" if b["reserved_usd"] > 0 else ""
         out.print(f"budget {b['scope']}: ${b['spent_usd']:.4f} spent on {b['calls']} calls{reserved}")
+    out.print(
+        f"cache: {report['cache'] or 'unknown (the stored config cannot be read here)'}", highlight=False
+    )
     if report["set_aside"]:
         out.print(
             f"{report['set_aside']} jobs of an earlier version of the config set aside "
@@ -546,39 +550,8 @@ def fetch_dataset(
     out.print(f"dataset: {root}  (task lists per set: {root / TASK_SETS_DIR})")
 
 
-cache_app = typer.Typer(help="The response cache of a run's database: what is in it, and clearing it.")
+from .cache_cli import cache_app  # noqa: E402
+
 app.add_typer(cache_app, name="cache")
-
-
-@cache_app.command("stats")
-def cache_stats(
-    run_dir: Annotated[Path, typer.Argument(help="Run folder (the config's output).")],
-    db: Annotated[str | None, typer.Option(help="Database URL, for runs on PostgreSQL.")] = None,
-) -> None:
-    """Cached responses per model string."""
-    from .run import cache_report
-
-    counts = cache_report(run_dir, db=db)
-    for model, n in sorted(counts.items()):
-        out.print(f"{model}: {n}")
-    out.print(f"total: {sum(counts.values())}")
-
-
-@cache_app.command("clear")
-def cache_clear(
-    run_dir: Annotated[Path, typer.Argument(help="Run folder (the config's output).")],
-    model: Annotated[str | None, typer.Option(help="Only this litellm model string.")] = None,
-    all_models: Annotated[bool, typer.Option("--all", help="Every cached response.")] = False,
-    db: Annotated[str | None, typer.Option(help="Database URL, for runs on PostgreSQL.")] = None,
-) -> None:
-    """Delete cached responses (recorded answers stay; rerun with cache policy refresh to re-ask)."""
-    from .exceptions import ConfigError
-    from .run import cache_report
-
-    if not model and not all_models:
-        raise ConfigError("cache clear: name a --model or give --all")
-    left = cache_report(run_dir, db=db, clear_model=model, clear_all=all_models)
-    out.print(f"cleared; {sum(left.values())} cached responses left")
-
 
 _ = (Path, Annotated, Optional)  # used by commands below

@@ -132,6 +132,22 @@ class ModelSpec(_Frozen):
     batch: BatchSettings | None = Field(
         None, description="LLMs: answer open-loop questions through the provider's Batch API (runtime knob)."
     )
+    revision: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:+@/-]{0,127}$",
+        description=(
+            "What is served under the model string, when the string alone does not pin it (a checkpoint, "
+            "a commit, a release): part of job ids and cache keys. Change it to re-ask the model."
+        ),
+    )
+    identity: Literal["model", "endpoint"] = Field(
+        "model",
+        description=(
+            "What a cached answer belongs to: 'model' (the model string and revision: the same model on "
+            "another port or machine shares its answers) or 'endpoint' (the api_base too: for servers "
+            "whose model string does not say what they serve)."
+        ),
+    )
     tool_choice: Literal["required", "auto"] = Field(
         "required",
         description=(
@@ -158,6 +174,10 @@ class ModelSpec(_Frozen):
     def batches(self) -> bool:
         """Whether this model's open-loop questions go to provider batches."""
         return self.batch is not None and self.batch.enabled
+
+    def served_model(self) -> str:
+        """The litellm model string, with ``@revision`` when a revision is declared (for job ids)."""
+        return self.model if self.revision is None else f"{self.model}@{self.revision}"
 
     def identity_params(self) -> dict[str, Any]:
         """The params that decide this model's answers, for job ids (a non-default tool_choice too)."""
@@ -314,9 +334,30 @@ class ScenarioSpec(_Frozen):
 
 
 class CacheSettings(_Frozen):
-    """Response cache policy: read-write (default), read-only, refresh (call and overwrite), off."""
+    """The response cache: its policy, and which store the run shares its answers through."""
 
-    policy: CachePolicy = "read-write"
+    policy: CachePolicy = Field(
+        "read-write", description="read-write (default), read-only, refresh (call and overwrite), off."
+    )
+    store: Literal["user", "run"] | None = Field(
+        None,
+        description=(
+            "user: a SQLite file in the user's cache folder ($KNOWWHEN_CACHE_DIR), shared by every run of "
+            "this user; run: the run's own database (a PostgreSQL fleet shares it). Default: run for a "
+            "run on PostgreSQL, user otherwise."
+        ),
+    )
+    path: Path | None = Field(None, description="A SQLite file to keep the cache in (instead of store).")
+    url: str | None = Field(
+        None, description="A database URL to keep the cache in (instead of store); ${VAR} is expanded."
+    )
+
+    @model_validator(mode="after")
+    def _one_place(self) -> CacheSettings:
+        given = [name for name in ("store", "path", "url") if getattr(self, name) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give one of store, path and url, not {' and '.join(given)}")
+        return self
 
 
 class WorkerSettings(_Frozen):
@@ -559,6 +600,13 @@ def _resolve_paths(data: dict[str, Any], base: Path, source: str) -> dict[str, A
         scenarios.append(sc)
     if scenarios:
         data["scenarios"] = scenarios
+    cache = data.get("cache")
+    if isinstance(cache, dict) and isinstance(cache.get("path"), str):
+        cache = {**cache, "path": str((base / _expand_env(cache["path"], f"{source}: cache.path")).resolve())}
+    if isinstance(cache, dict) and isinstance(cache.get("url"), str):
+        cache = {**cache, "url": _expand_env(cache["url"], f"{source}: cache.url")}
+    if cache is not None:
+        data["cache"] = cache
     models = []
     for i, m in enumerate(_as_list(data.get("models"))):
         if isinstance(m, dict) and isinstance(m.get("api_base"), str):

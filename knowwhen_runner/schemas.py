@@ -1,8 +1,9 @@
 """JSON Schemas of the project's file formats, generated from the pydantic models that define them.
 
 ``python -m knowwhen_runner.schemas [FOLDER]`` writes ``config.schema.json`` (the sweep config),
-``cxs-manifest.schema.json`` (a model's CXS manifest) and ``answer-row.schema.json`` (one row of an
-answers file) and ``episode-row.schema.json`` (one line of an episodes file) into ``schemas/``; a test
+``cxs-manifest.schema.json`` (a model's CXS manifest), ``answer-row.schema.json`` (one row of an
+answers file), ``episode-row.schema.json`` (one line of an episodes file) and ``cache-bundle.schema.json``
+(a replay bundle's manifest) into ``schemas/``; a test
 fails when the committed files and the models drift apart.
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .cache.bundle import BUNDLE_SCHEMA_VERSION, BundleManifest
 from .config import SweepConfig
 from .dataset.answer_rows import AnswerRow
 from .jsonio import atomic_write_bytes
@@ -28,6 +30,10 @@ SCHEMAS: dict[str, tuple[type[BaseModel], str]] = {
     "cxs-manifest.schema.json": (CxsManifest, f"knowwhen CXS manifest, version {MANIFEST_SCHEMA_VERSION}"),
     "answer-row.schema.json": (AnswerRow, "AgentDecisionBench answer row as knowwhen writes it"),
     "episode-row.schema.json": (EpisodeRow, f"knowwhen episode row, version {EPISODE_ROW_SCHEMA_VERSION}"),
+    "cache-bundle.schema.json": (
+        BundleManifest,
+        f"knowwhen replay bundle manifest (the bundle's first line), version {BUNDLE_SCHEMA_VERSION}",
+    ),
 }
 """File name -> (model, title)."""
 

@@ -3,11 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 import knowwhen_runner  # noqa: F401  (sets LITELLM_LOCAL_MODEL_COST_MAP before any test imports litellm)
 from knowwhen_runner.serve import ServerProcess, start_server_process
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Module- and session-scoped fixtures that run sweeps get a response store that is not the user's."""
+    folder = tmp_path_factory.mktemp("session-user-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KNOWWHEN_CACHE_DIR", str(folder))
+        yield folder
+
+
+@pytest.fixture(autouse=True)
+def _own_cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's user-level response store is a fresh folder (never the real home; processes inherit it)."""
+    folder = tmp_path_factory.mktemp("user-cache")
+    monkeypatch.setenv("KNOWWHEN_CACHE_DIR", str(folder))
+    return folder
+
 
 # ---------------------------------------------------------------------------------------------------
 # Local model server (knowwhen serve)

@@ -87,7 +87,7 @@ def _question_jobs(model: ModelSpec, mode: Mode, scenario: Scenario) -> list[Job
     items = list(scenario.items)
     ids = job_ids(
         model_id=model.id,
-        model=model.model,
+        model=model.served_model(),
         params=model.identity_params(),
         mode=mode,
         scenario_id=scenario.id,
@@ -184,7 +184,7 @@ def _episode_job(
         extra["seed"] = payload["seed"] = payload["repeat"] = repeat
     ident = job_id(
         model_id=model.id,
-        model=model.model,
+        model=model.served_model(),
         params=model.identity_params(),
         mode=mode,
         scenario_id=scenario.id,

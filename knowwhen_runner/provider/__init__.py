@@ -9,7 +9,7 @@ touches litellm), ``retry`` (what a failure means), ``ratelimit`` (slots, pauses
 from __future__ import annotations
 
 from .bodies import QUESTION_NAME, decision_body, llm_body
-from .cache_keys import CACHE_KEY_VERSION, CacheMode, cache_key
+from .cache_keys import CACHE_KEY_VERSION, CacheMode, cache_key, legacy_cache_key
 from .client import CallOutcome, ModelClient
 from .litellm_loader import load_litellm, preload_litellm
 from .prices import token_prices
@@ -37,6 +37,7 @@ __all__ = [
     "cache_key",
     "classify",
     "decision_body",
+    "legacy_cache_key",
     "llm_body",
     "load_litellm",
     "preload_litellm",

@@ -1,10 +1,14 @@
 """The response cache: content-addressed keys and the policy that says when to read and write.
 
-A key lists its inputs explicitly: the model's identity (provider, litellm model string, api_base), the
-kind of call, the request body and the output-affecting params. Never the API key, never runtime knobs
-(concurrency, timeouts, retries): changing those must not miss the cache, and two models must never share
-an entry. Entries live in the run database (``queue/``), so a shared PostgreSQL shares the cache too.
-Errors are never cached.
+A key lists its inputs explicitly: the model's identity (the litellm model string and the revision the
+user declares; the api_base only when the user says the endpoint defines the model, ``identity:
+endpoint``), the kind of call, the request body and the output-affecting params. Never the API key,
+never runtime knobs (concurrency, timeouts, retries, the port a model is served on): changing those
+must not miss the cache, and two models must never share an entry. Entries live in a store shared by
+runs (``cache/``). Errors are never cached.
+
+Version 1 keys (releases before the shared store) held the provider and api_base of every model;
+``legacy_cache_key`` computes them so the entries of earlier runs are still found.
 """
 
 from __future__ import annotations
@@ -15,9 +19,9 @@ from typing import Any
 from ..config import ModelSpec
 from ..jsonio import dumps
 
-__all__ = ["CACHE_KEY_VERSION", "CacheMode", "cache_key"]
+__all__ = ["CACHE_KEY_VERSION", "CacheMode", "cache_key", "legacy_cache_key"]
 
-CACHE_KEY_VERSION = 1
+CACHE_KEY_VERSION = 2
 
 
 def _normalise_base(api_base: str | None) -> str:
@@ -29,6 +33,22 @@ def cache_key(model: ModelSpec, kind: str, body: dict[str, Any]) -> str:
     """sha256 over the sorted JSON of everything that decides a response."""
     ident = {
         "v": CACHE_KEY_VERSION,
+        "model": model.model,
+        "revision": model.revision,
+        "endpoint": _normalise_base(model.api_base) if model.identity == "endpoint" else None,
+        "kind": kind,
+        "body": body,
+        "params": model.params,
+    }
+    return hashlib.sha256(dumps(ident, sort_keys=True)).hexdigest()
+
+
+def legacy_cache_key(model: ModelSpec, kind: str, body: dict[str, Any]) -> str | None:
+    """The version-1 key of the same call (None for a model with a revision: version 1 had none)."""
+    if model.revision is not None:
+        return None
+    ident = {
+        "v": 1,
         "provider": model.model.split("/", 1)[0] if "/" in model.model else "",
         "model": model.model,
         "api_base": _normalise_base(model.api_base),
@@ -46,3 +66,4 @@ class CacheMode:
         self.policy = policy
         self.read = policy in ("read-write", "read-only")
         self.write = policy in ("read-write", "refresh")
+        self.overwrite = policy == "refresh"

@@ -1,4 +1,4 @@
-"""The run's queue: jobs, leases, results and the response cache, behind one interface.
+"""The run's queue: jobs, leases and results, behind one interface (responses live in ``cache/``).
 
 Three backends implement ``Queue``: ``MemoryQueue`` (tests), and ``SqlQueue`` on SQLite (default, a file
 in the run folder) or PostgreSQL (many machines; ``FOR UPDATE SKIP LOCKED`` claims). One contract test
@@ -14,10 +14,11 @@ and any other job of the run is *set aside* (status ``aside:<status>``, a runnin
 ``aside:pending``): kept with its result for the record, never claimed, completed, counted as open or
 returned by ``results``; ``counts`` reports them as ``set_aside``. A job of the plan that was set aside
 is live again, with its result if it had one. ``init_run`` of an existing run records the new config text and keeps the meta. ``record``
-writes a batch's cache entries, results and failures at once (one transaction). A run is finalised
+writes a batch's results and failures at once (one transaction). A run is finalised
 once: the first process to ``take_finalize`` a finished run does it. ``set_control`` holds a model back
 (quarantined or paused: ``controls``); workers stop claiming its jobs, which stay pending.
 ``budget_reserve``/``budget_settle`` keep the run's spending per budget scope, for every process.
+Responses are cached apart from the queue (``knowwhen_runner.cache``).
 """
 
 from __future__ import annotations
@@ -127,7 +128,6 @@ class Queue(Protocol):
         worker: str,
         results: list[tuple[str, dict[str, Any]]],
         failures: list[Failure],
-        cache_entries: list[tuple[str, str, dict[str, Any]]],
     ) -> int: ...
     async def release(self, worker: str, job_ids: list[str]) -> int: ...
     async def take_finalize(self, worker: str) -> bool: ...
@@ -138,10 +138,6 @@ class Queue(Protocol):
     async def results(self) -> list[JobResult]: ...
     async def attempt_errors(self, job_id: str) -> list[dict[str, Any]]: ...
     async def items(self, scenario_id: str | None = None) -> dict[tuple[str, str], dict[str, Any]]: ...
-    async def cache_get(self, keys: list[str]) -> dict[str, dict[str, Any]]: ...
-    async def cache_put(self, entries: list[tuple[str, str, dict[str, Any]]]) -> None: ...
-    async def cache_stats(self) -> dict[str, int]: ...
-    async def cache_clear(self, model: str | None = None) -> int: ...
     # Provider batches (``batch_rows`` explains the rows): open before submitting, note what happened,
     # lease open batches to poll them, take a finished batch's jobs back under a worker's lease.
     async def batch_open(

@@ -234,6 +234,10 @@ class OnOneThread:
     async def close(self) -> None:
         self._engine.dispose()
 
+    def _ensure_schema(self) -> None:
+        """Create or check this object's tables before its first statement (the run schema here)."""
+        ensure_schema(self._engine, self.url)
+
     async def __aenter__(self: TSelf) -> TSelf:
         return self
 
@@ -253,7 +257,7 @@ class OnOneThread:
         while True:
             try:
                 if not self._ready:
-                    ensure_schema(self._engine, self.url)
+                    self._ensure_schema()
                     self._ready = True
                 return fn(*args)
             except (DBAPIError, sqlite3.Error) as exc:  # OperationalError and ProgrammingError included

@@ -39,7 +39,6 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
         self._info: dict[str, Any] | None = None
         self._rows: dict[str, _Row] = {}
         self._items: dict[tuple[str, str], dict[str, Any]] = {}
-        self._cache: dict[str, tuple[str, dict[str, Any]]] = {}
         self._workers: dict[str, dict[str, Any]] = {}
         self._init_batches()
 
@@ -200,35 +199,14 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
     async def items(self, scenario_id: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
         return {k: v for k, v in self._items.items() if scenario_id is None or k[0] == scenario_id}
 
-    async def cache_get(self, keys: list[str]) -> dict[str, dict[str, Any]]:
-        return {k: self._cache[k][1] for k in keys if k in self._cache}
-
     async def record(
         self,
         worker: str,
         results: list[tuple[str, dict[str, Any]]],
         failures: list[Failure],
-        cache_entries: list[tuple[str, str, dict[str, Any]]],
     ) -> int:
-        await self.cache_put(cache_entries)
         crashpoint("record")
         return await self.complete(worker, results) + await self.fail(worker, failures)
-
-    async def cache_put(self, entries: list[tuple[str, str, dict[str, Any]]]) -> None:
-        for key, model, response in entries:
-            self._cache[key] = (model, response)
-
-    async def cache_stats(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for model, _ in self._cache.values():
-            out[model] = out.get(model, 0) + 1
-        return out
-
-    async def cache_clear(self, model: str | None = None) -> int:
-        doomed = [k for k, (m, _) in self._cache.items() if model is None or m == model]
-        for key in doomed:
-            del self._cache[key]
-        return len(doomed)
 
     async def register_worker(self, worker: str) -> None:
         now = time.time()

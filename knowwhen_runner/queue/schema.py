@@ -1,7 +1,8 @@
 """Tables of a run database (SQLite or PostgreSQL), and its schema version.
 
-A database holds any number of runs (keyed by run name), one response cache shared by all of them, and
-the rate-limit ledger shared by every process that calls the same provider through it.
+A database holds any number of runs (keyed by run name) and the rate-limit ledger shared by every
+process that calls the same provider through it. (The response cache has its own tables: ``cache/``;
+databases of earlier releases also hold ``kw_cache``, which ``cache/`` reads and empties.)
 ``SCHEMA_VERSION`` changes whenever a table or what its values mean changes; a database of an older
 version is upgraded in place when ``MIGRATIONS`` knows how (``engine.ensure_schema``), else refused, as
 is one of a newer version.
@@ -28,7 +29,6 @@ __all__ = [
     "attempts",
     "batches",
     "budget",
-    "cache",
     "items",
     "jobs",
     "limit_holds",
@@ -123,15 +123,6 @@ attempts = Table(
     Column("error", Text, nullable=False),
     Column("at", Float, nullable=False),
     Index("kw_attempts_job", "run", "job_id"),
-)
-
-cache = Table(
-    "kw_cache",
-    metadata,
-    Column("key", String(64), primary_key=True),
-    Column("model", String(256), nullable=False),
-    Column("response", Text, nullable=False),
-    Column("created_at", Float, nullable=False),
 )
 
 workers = Table(

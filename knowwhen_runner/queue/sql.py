@@ -398,41 +398,36 @@ class SqlQueue(ControlTables, ControlBudget, SideTables, BatchTable):
     # -- outcomes -------------------------------------------------------------------------------------
 
     async def complete(self, worker: str, results: list[tuple[str, dict[str, Any]]]) -> int:
-        return await self.record(worker, results, [], [])
+        return await self.record(worker, results, [])
 
     async def fail(self, worker: str, failures: list[Failure]) -> int:
-        return await self.record(worker, [], failures, [])
+        return await self.record(worker, [], failures)
 
     async def record(
         self,
         worker: str,
         results: list[tuple[str, dict[str, Any]]],
         failures: list[Failure],
-        cache_entries: list[tuple[str, str, dict[str, Any]]],
     ) -> int:
-        if not (results or failures or cache_entries):
+        if not (results or failures):
             return 0
-        return await self._call(self._record, worker, results, failures, cache_entries)
+        return await self._call(self._record, worker, results, failures)
 
     def _record(
         self,
         worker: str,
         results: list[tuple[str, dict[str, Any]]],
         failures: list[Failure],
-        cache_entries: list[tuple[str, str, dict[str, Any]]],
     ) -> int:
-        """Cache entries, results and failures in one transaction: one lock taken per batch, not three.
+        """Results and failures in one transaction: one lock taken per batch, not two.
 
         Everything is serialised before the transaction begins, so the write lock is held for the
         statements alone (on SQLite, one statement per table: see ``_bulk``).
         """
         stamp = self._clock.params()["now"]
-        cache_rows = [(k, m, orjson.dumps(r).decode()) for k, m, r in cache_entries]
         done_rows = [(jid, orjson.dumps(r).decode()) for jid, r in results]
         with self._engine.begin() as conn:
-            if cache_rows:
-                self._write_cache_rows(conn, cache_rows, stamp)
-            crashpoint("record")  # a kill here rolls the whole batch back: its calls are made again
+            crashpoint("record")  # a kill here rolls the whole batch back (its responses are in the cache)
             recorded = self._complete_in(conn, worker, done_rows, stamp) if done_rows else 0
             for f in failures:
                 recorded += self._fail_one(conn, worker, f)

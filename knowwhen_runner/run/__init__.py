@@ -3,18 +3,20 @@
 Read in this order: ``sweep`` (``run``: plan, work, finalise), ``stages``, ``worker`` (claim, call,
 record), ``calls`` (cache-through calls), ``episode`` (one closed-loop episode), ``fits`` (τ from shadow
 episodes), ``fleet`` (many processes and machines), ``stored`` (reopen a run), ``reports`` (``plan``,
-``status``, ``cache``), ``preflight`` (probe each model before spending), ``budget`` (spending caps), ``forecast`` (the
-cost forecast of ``plan``), ``live`` (pause and resume a model), ``quarantine`` (which
-failures hold a model back), ``importer`` (published answers), ``progress``, ``local_server``.
+``status``), ``cache_commands`` (``knowwhen cache``), ``preflight`` (probe each model before spending),
+``budget`` (spending caps), ``forecast`` (the cost forecast of ``plan``), ``live`` (pause and resume a
+model), ``quarantine`` (which failures hold a model back), ``importer`` (published answers),
+``progress``, ``local_server``.
 """
 
 from __future__ import annotations
 
+from .cache_commands import cache_export, cache_import, cache_report, store_url
 from .fleet import JoinSummary, describe_workers, finalize_once, join_run, run_fleet
 from .importer import import_dataset
 from .live import pause_model, resume_model
 from .preflight import PreflightError, Probe
-from .reports import PlanReport, cache_report, plan_report, probe_report, status_report
+from .reports import PlanReport, plan_report, probe_report, status_report
 from .stored import config_from_run, open_existing, stored_config
 from .sweep import Preflight, RunSummary, finalize_config, run_sweep, work_queue
 from .worker import Worker, WorkStats
@@ -28,6 +30,8 @@ __all__ = [
     "RunSummary",
     "WorkStats",
     "Worker",
+    "cache_export",
+    "cache_import",
     "cache_report",
     "config_from_run",
     "describe_workers",
@@ -43,6 +47,7 @@ __all__ = [
     "run_fleet",
     "run_sweep",
     "status_report",
+    "store_url",
     "stored_config",
     "work_queue",
 ]

@@ -22,6 +22,7 @@ from typing import Any
 
 import anyio
 
+from ..cache import CacheEntry, CacheStore
 from ..config import ModelSpec, WorkerSettings
 from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
@@ -69,9 +70,11 @@ class BatchLane:
         *,
         unhold: Callable[[list[str]], None],
         on_recorded: Callable[[list[dict[str, Any]], int], None],
+        store: CacheStore,
         client: BatchClient | None = None,
     ) -> None:
         self._queue = queue
+        self._store = store
         self._worker = worker_id
         # Every model with a ``batch`` section is polled (``enabled: false`` finishes its batches in flight);
         # only enabled ones get new questions.
@@ -230,7 +233,7 @@ class BatchLane:
         for job in jobs:
             self._first_batched.setdefault(job.id, since)
         with anyio.CancelScope(shield=True):
-            await self._queue.record(self._worker, [], failures, [])
+            await self._queue.record(self._worker, [], failures)
             await self._queue.batch_note(key, status=status, counts={"returned": len(jobs)}, error=reason)
         self.stats.returned += len(jobs)
         self._on_recorded([], sum(f.final for f in failures))
@@ -246,7 +249,7 @@ class BatchLane:
         wall_ms = (time.time() - rec.created_at) * 1000
         results: list[tuple[str, dict[str, Any]]] = []
         failures: list[Failure] = []
-        entries: list[tuple[str, str, dict[str, Any]]] = []
+        entries: list[CacheEntry] = []
         for job in jobs:
             line = by_id.get(job.id)
             if line is not None and line.response is not None:
@@ -263,14 +266,16 @@ class BatchLane:
                 )
                 row["batch"] = state.provider_id
                 results.append((job.id, row))
-                entries.append((question_call(model, item).key, model.model, line.response))
+                entries.append(CacheEntry(question_call(model, item).key, model.model, line.response))
                 continue
             self._first_batched.setdefault(job.id, rec.created_at)  # its wait counts from its first batch
             reason = line.error if line is not None and line.error else f"batch {state.status}: no answer"
             final = job.attempts >= self._settings.max_attempts
             failures.append(Failure(job.id, reason, kind="batch", final=final))
         with anyio.CancelScope(shield=True):
-            await self._queue.record(self._worker, results, failures, entries)
+            # Responses first: a kill between the two finds them in the cache when the jobs run again.
+            await self._store.put(entries)
+            await self._queue.record(self._worker, results, failures)
             counts = {"answered": len(results), "returned": len(failures), "lines": len(lines)}
             await self._queue.batch_note(rec.key, status=state.status, counts=counts)
         self.stats.answered += len(results)

@@ -15,13 +15,21 @@ from typing import Any, NamedTuple
 
 import anyio
 
+from ..cache import CacheEntry, CacheStore
 from ..config import ModelSpec
 from ..exceptions import ProviderError
-from ..provider import CacheMode, CallKind, ModelClient, cache_key, decision_body, llm_body
-from ..queue import Queue
+from ..provider import (
+    CacheMode,
+    CallKind,
+    ModelClient,
+    cache_key,
+    decision_body,
+    legacy_cache_key,
+    llm_body,
+)
 from .budget import BudgetGuard
 
-__all__ = ["CachedCalls", "CallResult", "CallTally", "QuestionCall", "question_call"]
+__all__ = ["CachedCalls", "CallResult", "CallTally", "Lookup", "QuestionCall", "question_call"]
 
 _FRESH_MAX = 4096
 
@@ -41,6 +49,15 @@ def question_call(model: ModelSpec, item: dict[str, Any]) -> QuestionCall:
     return QuestionCall(kind, body, cache_key(model, kind, body))
 
 
+class Lookup(NamedTuple):
+    """A call to look up in the cache: whose, what, and its key."""
+
+    model: ModelSpec
+    kind: CallKind
+    body: dict[str, Any]
+    key: str
+
+
 @dataclass
 class CallResult:
     """A normalised response and how it was obtained."""
@@ -51,7 +68,7 @@ class CallResult:
     requests: int = 0
     errors: list[str] = field(default_factory=list)
     wall_ms: float = 0.0
-    cache_entry: tuple[str, str, dict[str, Any]] | None = None  # to write, when deferred
+    cache_entry: CacheEntry | None = None  # to write, when deferred
 
 
 @dataclass
@@ -65,9 +82,9 @@ class CachedCalls:
     """Cache-through model calls for one worker process."""
 
     def __init__(
-        self, queue: Queue, client: ModelClient, policy: str, *, budget: BudgetGuard | None = None
+        self, store: CacheStore, client: ModelClient, policy: str, *, budget: BudgetGuard | None = None
     ) -> None:
-        self._queue = queue
+        self.store = store
         self._budget = budget
         self._client = client
         self._mode = CacheMode(policy)
@@ -78,6 +95,29 @@ class CachedCalls:
     @property
     def reads(self) -> bool:
         return self._mode.read
+
+    async def lookup(self, wanted: list[Lookup]) -> dict[str, dict[str, Any]]:
+        """The stored responses of these calls, by key, in one query (two when some miss).
+
+        A call that misses under its key is looked up under its version-1 key (runs made before the
+        shared store); what is found there is stored again under the current key.
+        """
+        if not wanted:
+            return {}
+        found = await self.store.get([w.key for w in wanted])
+        if len(found) == len(wanted):
+            return found
+        old: dict[str, Lookup] = {}
+        for w in wanted:
+            if w.key not in found and (legacy := legacy_cache_key(w.model, w.kind, w.body)) is not None:
+                old[legacy] = w
+        got = await self.store.get(list(old)) if old else {}
+        carried = [CacheEntry(old[k].key, old[k].model.model, r) for k, r in got.items()]
+        found.update({e.key: e.response for e in carried})
+        if carried and self._mode.write and not self._mode.overwrite:
+            with anyio.CancelScope(shield=True):
+                await self.store.put(carried)
+        return found
 
     async def call(
         self,
@@ -101,7 +141,7 @@ class CachedCalls:
         event = self._inflight[key] = anyio.Event()
         try:
             if self._mode.read and lookup:
-                hit = (await self._queue.cache_get([key])).get(key)
+                hit = (await self.lookup([Lookup(model, kind, body, key)])).get(key)
                 if hit is not None:
                     self._remember(key, hit)
                     self.tally.cache_hits += 1
@@ -134,12 +174,12 @@ class CachedCalls:
             (time.perf_counter() - started) * 1000,
         )
         if self._mode.write:
-            entry = (key, model.model, outcome.response)
+            entry = CacheEntry(key, model.model, outcome.response)
             if defer_write:
                 result.cache_entry = entry
             else:
                 with anyio.CancelScope(shield=True):
-                    await self._queue.cache_put([entry])
+                    await self.store.put([entry], overwrite=self._mode.overwrite)
         return result
 
     def _remember(self, key: str, response: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import anyio
 
+from ..cache import CacheStore
 from ..config import ModelSpec, SweepConfig
 from ..dataset.answer_rows import validate_response
 from ..exceptions import KnowwhenError, ProviderError
@@ -23,7 +24,7 @@ from ..jobs import Job
 from ..provider import CacheMode, Limiters, ModelClient, Secrets, Transport, token_prices
 from ..queue import Queue
 from .budget import BudgetGuard
-from .calls import CachedCalls, QuestionCall, question_call
+from .calls import CachedCalls, Lookup, QuestionCall, question_call
 from .quarantine import quarantine_reason
 
 __all__ = ["PROBE_QUESTION", "PreflightError", "Probe", "no_go_message", "probe_models"]
@@ -74,7 +75,7 @@ def no_go_message(probes: list[Probe]) -> str:
 
 async def _first_unanswered(
     config: SweepConfig,
-    queue: Queue,
+    calls: CachedCalls,
     model: ModelSpec,
     items: dict[tuple[str, str], dict[str, Any]],
     open_jobs: list[Job],
@@ -98,7 +99,7 @@ async def _first_unanswered(
         return None if pending else "idle"
     if not CacheMode(config.cache.policy).read:
         return candidates[0]
-    cached = await queue.cache_get([c.key for c, _item in candidates])
+    cached = await calls.lookup([Lookup(model, c.kind, c.body, c.key) for c, _item in candidates])
     for call, item in candidates:
         if call.key not in cached:
             return call, item
@@ -107,7 +108,6 @@ async def _first_unanswered(
 
 async def _probe_one(
     config: SweepConfig,
-    queue: Queue,
     calls: CachedCalls,
     model: ModelSpec,
     items: dict[tuple[str, str], dict[str, Any]],
@@ -115,7 +115,7 @@ async def _probe_one(
 ) -> Probe:
     price: Check = "ok" if token_prices(model) is not None else "no"
     price_fix = f"its price is unknown: give {model.id} a `pricing:` entry in the config"
-    found = await _first_unanswered(config, queue, model, items, open_jobs)
+    found = await _first_unanswered(config, calls, model, items, open_jobs)
     if found == "idle":
         return Probe(model.id, True, "idle", problem=None)
     if found == "cached":
@@ -163,6 +163,7 @@ async def probe_models(
     items: dict[tuple[str, str], dict[str, Any]],
     open_jobs: list[Job],
     *,
+    store: CacheStore,
     skip: frozenset[str] = frozenset(),
     transport: Transport | None = None,
 ) -> list[Probe]:
@@ -173,11 +174,11 @@ async def probe_models(
     limiters = Limiters(config.models, max_outage_s=min(60.0, config.workers.max_outage_s))
     client = ModelClient(limiters, secrets, transport=transport, max_tries=2, max_backoff_s=2.0)
     budget = BudgetGuard(config, queue) if config.budget is not None else None
-    calls = CachedCalls(queue, client, config.cache.policy, budget=budget)  # probes count as spending
+    calls = CachedCalls(store, client, config.cache.policy, budget=budget)  # probes count as spending
     probes: dict[str, Probe] = {}
 
     async def one(model: ModelSpec) -> None:
-        probes[model.id] = await _probe_one(config, queue, calls, model, items, open_jobs)
+        probes[model.id] = await _probe_one(config, calls, model, items, open_jobs)
 
     async with anyio.create_task_group() as tg:
         for model in config.models:

@@ -10,7 +10,9 @@ from typing import Any
 
 import anyio
 
+from ..cache import cache_url, describe_url, open_cache
 from ..config import SweepConfig, load_config
+from ..exceptions import KnowwhenError
 from ..plan import Plan
 from ..provider import CacheMode, token_prices
 from ..provider.prices import BATCH_FALLBACK_RATE, batch_token_prices
@@ -20,10 +22,10 @@ from .calls import question_call
 from .forecast import Forecast, forecast
 from .local_server import ensure_server
 from .preflight import Probe, probe_models
-from .stored import open_existing, with_db
+from .stored import open_existing, stored_config, with_db
 from .sweep import check_keys, load_and_plan
 
-__all__ = ["PlanReport", "cache_report", "plan_report", "probe_report", "status_report"]
+__all__ = ["PlanReport", "plan_report", "probe_report", "status_report"]
 
 
 @dataclass
@@ -38,6 +40,7 @@ class PlanReport:
     est_cost_usd: float
     skipped: list[str]
     forecast: Forecast
+    cache: str  # where the response store is
     est_batch_cost_usd: float | None = None  # models with ``batch`` at their Batch API price (None: none do)
     batch_notes: list[str] = dataclasses.field(default_factory=list)
 
@@ -76,8 +79,12 @@ async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
             keys.setdefault(call.key, (model.id, len(str(call.body)) // 4))
             job_keys.setdefault(call.key, job.id)  # one job pays for a call several jobs share
         hits: set[str] = set()
-        if queue is not None and CacheMode(config.cache.policy).read:
-            hits = set(await queue.cache_get(list(keys)))
+        if CacheMode(config.cache.policy).read:
+            cache = await stack.enter_async_context(open_cache(cache_url(config)))
+            hits = set(await cache.get(list(keys)))
+            location = cache.location
+        else:
+            location = "off"
     calls = {k: v for k, v in keys.items() if k not in hits}
     cells = [
         {
@@ -117,6 +124,7 @@ async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
         outlook.usd,
         skipped,
         outlook,
+        location,
         with_batches if batched else None,
         _batch_notes(config),
     )
@@ -163,10 +171,10 @@ def probe_report(config_path: str | Path, *, db: str | None = None) -> list[Prob
     _scenarios, the_plan = load_and_plan(config)
 
     async def go() -> list[Probe]:
-        async with open_queue(config.db_url, config.name) as queue:
+        async with open_queue(config.db_url, config.name) as queue, open_cache(cache_url(config)) as store:
             done = {job.id for job, status, _r, _e in await queue.results() if status == "done"}
             todo = [job for job in the_plan.jobs if job.id not in done]
-            return await probe_models(config, queue, secrets, the_plan.items, todo)
+            return await probe_models(config, queue, secrets, the_plan.items, todo, store=store)
 
     with contextlib.ExitStack() as stack:
         ensure_server(config, stack)
@@ -219,6 +227,8 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
             }
             for t in await queue.budget_tallies()
         ]
+        info = await queue.run_info()
+        cache = _cache_location(info, db)
         return {
             "run": name,
             "models": by_model,
@@ -228,6 +238,7 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
             "workers": workers,
             "batches": batch_rows(records),
             "batch_outcomes": batch_outcomes(records),
+            "cache": cache,
         }
 
 
@@ -249,16 +260,14 @@ def _add_eta(by_model: dict[str, dict[str, Any]], workers: list[dict[str, Any]],
             row["eta_s"] = left / (rate * share)
 
 
-def cache_report(
-    run_dir: str | Path, *, db: str | None = None, clear_model: str | None = None, clear_all: bool = False
-) -> dict[str, int]:
-    """Cached responses per litellm model string in a run's database; optionally delete some first."""
-
-    async def go() -> dict[str, int]:
-        queue, _name = open_existing(Path(run_dir), db, None)
-        async with queue:
-            if clear_all or clear_model:
-                await queue.cache_clear(None if clear_all else clear_model)
-            return await queue.cache_stats()
-
-    return anyio.run(go)
+def _cache_location(info: dict[str, Any] | None, db: str | None) -> str | None:
+    """Where the run's response store is (by its stored config), or None if that cannot be read."""
+    if info is None:
+        return None
+    try:
+        config = stored_config(info, db, require_files=False)
+    except KnowwhenError:
+        return None
+    if config.cache.policy == "off":
+        return "off"
+    return describe_url(cache_url(config))

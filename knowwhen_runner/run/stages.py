@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..cache import CacheStore
 from ..config import SweepConfig
 from ..plan import Plan, plan, plan_stamp
 from ..provider import CacheMode, preload_litellm
@@ -24,8 +25,10 @@ _KEEP_STAMPS = 16  # plans remembered per run (a config edited back and forth fi
 class Stages:
     """Plans a run's stages into its queue, or finds a stage's plan already there (``plan_stamp``)."""
 
-    def __init__(self, config: SweepConfig, queue: Queue, meta: dict[str, Any], *, work: bool = True) -> None:
-        self.config, self.queue, self.work = config, queue, work
+    def __init__(
+        self, config: SweepConfig, queue: Queue, meta: dict[str, Any], *, cache: CacheStore, work: bool = True
+    ) -> None:
+        self.config, self.queue, self.cache, self.work = config, queue, cache, work
         self.known: dict[str, Any] = dict(meta.get("plans") or {})
         # The queue holds one config's plan at a time (jobs of an earlier one are set aside): a kept
         # stamp is a fast path only while the config it came from is the one the queue holds.
@@ -48,7 +51,7 @@ class Stages:
             self.scenarios = {spec.id: load_scenario(spec) for spec in self.config.scenarios}
         the_plan = plan(self.config, self.scenarios, fits)
         if self.work:
-            await _preload_if_calls_coming(self.config, self.queue, the_plan)
+            await _preload_if_calls_coming(self.config, self.cache, the_plan)
         whole = the_plan.job_ids()
         self.added += await self.queue.enqueue(the_plan.jobs, the_plan.items, whole_plan=whole)
         self.planned, self.skipped = len(the_plan.jobs), list(the_plan.skipped)
@@ -61,7 +64,7 @@ class Stages:
 
 
 async def _preload_if_calls_coming(
-    config: SweepConfig, queue: Queue, the_plan: Plan, sample: int = 512
+    config: SweepConfig, cache: CacheStore, the_plan: Plan, sample: int = 512
 ) -> None:
     """Start importing litellm now (it takes seconds) if some job will need a real call.
 
@@ -78,5 +81,5 @@ async def _preload_if_calls_coming(
     keys = []
     for job in the_plan.jobs[::step]:
         keys.append(question_call(models[job.model_id], the_plan.items[(job.scenario_id, job.item)]).key)
-    if keys and len(await queue.cache_get(keys)) < len(keys):
+    if keys and len(await cache.get(keys)) < len(keys):
         preload_litellm()

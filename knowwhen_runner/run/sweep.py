@@ -17,6 +17,8 @@ from typing import Any
 
 import anyio
 
+from ..cache import CacheStore, cache_url, open_cache
+from ..cache.legacy import move_run_entries
 from ..config import SweepConfig, load_config
 from ..exceptions import ConfigError, KnowwhenError
 from ..plan.grid import Plan, plan
@@ -160,7 +162,10 @@ async def _run(
 ) -> RunSummary:
     from .fits import compute_fits
 
-    async with open_queue(config.db_url, config.name) as queue:
+    store_url = cache_url(config)
+    async with open_queue(config.db_url, config.name) as queue, open_cache(store_url) as store:
+        if not plan_only and config.cache.policy != "off":
+            await move_run_entries(config.db_url, store, store_url)
         meta = run_meta(path, config_text)
         info = await queue.init_run(config_text, meta)
         if info["meta"] != meta:  # a rerun: describe this config (created stays the first run's)
@@ -170,7 +175,7 @@ async def _run(
         if not plan_only:  # a quarantine lasts one run: the user may have fixed the cause
             await queue.clear_controls("quarantined")
             await queue.budget_forget_reservations()  # calls of an earlier (killed) run are over
-        stages = Stages(config, queue, info["meta"], work=not plan_only)
+        stages = Stages(config, queue, info["meta"], work=not plan_only, cache=store)
         fits: dict[str, Any] | None = None
         total = WorkStats()
         interrupted = False
@@ -181,7 +186,7 @@ async def _run(
             while True:
                 items = await stages.plan(fits)
                 if preflight is not None and not plan_only:
-                    await _preflight(config, queue, secrets, items, preflight)
+                    await _preflight(config, queue, store, secrets, items, preflight)
                     preflight = None  # once per run, before anything is spent
                 if plan_token is not None:
                     await queue.update_meta({"plan_token": plan_token})
@@ -191,7 +196,7 @@ async def _run(
                 if retry_failed:
                     await queue.requeue_failed()
                 stats, interrupted = await work_queue(
-                    config, queue, secrets, items, progress=progress, fleet=fleet
+                    config, queue, secrets, items, progress=progress, fleet=fleet, cache=store
                 )
                 total.add(stats)
                 if interrupted:
@@ -249,12 +254,26 @@ async def work_queue(
     progress: bool = True,
     fleet: FleetLimits | None = None,
     transport: Transport | None = None,
+    cache: CacheStore | None = None,
 ) -> tuple[WorkStats, bool]:
     """Work the queue in this process with a progress bar; Ctrl-C stops gracefully, twice cancels.
 
     ``fleet``: rate limits shared by every process of the run; ``transport``: how requests are sent
-    (litellm unless given: tests pass a ``MockTransport``).
+    (litellm unless given: tests pass a ``MockTransport``); ``cache``: the response store (default: the
+    one the config names, opened for this call).
     """
+    if cache is None:
+        async with open_cache(cache_url(config)) as store:
+            return await work_queue(
+                config,
+                queue,
+                secrets,
+                items,
+                progress=progress,
+                fleet=fleet,
+                transport=transport,
+                cache=store,
+            )
     limiters = Limiters(config.models, fleet=fleet, max_outage_s=config.workers.max_outage_s)
     client = ModelClient(
         limiters, secrets, transport=transport, max_tries=max(2, config.workers.max_attempts + 1)
@@ -268,6 +287,7 @@ async def work_queue(
         queue,
         client,
         items,
+        cache=cache,
         limiters=limiters,
         on_progress=lambda s: display.update(s.done, s.cost_usd, s.failed),
     )
@@ -320,6 +340,7 @@ class Preflight:
 async def _preflight(
     config: SweepConfig,
     queue: Queue,
+    store: CacheStore,
     secrets: Secrets,
     items: dict[tuple[str, str], dict[str, Any]],
     preflight: Preflight,
@@ -333,7 +354,7 @@ async def _preflight(
     if not preflight.probe:
         return
     open_jobs = [job for job, status, _r, _e in await queue.results() if status == "pending"]
-    probes = await probe_models(config, queue, secrets, items, open_jobs, skip=preflight.skip)
+    probes = await probe_models(config, queue, secrets, items, open_jobs, store=store, skip=preflight.skip)
     if preflight.report is not None:
         preflight.report(probes)
     if not all(p.go for p in probes):

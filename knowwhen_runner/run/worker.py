@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import anyio
 from anyio.abc import TaskGroup
 
+from ..cache import CacheEntry, CacheStore
 from ..config import ModelSpec, SweepConfig
 from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
@@ -34,7 +35,7 @@ from ..provider import CacheMode, Limiters, ModelClient
 from ..queue import Failure, ModelControl, Queue
 from .batches import BatchLane
 from .budget import BudgetGuard, BudgetSpent
-from .calls import CachedCalls, QuestionCall, question_call
+from .calls import CachedCalls, Lookup, QuestionCall, question_call
 from .quarantine import InvalidAnswers, quarantine_reason
 
 __all__ = ["WorkStats", "Worker", "new_worker_id"]
@@ -88,7 +89,7 @@ class _Outcome:
     job: Job
     result: dict[str, Any] | None = None
     failure: Failure | None = None
-    cache_entry: tuple[str, str, dict[str, Any]] | None = None
+    cache_entry: CacheEntry | None = None
     down: bool = False  # the model was down: the job goes back to the queue with its attempt unspent
     quarantine: str | None = None  # the model failed fatally (what to fix): the job goes back, unspent
     held_back: bool = False  # the model is quarantined or paused: the job goes back unstarted
@@ -104,6 +105,7 @@ class Worker:
         client: ModelClient,
         items: dict[tuple[str, str], dict[str, Any]],
         *,
+        cache: CacheStore,
         worker_id: str | None = None,
         on_progress: Callable[[WorkStats], None] | None = None,
         limiters: Limiters | None = None,
@@ -121,7 +123,7 @@ class Worker:
         self._cache = CacheMode(config.cache.policy)
         self._settings = config.workers
         self.budget = BudgetGuard(config, queue) if config.budget is not None else None
-        self.calls = CachedCalls(queue, client, config.cache.policy, budget=self.budget)
+        self.calls = CachedCalls(cache, client, config.cache.policy, budget=self.budget)
         self._requests: dict[str, _Question] = {}  # questions looked up in the cache, waiting for a caller
         self._held: set[str] = set()  # job ids claimed and not yet recorded
         self._parked: dict[str, Job] = {}  # held episodes that wait for a down model
@@ -132,6 +134,7 @@ class Worker:
             self.batches = BatchLane(
                 queue, self.id, self._models, items, client.secrets, self._settings,
                 unhold=self._held.difference_update, on_recorded=self._batch_recorded,
+                store=self.calls.store,
             )  # fmt: skip
         self.held_back: dict[str, ModelControl] = {}  # models the run holds back, as last read
         self._controls_read = -math.inf
@@ -345,7 +348,9 @@ class Worker:
                 self.client.preload()
                 await jobs.send(job)
         requests = [self._request(job) for job in questions]
-        hits = await self.queue.cache_get([q.call.key for q in requests])
+        hits = await self.calls.lookup(
+            [Lookup(q.model, q.call.kind, q.call.body, q.call.key) for q in requests]
+        )
         for q in requests:
             response = hits.get(q.call.key)
             if response is None and self.batches is not None and await self.batches.takes(q.job):
@@ -425,7 +430,9 @@ class Worker:
             entries = [o.cache_entry for o in batch if o.cache_entry is not None]
             results = [(o.job.id, o.result) for o in batch if o.result is not None]
             failures = [o.failure for o in batch if o.failure is not None]
-            await self.queue.record(self.id, results, failures, entries)
+            # Responses first: a kill between the two finds them in the cache when the jobs run again.
+            await self.calls.store.put(entries, overwrite=self._cache.overwrite)
+            await self.queue.record(self.id, results, failures)
             waiting = [o.job.id for o in batch if o.down or o.held_back or o.quarantine]
             if waiting:
                 await self.queue.release(self.id, waiting)

@@ -157,16 +157,8 @@ def test_counts_by_model_mode_scenario_status(make_queue) -> None:
     assert got == {("m", "done"): 1, ("m", "pending"): 2, ("n", "pending"): 1}
 
 
-def test_cache_roundtrip_and_overwrite(make_queue) -> None:
-    """The cache returns what was put, and a refresh overwrites it."""
-    q = make_queue()
-    run(q.cache_put, [("k1", "m", {"a": 1}), ("k2", "m", {"a": 2})])
-    run(q.cache_put, [("k1", "m", {"a": 3})])
-    assert run(q.cache_get, ["k1", "k2", "k3"]) == {"k1": {"a": 3}, "k2": {"a": 2}}
-
-
-def test_record_writes_cache_results_and_failures_together(make_queue) -> None:
-    """One batch: cache entries, results and failures land together; a job already done is not redone."""
+def test_record_writes_results_and_failures_together(make_queue) -> None:
+    """One batch: results and failures land together; a job already done is not redone."""
     q = make_queue()
     run(q.enqueue, _jobs(4), {})
     jobs = run(q.claim, "a", 4, 30.0)
@@ -177,16 +169,14 @@ def test_record_writes_cache_results_and_failures_together(make_queue) -> None:
         "a",
         [(jobs[0].id, {"answer": "late"}), (jobs[1].id, response), (jobs[2].id, {"answer": 2})],
         [Failure(jobs[3].id, "HTTP 500", kind="retry")],
-        [("k1", "m", response), ("k2", "m", {"a": 2})],
     )
     assert recorded == 3  # two results and the failure; the late duplicate is ignored
-    assert run(q.cache_get, ["k1", "k2"]) == {"k1": response, "k2": {"a": 2}}
     by_id = {r[0].id: (r[1], r[2]) for r in run(q.results)}
     assert by_id[jobs[0].id] == ("done", {"answer": "early"})
     assert by_id[jobs[1].id] == ("done", response)
     assert by_id[jobs[3].id][0] == "pending"
     assert [e["error"] for e in run(q.attempt_errors, jobs[3].id)] == ["HTTP 500"]
-    assert run(q.record, "a", [], [], []) == 0
+    assert run(q.record, "a", [], []) == 0
 
 
 def test_a_rerun_records_its_config_and_keeps_the_meta(make_queue) -> None:

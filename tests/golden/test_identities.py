@@ -7,7 +7,7 @@ import hashlib
 from knowwhen_runner.config import ModelSpec, RateLimit
 from knowwhen_runner.jobs import JOB_ID_VERSION, job_id
 from knowwhen_runner.provider import decision_body
-from knowwhen_runner.provider.cache_keys import cache_key
+from knowwhen_runner.provider.cache_keys import CACHE_KEY_VERSION, cache_key, legacy_cache_key
 
 ITEM = {
     "state": "TASK: cancel order 7\nHISTORY:\n(none)\nCURRENT OBSERVATION: start",
@@ -109,14 +109,58 @@ def test_cache_key_ignores_runtime_knobs_and_keys() -> None:
 
 
 def test_cache_key_names_the_model() -> None:
-    """Two models, two params or two bases never share an entry (model A's answer is not model B's)."""
+    """Two models, revisions, params, kinds or bodies never share an entry (model A's answer is not B's)."""
     body = decision_body(ITEM)
     keys = {
         cache_key(_model(), "decision", body),
         cache_key(_model(model="hosted_vllm/prior"), "decision", body),
-        cache_key(_model(api_base="http://127.0.0.1:9999"), "decision", body),
+        cache_key(_model(revision="ckpt-2"), "decision", body),
         cache_key(_model(params={"temperature": 0.5}), "decision", body),
         cache_key(_model(), "llm", body),
         cache_key(_model(), "decision", {**body, "state": "other"}),
     }
     assert len(keys) == 6
+
+
+def test_cache_keys_are_pinned() -> None:
+    """Version-2 keys and the version-1 keys of earlier runs must not change unless bumped on purpose."""
+    body = decision_body(ITEM)
+    assert CACHE_KEY_VERSION == 2
+    assert cache_key(_model(), "decision", body) == (
+        "dbfb541e6b8e3a98357c53db1b6ec57d05503207a9bc1ae72d3650c160e391c2"
+    )
+    assert cache_key(_model(revision="2026-01"), "decision", body) == (
+        "9bb94a648e499311b8b5143e4d4b57aeb2968cdbce19b308ce4696f4980f7a12"
+    )
+    # The key release 0.1.0 (cache key version 1) gave this call: runs made before are still found.
+    assert legacy_cache_key(_model(), "decision", body) == (
+        "a0751b080beac7c9870dca4091888cb20e15b50067f944d5c10f9ed54d9769d9"
+    )
+    assert legacy_cache_key(_model(revision="2026-01"), "decision", body) is None
+
+
+def test_cache_key_follows_the_model_not_the_port() -> None:
+    """A model served on another port or machine keeps its key, unless its identity is the endpoint."""
+    body = decision_body(ITEM)
+    here = cache_key(_model(), "decision", body)
+    assert cache_key(_model(api_base="http://10.0.0.7:9999/v1"), "decision", body) == here
+    assert cache_key(_model(api_base=None), "decision", body) == here
+    endpoint = cache_key(_model(identity="endpoint"), "decision", body)
+    assert endpoint != here
+    assert cache_key(_model(identity="endpoint", api_base="http://127.0.0.1:8765/v1/"), "decision", body) == (
+        endpoint
+    )
+    assert cache_key(_model(identity="endpoint", api_base="http://127.0.0.1:9999"), "decision", body) != (
+        endpoint
+    )
+
+
+def test_revision_changes_job_ids_only_when_declared() -> None:
+    """A declared revision re-runs the model's jobs; a config without one keeps the ids it had."""
+    from knowwhen_runner.config import ModelSpec as Spec
+
+    plain = _model()
+    assert plain.served_model() == "hosted_vllm/lexical"
+    assert Spec.model_validate({**plain.model_dump(), "revision": "r2"}).served_model() == (
+        "hosted_vllm/lexical@r2"
+    )

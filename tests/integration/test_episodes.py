@@ -185,7 +185,8 @@ def test_kill_9_mid_episode_then_resume_gives_the_uninterrupted_trajectories(
     scenarios = [_tasks("t", "fit", 8, tau=0.5)]
     reference = _write(tmp_path / "ref", _models(server.base_url, "prior", slow=True), scenarios, ["gated"])
     server.reset_stats()
-    assert knowwhen("run", str(reference), "-q", "--no-finalize").returncode == 0
+    own_cache = {"KNOWWHEN_CACHE_DIR": str(tmp_path / "ref" / "cache")}  # else the killed run replays it
+    assert knowwhen("run", str(reference), "-q", "--no-finalize", env=own_cache).returncode == 0
     uninterrupted, needed = _results(tmp_path / "ref"), server.count()
 
     killed = _write(tmp_path / "killed", _models(server.base_url, "prior", slow=True), scenarios, ["gated"])

@@ -90,6 +90,33 @@ def test_shifted_tasks_has_three_levels_and_all_variants(offline: Path) -> None:
     assert sum(cells[("shift-l3", "model")].values()) == 10 * 200
 
 
+def test_paper_configs_give_a_model_one_identity_and_address(offline: Path) -> None:
+    """A model id in several paper configs is the same model (string, params, revision) on the same port."""
+    seen: dict[str, tuple[Any, ...]] = {}
+    ports: dict[str, str] = {}
+    for name in ("shifted-tasks.yaml", "three-levels.yaml", "common-states.yaml"):
+        for m in load_config(offline / name).models:
+            ident = (m.model, m.params, m.revision, m.identity, m.api_base)
+            assert seen.setdefault(m.id, ident) == ident, (name, m.id)
+            if m.api_base:
+                assert ports.setdefault(m.api_base, m.id) == m.id, (name, m.api_base)
+
+
+def test_table3_and_figure4b_share_their_l3_episodes(offline: Path) -> None:
+    """The shifted L3 episodes of the models both configs run are the same jobs (ids), so one run pays."""
+    from knowwhen_runner.run.sweep import load_and_plan
+
+    def l3_jobs(name: str) -> dict[tuple[str, str, str], str]:
+        _scenarios, plan = load_and_plan(load_config(offline / name))
+        return {(j.model_id, j.mode, j.item): j.id for j in plan.jobs if j.scenario_id == "shift-l3"}
+
+    table3, figure4b = l3_jobs("shifted-tasks.yaml"), l3_jobs("three-levels.yaml")
+    shared = table3.keys() & figure4b.keys()
+    assert {m for m, _mode, _i in shared} == {"e12", "e28", "jev", "intern", "sl4b", "gemini"}
+    assert len(shared) == 6 * CARD["shift_l3"]
+    assert all(table3[k] == figure4b[k] for k in shared)
+
+
 def test_paper_config_without_dataset_names_the_path(tmp_path: Path) -> None:
     """Without the dataset, plan fails in one line naming the missing folder and the config line."""
     env = {"AGENTDECISIONBENCH": str(tmp_path / "missing"), "KNOWWHEN_L1_DATA": str(L1)}

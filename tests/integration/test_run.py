@@ -75,7 +75,8 @@ def test_kill_9_then_resume_gives_the_uninterrupted_answers(
         }
     ]
     ref_cfg = write_config(tmp_path / "ref" / "c.yaml", server.base_url, scenario, models=models)
-    assert knowwhen("run", str(ref_cfg), "-q").returncode == 0
+    own_cache = {"KNOWWHEN_CACHE_DIR": str(tmp_path / "ref" / "cache")}  # else the killed run replays it
+    assert knowwhen("run", str(ref_cfg), "-q", env=own_cache).returncode == 0
     reference = read_answers(tmp_path / "ref" / "out" / "qs" / "answers_lexical.jsonl.gz")
 
     cfg = write_config(tmp_path / "killed" / "c.yaml", server.base_url, scenario, models=models)

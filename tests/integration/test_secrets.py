@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 from pathlib import Path
 
 from knowwhen_runner.serve import ServerProcess
@@ -54,8 +55,9 @@ def test_planted_key_appears_nowhere(server: ServerProcess, tmp_path: Path) -> N
 
 def _assert_no_key(tmp_path: Path, logs: str) -> None:
     assert FAKE_KEY not in logs and FAKE_KEY[:12] not in logs
-    files = [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
-    assert any(p.name == "knowwhen.db" for p in files)
+    cache_dir = Path(os.environ["KNOWWHEN_CACHE_DIR"])  # the user-level response store
+    files = [p for folder in (tmp_path / "out", cache_dir) for p in folder.rglob("*") if p.is_file()]
+    assert any(p.name == "knowwhen.db" for p in files) and any(p.name == "responses.db" for p in files)
     for path in files:
         assert not _contains(path, FAKE_KEY.encode()), path
         assert not _contains(path, FAKE_KEY[3:15].encode()), path

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -172,6 +173,6 @@ def test_a_killed_sweep_against_sparrow_resumes_and_answers_each_question_once(
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     rows = _rows(tmp_path)
     assert len(rows) == QUESTIONS and all(r["valid"] for r in rows)
-    with sqlite3.connect(db) as conn:
+    with sqlite3.connect(Path(os.environ["KNOWWHEN_CACHE_DIR"]) / "responses.db") as conn:
         keys = conn.execute("SELECT count(*), count(DISTINCT key) FROM kw_cache").fetchone()
-    assert keys[0] == keys[1]
+    assert keys[0] == keys[1] > 0

@@ -86,7 +86,8 @@ def reference(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -
     base = tmp_path_factory.mktemp("ref")
     scenario = make_question_set(base / "qs", n_tasks=16)  # 72 questions x 2 models
     cfg = write_config(base / "c.yaml", server.base_url, scenario, models=_models(server.base_url))
-    assert knowwhen("run", str(cfg), "-q").returncode == 0
+    own_cache = {"KNOWWHEN_CACHE_DIR": str(base / "cache")}  # else the killed runs replay it
+    assert knowwhen("run", str(cfg), "-q", env=own_cache).returncode == 0
     return scenario, {
         "answers": _answers(base / "out"),
         "manifests": _manifests(base / "out"),

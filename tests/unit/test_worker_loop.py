@@ -15,6 +15,7 @@ import anyio
 import httpx
 import pytest
 
+from knowwhen_runner.cache import open_cache
 from knowwhen_runner.config import ModelSpec, SweepConfig, load_config
 from knowwhen_runner.plan import plan
 from knowwhen_runner.provider import MockTransport, Secrets
@@ -181,7 +182,9 @@ def test_stopping_mid_run_loses_nothing_and_leaves_the_rest_pending(tmp_path: Pa
 
         limiters = Limiters(config.models)
         client = ModelClient(limiters, Secrets(config.models), transport=transport)
-        worker = _Worker(config, queue, client, the_plan.items, limiters=limiters)
+        worker = _Worker(
+            config, queue, client, the_plan.items, cache=open_cache("memory://"), limiters=limiters
+        )
         await worker.run()
         return await queue.results()
 

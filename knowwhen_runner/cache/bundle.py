@@ -1,0 +1,199 @@
+"""Replay bundles: the responses of a set of models in one portable, content-addressed file.
+
+A bundle is gzip'd JSON lines (written with a zero timestamp, so the same entries give the same bytes).
+Line 1 is the manifest (``BundleManifest``: counts per model, the cache key version, the sha256 of the
+entry lines); every other line is one entry ``{"key", "model", "response"}``, in key order, each
+response as it was stored (its field order is the field order of answer rows built from it). Its
+default name holds the sha256, so two bundles of the same entries are one file.
+``import_bundle`` checks the sha256 before it stores anything; entries already stored keep theirs.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Literal
+
+import anyio.to_thread
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+from .. import __version__
+from ..exceptions import ConfigError
+from ..provider.cache_keys import CACHE_KEY_VERSION
+from . import CacheStore, StoredEntry
+
+__all__ = [
+    "BUNDLE_SCHEMA_VERSION",
+    "BundleManifest",
+    "ImportSummary",
+    "export_bundle",
+    "import_bundle",
+    "read_manifest",
+]
+
+BUNDLE_SCHEMA_VERSION = 1
+_PAGE = 5000
+
+
+class BundleManifest(BaseModel):
+    """The first line of a replay bundle: what it holds and how to check it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format: Literal["knowwhen-cache-bundle"] = "knowwhen-cache-bundle"
+    schema_version: Literal[1] = Field(1, description="Bundle format version.")
+    cache_key_version: int = Field(description="CACHE_KEY_VERSION of the release that wrote it.")
+    entries: int = Field(ge=0, description="Entry lines after this one.")
+    models: dict[str, int] = Field(description="Entries per litellm model string.")
+    sha256: str = Field(description="sha256 of the entry lines (uncompressed, each ending in a newline).")
+    made_by: str = Field(description="knowwhen_runner release that wrote it.")
+
+
+class ImportSummary(BaseModel):
+    """What ``import_bundle`` did."""
+
+    manifest: BundleManifest
+    added: int
+    already: int
+
+
+def _entry_line(row: StoredEntry) -> bytes:
+    # The response exactly as stored: its key order is the order of fields in answer rows built from it.
+    response = orjson.dumps(orjson.loads(row.response_json))
+    return (
+        b'{"key":'
+        + orjson.dumps(row.key)
+        + b',"model":'
+        + orjson.dumps(row.model)
+        + (b',"response":' + response + b"}\n")
+    )
+
+
+class _Writer:
+    """Entry lines gathered in a temporary file while hashed; then the bundle, manifest first."""
+
+    def __init__(self) -> None:
+        self.body: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115  (closed by export_bundle)
+        self.digest = hashlib.sha256()
+        self.counts: dict[str, int] = {}
+
+    def add(self, page: list[StoredEntry]) -> None:
+        lines = b"".join(_entry_line(r) for r in page)
+        self.digest.update(lines)
+        self.body.write(lines)
+        for row in page:
+            self.counts[row.model] = self.counts.get(row.model, 0) + 1
+
+    def finish(self, out: Path) -> tuple[Path, BundleManifest]:
+        manifest = BundleManifest(
+            cache_key_version=CACHE_KEY_VERSION,
+            entries=sum(self.counts.values()),
+            models=dict(sorted(self.counts.items())),
+            sha256=self.digest.hexdigest(),
+            made_by=__version__,
+        )
+        if out.is_dir() or str(out).endswith(("/", os.sep)):
+            out = out / f"knowwhen-cache-{manifest.sha256[:16]}.jsonl.gz"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        self.body.seek(0)
+        partial = out.with_name(out.name + ".partial")
+        with open(partial, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
+            gz.write(orjson.dumps(manifest.model_dump(), option=orjson.OPT_SORT_KEYS) + b"\n")
+            while chunk := self.body.read(1 << 20):
+                gz.write(chunk)
+        partial.replace(out)
+        return out, manifest
+
+
+async def export_bundle(
+    store: CacheStore, out: Path, models: Sequence[str] | None = None
+) -> tuple[Path, BundleManifest]:
+    """Write the store's entries (of ``models`` only, if given) into a bundle at ``out``.
+
+    ``out`` may be a folder (or end with a slash): the file is then ``knowwhen-cache-<sha256:16>.jsonl.gz``
+    in it. Returns the path written and its manifest.
+    """
+    writer = _Writer()
+    with writer.body:
+        after = ""
+        while page := await store.scan(after, _PAGE, models):
+            await anyio.to_thread.run_sync(writer.add, page)
+            after = page[-1].key
+        return await anyio.to_thread.run_sync(writer.finish, out)
+
+
+class _Reader:
+    """A bundle read line by line: its manifest, a check of its entries, then the entries in batches."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.gz, self.manifest = self._open()
+
+    def _open(self) -> tuple[gzip.GzipFile, BundleManifest]:
+        try:
+            gz = gzip.GzipFile(self.path, "rb")
+            manifest = BundleManifest.model_validate_json(gz.readline())
+        except (OSError, EOFError, ValueError) as exc:
+            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ConfigError(f"{self.path}: not a knowwhen cache bundle ({detail})") from None
+        return gz, manifest
+
+    def verify(self) -> None:
+        """Raise ``ConfigError`` unless the entry lines hash to the manifest's sha256 and count."""
+        digest, n = hashlib.sha256(), 0
+        try:
+            for line in self.gz:
+                digest.update(line)
+                n += 1
+        except (OSError, EOFError) as exc:
+            raise ConfigError(f"{self.path}: the bundle is damaged ({exc})") from None
+        m = self.manifest
+        if digest.hexdigest() != m.sha256 or n != m.entries:
+            raise ConfigError(
+                f"{self.path}: the entries do not match the manifest ({n} entries, sha256 "
+                f"{digest.hexdigest()[:16]}; the manifest says {m.entries}, {m.sha256[:16]}); "
+                "the file is damaged or edited"
+            )
+        self.gz.close()
+        self.gz = self._open()[0]
+
+    def batch(self) -> list[StoredEntry]:
+        """The next entries (none at the end), stamped now."""
+        now = time.time()
+        out = []
+        for line in self.gz:
+            row = orjson.loads(line)
+            out.append(StoredEntry(row["key"], row["model"], orjson.dumps(row["response"]).decode(), now))
+            if len(out) >= _PAGE:
+                break
+        return out
+
+    def close(self) -> None:
+        self.gz.close()
+
+
+def read_manifest(path: Path) -> BundleManifest:
+    """A bundle's manifest, without reading its entries."""
+    reader = _Reader(path)
+    reader.close()
+    return reader.manifest
+
+
+async def import_bundle(store: CacheStore, path: Path) -> ImportSummary:
+    """Check a bundle's sha256 and entry count, then store its entries (entries stored already stay)."""
+    reader = await anyio.to_thread.run_sync(_Reader, path)
+    try:
+        await anyio.to_thread.run_sync(reader.verify)
+        added = 0
+        while batch := await anyio.to_thread.run_sync(reader.batch):
+            added += await store.put_stored(batch)
+    finally:
+        reader.close()
+    m = reader.manifest
+    return ImportSummary(manifest=m, added=added, already=m.entries - added)
