@@ -1,4 +1,7 @@
-"""Open-loop LLM questions through the provider Batch API of the real local server, over HTTP."""
+"""Open-loop LLM questions through the provider Batch API of the real local server, over HTTP.
+
+Runs skip the pre-flight probe (tested on its own): it answers one question per model synchronously.
+"""
 
 from __future__ import annotations
 
@@ -47,10 +50,17 @@ def test_batch_answers_equal_synchronous_answers(
 ) -> None:
     """Every LLM answer of a batched run comes from a provider batch and equals the synchronous run's."""
     sync_cfg = write_config(tmp_path / "s" / "c.yaml", server.base_url, scenario)
-    assert (done := knowwhen("run", str(sync_cfg), "-q")).returncode == 0, done.stderr
+    assert (done := knowwhen("run", str(sync_cfg), "-q", "--no-probe")).returncode == 0, done.stderr
     server.reset_stats()
-    cfg = write_config(tmp_path / "b" / "c.yaml", server.base_url, scenario, models=_models(server.base_url))
-    assert (done := knowwhen("run", str(cfg), "-q")).returncode == 0, done.stderr
+    # Its own response store: the synchronous run's answers must not answer it from the shared one.
+    cfg = write_config(
+        tmp_path / "b" / "c.yaml",
+        server.base_url,
+        scenario,
+        models=_models(server.base_url),
+        cache={"path": str(tmp_path / "b" / "responses.db")},
+    )
+    assert (done := knowwhen("run", str(cfg), "-q", "--no-probe")).returncode == 0, done.stderr
     assert _count(server, "chat", None) == 0
     assert _count(server, "batch_line") == 45
     assert _count(server, "batches_create") == 3  # 45 questions, at most 20 per batch
@@ -58,20 +68,20 @@ def test_batch_answers_equal_synchronous_answers(
     assert all(str(r["batch"]).startswith("batch_") for r in batched)
     for model in ("lexical", "lexical-llm"):
         assert _rows(tmp_path / "b" / "out", model) == _rows(tmp_path / "s" / "out", model)
-    again = knowwhen("run", str(cfg), "-q")
+    again = knowwhen("run", str(cfg), "-q", "--no-probe")
     assert again.returncode == 0 and _count(server, "batches_create") == 3  # a rerun finds every answer
 
 
 def test_cached_answers_make_no_batch(server: ServerProcess, tmp_path: Path, scenario: Path) -> None:
     """Questions the cache already answers (from a synchronous run) are cache hits, never sent in a batch."""
     cfg = write_config(tmp_path / "c.yaml", server.base_url, scenario)
-    assert knowwhen("run", str(cfg), "-q").returncode == 0
+    assert knowwhen("run", str(cfg), "-q", "--no-probe").returncode == 0
     server.reset_stats()
     cfg = write_config(
         tmp_path / "c.yaml", server.base_url, scenario, models=_models(server.base_url), name="t2",
         output=str(tmp_path / "out2"), db=f"sqlite:///{tmp_path / 'out' / 'knowwhen.db'}",
     )  # fmt: skip
-    assert (done := knowwhen("run", str(cfg), "-q")).returncode == 0, done.stderr
+    assert (done := knowwhen("run", str(cfg), "-q", "--no-probe")).returncode == 0, done.stderr
     assert server.count() == 0
     rows = read_answers(tmp_path / "out2" / "qs" / "answers_lexical-llm.jsonl.gz", drop_timing=False)
     assert all(r["cache_hit"] for r in rows)
@@ -103,7 +113,7 @@ def test_two_processes_on_postgresql_share_batches_without_submitting_twice(
         models = _models(server.base_url)[1:]
         workers = {"concurrency": 8, "lease_seconds": 3, "batch_size": 8}
         cfg = write_config(tmp_path / "c.yaml", server.base_url, questions, models=models, workers=workers)
-        done = knowwhen("run", str(cfg), "-q", "--processes", "2", "--db", pg)
+        done = knowwhen("run", str(cfg), "-q", "--no-probe", "--processes", "2", "--db", pg)
         assert done.returncode == 0, done.stderr
         report = json.loads(knowwhen("status", str(tmp_path / "out"), "--db", pg, "--json").stdout)
     completed = [b for b in report["batches"] if b["status"] == "completed"]

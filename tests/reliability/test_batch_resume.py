@@ -55,12 +55,12 @@ def test_kill_after_opening_or_submitting_a_batch_resumes_it_without_submitting_
     batch exactly once at the provider, and every question is answered once, all from batches."""
     server.set_batch_faults(delay_s=0.5)
     cfg = _config(tmp_path, server, scenario)
-    killed = knowwhen("run", str(cfg), "-q", env={"KNOWWHEN_CRASH_AT": f"{point}:1"})
+    killed = knowwhen("run", str(cfg), "-q", "--no-probe", env={"KNOWWHEN_CRASH_AT": f"{point}:1"})
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     tally["kills survived"] += 1
     created_before = server.count(endpoint="batches_create")
     assert created_before == (1 if point == "batch_submit" else 0)
-    done = knowwhen("run", str(cfg), "-q")
+    done = knowwhen("run", str(cfg), "-q", "--no-probe")
     assert done.returncode == 0, done.stderr
     batches = _status(tmp_path)["batches"]
     answered = [b for b in batches if b["status"] == "completed"]
@@ -82,7 +82,7 @@ def test_expired_batch_items_go_to_the_next_batch(
     retrieve; the expiry is counted in the run's summary and the status."""
     server.set_batch_faults(expire=1, retrieve_5xx=3)
     tally["faults injected"] += 4
-    done = knowwhen("run", str(_config(tmp_path, server, scenario)), "-q")
+    done = knowwhen("run", str(_config(tmp_path, server, scenario)), "-q", "--no-probe")
     assert done.returncode == 0, done.stderr
     outcomes = _status(tmp_path)["batch_outcomes"]
     assert outcomes["batches_expired"] == 1 and outcomes["items_returned"] == 20
@@ -97,7 +97,9 @@ def test_expired_batch_items_fall_back_to_synchronous_calls_after_the_wait(
 ) -> None:
     """With a short fallback wait, an expired batch's questions are answered by synchronous calls."""
     server.set_batch_faults(expire=1)  # no delay: a batch is finished whenever it is polled, never cancelled
-    done = knowwhen("run", str(_config(tmp_path, server, scenario, fallback_after_s=0.05)), "-q")
+    done = knowwhen(
+        "run", str(_config(tmp_path, server, scenario, fallback_after_s=0.05)), "-q", "--no-probe"
+    )
     assert done.returncode == 0, done.stderr
     rows = _answers(tmp_path)
     assert len(rows) == 45 and server.count(endpoint="chat", status=200) == 20
@@ -111,7 +113,7 @@ def test_failed_lines_end_answered_or_failed_with_their_reason(
     line's error, every other question is answered."""
     server.set_batch_faults(fail_lines=2)
     tally["faults injected"] += 1
-    done = knowwhen("run", str(_config(tmp_path, server, scenario)), "-q")
+    done = knowwhen("run", str(_config(tmp_path, server, scenario)), "-q", "--no-probe")
     assert done.returncode == 1, done.stderr  # some questions failed for good
     report = _status(tmp_path)
     row = report["models"]["lexical-llm"]
@@ -129,7 +131,7 @@ def test_a_batch_unfinished_after_the_wait_is_cancelled_and_answered_synchronous
     """A batch still running after fallback_after_s is cancelled at the provider; its questions are then
     answered by synchronous calls, and the cancellations are counted."""
     server.set_batch_faults(delay_s=60)
-    done = knowwhen("run", str(_config(tmp_path, server, scenario, fallback_after_s=0.5)), "-q")
+    done = knowwhen("run", str(_config(tmp_path, server, scenario, fallback_after_s=0.5)), "-q", "--no-probe")
     assert done.returncode == 0, done.stderr
     outcomes = _status(tmp_path)["batch_outcomes"]
     created = server.count(endpoint="batches_create")
@@ -145,7 +147,7 @@ def test_a_refused_batch_is_answered_synchronously(
     """A batch the provider refuses (HTTP 400 on create) is closed as failed and its questions are answered by
     synchronous calls at once; the other batches go on."""
     server.set_batch_faults(refuse_create=1)
-    done = knowwhen("run", str(_config(tmp_path, server, scenario)), "-q")
+    done = knowwhen("run", str(_config(tmp_path, server, scenario)), "-q", "--no-probe")
     assert done.returncode == 0, done.stderr
     outcomes = _status(tmp_path)["batch_outcomes"]
     assert outcomes["batches_failed"] == 1 and outcomes["items_returned"] == 20
@@ -160,7 +162,7 @@ def test_ctrl_c_with_batches_in_flight_resumes_polling_them(
     server.set_batch_faults(delay_s=6)
     cfg = _config(tmp_path, server, scenario)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "knowwhen_runner", "run", str(cfg), "-q"],
+        [sys.executable, "-m", "knowwhen_runner", "run", str(cfg), "-q", "--no-probe"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -172,7 +174,7 @@ def test_ctrl_c_with_batches_in_flight_resumes_polling_them(
     assert proc.wait(timeout=60) == 130, proc.stderr.read().decode() if proc.stderr else ""
     tally["kills survived"] += 1
     assert server.count(endpoint="batch_line") == 0  # nothing answered yet: all three are in flight
-    done = knowwhen("run", str(cfg), "-q")
+    done = knowwhen("run", str(cfg), "-q", "--no-probe")
     assert done.returncode == 0, done.stderr
     assert (
         server.count(endpoint="batches_create") == 3 and server.count(endpoint="batch_line", status=200) == 45
@@ -186,10 +188,10 @@ def test_disabling_batches_finishes_those_in_flight_and_answers_the_rest_synchro
     """A rerun with ``batch: {enabled: false}`` after a kill still polls the submitted batch to its end and
     answers every other question synchronously."""
     cfg = _config(tmp_path, server, scenario)
-    killed = knowwhen("run", str(cfg), "-q", env={"KNOWWHEN_CRASH_AT": "batch_submit:1"})
+    killed = knowwhen("run", str(cfg), "-q", "--no-probe", env={"KNOWWHEN_CRASH_AT": "batch_submit:1"})
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     cfg = _config(tmp_path, server, scenario, enabled=False)
-    done = knowwhen("run", str(cfg), "-q")
+    done = knowwhen("run", str(cfg), "-q", "--no-probe")
     assert done.returncode == 0, done.stderr
     assert (
         server.count(endpoint="batches_create") == 1 and server.count(endpoint="batch_line", status=200) == 20
