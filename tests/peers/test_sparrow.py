@@ -23,6 +23,7 @@ import httpx
 import pytest
 import yaml
 
+from knowwhen_runner.results import MANIFEST_SCHEMA_VERSION
 from knowwhen_runner.serve import ServerProcess
 from knowwhen_runner.serve.process import free_port
 from tests.helpers import knowwhen
@@ -134,7 +135,7 @@ def test_a_sweep_against_sparrow_records_the_cards_confidence_resumes_and_caches
     # Near chance over 69 options: the card's confidence and the vendor's differ visibly.
     assert any(abs(r["confidence"] - r["reported_confidence"]) > 0.005 for r in rows)
     manifest = json.loads((tmp_path / "out" / "manifests" / "sparrow.cxs.json").read_text())
-    assert manifest["schema_version"] == 2
+    assert manifest["schema_version"] == MANIFEST_SCHEMA_VERSION  # the card's confidence from version 2 on
     episodes = [c for c in manifest["closed_loop"] if c["scenario"] == "l3"]
     assert {c["mode"] for c in episodes} == {"model", "shadow"} and all(
         c["episodes"] == TASKS for c in episodes
