@@ -69,6 +69,9 @@ def write_config(
         "models": models,
         "scenarios": [{"id": "s", "path": str(scenario)}],
         "workers": {"concurrency": concurrency, "lease_seconds": 120, "batch_size": 64},
+        # A response store per config folder: a rerun of the same config replays it (the cached case),
+        # but no measured run is answered by another's calls through the user-level store.
+        "cache": {"path": str(path.parent / "responses.db")},
         **extra,
     }
     path.write_text(yaml.safe_dump(config, sort_keys=False))
