@@ -19,7 +19,9 @@ def test_a_model_served_on_this_machine_is_free_whatever_its_provider_prefix() -
     """openai/… on loopback costs 0 (as the run records it); the same name elsewhere is unknown, not 0."""
     assert token_prices(_model("openai/agent-sim", "http://127.0.0.1:8765/v1")) == (0.0, 0.0)
     assert token_prices(_model("hosted_vllm/x", "http://gpu-node:8000")) == (0.0, 0.0)
-    assert token_prices(_model("openai/agent-sim", "https://api.example.com/v1")) is None
+    # A name nothing registers: litellm's price list is process-wide, and in-process runs of other tests
+    # register the local models they call (at 0).
+    assert token_prices(_model("openai/a-model-no-price-list-knows", "https://api.example.com/v1")) is None
     priced = _model("openai/agent-sim", None, pricing={"input_per_million": 2.0, "output_per_million": 8.0})
     assert token_prices(priced) == (2e-6, 8e-6)
     listed = token_prices(_model("openai/gpt-4o-mini", None))
