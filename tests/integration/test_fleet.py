@@ -123,7 +123,9 @@ def test_a_killed_workers_jobs_are_finished_by_the_others(
         models=_rated(server.base_url, 1200),
         workers={"concurrency": 4, "lease_seconds": 3, "batch_size": 4},
     )
-    main = _spawn("run", str(config), "-q", "--db", pg)
+    # No pre-flight probe: a job whose question it answered is a cache hit, recorded within milliseconds,
+    # possibly between reading the victim's leases and killing it (leases are what this test is about).
+    main = _spawn("run", str(config), "-q", "--db", pg, "--no-probe")
     workers = [_spawn("worker", "--db", pg, "--run", "t", "-q", "--wait", "60") for _ in range(3)]
     victim = workers[0]
     held = _wait_for_leases(pg, victim.pid)  # job id -> lease expiry (database clock)
