@@ -241,9 +241,15 @@ class Worker:
         """Stop claiming; calls in flight finish and are recorded."""
         self.stopping.set()
 
+    def _held_back_models(self) -> dict[str, str]:
+        """Models whose jobs this worker leaves pending, with why: held back by the run (quarantined or
+        paused), quarantined by this worker, or over budget."""
+        held = {model_id: control.reason for model_id, control in self.held_back.items()}
+        return {**held, **self._quarantined, **self._spent}
+
     def _busy_models(self) -> frozenset[str]:
         """Models not to claim jobs for now: saturated, paused, down and being probed, or given up."""
-        busy = set(self.held_back) | set(self._quarantined) | set(self._spent)
+        busy = set(self._held_back_models())
         if self._limiters is None:
             return frozenset(busy)
         for model_id in self._models:
@@ -379,8 +385,7 @@ class Worker:
         """No job left that this worker could work (jobs of models given up on or held back stay pending)."""
         await self._read_controls(now=True)
         counts = await self.queue.counts()
-        held = {model_id: control.reason for model_id, control in self.held_back.items()}
-        gone = {**self.given_up(), **held, **self._quarantined, **self._spent}
+        gone = {**self.given_up(), **self._held_back_models()}
         left = sum(c.n for c in counts if c.status in ("pending", "running") and c.model_id not in gone)
         return left <= self._abandoned(gone)
 
@@ -390,11 +395,7 @@ class Worker:
                 self._unfinished -= 1
                 if self.stopping.is_set():
                     continue  # not started: released when the worker exits
-                if (
-                    job.model_id in self.held_back
-                    or job.model_id in self._quarantined
-                    or job.model_id in self._spent
-                ):
+                if job.model_id in self._held_back_models():
                     await outcomes.send(_Outcome(job, held_back=True))
                     continue
                 self._running += 1
