@@ -275,6 +275,9 @@ def status(
         _print_batches(report["batches"], report["batch_outcomes"])
     for held in report["held_back"]:
         out.print(f"[red]{held['state']} {held['model']}[/red]: {held['reason']}; its jobs stay pending")
+    for row in report["limits"]:
+        if row["adaptive"] or row["requests_per_minute"]:
+            out.print(f"limit {row['model']}: {_describe_limit(row)}", highlight=False)
     if report["workers"]:
         from .run import describe_workers
 
@@ -285,6 +288,17 @@ def status(
             heartbeat = f"{w['heartbeat_age_s']:.0f} s ago"
             workers.add_row(w["id"], w["state"], heartbeat, str(w["jobs_done"]), f"{w['jobs_per_s']:.1f}")
         out.print(workers)
+
+
+def _describe_limit(row: dict[str, Any]) -> str:
+    """A model's rate limit as status shows it: configured, or learned (and how)."""
+    if not row["adaptive"]:
+        tokens = f", {row['tokens_per_minute']:,.0f} tokens/min" if row["tokens_per_minute"] else ""
+        return f"{row['requests_per_minute']:,.0f} requests/min{tokens} (configured)"
+    learned = row["learned"]
+    if learned is None:
+        return "adaptive; nothing learned yet (starts at 60 requests/min)"
+    return f"adaptive; {learned['described']}"
 
 
 def _print_batches(rows: list[dict[str, Any]], outcomes: dict[str, int]) -> None:
@@ -404,6 +418,10 @@ def serve(
         list[str] | None,
         typer.Option(help="Refuse requests past N per minute for MODEL: MODEL=N (repeatable)."),
     ] = None,
+    limit_headers: Annotated[
+        bool,
+        typer.Option(help="State enforced limits in x-ratelimit-* headers (else they show only as 429s)."),
+    ] = True,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "warning",
 ) -> None:
     """Serve the reference models (lexical baselines) on System One and chat completions, for offline runs."""
@@ -417,7 +435,7 @@ def serve(
     out.print(
         f"knowwhen serve on http://{host}:{port} (System One at /v1/systemone, chat at /v1/chat/completions)"
     )
-    run_server(host, port, faults=rules, enforce_rpm=limits, log_level=log_level)
+    run_server(host, port, faults=rules, enforce_rpm=limits, limit_headers=limit_headers, log_level=log_level)
 
 
 @app.command()

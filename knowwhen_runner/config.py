@@ -13,6 +13,7 @@ import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -85,6 +86,14 @@ class RateLimit(_Frozen):
     )
     tokens_per_minute: float | None = Field(None, gt=0, description="Input+output tokens per minute.")
     max_in_flight: int = Field(16, ge=1, le=4096, description="Requests open at once.")
+    adaptive: bool | None = Field(
+        None,
+        description=(
+            "Find the provider's requests-per-minute limit (stated rate-limit headers, else 429s), "
+            "starting low and sharing what is learned across the fleet and with later runs. Default: "
+            "on when requests_per_minute is not given and api_base is not this machine."
+        ),
+    )
 
 
 class Pricing(_Frozen):
@@ -198,6 +207,15 @@ class ModelSpec(_Frozen):
         if not _ENV_NAME.match(value):
             raise ValueError("must be the name of an environment variable, e.g. OPENAI_API_KEY")
         return value
+
+    def adapts(self) -> bool:
+        """Whether this model's requests-per-minute limit is learned (``rate_limit.adaptive``)."""
+        if self.rate_limit.requests_per_minute is not None:
+            return False
+        if self.rate_limit.adaptive is not None:
+            return self.rate_limit.adaptive
+        host = urlsplit(self.api_base).hostname if self.api_base else None
+        return host not in ("127.0.0.1", "localhost", "::1")
 
     def limit_key(self) -> str:
         """Which models share a limit: the explicit group, else provider + base URL + key variable."""

@@ -2,18 +2,20 @@
 cache keys, secrets and prices.
 
 Read in this order: ``bodies`` (what is sent), ``transport`` (one request; only ``LitellmTransport``
-touches litellm), ``retry`` (what a failure means), ``ratelimit`` (slots, pauses, a down model),
+touches litellm), ``retry`` (what a failure means), ``ratelimit`` (slots, pauses, a down model), ``adaptive`` (a limit
+nobody gave, learned from headers and 429s),
 ``client`` (a logical call: slots + requests + retries), ``cache_keys``, ``secrets``, ``prices``.
 """
 
 from __future__ import annotations
 
+from .adaptive import AdaptiveRate, LearnedLimit
 from .bodies import QUESTION_NAME, decision_body, llm_body
 from .cache_keys import CACHE_KEY_VERSION, CacheMode, cache_key, legacy_cache_key
 from .client import CallOutcome, ModelClient
 from .litellm_loader import load_litellm, preload_litellm
 from .prices import token_prices
-from .ratelimit import FleetLimits, Limiter, Limiters
+from .ratelimit import FleetLimits, LearnedLimits, Limiter, Limiters
 from .retry import Verdict, classify, transport_failure
 from .secrets import Secrets
 from .transport import CallKind, LitellmTransport, MockTransport, Sent, Transport
@@ -21,10 +23,13 @@ from .transport import CallKind, LitellmTransport, MockTransport, Sent, Transpor
 __all__ = [
     "CACHE_KEY_VERSION",
     "QUESTION_NAME",
+    "AdaptiveRate",
     "CacheMode",
     "CallKind",
     "CallOutcome",
     "FleetLimits",
+    "LearnedLimit",
+    "LearnedLimits",
     "Limiter",
     "Limiters",
     "LitellmTransport",

@@ -19,10 +19,11 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from ..config import ModelSpec
 from ..exceptions import ProviderError
+from .adaptive import LimitNews, read_limit_headers
 from .ratelimit import Limiter, Limiters
 from .retry import Verdict, classify, transport_failure
 from .secrets import Secrets
-from .transport import CallKind, LitellmTransport, Transport
+from .transport import LIMITS_KEY, CallKind, LitellmTransport, Transport
 
 __all__ = ["CallOutcome", "ModelClient"]
 
@@ -153,6 +154,8 @@ class ModelClient:
                     response = await self._transport.send(model, kind, body, self._secrets.key_for(model))
                 except Exception as exc:
                     verdict = classify(exc)
+                    if verdict.kind == "rate_limited":
+                        limiter.heard(read_limit_headers(_error_headers(exc)), ok=False)
                     if verdict.unreachable:
                         limiter.record(ok=False, retry_after=verdict.wait)
                     tally.failures += 1
@@ -161,6 +164,7 @@ class ModelClient:
                     tally.charged += not (probe or transport_failure(exc) == "connection refused")
                     raise
                 limiter.record(ok=True)
+                limiter.heard(response.pop(LIMITS_KEY, None) or LimitNews(), ok=True)
             finally:
                 if probe:
                     limiter.probing = False
@@ -190,3 +194,10 @@ class ModelClient:
         else:
             prefix = f"HTTP {verdict.status} " if verdict.status else ""
         return self._secrets.redact(f"{prefix}{type(exc).__name__}: {text}"[:500])
+
+
+def _error_headers(exc: BaseException) -> Any:
+    """The headers of a failed request's response, as litellm (or the HTTP client) kept them."""
+    return getattr(exc, "litellm_response_headers", None) or getattr(
+        getattr(exc, "response", None), "headers", None
+    )

@@ -8,6 +8,11 @@ a pause ends one request at a time probes it (half-open) until one succeeds. Whi
 jobs wait rather than spend their attempts (see ``client.ModelClient.call``); ``max_outage_s`` bounds how
 long a run waits for it.
 
+A limit the config does not give is learned (``adaptive``): the limiter of such a model starts low and
+follows an ``AdaptiveRate`` fed by what responses say (rate-limit headers, 429s) and by requests queueing
+for it; its state is a row of the run database's ledger (``LearnedLimits``), so a fleet sends at one
+learned rate, and a later run starts where this one ended.
+
 One process keeps its limits in memory (``Limiter``). When several processes work one run (a shared
 database), ``Limiters`` given ``fleet=FleetLimits(ledger, holder)`` hand out ``FleetLimiter``s: the
 same interface, with request slots and in-flight permits reserved in the database, so a model's limits
@@ -27,25 +32,55 @@ from typing import Protocol
 import anyio
 
 from ..config import ModelSpec, RateLimit
+from .adaptive import AdaptiveRate, LearnedLimit, LimitNews
 
-__all__ = ["FleetLimiter", "FleetLimits", "Ledger", "Limiter", "Limiters"]
+__all__ = ["FleetLimiter", "FleetLimits", "LearnedLimits", "Ledger", "Limiter", "Limiters"]
 
 _BREAKER_AFTER = 8  # consecutive failed requests before the model is down (paused, then probed)
 _BREAKER_MAX_S = 30.0  # the longest pause between probes: a model back up is noticed within this
 _DEFAULT_MAX_OUTAGE_S = 1800.0
 _MARGIN = 1.002
+_LEARNED_READ_S = 2.0  # how often an adaptive limiter reads the fleet's learned row
+
+
+class LearnedLimits(Protocol):
+    """Where learned limits are kept (``queue.limits.LimitLedger``)."""
+
+    async def learned(self) -> dict[str, LearnedLimit]: ...
+
+    async def learn(
+        self, key: str, state: LearnedLimit, how: str, *, seen: float, hold_s: float
+    ) -> LearnedLimit: ...
 
 
 class Limiter:
     """The limits of one model (or one group of models that share a provider key)."""
 
-    def __init__(self, name: str, rate: RateLimit, *, max_outage_s: float = _DEFAULT_MAX_OUTAGE_S) -> None:
+    def __init__(
+        self,
+        name: str,
+        rate: RateLimit,
+        *,
+        max_outage_s: float = _DEFAULT_MAX_OUTAGE_S,
+        adaptive: AdaptiveRate | None = None,
+        key: str = "",
+        learned: LearnedLimits | None = None,
+    ) -> None:
         self.name = name
         self.max_outage_s = max_outage_s
+        self._rate = rate
         # Evenly spaced starts at exactly 60/N s put N + 1 requests into a closed 60 s window; a provider
         # counting that way answers the last with a 429. A hair wider spacing keeps every window at N.
         self._interval = _MARGIN * 60.0 / rate.requests_per_minute if rate.requests_per_minute else 0.0
         self._token_interval = _MARGIN * 60.0 / rate.tokens_per_minute if rate.tokens_per_minute else 0.0
+        self.adaptive = adaptive
+        self.limit_key = key
+        self._learned = learned
+        self._learned_lock = anyio.Lock()
+        self._unsaved: tuple[str, float] | None = None  # (how, the state's changed_at before) to record
+        self._read_at = -math.inf
+        if adaptive is not None:
+            self._follow(adaptive.state)
         self._next_request = 0.0
         self._next_token = 0.0
         self._in_flight = anyio.CapacityLimiter(rate.max_in_flight)
@@ -79,6 +114,7 @@ class Limiter:
                 self.waiting -= 1
 
     async def _wait_turn(self, tokens: int) -> None:
+        await self._share_learned()
         while True:
             now = time.monotonic()
             if self.paused_until > now:
@@ -88,9 +124,69 @@ class Limiter:
             self._next_request = start + self._interval
             self._next_token = start + tokens * self._token_interval
             if start > now:
+                self._queued_for_rate()
                 await anyio.sleep(start - now)
             if self.paused_until <= time.monotonic():
+                self._sent()
                 return
+
+    # -- learned limits (adaptive) ------------------------------------------------------------------------
+
+    def _follow(self, state: LearnedLimit) -> None:
+        """Send at the learned rate (the configured token limit, when there is one, still holds)."""
+        self._interval = _MARGIN * 60.0 / state.rpm
+        if not self._rate.tokens_per_minute:
+            self._token_interval = _MARGIN * 60.0 / state.tpm if state.tpm else 0.0
+
+    def _learned_changed(self, how: str, before: LearnedLimit) -> None:
+        assert self.adaptive is not None
+        self._follow(self.adaptive.state)
+        if self._unsaved is None or how == "cut":
+            self._unsaved = (how, before.changed_at)
+
+    def _queued_for_rate(self) -> None:
+        """A request waits for the rate (not for a permit): an adaptive limit may grow."""
+        if self.adaptive is not None:
+            before = self.adaptive.state
+            if self.adaptive.on_saturated(time.time()):
+                self._learned_changed("raise", before)
+
+    def _sent(self) -> None:
+        if self.adaptive is not None:
+            self.adaptive.on_sent(time.time())
+
+    def heard(self, news: LimitNews, *, ok: bool) -> None:
+        """What a response said: its rate-limit headers, and whether it went through (else a 429)."""
+        if self.adaptive is None:
+            return
+        now, before = time.time(), self.adaptive.state
+        if self.adaptive.on_headers(news, now):
+            self._learned_changed("set", before)
+            before = self.adaptive.state
+        if ok:
+            self.adaptive.on_success(now)
+        elif self.adaptive.on_rate_limited(now):
+            self._learned_changed("cut", before)
+
+    async def _share_learned(self) -> None:
+        """Record a learned change in the ledger, and read the fleet's row now and then."""
+        if self.adaptive is None or self._learned is None:
+            return
+        if self._unsaved is None and time.monotonic() - self._read_at < _LEARNED_READ_S:
+            return
+        async with self._learned_lock:
+            adaptive, unsaved = self.adaptive, self._unsaved
+            self._unsaved, self._read_at = None, time.monotonic()
+            if unsaved is not None:
+                how, seen = unsaved
+                state = await self._learned.learn(
+                    self.limit_key, adaptive.state, how, seen=seen, hold_s=adaptive.hold_s
+                )
+            else:
+                state = (await self._learned.learned()).get(self.limit_key, adaptive.state)
+            if self._unsaved is None and state != adaptive.state:
+                adaptive.adopt(state)
+                self._follow(state)
 
     async def settle(self) -> None:
         """The worker has no job left to start (a fleet's limiter gives its spare permits back)."""
@@ -144,12 +240,15 @@ class Limiters:
         *,
         fleet: FleetLimits | None = None,
         max_outage_s: float = _DEFAULT_MAX_OUTAGE_S,
+        learned: LearnedLimits | None = None,
     ) -> None:
         self._by_key: dict[str, Limiter] = {}
         self._by_model: dict[str, Limiter] = {}
+        learned = learned if learned is not None else (fleet.ledger if fleet is not None else None)
         for spec in models:
             key = spec.limit_key()
             if key not in self._by_key:
+                adaptive = AdaptiveRate(shared=fleet is not None) if spec.adapts() else None
                 self._by_key[key] = (
                     FleetLimiter(
                         spec.id,
@@ -158,9 +257,18 @@ class Limiters:
                         fleet=fleet,
                         ttl=max(30.0, 2 * spec.timeout_s),
                         max_outage_s=max_outage_s,
+                        adaptive=adaptive,
+                        learned=learned,
                     )
                     if fleet is not None
-                    else Limiter(spec.id, spec.rate_limit, max_outage_s=max_outage_s)
+                    else Limiter(
+                        spec.id,
+                        spec.rate_limit,
+                        max_outage_s=max_outage_s,
+                        adaptive=adaptive,
+                        key=key,
+                        learned=learned,
+                    )
                 )
             self._by_model[spec.id] = self._by_key[key]
 
@@ -171,6 +279,14 @@ class Limiters:
         """The worker has no job left to start: fleet limiters give back the permits they do not use."""
         for limiter in self._by_key.values():
             await limiter.settle()
+
+    def learned(self) -> dict[str, LearnedLimit]:
+        """Each adaptive model's learned limits as this process follows them."""
+        return {
+            model_id: lim.adaptive.state
+            for model_id, lim in self._by_model.items()
+            if lim.adaptive is not None
+        }
 
     def backing_off(self) -> list[tuple[str, float]]:
         return [(lim.name, lim.paused_for()) for lim in self._by_key.values() if lim.paused_for() > 0]
@@ -187,7 +303,7 @@ class Limiters:
 # --- the fleet's limits -----------------------------------------------------------------------------------
 
 
-class Ledger(Protocol):
+class Ledger(LearnedLimits, Protocol):
     """Where the fleet keeps its limits (``queue.limits.LimitLedger``)."""
 
     async def reserve(
@@ -249,8 +365,10 @@ class FleetLimiter(Limiter):
         fleet: FleetLimits,
         ttl: float,
         max_outage_s: float = _DEFAULT_MAX_OUTAGE_S,
+        adaptive: AdaptiveRate | None = None,
+        learned: LearnedLimits | None = None,
     ) -> None:
-        super().__init__(name, rate, max_outage_s=max_outage_s)
+        super().__init__(name, rate, max_outage_s=max_outage_s, adaptive=adaptive, key=key, learned=learned)
         self._key, self._ledger, self._holder, self._ttl = key, fleet.ledger, fleet.holder, ttl
         self._cap = rate.max_in_flight
         self._slots: deque[tuple[float, float]] = deque()  # (start, usable from), on our monotonic clock
@@ -350,6 +468,7 @@ class FleetLimiter(Limiter):
     # -- requests per minute ----------------------------------------------------------------------------
 
     async def _wait_turn(self, tokens: int) -> None:
+        await self._share_learned()
         misses = 0
         while True:
             now = time.monotonic()
@@ -361,6 +480,8 @@ class FleetLimiter(Limiter):
             if self._interval or self._token_interval:
                 start, due = await self._next_start(tokens)
                 if start > time.monotonic():
+                    if not misses:
+                        self._queued_for_rate()
                     await anyio.sleep(start - time.monotonic())
                 # Woken too late (a busy machine): starting now would bunch this request with the next
                 # processes' slots, so take a fresh slot instead; but never starve for it.
@@ -368,7 +489,13 @@ class FleetLimiter(Limiter):
                     misses += 1
                     continue
             if self.paused_until <= time.monotonic():
+                self._sent()
                 return
+
+    def _follow(self, state: LearnedLimit) -> None:
+        super()._follow(state)
+        if hasattr(self, "_slots"):
+            self._slots.clear()  # reserved at the old rate
 
     async def _next_start(self, tokens: int) -> tuple[float, float]:
         """A reserved start, and when it became ours to use (its start, or later if it came late)."""

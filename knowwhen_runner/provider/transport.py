@@ -19,11 +19,13 @@ from typing import Any, Literal, Protocol
 import anyio.to_thread
 
 from ..config import ModelSpec
+from .adaptive import read_limit_headers
 from .bodies import QUESTION_NAME
 from .litellm_loader import litellm_loaded, load_litellm, preload_litellm
 from .prices import call_cost, register_price
 
 __all__ = [
+    "LIMITS_KEY",
     "CallKind",
     "LitellmTransport",
     "MockTransport",
@@ -34,6 +36,9 @@ __all__ = [
 ]
 
 CallKind = Literal["decision", "llm"]
+#: Key of a sent response holding what its headers said about rate limits (``adaptive.LimitNews``);
+#: the client takes it out before the response is stored.
+LIMITS_KEY = "_limits"
 
 
 class Transport(Protocol):
@@ -87,7 +92,7 @@ class LitellmTransport:
                 timeout=model.timeout_s,
                 **model.params,
             )
-            return decision_response(model, resp)
+            return _with_limits(decision_response(model, resp), resp)
         resp = await litellm.acompletion(
             model=model.model,
             api_base=model.api_base,
@@ -99,7 +104,16 @@ class LitellmTransport:
             max_retries=0,  # the OpenAI SDK would retry on its own; retries are ours (classify)
             **{**model.params, **({"seed": body["seed"]} if "seed" in body else {})},
         )
-        return llm_response(model, resp)
+        return _with_limits(llm_response(model, resp), resp)
+
+
+def _with_limits(out: dict[str, Any], resp: Any) -> dict[str, Any]:
+    """Keep what the response's headers said about rate limits under ``LIMITS_KEY`` (not cached)."""
+    hidden = getattr(resp, "_hidden_params", None) or {}
+    news = read_limit_headers(hidden.get("additional_headers") if isinstance(hidden, dict) else None)
+    if news.says_anything():
+        out[LIMITS_KEY] = news
+    return out
 
 
 def decision_response(model: ModelSpec, resp: Any) -> dict[str, Any]:

@@ -8,6 +8,9 @@ Requests per minute are GCRA with no burst: ``kw_limits.next_slot`` is the earli
 next request on the database clock. Reserving k requests is one ``UPDATE ... RETURNING`` that moves it
 k intervals past ``max(next_slot, now)``; the caller owns the k start times in between, one interval
 apart, so no two requests of the fleet start closer than an interval.
+Learned limits (``kw_learned_limits``) are the adaptive controller's state per key (``provider.adaptive``):
+a cut by a 429 is taken at most once per hold time fleet-wide, a raise only if nobody changed the row
+since the raiser read it, and a stated limit (headers) always; the loser of a race adopts the winner's row.
 Requests in flight are shares: each process holds a leased number of permits of a key's
 ``max_in_flight`` in ``kw_limit_holds``, asks for what it needs, gets its max-min fair share of what the
 others do not hold, and loses the share if it stops renewing it (a killed process).
@@ -22,9 +25,12 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, text
 
+from ..provider.adaptive import LearnedLimit
 from .engine import DbClock, OnOneThread, make_engine
 
 __all__ = ["LimitLedger", "Reservation", "fair_shares"]
+
+_LEARNED = "rpm, tpm, ceiling, source, changed_at, cut_at"
 
 T = TypeVar("T")
 
@@ -168,6 +174,59 @@ class LimitLedger(OnOneThread):
             )
         return share
 
+    # -- learned limits ---------------------------------------------------------------------------------
+
+    async def learned(self) -> dict[str, LearnedLimit]:
+        """Every key's learned limits."""
+        return await self._call(self._learned)
+
+    def _learned(self) -> dict[str, LearnedLimit]:
+        with self._engine.connect() as conn:
+            rows = conn.execute(text(f"SELECT key, {_LEARNED} FROM kw_learned_limits")).fetchall()
+        return {row[0]: _learned_limit(row[1:]) for row in rows}
+
+    async def learn(
+        self, key: str, state: LearnedLimit, how: str, *, seen: float, hold_s: float
+    ) -> LearnedLimit:
+        """Record a change of a key's learned limits; returns the row as the fleet now has it.
+
+        ``how``: ``"cut"`` (a 429; taken unless another cut came within ``hold_s``), ``"raise"`` (taken
+        only if the row did not change after ``seen``, when the raiser read it) or ``"set"`` (always).
+        """
+        return await self._call(self._learn, key, state, how, seen, hold_s)
+
+    def _learn(self, key: str, state: LearnedLimit, how: str, seen: float, hold_s: float) -> LearnedLimit:
+        values = {
+            "key": key,
+            "rpm": state.rpm,
+            "tpm": state.tpm,
+            "ceiling": state.ceiling,
+            "source": state.source,
+            "changed_at": state.changed_at,
+            "cut_at": state.cut_at,
+        }
+        where = {
+            "cut": "kw_learned_limits.cut_at < :cut_at - :hold",
+            "raise": "kw_learned_limits.changed_at <= :seen",
+            "set": "1 = 1",
+        }[how]
+        with self._begin() as conn:
+            conn.execute(
+                text(
+                    f"INSERT INTO kw_learned_limits (key, {_LEARNED}) VALUES "
+                    "(:key, :rpm, :tpm, :ceiling, :source, :changed_at, :cut_at) ON CONFLICT (key) DO UPDATE SET "
+                    "rpm = excluded.rpm, tpm = excluded.tpm, ceiling = excluded.ceiling, "
+                    "source = excluded.source, changed_at = excluded.changed_at, cut_at = excluded.cut_at "
+                    f"WHERE {where}"
+                ),
+                {**values, "hold": hold_s, "seen": seen},
+            )
+            row = conn.execute(
+                text(f"SELECT {_LEARNED} FROM kw_learned_limits WHERE key = :key"), {"key": key}
+            ).first()
+        assert row is not None
+        return _learned_limit(row)
+
     async def drop(self, holder: str) -> None:
         """Give back every share this holder has (a process that is done)."""
         await self._call(self._drop, holder)
@@ -175,3 +234,15 @@ class LimitLedger(OnOneThread):
     def _drop(self, holder: str) -> None:
         with self._engine.begin() as conn:
             conn.execute(text("DELETE FROM kw_limit_holds WHERE holder = :h"), {"h": holder})
+
+
+def _learned_limit(row: Any) -> LearnedLimit:
+    rpm, tpm, ceiling, source, changed_at, cut_at = row
+    return LearnedLimit(
+        rpm=float(rpm),
+        tpm=None if tpm is None else float(tpm),
+        ceiling=None if ceiling is None else float(ceiling),
+        source=source,
+        changed_at=float(changed_at),
+        cut_at=float(cut_at),
+    )

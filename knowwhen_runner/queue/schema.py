@@ -31,6 +31,7 @@ __all__ = [
     "budget",
     "items",
     "jobs",
+    "learned_limits",
     "limit_holds",
     "limits",
     "meta",
@@ -46,8 +47,10 @@ __all__ = [
 # 4: kw_batches (provider batches and their jobs); created by ``create_all``, nothing else changes.
 # 5: kw_model_controls (a run's quarantined and paused models) and kw_budget (what a run spent and has
 #    reserved per budget scope); created by ``create_all`` on upgrade.
-SCHEMA_VERSION = 5
-MIGRATIONS: dict[int, tuple[str, ...]] = {2: (), 3: (), 4: ()}
+# 6: kw_learned_limits (limits found by the adaptive controller, kept for the next run); created by
+#    ``create_all`` on upgrade.
+SCHEMA_VERSION = 6
+MIGRATIONS: dict[int, tuple[str, ...]] = {2: (), 3: (), 4: (), 5: ()}
 """Older version -> the statements that bring its tables to the next version (run in one transaction)."""
 
 metadata = MetaData()
@@ -159,6 +162,20 @@ limit_holds = Table(
     Column("wants", Integer, nullable=False),
     Column("expires", Float, nullable=False),
     PrimaryKeyConstraint("key", "holder"),
+)
+
+# Limits learned for limit keys the config gives no requests-per-minute for (``provider.adaptive``): one
+# row per key, shared by the fleet and kept for the next run of this database. Times are wall-clock seconds.
+learned_limits = Table(
+    "kw_learned_limits",
+    metadata,
+    Column("key", String(512), primary_key=True),
+    Column("rpm", Float, nullable=False),
+    Column("tpm", Float),
+    Column("ceiling", Float),
+    Column("source", String(16), nullable=False),
+    Column("changed_at", Float, nullable=False),
+    Column("cut_at", Float, nullable=False),
 )
 
 # Provider batches (Batch APIs): one row per batch, written before the provider is asked to create it, so

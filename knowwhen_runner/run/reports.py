@@ -16,7 +16,7 @@ from ..exceptions import KnowwhenError
 from ..plan import Plan
 from ..provider import CacheMode, token_prices
 from ..provider.prices import BATCH_FALLBACK_RATE, batch_token_prices
-from ..queue import SET_ASIDE, open_queue
+from ..queue import SET_ASIDE, open_ledger, open_queue
 from .batches import batch_outcomes, batch_rows
 from .calls import question_call
 from .forecast import Forecast, forecast
@@ -229,6 +229,7 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
         ]
         info = await queue.run_info()
         cache = _cache_location(info, db)
+        limits = await _limits(info, db, db or f"sqlite:///{run_dir / 'knowwhen.db'}")
         return {
             "run": name,
             "models": by_model,
@@ -239,7 +240,37 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
             "batches": batch_rows(records),
             "batch_outcomes": batch_outcomes(records),
             "cache": cache,
+            "limits": limits,
         }
+
+
+async def _limits(info: dict[str, Any] | None, db: str | None, url: str) -> list[dict[str, Any]]:
+    """Each model's configured limits, and for an adaptive one what the fleet has learned so far."""
+    if info is None:
+        return []
+    try:
+        config = stored_config(info, db, require_files=False)
+    except KnowwhenError:
+        return []
+    async with open_ledger(url) as ledger:
+        learned = await ledger.learned() if any(m.adapts() for m in config.models) else {}
+    rows = []
+    for spec in config.models:
+        rate, found = spec.rate_limit, learned.get(spec.limit_key())
+        rows.append(
+            {
+                "model": spec.id,
+                "group": spec.limit_group,
+                "requests_per_minute": rate.requests_per_minute,
+                "tokens_per_minute": rate.tokens_per_minute,
+                "max_in_flight": rate.max_in_flight,
+                "adaptive": spec.adapts(),
+                "learned": None
+                if found is None
+                else {**dataclasses.asdict(found), "described": found.describe()},
+            }
+        )
+    return rows
 
 
 def _add_eta(by_model: dict[str, dict[str, Any]], workers: list[dict[str, Any]], held: set[str]) -> None:

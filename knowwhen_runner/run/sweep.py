@@ -22,8 +22,8 @@ from ..cache.legacy import move_run_entries
 from ..config import SweepConfig, load_config
 from ..exceptions import ConfigError, KnowwhenError
 from ..plan.grid import Plan, plan
-from ..provider import FleetLimits, Limiters, ModelClient, Secrets, Transport, preload_litellm
-from ..queue import SET_ASIDE, JobResult, ModelControl, Queue, open_queue
+from ..provider import FleetLimits, LearnedLimits, Limiters, ModelClient, Secrets, Transport, preload_litellm
+from ..queue import SET_ASIDE, JobResult, ModelControl, Queue, open_ledger, open_queue
 from ..scenarios import Scenario, load_scenario
 from .batches import batch_outcomes
 from .budget import BudgetGuard, budget_sentence
@@ -274,7 +274,25 @@ async def work_queue(
                 transport=transport,
                 cache=store,
             )
-    limiters = Limiters(config.models, fleet=fleet, max_outage_s=config.workers.max_outage_s)
+    if fleet is None and any(m.adapts() for m in config.models) and not config.db_url.startswith("memory"):
+        # learned limits are kept in the run database for the next run, even without a fleet
+        async with open_ledger(config.db_url) as ledger:
+            return await _work(config, queue, secrets, items, progress, None, transport, cache, ledger)
+    return await _work(config, queue, secrets, items, progress, fleet, transport, cache, None)
+
+
+async def _work(
+    config: SweepConfig,
+    queue: Queue,
+    secrets: Secrets,
+    items: dict[tuple[str, str], dict[str, Any]],
+    progress: bool,
+    fleet: FleetLimits | None,
+    transport: Transport | None,
+    cache: CacheStore,
+    learned: LearnedLimits | None,
+) -> tuple[WorkStats, bool]:
+    limiters = Limiters(config.models, fleet=fleet, max_outage_s=config.workers.max_outage_s, learned=learned)
     client = ModelClient(
         limiters, secrets, transport=transport, max_tries=max(2, config.workers.max_attempts + 1)
     )

@@ -19,6 +19,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--fault", action="append", default=[], metavar="SPEC", help="e.g. 429:count=20:retry_after=1"
     )
     parser.add_argument("--enforce-rpm", action="append", default=[], metavar="MODEL=N")
+    parser.add_argument(
+        "--no-limit-headers",
+        action="store_true",
+        help="do not state enforced limits in x-ratelimit-* headers (they show only as 429s)",
+    )
     parser.add_argument("--log-level", default="warning")
     parser.add_argument("--parent-pid", type=int, default=None, help="end when this process ends")
     args = parser.parse_args(argv)
@@ -31,7 +36,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         limits = dict(parse_rpm_spec(spec) for spec in args.enforce_rpm)
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
         parser.error(str(exc))
-    run_server(args.host, args.port, faults=faults, enforce_rpm=limits, log_level=args.log_level)
+    run_server(
+        args.host,
+        args.port,
+        faults=faults,
+        enforce_rpm=limits,
+        limit_headers=not args.no_limit_headers,
+        log_level=args.log_level,
+    )
 
 
 if __name__ == "__main__":

@@ -325,6 +325,8 @@ class ServeApp:
 
     def _done(self, model: str, endpoint: str, reply: Reply) -> Reply:
         self.stats.record(model, endpoint, reply.status)
+        if model and not reply.reset:
+            reply.headers.extend(self.limits.state_headers(model))
         return reply
 
     # -- files and batches: routed by serve/batches.py -------------------------------------------
@@ -380,12 +382,19 @@ class ServeApp:
         return _json(200, self.limits.limits)
 
     async def set_limits(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
-        """Replace the enforced limits with the posted {model: rpm} object (0 or null removes one)."""
+        """Replace the enforced limits with the posted {model: rpm} object (0 or null removes one).
+
+        ``?headers=0`` stops stating the limits in reply headers (they then show only as 429s).
+        """
         try:
             limits = TypeAdapter(dict[str, int | None]).validate_json(raw or b"{}")
         except ValidationError as exc:
             return _error(422, "invalid_request_error", str(exc))
-        self.limits.replace({m: n for m, n in limits.items() if n})
+        headers = query.get("headers", [None])[0]
+        self.limits.replace(
+            {m: n for m, n in limits.items() if n},
+            headers=None if headers is None else headers not in ("0", "false"),
+        )
         return _json(200, self.limits.limits)
 
     async def get_stats(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
@@ -431,7 +440,12 @@ def create_app(
     *,
     faults: list[FaultRule] | None = None,
     enforce_rpm: dict[str, int] | None = None,
+    limit_headers: bool = True,
     registry: ModelRegistry | None = None,
 ) -> ServeApp:
     """The app with its reference models, starting faults and rate limits."""
-    return ServeApp(registry=registry, faults=FaultBook(faults or []), limits=RpmLimits(enforce_rpm or {}))
+    return ServeApp(
+        registry=registry,
+        faults=FaultBook(faults or []),
+        limits=RpmLimits(enforce_rpm or {}, headers=limit_headers),
+    )

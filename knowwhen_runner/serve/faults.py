@@ -24,6 +24,7 @@ __all__ = [
     "FaultRule",
     "RpmLimits",
     "ceil_seconds",
+    "duration_header",
     "parse_fault_spec",
     "parse_rpm_spec",
     "retry_after_header",
@@ -146,18 +147,41 @@ def parse_rpm_spec(spec: str) -> tuple[str, int]:
 
 
 class RpmLimits:
-    """Requests-per-minute ceilings per model, enforced over a sliding 60-second window."""
+    """Requests-per-minute ceilings per model, enforced over a sliding 60-second window.
+
+    With ``headers`` (the default), every reply for a limited model states the limit as OpenAI does
+    (``x-ratelimit-limit-requests``, ``-remaining-requests``, ``-reset-requests``); without, the limit
+    shows only as 429s, as some providers do.
+    """
 
     window_s = 60.0
 
-    def __init__(self, limits: dict[str, int] | None = None) -> None:
+    def __init__(self, limits: dict[str, int] | None = None, *, headers: bool = True) -> None:
         self.limits: dict[str, int] = dict(limits or {})
+        self.headers = headers
         self._seen: dict[str, deque[float]] = {}
 
-    def replace(self, limits: dict[str, int]) -> None:
+    def replace(self, limits: dict[str, int], *, headers: bool | None = None) -> None:
         """Make ``limits`` the active ceilings and forget past requests."""
         self.limits = {model: n for model, n in limits.items() if n and n > 0}
+        if headers is not None:
+            self.headers = headers
         self._seen.clear()
+
+    def state_headers(self, model: str, now: float | None = None) -> list[tuple[bytes, bytes]]:
+        """The ``x-ratelimit-*`` headers of a reply for ``model`` (none if unlimited or headers are off)."""
+        limit = self.limits.get(model)
+        if limit is None or not self.headers:
+            return []
+        now = time.monotonic() if now is None else now
+        seen = self._seen.get(model) or deque()
+        recent = [t for t in seen if t > now - self.window_s]
+        reset = recent[0] + self.window_s - now if len(recent) >= limit else 0.0
+        return [
+            (b"x-ratelimit-limit-requests", str(limit).encode()),
+            (b"x-ratelimit-remaining-requests", str(max(0, limit - len(recent))).encode()),
+            (b"x-ratelimit-reset-requests", duration_header(reset).encode()),
+        ]
 
     def admit(self, model: str, now: float | None = None) -> float | None:
         """Count the request and return None if under the limit, else the seconds until a slot frees."""
@@ -179,6 +203,15 @@ def retry_after_header(seconds: float) -> str:
     if float(seconds).is_integer():
         return str(int(seconds))
     return f"{seconds:.3f}".rstrip("0")
+
+
+def duration_header(seconds: float) -> str:
+    """A duration as OpenAI's rate-limit headers write it: ``"250ms"``, ``"1.5s"``, ``"1m3s"``."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    minutes, rest = divmod(seconds, 60)
+    text = f"{rest:.3f}".rstrip("0").rstrip(".") + "s"
+    return f"{int(minutes)}m{text}" if minutes else text
 
 
 def ceil_seconds(seconds: float) -> int:

@@ -87,9 +87,12 @@ class ServerProcess:
         """Remove every fault rule."""
         self._call("DELETE", "/admin/faults")
 
-    def set_rpm_limits(self, limits: Mapping[str, int]) -> None:
-        """Replace the enforced requests-per-minute per model (an empty mapping removes them all)."""
-        self._call("POST", "/admin/limits", json=dict(limits))
+    def set_rpm_limits(self, limits: Mapping[str, int], *, headers: bool = True) -> None:
+        """Replace the enforced requests-per-minute per model (an empty mapping removes them all).
+
+        ``headers``: state the limits in ``x-ratelimit-*`` reply headers (else they show only as 429s).
+        """
+        self._call("POST", "/admin/limits", json=dict(limits), params={"headers": "1" if headers else "0"})
 
     def reset_stats(self) -> None:
         """Zero the request counts and records."""

@@ -22,10 +22,11 @@ def run_server(
     *,
     faults: Sequence[FaultRule] = (),
     enforce_rpm: Mapping[str, int] | None = None,
+    limit_headers: bool = True,
     log_level: str = "warning",
 ) -> None:
     """Serve the reference models until interrupted (blocking)."""
-    app = create_app(faults=list(faults), enforce_rpm=dict(enforce_rpm or {}))
+    app = create_app(faults=list(faults), enforce_rpm=dict(enforce_rpm or {}), limit_headers=limit_headers)
     config = uvicorn.Config(
         app,
         host=host,

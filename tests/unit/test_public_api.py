@@ -17,11 +17,14 @@ PACKAGE = Path(__file__).resolve().parents[2] / "knowwhen_runner"
 PUBLIC = {
     "plan": ["FitRequest", "Plan", "fit_requests", "open_loop_mode", "plan", "plan_stamp"],
     "provider": [
+        "AdaptiveRate",
         "CACHE_KEY_VERSION",
         "CacheMode",
         "CallKind",
         "CallOutcome",
         "FleetLimits",
+        "LearnedLimit",
+        "LearnedLimits",
         "Limiter",
         "Limiters",
         "LitellmTransport",
