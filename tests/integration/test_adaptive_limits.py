@@ -23,7 +23,9 @@ def test_the_stated_limit_is_read_from_successes_and_from_429s_through_litellm(s
     server.set_rpm_limits({"lexical-llm": 2, "lexical": 1})
     llm = ModelSpec(id="l", model="openai/lexical-llm", kind="llm", api_base=f"{server.base_url}/v1")
     decision = ModelSpec(id="d", model="hosted_vllm/lexical", kind="decision", api_base=server.base_url)
-    body = llm_body({"state": "TASK: x", "options": ["a_tool", "b_tool"], "descriptions": ["does a", "does b"]})
+    body = llm_body(
+        {"state": "TASK: x", "options": ["a_tool", "b_tool"], "descriptions": ["does a", "does b"]}
+    )
     question = {"questions": {"q": {"type": "choice", "criteria": {"a": "x", "b": "y"}}}, "state": "s"}
 
     async def go() -> tuple[object, object]:
@@ -42,7 +44,9 @@ def test_the_stated_limit_is_read_from_successes_and_from_429s_through_litellm(s
     assert from_429.requests_reset_s is not None and 0 < from_429.requests_reset_s <= 60
 
 
-def test_a_run_learns_the_stated_limit_keeps_it_and_status_shows_it(server: ServerProcess, tmp_path: Path) -> None:
+def test_a_run_learns_the_stated_limit_keeps_it_and_status_shows_it(
+    server: ServerProcess, tmp_path: Path
+) -> None:
     """An adaptive LLM reads the server's 600/min from its first answer: no 429s, the row kept, status says so."""
     server.set_rpm_limits({"lexical-llm": 600})
     scenario = make_question_set(tmp_path / "qs", n_tasks=6)
