@@ -35,7 +35,7 @@ from ..provider import FleetLimits, load_litellm, preload_litellm
 from ..queue import Queue, find_run_name, is_shared_url, open_ledger, open_queue
 from .stored import stored_config
 from .sweep import Preflight, RunSummary, check_keys, run_sweep, work_queue
-from .worker import WorkStats, new_worker_id
+from .worker import SILENT_AFTER_S, WorkStats, new_worker_id
 
 __all__ = [
     "JoinSummary",
@@ -47,7 +47,6 @@ __all__ = [
 
 _CHILD_WAIT_S = 120.0  # how long a spawned worker waits for the main process to plan the run
 _PLAN_TOKEN = "KNOWWHEN_PLAN_TOKEN"  # set for spawned workers: the plan they wait for
-_SILENT_AFTER_S = 30.0  # a running worker not heard from for this long is shown as silent
 
 
 # --- the config stored with a run --------------------------------------------------------------------
@@ -310,7 +309,7 @@ def describe_workers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if row.get("stopped_at"):
             state, until = "stopped", float(row["stopped_at"])
         else:
-            state, until = ("silent" if age > _SILENT_AFTER_S else "working"), float(row["heartbeat_at"])
+            state, until = ("silent" if age > SILENT_AFTER_S else "working"), float(row["heartbeat_at"])
         span = max(1e-9, until - float(row["started_at"]))
         described.append(
             {

@@ -18,9 +18,10 @@ import httpx
 
 from ..config import SweepConfig
 
-__all__ = ["notify"]
+__all__ = ["flush_notices", "notify"]
 
 _TIMEOUT_S = 30.0
+_pending: list[threading.Thread] = []  # hooks started with wait=False, not yet known to be done
 
 
 def _say(what: str) -> None:
@@ -67,3 +68,11 @@ def notify(config: SweepConfig, event: str, message: str, *, wait: bool = True) 
     if wait:
         for job in jobs:
             job.join(_TIMEOUT_S + 5)
+    else:
+        _pending[:] = [*(t for t in _pending if t.is_alive()), *jobs]
+
+
+def flush_notices() -> None:
+    """Wait for hooks still running from ``notify(wait=False)`` (a run ends: its notices must arrive)."""
+    while _pending:
+        _pending.pop().join(_TIMEOUT_S + 5)

@@ -28,12 +28,12 @@ from ..scenarios import Scenario, load_scenario
 from .batches import batch_outcomes
 from .budget import BudgetGuard, budget_sentence
 from .local_server import ensure_server
-from .notify import notify
+from .notify import flush_notices, notify
 from .preflight import PreflightError, Probe, no_go_message, probe_models
 from .progress import SweepProgress
 from .stages import Stages
 from .stored import config_from_run, run_meta, with_db
-from .worker import Worker, WorkStats
+from .worker import SILENT_AFTER_S, Worker, WorkStats
 
 __all__ = [
     "Preflight",
@@ -174,7 +174,8 @@ async def _run(
             await queue.requeue_failed()
         if not plan_only:  # a quarantine lasts one run: the user may have fixed the cause
             await queue.clear_controls("quarantined")
-            await queue.budget_forget_reservations()  # calls of an earlier (killed) run are over
+            if not await _others_working(queue):  # else their calls in flight still hold theirs
+                await queue.budget_forget_reservations()  # calls of an earlier (killed) run are over
         stages = Stages(config, queue, info["meta"], work=not plan_only, cache=store)
         fits: dict[str, Any] | None = None
         total = WorkStats()
@@ -227,7 +228,16 @@ async def _run(
             summary.finalized = True
         if not plan_only and not interrupted:
             await anyio.to_thread.run_sync(lambda: notify(config, *_outcome(summary)))
+        await anyio.to_thread.run_sync(flush_notices)  # a quarantine's notice, say, still on its way
         return summary
+
+
+async def _others_working(queue: Queue) -> bool:
+    """Whether another process works this run now (a worker heard from lately and not stopped)."""
+    return any(
+        not w.get("stopped_at") and float(w.get("heartbeat_age_s") or 0.0) < SILENT_AFTER_S
+        for w in await queue.workers()
+    )
 
 
 def _outcome(summary: RunSummary) -> tuple[str, str]:

@@ -1,0 +1,52 @@
+"""What a run does when it starts and ends beside other processes: reservations and notices."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+
+from knowwhen_runner.config import SweepConfig
+from knowwhen_runner.queue import open_queue
+from knowwhen_runner.run.notify import flush_notices, notify
+from knowwhen_runner.run.sweep import _others_working
+
+
+def test_a_run_keeps_reservations_while_another_process_works(tmp_path: Path) -> None:
+    """Budget reservations are forgotten at start only when no other worker of the run is alive."""
+
+    async def go() -> list[bool]:
+        async with open_queue(f"sqlite:///{tmp_path / 'q.db'}", "r") as queue:
+            await queue.init_run("name: r\n", {})
+            seen = [await _others_working(queue)]
+            await queue.register_worker("other:1")
+            seen.append(await _others_working(queue))
+            await queue.stop_worker("other:1")
+            seen.append(await _others_working(queue))
+            return seen
+
+    assert anyio.run(go) == [False, True, False]
+
+
+def test_a_notice_sent_without_waiting_arrives_before_the_run_ends(tmp_path: Path) -> None:
+    """A quarantine's notice runs on a thread; the end of the run waits for it (flush_notices)."""
+    out = tmp_path / "heard"
+    script = tmp_path / "hook.py"
+    script.write_text(
+        "import os, time, pathlib\ntime.sleep(1.0)\n"
+        f"pathlib.Path({str(out)!r}).write_text(os.environ['KNOWWHEN_EVENT'])\n"
+    )
+    config = SweepConfig.model_validate(
+        {
+            "name": "r",
+            "output": str(tmp_path / "out"),
+            "models": [{"id": "m", "model": "hosted_vllm/m", "kind": "decision"}],
+            "scenarios": [{"id": "s", "path": str(tmp_path)}],
+            "notify": {"command": f"{sys.executable} {script}"},
+        }
+    )
+    notify(config, "quarantine", "m is quarantined", wait=False)
+    assert not out.exists()
+    flush_notices()
+    assert out.read_text() == "quarantine"
