@@ -96,6 +96,11 @@ def open_loop_cell(
     selective: dict[str, Any] = _selective(answers, key, target, llm) if decision else {}
     correct = occurrence_correct(answers, key)
     fit_data = _fit_data(answers, key, correct, target, llm) if decision else None
+    failed = sum(1 for r in rows if _failed(r))
+    if failed:
+        # No score for a cell whose calls did not all get an answer: failed is not wrong.
+        strata = {name: s.model_copy(update={"accuracy_pct": None}) for name, s in strata.items()}
+        selective = dict.fromkeys(selective, None)
     return OpenLoopCell(
         scenario=scenario,
         mode=mode,
@@ -103,7 +108,9 @@ def open_loop_cell(
         items=len(rows),
         tasks=score.n_tasks,
         occurrences=score.n_occurrences,
-        accuracy_pct=_finite(score.accuracy),
+        accuracy_pct=None if failed else _finite(score.accuracy),
+        card_accuracy_pct=_finite(score.accuracy) if failed else None,
+        failed=failed,
         scope=Scope(
             subset=key.is_subset,
             occurrences=len(key.qhashes),
@@ -111,13 +118,13 @@ def open_loop_cell(
             tasks=len(key.tasks),
             tasks_total=key.all_tasks,
         ),
-        must_ask_pct=_finite(score.must_ask),
+        must_ask_pct=None if failed else _finite(score.must_ask),
         n_must_ask=score.n_must_ask,
         strata=strata,
         validity=_validity(rows, score.n_unanswered),
         **selective,
         **_operations(rows),
-        intervals=open_loop_intervals(correct, key.task_index, key.must_ask, fit_data),
+        intervals=None if failed else open_loop_intervals(correct, key.task_index, key.must_ask, fit_data),
     )
 
 
@@ -408,13 +415,18 @@ def closed_loop_cell(
             split[part] = split.get(part, 0.0) + float(value or 0.0)
     total = float(sum(costs))
     fit = next((r["fit"] for r in results if r.get("fit")), None)
+    success = _rate(sum(1 for r in results if r.get("success")), n + failed)
+    repeat_fields = _repeat_fields(_outcomes(results, failed_tasks))
+    if failed:  # no score where episodes never ran to the end: failed is not unsuccessful
+        repeat_fields.update(per_task_success={}, pass_hat_k={}, intervals=None)
     return ClosedLoopCell(
         scenario=scenario,
         mode=mode,
         tau=tau,
         episodes=n,
         failed=failed,
-        success_rate=_rate(sum(1 for r in results if r.get("success")), n + failed),
+        success_rate=None if failed else success,
+        card_success_rate=success if failed else None,
         coverage=_rate(len(taken), len(decisions)),
         model_accuracy=_share_true(d.get("model_correct") for d in taken),
         model_steps=len(taken),
@@ -432,5 +444,5 @@ def closed_loop_cell(
         latency=_latency(_sum_dict(r.get("latency_ms")) for r in results),
         cache_hits=sum(int(r.get("cache_hits") or 0) for r in results),
         fit=fit,
-        **_repeat_fields(_outcomes(results, failed_tasks)),
+        **repeat_fields,
     )

@@ -49,8 +49,12 @@ __all__ = [
     "manifest_path",
 ]
 
-MANIFEST_SCHEMA_VERSION: Literal[3] = 3
-"""3: cells carry confidence intervals (``intervals``), each naming its method, level, n, resamples and
+MANIFEST_SCHEMA_VERSION: Literal[4] = 4
+"""4: a cell with jobs that failed for good (a call that never got an answer: provider errors, not wrong
+answers) shows no score: its accuracy, must-ask, strata, calibration, curve, fit, gate, success rate,
+pass^k and intervals are null, ``failed`` counts the jobs, and ``card_accuracy_pct`` /
+``card_success_rate`` keep the card's rule (a failed job scored wrong), what the benchmark's own scorer
+would print. Rerunning with ``--retry-failed`` gives the score back. 3: cells carry confidence intervals (``intervals``), each naming its method, level, n, resamples and
 seed; closed-loop cells keep each task's outcomes per repeat and pass^k. 2: every confidence
 (calibration, curves, τ) is the probability of the chosen option, as the card defines it (answer rows
 keep the server's: answer schema 2); open-loop cells say what set was scored (``scope``). Versions 1
@@ -337,9 +341,22 @@ class OpenLoopCell(_Model):
     calls: int = Field(description="Rows answered by a model call this run (not the cache).")
     batched: int = Field(0, description="Of the calls, rows answered by a provider batch (Batch API).")
     intervals: OpenLoopIntervals | None = Field(None, description="None in version 1 and 2 manifests.")
+    failed: int = Field(
+        0,
+        description=(
+            "Questions whose job failed for good (no answer was ever given). When above 0 the cell "
+            "shows no score (version 4): a call that got no answer is not a wrong answer."
+        ),
+    )
+    card_accuracy_pct: float | None = Field(
+        None,
+        description="When jobs failed: the card's accuracy with them scored wrong (its scorer's number).",
+    )
 
     def failed_rows(self) -> int:
         """Questions whose job failed for good (no answer was ever given)."""
+        if self.failed:
+            return self.failed
         return round((self.validity.failed_rate or 0.0) * self.validity.n_rows)
 
 
@@ -358,7 +375,8 @@ class IsolatedCell(_Model):
 class ClosedLoopCell(_Model):
     """One scenario × mode × τ of the closed loop (L3 episodes).
 
-    ``success_rate`` counts an episode whose job failed for good as unsuccessful (like a missing L2 answer).
+    With episodes whose job failed for good (``failed``), ``success_rate``, pass^k and the intervals are
+    null (version 4) and ``card_success_rate`` counts those episodes unsuccessful, as the card would.
     ``coverage`` and ``model_accuracy`` are pooled over decisions: the share the model took, and how many
     of those had a known right answer and were right. ``shadow_accuracy`` is the model's recorded answer
     on the decisions the LLM took (every decision in mode ``shadow``), ``llm_accuracy`` the LLM's own there.
@@ -399,12 +417,15 @@ class ClosedLoopCell(_Model):
         default_factory=dict, description="k -> pass^k, for k = 1 .. repeats (when repeats > 1)."
     )
     intervals: ClosedLoopIntervals | None = Field(None, description="None in version 1 and 2 manifests.")
+    card_success_rate: float | None = Field(
+        None, description="When jobs failed: the success rate with their episodes counted unsuccessful."
+    )
 
 
 class CxsManifest(_Model):
     """Coverage × success of one model over a whole run."""
 
-    schema_version: Literal[1, 2, 3] = MANIFEST_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4] = MANIFEST_SCHEMA_VERSION
     model: ModelRef
     run: RunProvenance
     scenarios: list[ScenarioProvenance]

@@ -175,10 +175,11 @@ def _suffix(ids: list[str], sc: str) -> str:
     return f" ({sc})" if len(ids) > 1 else ""
 
 
-def _unless_failed(value: float | None, failed: int) -> float | str | None:
+def _unless_failed(value: float | None, failed: int, *, scored: bool = True) -> float | str | None:
     """A cell's figure, or no figure when some of its jobs failed for good: a call that never got an
-    answer is not a wrong answer, so the number would not be true for what was asked."""
-    return f"{MISSING} ({failed} failed)" if failed and value is not None else value
+    answer is not a wrong answer, so the number would not be true for what was asked (the manifest
+    withholds it too). ``scored``: whether the cell would have the figure at all (an LLM has no coverage)."""
+    return f"{MISSING} ({failed} failed)" if failed and scored else value
 
 
 def _own_mode(m: CxsManifest) -> str:
@@ -229,8 +230,11 @@ def comparison_table(manifests: Sequence[CxsManifest]) -> Table:
         for c in m.open_loop:
             failed, ci = c.failed_rows(), c.intervals
             row[f"l2:{c.scenario}"] = _unless_failed(c.accuracy_pct, failed)
-            row[f"ask:{c.scenario}"] = _unless_failed(c.must_ask_pct, failed)
-            row[f"cov:{c.scenario}"] = _unless_failed(c.fit.coverage if c.fit else None, failed)
+            row[f"ask:{c.scenario}"] = _unless_failed(c.must_ask_pct, failed, scored=c.n_must_ask > 0)
+            decides = m.model.kind == "decision"
+            row[f"cov:{c.scenario}"] = _unless_failed(
+                c.fit.coverage if c.fit else None, failed, scored=decides
+            )
             if ci is not None:
                 row[f"l2:{c.scenario}{CI}"], row[f"ask:{c.scenario}{CI}"] = ci.accuracy_pct, ci.must_ask_pct
                 row[f"cov:{c.scenario}{CI}"] = ci.coverage_at_tau

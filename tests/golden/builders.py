@@ -61,7 +61,7 @@ def _llm_response(i: int, gold: str) -> dict[str, Any]:
     return {"choice": WRONG if i % 6 == 5 else gold, "confidence": None, "probabilities": None}
 
 
-def _question_results(config: SweepConfig) -> list[tuple[Job, dict[str, Any] | None]]:
+def _question_results(config: SweepConfig, fail: bool = True) -> list[tuple[Job, dict[str, Any] | None]]:
     spec = config.scenarios[0]
     assert spec.path is not None
     qset = load_question_set(spec.path)
@@ -70,8 +70,8 @@ def _question_results(config: SweepConfig) -> list[tuple[Job, dict[str, Any] | N
         item = question_item(qset.questions[occ.qhash])
         for model, mode, respond in (("dm", "model", _dm_response), ("llm", "llm", _llm_response)):
             job = Job(f"{model}-{i:03d}", model, mode, spec.id, occ.qhash, {"kind": "question"})
-            if model == "dm" and i == 17:
-                out.append((job, None))  # fails for good
+            if fail and model == "llm" and i == 17:
+                out.append((job, None))  # fails for good: the LLM's cell shows no score
                 continue
             response = {
                 **respond(i, occ.gold),
@@ -145,7 +145,7 @@ def episode(
     }
 
 
-def _episode_results() -> list[tuple[Job, dict[str, Any] | None]]:
+def _episode_results(fail: bool = True) -> list[tuple[Job, dict[str, Any] | None]]:
     m, llm = "model", "llm"
     cells: list[tuple[str, str, float | None, list[tuple[bool, list[dict[str, Any]]]]]] = [
         ("dm", m, None, [
@@ -173,18 +173,19 @@ def _episode_results() -> list[tuple[Job, dict[str, Any] | None]]:
             task = f"task-{t + 1}"
             job = Job(f"ep-{mode}-{t}", model, mode, "eps", task, payload)
             out.append((job, episode(task, mode, tau, success, decisions)))
-        if mode == "gated":  # one gated episode that failed for good
+        if fail and mode == "gated":  # one gated episode that failed for good
             out.append((Job(f"ep-{mode}-9", model, mode, "eps", "task-9", payload), None))
     return out
 
 
-async def finished_queue(config: SweepConfig) -> Queue:
-    """A memory queue holding the small run, every job recorded (one question and one episode failed)."""
+async def finished_queue(config: SweepConfig, *, fail: bool = True) -> Queue:
+    """A memory queue holding the small run, every job recorded (with ``fail``, one LLM question and one
+    gated episode failed for good: their cells show no score)."""
     queue = open_queue("memory://", config.name)
     await queue.init_run("name: small\n", META)
-    results = _question_results(config)
+    results = _question_results(config, fail)
     if any(s.kind == "episodes" for s in config.scenarios):
-        results += _episode_results()
+        results += _episode_results(fail)
     await queue.enqueue([job for job, _ in results], {})
     claimed = await queue.claim("w", len(results), 60.0)
     assert len(claimed) == len(results)

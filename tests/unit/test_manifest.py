@@ -62,7 +62,7 @@ def test_written_manifests_validate_against_the_committed_schema(run: tuple[Swee
     for model in config.models:
         doc = json.loads(manifest_path(config.output, model.id).read_text())
         jsonschema.Draft202012Validator(schema).validate(doc)
-        assert doc["schema_version"] == MANIFEST_SCHEMA_VERSION == 3
+        assert doc["schema_version"] == MANIFEST_SCHEMA_VERSION == 4
 
 
 def test_schema_rejects_a_manifest_with_a_missing_field(run: tuple[SweepConfig, Any]) -> None:
@@ -114,7 +114,16 @@ def test_open_loop_numbers_are_the_scoring_modules(run: tuple[SweepConfig, dict[
         cell is not None and cell.gate is not None and cell.fit is not None and cell.calibration is not None
     )
     assert cell.accuracy_pct == score_l2(dm, qset).accuracy
-    assert manifests["llm"].open_loop[0].accuracy_pct == score_l2(llm, qset).accuracy
+    llm_cell = manifests["llm"].open_loop[0]
+    # the LLM's cell has a job that failed for good: no score, the card's number kept beside it
+    assert (llm_cell.failed, llm_cell.accuracy_pct, llm_cell.must_ask_pct, llm_cell.intervals) == (
+        1,
+        None,
+        None,
+        None,
+    )
+    assert all(s.accuracy_pct is None for s in llm_cell.strata.values())
+    assert llm_cell.card_accuracy_pct == score_l2(llm, qset).accuracy
     assert (cell.calibration.ece, cell.calibration.brier, cell.curve and cell.curve.aurc) == (
         report.ece,
         report.brier,
@@ -139,24 +148,28 @@ def test_open_loop_numbers_are_the_scoring_modules(run: tuple[SweepConfig, dict[
 
 
 def test_validity_counts_invalid_and_failed_answers(run: tuple[SweepConfig, dict[str, CxsManifest]]) -> None:
-    """One invalid answer and one job failed for good: 25/27 valid, each counted once, tallies and kinds kept."""
+    """An invalid answer (the model's) and a job failed for good (the LLM's), each counted once, tallies kept."""
     _, manifests = run
-    dm = manifests["dm"]
+    dm, llm = manifests["dm"], manifests["llm"]
     v = dm.open_loop[0].validity
-    assert (v.n_rows, v.valid_rate, v.invalid_rate, v.failed_rate) == (27, 25 / 27, 1 / 27, 1 / 27)
-    assert dm.jobs.failed == 2 and dm.jobs.failure_kinds == {"fatal": 2}  # a question and an episode
+    assert (v.n_rows, v.valid_rate, v.invalid_rate, v.failed_rate) == (27, 26 / 27, 1 / 27, 0.0)
+    w = llm.open_loop[0].validity
+    assert (w.n_rows, w.valid_rate, w.invalid_rate, w.failed_rate) == (27, 26 / 27, 0.0, 1 / 27)
+    assert dm.jobs.failed == 1 and dm.jobs.failure_kinds == {"fatal": 1}  # an episode
     assert dm.jobs.retry_errors == 1 and dm.jobs.total == 27 + 8  # 27 questions, 7 episodes and 1 failed one
-    assert dm.totals.decisions == 27 and dm.totals.cost.n_priced == 26  # the failed row has no price
+    assert llm.jobs.failed == 1 and llm.open_loop[0].failed == 1
+    assert dm.totals.decisions == 27 and dm.totals.cost.n_priced == 27
+    assert llm.totals.cost.n_priced == 26  # the failed row has no price
 
 
 def test_operations_are_summed_from_the_rows(run: tuple[SweepConfig, dict[str, CxsManifest]]) -> None:
     """Cost per 1,000 decisions, tokens, cache hits and calls come from the answer rows as recorded."""
     _, manifests = run
-    cell = manifests["llm"].open_loop[0]
-    assert cell.cost.total_usd == pytest.approx(27 * 0.003)
+    cell = manifests["llm"].open_loop[0]  # 26 answered, 1 failed for good (no call on record)
+    assert cell.cost.total_usd == pytest.approx(26 * 0.003)
     assert cell.cost.per_1k_decisions_usd == pytest.approx(3.0)
-    assert (cell.tokens.input, cell.tokens.output, cell.cache_hits, cell.calls) == (27 * 120, 27 * 12, 4, 23)
-    assert cell.latency.p50_ms == pytest.approx(200 + 3 * 13)
+    assert (cell.tokens.input, cell.tokens.output, cell.cache_hits, cell.calls) == (26 * 120, 26 * 12, 4, 22)
+    assert cell.latency.p50_ms == pytest.approx(200 + 3 * 12.5)
     assert cell.calibration is None and cell.gate is None  # an LLM has no confidence to gate on
 
 
@@ -168,7 +181,7 @@ def test_closed_loop_cells_from_episode_results(run: tuple[SweepConfig, dict[str
     model, gated = cells[("model", None)], cells[("gated", 0.8)]
     assert (model.episodes, model.success_rate, model.coverage) == (4, 0.75, 1.0)
     assert model.model_accuracy == pytest.approx(6 / 9) and model.model_steps == 10
-    assert (gated.episodes, gated.failed, gated.success_rate) == (3, 1, 0.75)
+    assert (gated.episodes, gated.failed, gated.success_rate, gated.card_success_rate) == (3, 1, None, 0.75)
     assert (gated.coverage, gated.model_accuracy, gated.fallbacks, gated.llm_calls_saved) == (
         5 / 9,
         0.8,
@@ -189,7 +202,9 @@ def test_target_llm_fits_to_the_llms_own_accuracy(tmp_path: Path) -> None:
     config = small_config(tmp_path, gate={"llm": "llm", "target": "llm"}, episodes=False)
     cell = _finalize(config)["dm"].open_loop[0]
     assert cell.fit is not None and cell.fit.target_source == "llm"
-    assert cell.fit.target == pytest.approx(_finalize(config)["llm"].open_loop[0].accuracy_pct / 100)
+    llm = _finalize(config)["llm"].open_loop[0]  # one of its jobs failed: the card's accuracy is the target
+    assert llm.card_accuracy_pct is not None
+    assert cell.fit.target == pytest.approx(llm.card_accuracy_pct / 100)
 
 
 def test_without_a_gate_the_fit_uses_the_default_target(tmp_path: Path) -> None:

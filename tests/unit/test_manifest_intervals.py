@@ -16,9 +16,9 @@ from knowwhen_runner.results.finalize import finalize_run
 from tests.golden.builders import finished_queue, small_config
 
 
-def _finalize(config: SweepConfig) -> dict[str, CxsManifest]:
+def _finalize(config: SweepConfig, *, fail: bool = True) -> dict[str, CxsManifest]:
     async def go() -> None:
-        await finalize_run(config, await finished_queue(config))
+        await finalize_run(config, await finished_queue(config, fail=fail))
 
     anyio.run(go)
     return {m.id: load_manifest(manifest_path(config.output, m.id)) for m in config.models}
@@ -26,7 +26,8 @@ def _finalize(config: SweepConfig) -> dict[str, CxsManifest]:
 
 @pytest.fixture(scope="module")
 def manifests(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CxsManifest]:
-    return _finalize(small_config(tmp_path_factory.mktemp("ci")))
+    """The small run with every job answered (a cell with failed jobs has no intervals: see below)."""
+    return _finalize(small_config(tmp_path_factory.mktemp("ci")), fail=False)
 
 
 def test_finalising_twice_gives_identical_intervals(tmp_path: Path) -> None:
@@ -75,13 +76,25 @@ def test_an_llm_cell_has_accuracy_intervals_but_no_fit_intervals(manifests: dict
 
 
 def test_closed_loop_success_has_a_wilson_interval_without_repeats(manifests: dict[str, CxsManifest]) -> None:
-    """One episode per task: L3 success gets a Wilson interval over the episodes, failed ones counted."""
+    """One episode per task: L3 success gets a Wilson interval over the episodes."""
     gated = next(c for c in manifests["dm"].closed_loop if c.mode == "gated")
     assert gated.intervals is not None and gated.intervals.success_rate is not None
     ci = gated.intervals.success_rate
-    assert (ci.method, ci.n) == ("wilson", gated.episodes + gated.failed)
+    assert (ci.method, ci.n) == ("wilson", gated.episodes)
     assert ci.estimate == pytest.approx(gated.success_rate)
-    assert gated.repeats == 1 and gated.outcomes["task-9"] == [False] and not gated.pass_hat_k
+    assert gated.repeats == 1 and not gated.pass_hat_k
+
+
+def test_a_cell_with_failed_jobs_has_no_score_and_no_interval(tmp_path: Path) -> None:
+    """Failed is not wrong: cells with jobs that failed for good withhold their figures and intervals,
+    and keep the card's number (failed counted wrong) beside them."""
+    manifests = _finalize(small_config(tmp_path))
+    llm = manifests["llm"].open_loop[0]
+    assert (llm.failed, llm.accuracy_pct, llm.intervals) == (1, None, None)
+    assert llm.card_accuracy_pct is not None and 0 < llm.card_accuracy_pct < 100
+    gated = next(c for c in manifests["dm"].closed_loop if c.mode == "gated")
+    assert (gated.failed, gated.success_rate, gated.intervals) == (1, None, None)
+    assert gated.card_success_rate == pytest.approx(3 / 4) and gated.outcomes["task-9"] == [False]
 
 
 def test_a_version_2_manifest_still_loads(tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ def test_comparison_cells_equal_the_scoring_modules_numbers(
     run: tuple[SweepConfig, list[CxsManifest]],
 ) -> None:
     """L2 cells in Markdown (1 decimal) and CSV (6 decimals) are score_l2 on the written answers files;
-    a cell with a failed job shows no number (failed is not wrong), while its manifest keeps the card's."""
+    a cell with a failed job shows no number (failed is not wrong), nor does its manifest."""
     config, manifests = run
     qset = load_question_set(config.output / "qs")
     table = load_answers(config.output / "qs", qset.questions)
@@ -58,21 +58,21 @@ def test_comparison_cells_equal_the_scoring_modules_numbers(
         _md(config.output / "tables" / "comparison.md"),
         _csv(config.output / "tables" / "comparison.csv"),
     )
-    expected = score_l2(table[("llm", "main")], qset).accuracy
-    llm_cell = next(m for m in manifests if m.model.id == "llm").open_loop[0]
-    assert llm_cell.intervals is not None and llm_cell.intervals.accuracy_pct is not None
-    ci = llm_cell.intervals.accuracy_pct
-    assert md["llm"]["L2 all states"] == f"{expected:.1f} [{ci.low:.1f}, {ci.high:.1f}]"
-    assert float(rows["llm"]["L2 all states"]) == pytest.approx(expected, abs=1e-6)
-    assert float(rows["llm"]["L2 all states low"]) == pytest.approx(ci.low, abs=1e-6)
-    assert float(rows["llm"]["L2 all states high"]) == pytest.approx(ci.high, abs=1e-6)
-    # dm has one question whose job failed for good: no L2 figure, no coverage, in either format ...
-    for shown in (md["dm"], rows["dm"]):
-        assert shown["L2 all states"] == shown["coverage @ τ"] == "– (1 failed)"
-    # ... while its manifest still holds the card's number (a failed answer scored wrong).
-    dm = next(m for m in manifests if m.model.id == "dm").open_loop[0]
-    assert dm.failed_rows() == 1
-    assert dm.accuracy_pct == pytest.approx(score_l2(table[("dm", "main")], qset).accuracy)
+    expected = score_l2(table[("dm", "main")], qset).accuracy
+    dm_cell = next(m for m in manifests if m.model.id == "dm").open_loop[0]
+    assert dm_cell.intervals is not None and dm_cell.intervals.accuracy_pct is not None
+    ci = dm_cell.intervals.accuracy_pct
+    assert md["dm"]["L2 all states"] == f"{expected:.1f} [{ci.low:.1f}, {ci.high:.1f}]"
+    assert float(rows["dm"]["L2 all states"]) == pytest.approx(expected, abs=1e-6)
+    assert float(rows["dm"]["L2 all states low"]) == pytest.approx(ci.low, abs=1e-6)
+    assert float(rows["dm"]["L2 all states high"]) == pytest.approx(ci.high, abs=1e-6)
+    # the LLM has one question whose job failed for good: no L2 figure in either format ...
+    for shown in (md["llm"], rows["llm"]):
+        assert shown["L2 all states"] == "– (1 failed)" and shown["coverage @ τ"] == MISSING
+    # ... nor in its manifest, which keeps the card's number (a failed answer scored wrong) apart.
+    llm = next(m for m in manifests if m.model.id == "llm").open_loop[0]
+    assert llm.failed_rows() == 1 and llm.accuracy_pct is None
+    assert llm.card_accuracy_pct == pytest.approx(score_l2(table[("llm", "main")], qset).accuracy)
     assert md["dm"]["L3 success"] == "75.0 [30.1, 95.4]"  # Wilson, 3 of 4 episodes
 
 
@@ -87,7 +87,7 @@ def test_missing_cells_are_dashes_never_zero(run: tuple[SweepConfig, list[CxsMan
         assert table["dm"]["L1 isolated"] == table["dm"]["L2 must-ask"] == MISSING
         assert table["llm"]["coverage @ τ"] == MISSING
     tex = (config.output / "tables" / "comparison.tex").read_text()
-    assert "llm & llm & – & 85.8 [78.3, 93.3] & – &" in tex
+    assert "llm & llm & – & – (1 failed) & – & 75.0 [30.1, 95.4] & – &" in tex
 
 
 def test_latex_escapes_specials_and_writes_tau_in_math() -> None:

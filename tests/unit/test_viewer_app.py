@@ -40,7 +40,8 @@ def test_questions_are_judged_against_the_answer_key(data: RunData) -> None:
     rows = client.get("/api/questions").json()["rows"]
     dm = [r for r in rows if r["model"] == "dm"]
     assert dm and {r["right"] for r in dm} == {True, False}
-    assert all(r["llm_answer"] is not None for r in dm if r["answer"] is not None)
+    unmatched = [r for r in dm if r["answer"] is not None and r["llm_answer"] is None]
+    assert len(unmatched) == 1  # the one question whose LLM job failed for good
     one = next(r for r in dm if r["right"] is False and r["answer"] is not None)
     q: dict[str, Any] = client.get(
         "/api/question", params={"scenario": "qs", "model": "dm", "qhash": one["qhash"]}
