@@ -11,6 +11,10 @@ pause on every 429, as the runner's limiter does, with endless work queued.
 Printed per case: the share of the limit the client gets through in the minute before 1, 5 and 10
 simulated minutes, when that share first reaches 90%, the share of its requests that were refused
 (targets: at least 90% of the limit within 5 minutes, at most 1% 429s) and the rate it ends at. Run from the repository root: ``python -m benchmarks.bench_adaptive``.
+
+``--real MINUTES`` also runs ``knowwhen run`` for that long against ``knowwhen serve`` enforcing 600
+requests/min on a decision model it was not told of, without stating it in headers (so only 429s tell),
+and prints the same figures from the server's own records.
 """
 
 from __future__ import annotations
@@ -134,5 +138,60 @@ def main() -> dict[str, Any]:
     return results
 
 
+def real(minutes: float, rpm: int = 600) -> dict[str, Any]:
+    """``knowwhen run`` against ``knowwhen serve`` enforcing ``rpm`` unstated, for ``minutes`` of real time."""
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from benchmarks.cases import decision_model, write_config, write_states
+    from knowwhen_runner.serve.process import start_server_process
+
+    with tempfile.TemporaryDirectory() as tmp, start_server_process() as server:
+        server.set_rpm_limits({"lexical": rpm}, headers=False)
+        scenario = write_states(Path(tmp) / "qs", int(rpm * (minutes + 1)))
+        model = decision_model(server, rate_limit={"adaptive": True, "max_in_flight": 32})
+        config = write_config(Path(tmp) / "c" / "c.yaml", server, scenario, models=[model], modes=["model"])
+        run = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "knowwhen_runner",
+                "run",
+                str(config),
+                "-q",
+                "--no-finalize",
+                "--no-probe",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(minutes * 60)
+        run.send_signal(signal.SIGINT)
+        run.wait(120)
+        records = server.stats()["records"]
+    t0 = records[0][0]
+    ok = [t - t0 for t, _model, _endpoint, status in records if status == 200]
+    refused = sum(1 for r in records if r[3] == 429)
+    whole = [m for m in range(1, int(minutes) + 1)]
+    reached = {m: _share(ok, m * 60.0, rpm) for m in whole}
+    out = {"reached": reached, "refused_share": refused / max(1, len(records)), "sent": len(records)}
+    cells = " ".join(f"{m} min {share:.0%}" for m, share in reached.items())
+    print(
+        f"knowwhen run vs serve at {rpm}/min, 429s only: {cells}; 429s {out['refused_share']:.2%} of {len(records)}"
+    )
+    return out
+
+
 if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--real", type=float, default=0.0, metavar="MINUTES")
+    args = parser.parse_args()
     main()
+    if args.real:
+        real(args.real)

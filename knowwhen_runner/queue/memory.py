@@ -27,6 +27,7 @@ class _Row:
     result: dict[str, Any] | None = None
     error: str | None = None
     errors: list[dict[str, Any]] = field(default_factory=list)
+    done_at: float = 0.0
 
 
 class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
@@ -120,6 +121,7 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
             if row is None or row.status == "done" or row.status.startswith(ASIDE):
                 continue
             row.status, row.result, row.error, row.lease_owner = "done", result, None, None
+            row.done_at = time.time()
             n += 1
         if worker in self._workers:
             self._workers[worker]["jobs_done"] += n
@@ -184,6 +186,14 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
             key = (row.job.model_id, row.job.mode, row.job.scenario_id, status)
             tally[key] = tally.get(key, 0) + 1
         return [JobCounts(*k, n) for k, n in sorted(tally.items())]
+
+    async def done_lately(self, seconds: float) -> dict[str, tuple[int, float]]:
+        now, found = time.time(), dict[str, tuple[int, float]]()
+        for row in self._rows.values():
+            if row.status == "done" and row.done_at >= now - seconds:
+                n, age = found.get(row.job.model_id, (0, 0.0))
+                found[row.job.model_id] = (n + 1, max(age, now - row.done_at))
+        return found
 
     async def results(self) -> list[JobResult]:
         return [

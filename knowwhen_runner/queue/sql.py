@@ -541,6 +541,19 @@ class SqlQueue(ControlTables, ControlBudget, SideTables, BatchTable):
                 tally[key] = tally.get(key, 0) + n
         return [JobCounts(*k, n) for k, n in sorted(tally.items())]
 
+    async def done_lately(self, seconds: float) -> dict[str, tuple[int, float]]:
+        return await self._call(self._done_lately, seconds)
+
+    def _done_lately(self, seconds: float) -> dict[str, tuple[int, float]]:
+        now = self._clock.sql
+        q = text(
+            f"SELECT model_id, count(*), {now} - min(updated_at) FROM kw_jobs WHERE run = :run "
+            f"AND status = 'done' AND updated_at >= {now} - :s GROUP BY model_id"
+        )
+        with self._reading() as conn:
+            rows = conn.execute(q, self._params(s=seconds)).fetchall()
+        return {model: (int(n), max(0.0, float(age))) for model, n, age in rows}
+
     async def results(self) -> list[JobResult]:
         return await self._call(self._results)
 

@@ -27,6 +27,8 @@ from .sweep import check_keys, load_and_plan
 
 __all__ = ["PlanReport", "plan_report", "probe_report", "status_report"]
 
+_ETA_WINDOW_S = 300.0  # a model's ETA is at the pace of its jobs done over the last five minutes
+
 
 @dataclass
 class PlanReport:
@@ -216,7 +218,7 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
             {"model": c.model_id, "state": c.state, "reason": c.reason, "since": c.since} for c in controls
         ]
         workers = await queue.workers()
-        _add_eta(by_model, workers, {c.model_id for c in controls})
+        _add_eta(by_model, await queue.done_lately(_ETA_WINDOW_S), {c.model_id for c in controls})
         budget = [
             {
                 "scope": t.scope,
@@ -273,22 +275,20 @@ async def _limits(info: dict[str, Any] | None, db: str | None, url: str) -> list
     return rows
 
 
-def _add_eta(by_model: dict[str, dict[str, Any]], workers: list[dict[str, Any]], held: set[str]) -> None:
-    """Each model's ETA in seconds at the working fleet's pace, split by the model's share of the jobs
-    done so far (None: nobody is working, the model is held back, or it has no answer yet)."""
-    from .fleet import describe_workers
-
-    rate = sum(w["jobs_per_s"] for w in describe_workers(workers) if w["state"] == "working")
-    done = sum(row["done"] for row in by_model.values())
+def _add_eta(
+    by_model: dict[str, dict[str, Any]], lately: dict[str, tuple[int, float]], held: set[str]
+) -> None:
+    """Each model's ETA in seconds at the pace its jobs were done over the last ``_ETA_WINDOW_S``,
+    by every process of the fleet (None: held back, or nothing done lately)."""
     for model_id, row in by_model.items():
         left = row["pending"] + row["running"]
-        share = row["done"] / done if done else 0.0
+        n, span = lately.get(model_id, (0, 0.0))
         if not left:
             row["eta_s"] = 0.0
-        elif model_id in held or rate <= 0 or share <= 0:
+        elif model_id in held or n < 2 or span <= 0:
             row["eta_s"] = None
         else:
-            row["eta_s"] = left / (rate * share)
+            row["eta_s"] = left * span / n
 
 
 def _cache_location(info: dict[str, Any] | None, db: str | None) -> str | None:

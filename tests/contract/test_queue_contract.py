@@ -471,3 +471,16 @@ def test_budget_reserves_all_or_nothing_and_settles_the_actual_cost(make_queue) 
         assert tallies["run"].reserved_usd == 0 and tallies["run"].spent_usd == 0.5
 
     run(go)
+
+
+def test_done_lately_counts_each_models_recent_jobs(make_queue) -> None:
+    """Per model: the jobs done within the window and the age of the first of them (status's ETA pace)."""
+    q = make_queue()
+    run(q.enqueue, _jobs(6), {})
+    claimed = run(q.claim, "w", 6, 30.0)
+    run(q.complete, "w", [(j.id, {"ok": True}) for j in claimed[:4]])
+    time.sleep(0.2)
+    lately = run(q.done_lately, 60.0)
+    assert sum(n for n, _ in lately.values()) == 4
+    assert all(0.15 <= age < 30 for _, age in lately.values())
+    assert run(q.done_lately, 0.05) == {}  # none within the last 50 ms
