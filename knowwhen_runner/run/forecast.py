@@ -17,6 +17,7 @@ from typing import Any
 from ..config import ModelSpec, SweepConfig
 from ..jobs import Job
 from ..provider import token_prices
+from ..provider.prices import batch_token_prices
 
 __all__ = ["CostLine", "Forecast", "Unpriced", "forecast"]
 
@@ -64,19 +65,21 @@ class Forecast:
     caveats: list[str] = field(default_factory=list)
 
 
-def _price(model: ModelSpec, tokens_in: float, tokens_out: float) -> float | None:
-    price = token_prices(model)
+def _price(model: ModelSpec, tokens_in: float, tokens_out: float, *, batch: bool = False) -> float | None:
+    """USD of one call; ``batch``: at the model's Batch API price when it sends its questions in batches."""
+    batched = batch_token_prices(model) if batch and model.batches() else None
+    price = batched[0] if batched is not None else token_prices(model)
     if price is None:
         return None
     extra = model.pricing.per_request if model.pricing is not None else 0.0
     return tokens_in * price[0] + tokens_out * price[1] + extra
 
 
-def _question_cost(model: ModelSpec, tokens: int) -> tuple[float, float, float] | None:
+def _question_cost(model: ModelSpec, tokens: int, batch: bool) -> tuple[float, float, float] | None:
     out = (0, 0) if model.kind == "decision" else _LLM_OUT
-    low = _price(model, tokens * _IN_RANGE[0], out[0])
-    mid = _price(model, tokens, out[0])
-    high = _price(model, tokens * _IN_RANGE[1], out[1])
+    low = _price(model, tokens * _IN_RANGE[0], out[0], batch=batch)
+    mid = _price(model, tokens, out[0], batch=batch)
+    high = _price(model, tokens * _IN_RANGE[1], out[1], batch=batch)
     if low is None or mid is None or high is None:
         return None
     return low, mid, high
@@ -111,9 +114,14 @@ def forecast(
     question_tokens: dict[str, int],
     finished: Iterable[dict[str, Any]],
     waiting: list[str],
+    *,
+    batch: bool = False,
 ) -> Forecast:
     """Forecast the cost of ``todo`` (jobs not done; ``question_tokens``: job id -> input tokens of the
-    call it still has to make, cache hits left out), from ``finished`` results where it can."""
+    call it still has to make, cache hits left out), from ``finished`` results where it can.
+
+    ``batch``: price the questions of models with ``batch`` at their Batch API price (episodes never go
+    through a batch)."""
     models = {m.id: m for m in config.models}
     specs = {s.id: s for s in config.scenarios}
     observed = _observed(finished)
@@ -133,7 +141,7 @@ def forecast(
                 tokens = question_tokens.get(job.id)
                 if tokens is None:
                     continue  # answered from the cache
-                got = _question_cost(models[model_id], tokens)
+                got = _question_cost(models[model_id], tokens, batch)
                 if got is None:
                     priced = False
                     unpriced.add(model_id)

@@ -14,7 +14,7 @@ from ..cache import cache_url, describe_url, open_cache
 from ..config import SweepConfig, load_config
 from ..exceptions import KnowwhenError
 from ..plan import Plan
-from ..provider import CacheMode, token_prices
+from ..provider import CacheMode
 from ..provider.prices import BATCH_FALLBACK_RATE, batch_token_prices
 from ..queue import SET_ASIDE, open_ledger, open_queue
 from .batches import batch_outcomes, batch_rows
@@ -116,7 +116,7 @@ async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
     ]
     outlook = forecast(config, todo, tokens, finished, waiting)
     batched = any(m.batches() for m in config.models)
-    with_batches = outlook.usd - _estimate_cost(config, calls) + _estimate_cost(config, calls, batch=True)
+    with_batches = forecast(config, todo, tokens, finished, waiting, batch=True).usd if batched else None
     return PlanReport(
         cells,
         len(the_plan.jobs),
@@ -127,7 +127,7 @@ async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
         skipped,
         outlook,
         location,
-        with_batches if batched else None,
+        with_batches,
         _batch_notes(config),
     )
 
@@ -144,26 +144,6 @@ def _batch_notes(config: SweepConfig) -> list[str]:
                     f"{model.id}: no listed batch price; estimated at {share} of the synchronous price"
                 )
     return notes
-
-
-def _estimate_cost(config: SweepConfig, calls: dict[str, tuple[str, int]], *, batch: bool = False) -> float:
-    """Input tokens estimated from request size; output tokens ~ 0 (decisions) or 20 (a tool call).
-
-    With ``batch``, the open-loop calls of models with ``batch`` are priced at their Batch API price.
-    """
-    total = 0.0
-    by_model = {m.id: m for m in config.models}
-    for model_id, tokens in calls.values():
-        model = by_model[model_id]
-        out_tokens = 0 if model.kind == "decision" else 20
-        batched = batch_token_prices(model) if batch and model.batches() else None
-        price = batched[0] if batched is not None else token_prices(model)
-        if price is None:
-            continue  # unpriced: the forecast names it; the rest is still summed
-        total += tokens * price[0] + out_tokens * price[1]
-        if model.pricing is not None:
-            total += model.pricing.per_request
-    return total
 
 
 def probe_report(config_path: str | Path, *, db: str | None = None) -> list[Probe]:
