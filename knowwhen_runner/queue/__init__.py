@@ -18,7 +18,8 @@ writes a batch's results and failures at once (one transaction). A run is finali
 once: the first process to ``take_finalize`` a finished run does it. ``set_control`` holds a model back
 (quarantined or paused: ``controls``); workers stop claiming its jobs, which stay pending.
 ``budget_reserve``/``budget_settle`` keep the run's spending per budget scope, for every process.
-Responses are cached apart from the queue (``knowwhen_runner.cache``).
+``answers`` reads one filtered page of the open-loop answers (a few fields each, never whole results) and
+``spend`` each model's recorded cost, for lists of large runs. Responses are cached apart from the queue (``knowwhen_runner.cache``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..jobs import Job
+from .answers import AnswerPage, AnswerQuery, AnswerRow
 from .batch_rows import BatchRecord
 from .budget import BudgetAsk, BudgetTally
 from .controls import CONTROL_STATES, ControlState, ModelControl
@@ -39,6 +41,9 @@ __all__ = [
     "ASIDE",
     "CONTROL_STATES",
     "SET_ASIDE",
+    "AnswerPage",
+    "AnswerQuery",
+    "AnswerRow",
     "BatchRecord",
     "BudgetAsk",
     "BudgetTally",
@@ -136,6 +141,8 @@ class Queue(Protocol):
     async def requeue_failed(self) -> int: ...
     async def counts(self) -> list[JobCounts]: ...
     async def results(self) -> list[JobResult]: ...
+    async def answers(self, query: AnswerQuery) -> AnswerPage: ...
+    async def spend(self) -> dict[str, float]: ...
     async def attempt_errors(self, job_id: str) -> list[dict[str, Any]]: ...
     async def items(self, scenario_id: str | None = None) -> dict[tuple[str, str], dict[str, Any]]: ...
     # Provider batches (``batch_rows`` explains the rows): open before submitting, note what happened,

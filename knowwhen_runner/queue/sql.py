@@ -22,6 +22,7 @@ from ..exceptions import QueueError
 from ..jobs import Job
 from . import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult
 from . import schema as s
+from .answers import AnswerTables
 from .batch_table import BatchTable
 from .budget import ControlBudget
 from .controls import ControlTables
@@ -75,7 +76,7 @@ def _job(row: Any) -> Job:
     )
 
 
-class SqlQueue(ControlTables, ControlBudget, SideTables, BatchTable):
+class SqlQueue(AnswerTables, ControlTables, ControlBudget, SideTables, BatchTable):
     """A ``Queue`` in a SQLite file or a PostgreSQL database."""
 
     def __init__(self, url: str, run: str) -> None:

@@ -99,6 +99,9 @@ PUBLIC = {
     ],
     "queue": [
         "ASIDE",
+        "AnswerPage",
+        "AnswerQuery",
+        "AnswerRow",
         "BudgetAsk",
         "BudgetTally",
         "CONTROL_STATES",
