@@ -185,8 +185,11 @@ class AnswerTables(OnOneThread):
         by_question = "p.scenario, p.model_id, p.item"
         order = f"p.c DESC NULLS LAST, {by_question}" if query.order == "confidence" else by_question
         # The page's ids are chosen first and only its rows' results are opened: ordering by question
-        # never parses a result the page does not show.
-        conf = f", {d.confidence.format(r='result')} AS c" if query.order == "confidence" else ""
+        # never parses a result the page does not show. That scan also counts the matches, unless it
+        # sorts by confidence (counting over it would sort every match, not keep the top of them).
+        by_confidence = query.order == "confidence"
+        conf = f", {d.confidence.format(r='result')} AS c" if by_confidence else ""
+        counted = "NULL" if by_confidence else "count(*) OVER ()"
         if query.limit is None:
             params["limit"] = -1 if self.dialect == "sqlite" else None
         else:
@@ -194,22 +197,23 @@ class AnswerTables(OnOneThread):
         whole = ", j.result" if query.with_result else ""
         sql = (
             f"SELECT j.scenario, j.model_id, j.item, {d.answer.format(r='j.result')}, "
-            f"{d.confidence.format(r='j.result')}{whole} FROM (SELECT id, scenario, model_id, item{conf} "
-            f"FROM kw_jobs WHERE {where} ORDER BY {order.replace('p.', '')} LIMIT :limit OFFSET :offset) AS p "
-            f"JOIN kw_jobs j ON j.run = :run AND j.id = p.id ORDER BY {order}"
+            f"{d.confidence.format(r='j.result')}, p.n{whole} FROM (SELECT id, scenario, model_id, item{conf}, "
+            f"{counted} AS n FROM kw_jobs WHERE {where} ORDER BY {order.replace('p.', '')} "
+            f"LIMIT :limit OFFSET :offset) AS p JOIN kw_jobs j ON j.run = :run AND j.id = p.id ORDER BY {order}"
         )
         with self._reading() as conn:
             found = conn.execute(text(sql), params).fetchall()
             if query.limit is None and query.offset == 0:
                 total = len(found)
-            else:
-                total = int(
-                    conn.execute(text(f"SELECT count(*) FROM kw_jobs WHERE {where}"), params).scalar() or 0
-                )
+            elif found and found[0][5] is not None:
+                total = int(found[0][5])
+            else:  # ordered by confidence, or a page past the end
+                count = text(f"SELECT count(*) FROM kw_jobs WHERE {where}")
+                total = int(conn.execute(count, params).scalar() or 0)
         rows = [
             AnswerRow(r[0], r[1], r[2], None if r[3] is None else str(r[3]),
                       None if r[4] is None else float(r[4]),
-                      orjson.loads(r[5]) if query.with_result and r[5] else None)
+                      orjson.loads(r[6]) if query.with_result and r[6] else None)
             for r in found
         ]  # fmt: skip
         return AnswerPage(rows, total)

@@ -543,6 +543,8 @@ def test_answers_page_filter_and_count_the_done_question_jobs(make_queue) -> Non
     assert whole.rows[0].result == {"answer": "tool0", "confidence": 0.22, "cost_usd": 0.5,
                                     "probabilities": {"tool0": 0.5}}  # fmt: skip
     assert run(q.answers, AnswerQuery(models=frozenset())).rows == []
+    past = run(q.answers, AnswerQuery(scenarios=frozenset({"s"}), limit=5, offset=20))
+    assert past.rows == [] and past.total == 11
 
 
 def test_spend_sums_each_models_recorded_cost(make_queue) -> None:
