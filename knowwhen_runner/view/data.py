@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from ..config import SweepConfig
 from ..exceptions import KnowwhenError
 from ..queue import JobCounts, Queue
@@ -58,6 +60,7 @@ class RunData:
     """The run's config, when the caller has it; otherwise the one stored with the run is read."""
     _config: SweepConfig | None = None
     _keys: dict[str, dict[str, list[KeyEntry]]] | None = None
+    _keys_read: anyio.Lock = field(default_factory=anyio.Lock)
     _items: dict[str, dict[tuple[str, str], dict[str, Any]]] = field(default_factory=dict)
     _kept: dict[Any, _Kept] = field(default_factory=dict)
     _counts: tuple[float, list[JobCounts]] | None = None
@@ -75,8 +78,10 @@ class RunData:
         return self._config
 
     async def keys(self) -> dict[str, dict[str, list[KeyEntry]]]:
-        if self._keys is None:
-            self._keys = answer_keys(await self.config())
+        """The answer keys, read once (on a thread: a large question set takes a while to read)."""
+        async with self._keys_read:
+            if self._keys is None:
+                self._keys = await anyio.to_thread.run_sync(answer_keys, await self.config())
         return self._keys
 
     async def items(self, scenario: str) -> dict[tuple[str, str], dict[str, Any]]:

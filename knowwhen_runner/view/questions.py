@@ -13,6 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+import anyio
+
+from ..config import SweepConfig
 from ..queue import AnswerQuery, AnswerRow
 from ..results import CxsManifest
 from .answer_keys import KeyEntry
@@ -69,10 +72,10 @@ class QuestionFilter:
             limit=min(_MAX_PAGE, max(1, int(limit or PAGE_SIZE))),
         )
 
-    def query(self, keyed: list[str]) -> AnswerQuery:
-        """What the database can select of this filter, over the scenarios that have an answer key."""
+    def query(self, states: list[str]) -> AnswerQuery:
+        """What the database can select of this filter, over the ``states`` scenarios."""
         return AnswerQuery(
-            scenarios=frozenset(s for s in keyed if self.scenario in ("", s)),
+            scenarios=frozenset(s for s in states if self.scenario in ("", s)),
             models=frozenset({self.model}) if self.model else None,
             min_confidence=self.min_confidence,
             max_confidence=self.max_confidence,
@@ -112,19 +115,27 @@ def _passes(answer: AnswerRow, chosen: QuestionFilter, keys: Keys) -> bool:
     return not chosen.right or _right(answer.answer, entries) is (chosen.right == "right")
 
 
+def _states(config: SweepConfig) -> list[str]:
+    return sorted(s.id for s in config.scenarios if s.kind == "states")
+
+
 async def question_page(data: RunData, chosen: QuestionFilter) -> dict[str, Any]:
     """One page of the answers ``chosen`` selects, judged, each with the gate LLM's answer to it."""
-    config, keys = await data.config(), await data.keys()
+    config = await data.config()
     gate_llm = config.gate.llm if config.gate else None
-    keyed = sorted(keys)
-    query = chosen.query(keyed)
+    states = _states(config)
+    query = chosen.query(states)
     if chosen.stratum or chosen.right:
+        keys = await data.keys()
         selected = (await data.kept(("answers", query), lambda: data.queue.answers(query))).rows
         matched = [a for a in selected if _passes(a, chosen, keys)]
         rows, total = matched[chosen.offset : chosen.offset + chosen.limit], len(matched)
     else:
-        page = await data.queue.answers(replace(query, limit=chosen.limit, offset=chosen.offset))
+        async with anyio.create_task_group() as tg:  # the keys are read while the database finds the page
+            tg.start_soon(data.keys)
+            page = await data.queue.answers(replace(query, limit=chosen.limit, offset=chosen.offset))
         rows, total = page.rows, page.total
+        keys = await data.keys()
     asked = [a for a in rows if gate_llm and a.model_id != gate_llm]
     llm: dict[tuple[str, str], AnswerRow] = {}
     if asked and gate_llm:
@@ -153,7 +164,7 @@ async def question_page(data: RunData, chosen: QuestionFilter) -> dict[str, Any]
         "limit": chosen.limit,
         "options": {
             "model": sorted(m.id for m in config.models),
-            "scenario": keyed,
+            "scenario": states,
             "stratum": sorted({e[0].stratum for qs in keys.values() for e in qs.values() if e}),
         },
         "thresholds": _thresholds(data.manifests(config)),
@@ -165,7 +176,7 @@ async def judged_rows(data: RunData, manifests: list[CxsManifest] | None) -> dic
     """Every answer of the states scenarios judged, with the gate LLM's; τ of ``manifests`` (else the run's)."""
     config, keys = await data.config(), await data.keys()
     gate_llm = config.gate.llm if config.gate else None
-    every = (await data.queue.answers(AnswerQuery(scenarios=frozenset(keys)))).rows
+    every = (await data.queue.answers(AnswerQuery(scenarios=frozenset(_states(config))))).rows
     llm = {(a.scenario_id, a.item): a for a in every if a.model_id == gate_llm}
     rows = [
         _row(a, keys, llm.get((a.scenario_id, a.item)) if a.model_id != gate_llm else None) for a in every
