@@ -176,7 +176,7 @@ class _Browser:
             if answer.get("id") == self.calls:
                 return answer.get("result")
 
-    def paint(self, url: str, ready: str, timeout_s: float = 600.0) -> float:
+    def paint(self, url: str, ready: str, timeout_s: float = 120.0) -> float:
         """Seconds from asking for ``url`` until the script ``ready`` is true in it (polled every 10 ms)."""
         self.call("Page.navigate", url="about:blank")
         start = time.perf_counter()
