@@ -186,11 +186,11 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
             tally[key] = tally.get(key, 0) + 1
         return [JobCounts(*k, n) for k, n in sorted(tally.items())]
 
-    async def results(self) -> list[JobResult]:
+    async def results(self, scenarios: AbstractSet[str] | None = None) -> list[JobResult]:
         return [
             JobResult(replace(r.job, attempts=r.attempts), r.status, r.result, r.error)
             for r in sorted(self._rows.values(), key=lambda r: r.job.id)
-            if not r.status.startswith(ASIDE)
+            if not r.status.startswith(ASIDE) and (scenarios is None or r.job.scenario_id in scenarios)
         ]
 
     def _done(self) -> list[tuple[Job, dict[str, Any]]]:

@@ -553,3 +553,13 @@ def test_spend_sums_each_models_recorded_cost(make_queue) -> None:
     _answered(q)
     spend = run(q.spend)
     assert spend == pytest.approx({"a": 5 * 0.5 + 1.25, "b": 2.0, "c": 1.5})
+
+
+def test_results_of_named_scenarios_only(make_queue) -> None:
+    """Results can be read for some scenarios only: every job of the plan in them, none elsewhere."""
+    q = make_queue()
+    _answered(q)
+    every = run(q.results)
+    assert [r.job.id for r in run(q.results, {"e", "t"})] == ["a-t0", "ep-1"]
+    assert len(run(q.results, {"s"})) == len(every) - 2 and run(q.results, set()) == []
+    assert run(q.results, {"e"})[0].result == {"kind": "episode", "cost_usd": {"decision": 0.25, "llm": 1.0}}
