@@ -3,7 +3,8 @@
 ``RunData`` holds one run's config, answer keys and what it read, and answers the views: ``live`` (counts,
 workers, controls; ``live.py``), ``questions`` (one filtered page, judged against the answer key;
 ``questions.py``) and the episodes with every step (here). Nothing a first view needs reads the whole
-run: only the episodes and the report's drill-down read every result, at most once per ``ttl_s``.
+run: the episodes (their scenarios' results) and the report's drill-down read whole results, kept while
+no job finishes.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class _Kept:
 
 @dataclass
 class _Results:
-    """One read of ``Queue.results()``, indexed for the views that need whole results."""
+    """One read of ``Queue.results()`` (of some scenarios), indexed for the views that need whole results."""
 
     answers: dict[tuple[str, str, str], dict[str, Any]]  # (scenario, model, qhash) -> answer row
     episodes: dict[str, tuple[str, dict[str, Any]]]  # job id -> (owner model, result)
@@ -125,19 +126,20 @@ class RunData:
         return None if last is None else last.value
 
     async def answers(self) -> dict[tuple[str, str, str], dict[str, Any]]:
-        """Every answer row, by (scenario, model, qhash): whole results (the report's drill-down)."""
-        return (await self._read()).answers
+        """Every answer's whole result, by (scenario, model, qhash) (the report's drill-down)."""
+        return (await self._read(episodes=False)).answers
 
-    async def _read(self) -> _Results:
-        """Every result of the run (episodes, the drill-down): seconds for a large run, so kept."""
-        return await self.kept("results", self._read_results, keep=8)
+    async def _read(self, *, episodes: bool = True) -> _Results:
+        """The whole results of the episodes scenarios, or of the others: seconds for a large run, so kept."""
+        return await self.kept(("results", episodes), lambda: self._read_results(episodes), keep=8)
 
-    async def _read_results(self) -> _Results:
+    async def _read_results(self, episodic: bool) -> _Results:
         config = await self.config()
         known = {m.id for m in config.models}
+        scenarios = {s.id for s in config.scenarios if (s.kind == "episodes") == episodic}
         answers: dict[tuple[str, str, str], dict[str, Any]] = {}
         episodes: dict[str, tuple[str, dict[str, Any]]] = {}
-        for job, status, result, _error in await self.queue.results():
+        for job, status, result, _error in await self.queue.results(scenarios):
             if result is None or status != "done":
                 continue
             kind = job.payload.get("kind")
