@@ -63,7 +63,7 @@ class RunData:
     _keys: dict[str, dict[str, list[KeyEntry]]] | None = None
     _keys_read: anyio.Lock = field(default_factory=anyio.Lock)
     _items: dict[str, dict[tuple[str, str], dict[str, Any]]] = field(default_factory=dict)
-    _kept: dict[Any, _Kept] = field(default_factory=dict)
+    _kept: dict[tuple[Any, ...], _Kept] = field(default_factory=dict)
     _counts: tuple[float, list[JobCounts]] | None = None
     done_samples: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=600))
     """(time, jobs finished) at each live read, for the rate."""
@@ -98,11 +98,12 @@ class RunData:
             self._counts = (now, await self.queue.counts())
         return self._counts[1]
 
-    async def kept(self, key: Any, load: Callable[[], Awaitable[Any]], *, keep: int = 4) -> Any:
+    async def kept(self, key: tuple[Any, ...], load: Callable[[], Awaitable[Any]], *, keep: int = 2) -> Any:
         """``load()``'s value, read again only when jobs finished since and the last read is not too fresh.
 
-        A read of a large run takes seconds, so it is kept at least four times as long as it took. At
-        most ``keep`` values are kept (the oldest goes).
+        A read of a large run takes seconds, so it is kept at least four times as long as it took. Keys
+        are tuples whose first part names what is kept; at most ``keep`` values of one name are kept (the
+        oldest goes): a few filtered lists, say, not one per filter ever asked for.
         """
         now = time.monotonic()
         last = self._kept.get(key)
@@ -115,12 +116,13 @@ class RunData:
         start = time.monotonic()
         value = await load()
         self._kept.pop(key, None)
-        while len(self._kept) >= keep:
-            self._kept.pop(next(iter(self._kept)))
+        alike = [k for k in self._kept if k[0] == key[0]]
+        for old in alike[: max(0, len(alike) - keep + 1)]:
+            del self._kept[old]
         self._kept[key] = _Kept(now, time.monotonic() - start, version, value)
         return value
 
-    def known(self, key: Any) -> Any:
+    def known(self, key: tuple[Any, ...]) -> Any:
         """The last value kept under ``key`` however old, or None."""
         last = self._kept.get(key)
         return None if last is None else last.value
@@ -131,7 +133,7 @@ class RunData:
 
     async def _read(self, *, episodes: bool = True) -> _Results:
         """The whole results of the episodes scenarios, or of the others: seconds for a large run, so kept."""
-        return await self.kept(("results", episodes), lambda: self._read_results(episodes), keep=8)
+        return await self.kept(("results", episodes), lambda: self._read_results(episodes))
 
     async def _read_results(self, episodic: bool) -> _Results:
         config = await self.config()
@@ -152,7 +154,7 @@ class RunData:
 
     async def spend(self) -> dict[str, float]:
         """Each model's recorded cost (a scan of every result: kept like one)."""
-        return dict(await self.kept("spend", self.queue.spend, keep=8))
+        return dict(await self.kept(("spend",), self.queue.spend))
 
     def manifests(self, config: SweepConfig) -> list[CxsManifest]:
         """The manifests of a finalised run (none before its first finalise)."""

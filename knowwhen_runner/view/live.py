@@ -37,7 +37,7 @@ async def live_view(data: RunData) -> dict[str, Any]:
     open_jobs = sum(c["pending"] + c["running"] for c in cells.values())
     data.done_samples.append((now, done))
     rate = _rate(data, now)
-    spend: dict[str, float] | None = data.known("spend")
+    spend: dict[str, float] | None = data.known(("spend",))
     return {
         "run": data.queue.run,
         "now": now,

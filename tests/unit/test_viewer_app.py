@@ -167,3 +167,13 @@ def test_live_flags_held_models_and_spend_comes_apart(data: RunData) -> None:
     spend = client.get("/api/spend").json()
     assert expected > 0 and spend["spend_usd"] == pytest.approx(expected)
     assert client.get("/api/live").json()["spend_usd"] == pytest.approx(expected)
+
+
+def test_filtered_lists_kept_do_not_push_out_the_spend(data: RunData) -> None:
+    """Lists read for many filters are kept a few at a time, apart from the spend the live view shows."""
+    client = TestClient(viewer_app(data))
+    spent = client.get("/api/spend").json()["spend_usd"]
+    for cmin in ("0.1", "0.2", "0.3", "0.4", "0.5"):
+        assert client.get("/api/questions", params={"right": "wrong", "cmin": cmin}).status_code == 200
+    assert client.get("/api/live").json()["spend_usd"] == spent
+    assert sum(1 for key in data._kept if key[0] == "answers") == 2
