@@ -136,17 +136,9 @@ async def question_page(data: RunData, chosen: QuestionFilter) -> dict[str, Any]
             page = await data.queue.answers(replace(query, limit=chosen.limit, offset=chosen.offset))
         rows, total = page.rows, page.total
         keys = await data.keys()
-    asked = [a for a in rows if gate_llm and a.model_id != gate_llm]
     llm: dict[tuple[str, str], AnswerRow] = {}
-    if asked and gate_llm:
-        found = await data.queue.answers(
-            AnswerQuery(
-                scenarios=frozenset(a.scenario_id for a in asked),
-                models=frozenset({gate_llm}),
-                items=frozenset(a.item for a in asked),
-            )
-        )
-        llm = {(a.scenario_id, a.item): a for a in found.rows}
+    if gate_llm and any(a.model_id != gate_llm for a in rows):
+        llm = await _llm_answers(data, gate_llm, query.scenarios or frozenset())
     unfiltered = chosen.min_confidence is None and chosen.max_confidence is None
     unfiltered &= not (chosen.model or chosen.scenario or chosen.stratum or chosen.right)
     answered = (
@@ -170,6 +162,18 @@ async def question_page(data: RunData, chosen: QuestionFilter) -> dict[str, Any]
         "thresholds": _thresholds(data.manifests(config)),
         "llm": gate_llm,
     }
+
+
+async def _llm_answers(
+    data: RunData, gate_llm: str, scenarios: frozenset[str]
+) -> dict[tuple[str, str], AnswerRow]:
+    """The gate LLM's answers in ``scenarios`` by (scenario, question): one list of a few fields, kept."""
+
+    async def read() -> dict[tuple[str, str], AnswerRow]:
+        found = await data.queue.answers(AnswerQuery(scenarios=scenarios, models=frozenset({gate_llm})))
+        return {(a.scenario_id, a.item): a for a in found.rows}
+
+    return dict(await data.kept(("llm", scenarios), read))
 
 
 async def judged_rows(data: RunData, manifests: list[CxsManifest] | None) -> dict[str, Any]:
