@@ -256,7 +256,7 @@ def main() -> None:
     parser.add_argument("--models", type=int, default=30)
     parser.add_argument("--questions", type=int, default=5000)
     parser.add_argument("--episodes", type=int, default=5000)
-    parser.add_argument("--port", type=int, default=8791)
+    parser.add_argument("--port", type=int, default=0, help="the viewer's port (default: a free one)")
     parser.add_argument(
         "--keep", type=Path, help="record the run in this folder, or time the run already there"
     )
@@ -270,8 +270,9 @@ def main() -> None:
             anyio.run(_record, db, folder, args.models, args.questions, args.episodes)
             print(f"recorded {args.models * args.questions:,} answers + {args.episodes:,} episodes "
                   f"in {time.perf_counter() - start:.1f} s")  # fmt: skip
-        _endpoints(folder, args.port, args.models * args.questions)
-        _paints(folder, args.port)
+        port = args.port or _free_port()
+        _endpoints(folder, port, args.models * args.questions)
+        _paints(folder, port)
         from knowwhen_runner.view.data import RunData
         from knowwhen_runner.view.offline import drilldown_html
 
