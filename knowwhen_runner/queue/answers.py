@@ -112,33 +112,54 @@ class _Dialect(NamedTuple):
     """The few expressions SQLite and PostgreSQL spell differently."""
 
     kind: str  # the job payload's kind
-    answer: str  # of the result column ``{r}``
+    page_from: (
+        str  # joined to a page's rows ``j``: the result ``{r}`` that ``answer`` and ``confidence`` read
+    )
+    page_result: str
+    answer: str
     confidence: str
     member: str  # ``{col} in the list :{name}`` (a JSON array on SQLite, an array on PostgreSQL)
+    scan_from: str  # joined to kw_jobs where every row's confidence is read: opens each result once
+    scan_confidence: str
+    spend_from: str
     spend: str
 
 
+_NUMBER = r"'^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$'"
 _SQLITE = _Dialect(
     kind="json_extract(payload, '$.kind')",
+    page_from="",
+    page_result="j.result",
     answer="json_extract({r}, '$.answer')",
-    confidence="json_extract({r}, '$.confidence')",
+    confidence="(CASE WHEN json_type({r}, '$.confidence') IN ('integer', 'real') "
+    "THEN json_extract({r}, '$.confidence') END)",
     member="{col} IN (SELECT value FROM json_each(:{name}))",
+    scan_from="",
+    scan_confidence="(CASE WHEN json_type(result, '$.confidence') IN ('integer', 'real') "
+    "THEN json_extract(result, '$.confidence') END)",
+    spend_from="",
     spend=(
         "CASE json_type(result, '$.cost_usd') WHEN 'object' THEN (SELECT total(value) FROM "
         "json_each(result, '$.cost_usd')) WHEN 'real' THEN json_extract(result, '$.cost_usd') "
         "WHEN 'integer' THEN json_extract(result, '$.cost_usd') ELSE 0 END"
     ),
 )
+# PostgreSQL keeps large results compressed apart (TOAST): each mention of ``result`` unpacks and parses
+# it again, so a scan reads the field it needs once, in a lateral subquery (OFFSET 0 keeps it from being
+# inlined back into every mention).
 _POSTGRES = _Dialect(
     kind="(payload::json ->> 'kind')",
-    answer="({r}::json ->> 'answer')",
-    confidence="(CASE json_typeof({r}::json -> 'confidence') WHEN 'number' "
-    "THEN ({r}::json ->> 'confidence')::float8 END)",
+    page_from=" CROSS JOIN LATERAL (SELECT j.result::json AS r OFFSET 0) AS y",
+    page_result="y.r",
+    answer="({r} ->> 'answer')",
+    confidence=f"(CASE WHEN ({{r}} ->> 'confidence') ~ {_NUMBER} THEN ({{r}} ->> 'confidence')::float8 END)",
     member="{col} = ANY(:{name})",
+    scan_from=" CROSS JOIN LATERAL (SELECT result::json ->> 'confidence' AS v OFFSET 0) AS x",
+    scan_confidence=f"(CASE WHEN x.v ~ {_NUMBER} THEN x.v::float8 END)",
+    spend_from=" CROSS JOIN LATERAL (SELECT result::json -> 'cost_usd' AS c OFFSET 0) AS x",
     spend=(
-        "CASE json_typeof(result::json -> 'cost_usd') WHEN 'object' THEN (SELECT coalesce(sum(value::float8), 0) "
-        "FROM json_each_text(result::json -> 'cost_usd') WHERE value ~ '^-?[0-9.eE+-]+$') "
-        "WHEN 'number' THEN (result::json ->> 'cost_usd')::float8 ELSE 0 END"
+        "CASE json_typeof(x.c) WHEN 'object' THEN (SELECT coalesce(sum(value::float8), 0) FROM "
+        f"json_each_text(x.c) WHERE value ~ {_NUMBER}) WHEN 'number' THEN (x.c #>> '{{}}')::float8 ELSE 0 END"
     ),
 )
 
@@ -172,10 +193,10 @@ class AnswerTables(OnOneThread):
                 where.append(d.member.format(col=col, name=name))
         if query.min_confidence is not None:
             params["cmin"] = query.min_confidence
-            where.append(f"{d.confidence.format(r='result')} >= :cmin")
+            where.append(f"{d.scan_confidence} >= :cmin")
         if query.max_confidence is not None:
             params["cmax"] = query.max_confidence
-            where.append(f"{d.confidence.format(r='result')} <= :cmax")
+            where.append(f"{d.scan_confidence} <= :cmax")
         return " AND ".join(where)
 
     def _answers(self, query: AnswerQuery) -> AnswerPage:
@@ -188,19 +209,27 @@ class AnswerTables(OnOneThread):
         # never parses a result the page does not show. That scan also counts the matches, unless it
         # sorts by confidence (counting over it would sort every match, not keep the top of them).
         by_confidence = query.order == "confidence"
-        conf = f", {d.confidence.format(r='result')} AS c" if by_confidence else ""
-        counted = "NULL" if by_confidence else "count(*) OVER ()"
-        if query.limit is None:
-            params["limit"] = -1 if self.dialect == "sqlite" else None
-        else:
-            params["limit"] = query.limit
-        whole = ", j.result" if query.with_result else ""
-        sql = (
-            f"SELECT j.scenario, j.model_id, j.item, {d.answer.format(r='j.result')}, "
-            f"{d.confidence.format(r='j.result')}, p.n{whole} FROM (SELECT id, scenario, model_id, item{conf}, "
-            f"{counted} AS n FROM kw_jobs WHERE {where} ORDER BY {order.replace('p.', '')} "
-            f"LIMIT :limit OFFSET :offset) AS p JOIN kw_jobs j ON j.run = :run AND j.id = p.id ORDER BY {order}"
+        conf = f", {d.scan_confidence} AS c" if by_confidence else ""
+        scan = (
+            d.scan_from
+            if by_confidence or query.min_confidence is not None or query.max_confidence is not None
+            else ""
         )
+        counted = "NULL" if by_confidence else "count(*) OVER ()"
+        params["limit"] = -1 if query.limit is None and self.dialect == "sqlite" else query.limit
+        whole = ", j.result" if query.with_result else ""
+        fields = f"j.scenario, j.model_id, j.item, {d.answer.format(r=d.page_result)}, " + (
+            f"{d.confidence.format(r=d.page_result)}"
+        )
+        if query.limit is None and query.offset == 0:  # every match: one pass, no page to choose first
+            direct = order.replace("p.c", d.scan_confidence).replace("p.", "j.")
+            sql = f"SELECT {fields}, NULL{whole} FROM kw_jobs j{scan}{d.page_from} WHERE {where} ORDER BY {direct}"
+        else:
+            sql = (
+                f"SELECT {fields}, p.n{whole} FROM (SELECT id, scenario, model_id, item{conf}, {counted} AS n "
+                f"FROM kw_jobs{scan} WHERE {where} ORDER BY {order.replace('p.', '')} LIMIT :limit OFFSET :offset) "
+                f"AS p JOIN kw_jobs j ON j.run = :run AND j.id = p.id{d.page_from} ORDER BY {order}"
+            )
         with self._reading() as conn:
             found = conn.execute(text(sql), params).fetchall()
             if query.limit is None and query.offset == 0:
@@ -208,7 +237,7 @@ class AnswerTables(OnOneThread):
             elif found and found[0][5] is not None:
                 total = int(found[0][5])
             else:  # ordered by confidence, or a page past the end
-                count = text(f"SELECT count(*) FROM kw_jobs WHERE {where}")
+                count = text(f"SELECT count(*) FROM kw_jobs{scan} WHERE {where}")
                 total = int(conn.execute(count, params).scalar() or 0)
         rows = [
             AnswerRow(r[0], r[1], r[2], None if r[3] is None else str(r[3]),
@@ -224,7 +253,8 @@ class AnswerTables(OnOneThread):
 
     def _spend(self) -> dict[str, float]:
         sql = (
-            f"SELECT model_id, sum({self._spelled.spend}) FROM kw_jobs WHERE run = :run AND status = 'done' "
+            f"SELECT model_id, sum({self._spelled.spend}) FROM kw_jobs{self._spelled.spend_from} "
+            "WHERE run = :run AND status = 'done' "
             "GROUP BY model_id ORDER BY model_id"
         )
         with self._reading() as conn:

@@ -474,8 +474,8 @@ def test_budget_reserves_all_or_nothing_and_settles_the_actual_cost(make_queue) 
 
 
 def _answered(q: Queue) -> None:
-    """Three models answer four questions of scenario s (confidence 0.1 * i + model number), one of t;
-    model c fails one question, an episode records a cost in parts, a set-aside job keeps its answer."""
+    """Three models answer four questions of scenario s (confidence 0.1 * i + model number; none for b's
+    first, a word for c's), one of t; model c fails one question, an episode records a cost in parts, a set-aside job keeps its answer."""
 
     async def go() -> None:
         jobs = [
@@ -496,7 +496,8 @@ def _answered(q: Queue) -> None:
                 results.append((job.id, {"kind": "episode", "cost_usd": {"decision": 0.25, "llm": 1.0}}))
             elif job.id != "c-3":
                 m, i = job.model_id, int(job.item[1:])
-                conf = None if job.id == "b-0" else round(0.1 * i + 0.01 * "abc".index(m), 2)
+                conf: float | str | None = round(0.1 * i + 0.01 * "abc".index(m), 2)
+                conf = {"b-0": None, "c-0": "high"}.get(job.id, conf)
                 results.append((job.id, {"answer": f"tool{i % 2}", "confidence": conf, "cost_usd": 0.5,
                                          "probabilities": {"tool0": 0.5}}))  # fmt: skip
         await q.complete("w", results)
@@ -537,6 +538,9 @@ def test_answers_page_filter_and_count_the_done_question_jobs(make_queue) -> Non
         ("b", 0.21),
         ("a", 0.2),
     ]
+    worded = run(q.answers, AnswerQuery(models=frozenset({"c"}), min_confidence=0.0))
+    assert [r.item for r in worded.rows] == ["q1", "q2"]  # a confidence that is no number is none
+    assert [r.confidence for r in every.rows if r.model_id == "c"] == [None, 0.12, 0.22]
     ranked = run(q.answers, AnswerQuery(models=frozenset({"b"}), order="confidence", limit=2, offset=2))
     assert [r.item for r in ranked.rows] == ["q1", "q0"] and ranked.total == 4  # no confidence comes last
     whole = run(q.answers, AnswerQuery(items=frozenset({"q2"}), models=frozenset({"c"}), with_result=True))
