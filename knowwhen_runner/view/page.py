@@ -98,11 +98,14 @@ const VIEWS = {
       right: p.get('right') || '', cmin: p.get('cmin') || '', cmax: p.get('cmax') || ''};
     const q = new URLSearchParams(Object.entries(f).filter(([, v]) => v));
     if (p.get('sort')) q.set('sort', p.get('sort'));
-    const d = await get('api/questions?' + new URLSearchParams([...q, ...(p.get('offset') ? [['offset', p.get('offset')]] : [])]));
+    const asked = new URLSearchParams([...q, ...(p.get('offset') ? [['offset', p.get('offset')]] : [])]);
+    const d = await get('api/questions?' + asked + '&llm=later');  // the LLM's answers may follow the list
+    const said = r => `${esc(r.llm_answer)} ${r.llm_answer == null ? '' : mark(r.llm_right)}`;
+    const named = r => r.scenario + '\n' + r.model + '\n' + r.qhash, key = r => esc(named(r));
     const opts = (k, vals) => ['', ...vals].map(v => `<option ${v === f[k] ? 'selected' : ''} value="${esc(v)}">${esc(v || 'all')}</option>`).join('');
     const shown = d.rows.map(r => `<tr><td><a href="${link('question', {scenario: r.scenario, model: r.model, qhash: r.qhash})}">${esc(r.qhash.slice(0, 10))}</a></td>
       <td>${esc(r.model)}</td><td>${esc(r.scenario)}</td><td>${esc(r.stratum)}</td><td>${esc(r.answer)}</td>
-      <td class="n">${pct(r.confidence)}</td><td>${mark(r.right)}</td><td>${esc(r.llm_answer)} ${r.llm_answer == null ? '' : mark(r.llm_right)}</td></tr>`).join('');
+      <td class="n">${pct(r.confidence)}</td><td>${mark(r.right)}</td><td data-llm="${key(r)}">${d.llm_pending ? '…' : said(r)}</td></tr>`).join('');
     const at = o => link('questions', new URLSearchParams([...q, ...(o ? [['offset', o]] : [])]));
     const end = d.offset + d.rows.length;
     const pages = d.total > d.rows.length ? ` · rows ${num(d.offset + 1)}–${num(end)}`
@@ -119,6 +122,10 @@ const VIEWS = {
       <table><tr><th>question</th><th>model</th><th>scenario</th><th>stratum</th><th>answer</th><th>confidence</th><th>right</th><th>LLM ${esc(d.llm || '')}</th></tr>${shown}</table>`;
     $('#qf').onchange = () => { const q = new URLSearchParams(new FormData($('#qf')));
       if (p.get('sort')) q.set('sort', p.get('sort')); [...q.keys()].forEach(k => q.get(k) || q.delete(k)); location.hash = link('questions', q); };
+    if (d.llm_pending) get('api/questions?' + asked).then(full => {
+      const by = new Map(full.rows.map(r => [named(r), r]));
+      document.querySelectorAll('#kw-view td[data-llm]').forEach(td => { const r = by.get(td.dataset.llm); td.innerHTML = r ? said(r) : ''; });
+    }).catch(() => {});
   },
 
   async question(p) {

@@ -53,11 +53,13 @@ class QuestionFilter:
     """Most confident first (the confident-but-wrong list), else by scenario, model and question."""
     offset: int = 0
     limit: int = PAGE_SIZE
+    llm_later: bool = False
+    """Leave the gate LLM's answers out until they have been read once (the page asks again for them)."""
 
     @classmethod
     def from_params(cls, params: Mapping[str, str]) -> QuestionFilter:
         """From the page's query (``model``, ``scenario``, ``stratum``, ``right``, ``cmin``, ``cmax``,
-        ``sort``, ``offset``, ``limit``); a value that is not a number is ignored."""
+        ``sort``, ``offset``, ``limit``, ``llm=later``); a value that is not a number is ignored."""
         right = params.get("right", "")
         offset, limit = _number(params.get("offset")), _number(params.get("limit"))
         return cls(
@@ -70,6 +72,7 @@ class QuestionFilter:
             by_confidence=params.get("sort") == "confidence",
             offset=max(0, int(offset or 0)),
             limit=min(_MAX_PAGE, max(1, int(limit or PAGE_SIZE))),
+            llm_later=params.get("llm") == "later",
         )
 
     def query(self, states: list[str]) -> AnswerQuery:
@@ -137,8 +140,11 @@ async def question_page(data: RunData, chosen: QuestionFilter) -> dict[str, Any]
         rows, total = page.rows, page.total
         keys = await data.keys()
     llm: dict[tuple[str, str], AnswerRow] = {}
+    pending = False
     if gate_llm and any(a.model_id != gate_llm for a in rows):
-        llm = await _llm_answers(data, gate_llm, query.scenarios or frozenset())
+        scenarios = query.scenarios or frozenset()
+        pending = chosen.llm_later and data.known(("llm", scenarios)) is None
+        llm = {} if pending else await _llm_answers(data, gate_llm, scenarios)
     unfiltered = chosen.min_confidence is None and chosen.max_confidence is None
     unfiltered &= not (chosen.model or chosen.scenario or chosen.stratum or chosen.right)
     answered = (
@@ -161,6 +167,7 @@ async def question_page(data: RunData, chosen: QuestionFilter) -> dict[str, Any]
         },
         "thresholds": _thresholds(data.manifests(config)),
         "llm": gate_llm,
+        "llm_pending": pending,
     }
 
 

@@ -177,3 +177,18 @@ def test_filtered_lists_kept_do_not_push_out_the_spend(data: RunData) -> None:
         assert client.get("/api/questions", params={"right": "wrong", "cmin": cmin}).status_code == 200
     assert client.get("/api/live").json()["spend_usd"] == spent
     assert sum(1 for key in data._kept if key[0] == "answers") == 2
+
+
+def test_the_llms_answers_can_follow_the_list(data: RunData) -> None:
+    """Asked with llm=later before the LLM's answers were read, a page comes without them and says so;
+    asked again, it has them, and a later page asked that way has them at once."""
+    client = TestClient(viewer_app(data))
+    first = client.get("/api/questions", params={"model": "dm", "llm": "later"}).json()
+    assert first["llm_pending"] and all(r["llm_answer"] is None for r in first["rows"])
+    full = client.get("/api/questions", params={"model": "dm"}).json()
+    assert not full["llm_pending"] and [r["qhash"] for r in full["rows"]] == [
+        r["qhash"] for r in first["rows"]
+    ]
+    assert all(r["llm_answer"] is not None for r in full["rows"] if r["answer"] is not None)
+    again = client.get("/api/questions", params={"model": "dm", "llm": "later"}).json()
+    assert again["rows"] == full["rows"] and not again["llm_pending"]
