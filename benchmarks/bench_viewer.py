@@ -217,6 +217,11 @@ PAINTS = (
         "(document.getElementById('spend-total') || {}).textContent?.startsWith('$') === true",
     ),
     ("#questions", SHOWN.format("q-count")),
+    (
+        "#questions (LLM column filled in)",
+        "document.querySelector('#kw-view td[data-llm]') !== null && "
+        "![...document.querySelectorAll('#kw-view td[data-llm]')].some(td => td.textContent === '…')",
+    ),
     ("#questions?right=wrong&cmin=0.8&sort=confidence", SHOWN.format("q-count")),
 )
 
