@@ -202,6 +202,7 @@ def _free_port() -> int:
 
 ENDPOINTS = (
     "api/live",
+    "api/questions?llm=later",  # what the page asks first: the LLM's answers follow
     "api/questions",
     "api/spend",
     "api/questions?right=wrong&cmin=0.8&sort=confidence",
