@@ -12,13 +12,14 @@ new holder.
 A run is what its config says now: ``enqueue(..., whole_plan=ids)`` names every job of the current plan,
 and any other job of the run is *set aside* (status ``aside:<status>``, a running one as
 ``aside:pending``): kept with its result for the record, never claimed, completed, counted as open or
-returned by ``results``; ``counts`` reports them as ``set_aside``. A job of the plan that was set aside
+returned by ``results`` (all scenarios', or those named); ``counts`` reports them as ``set_aside``. A job of the plan that was set aside
 is live again, with its result if it had one. ``init_run`` of an existing run records the new config text and keeps the meta. ``record``
 writes a batch's results and failures at once (one transaction). A run is finalised
 once: the first process to ``take_finalize`` a finished run does it. ``set_control`` holds a model back
 (quarantined or paused: ``controls``); workers stop claiming its jobs, which stay pending.
 ``budget_reserve``/``budget_settle`` keep the run's spending per budget scope, for every process.
-Responses are cached apart from the queue (``knowwhen_runner.cache``).
+``answers`` reads one filtered page of the open-loop answers (a few fields each, never whole results) and
+``spend`` each model's recorded cost, for lists of large runs. Responses are cached apart from the queue (``knowwhen_runner.cache``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..jobs import Job
+from .answers import AnswerPage, AnswerQuery, AnswerRow
 from .batch_rows import BatchRecord
 from .budget import BudgetAsk, BudgetTally
 from .controls import CONTROL_STATES, ControlState, ModelControl
@@ -39,6 +41,9 @@ __all__ = [
     "ASIDE",
     "CONTROL_STATES",
     "SET_ASIDE",
+    "AnswerPage",
+    "AnswerQuery",
+    "AnswerRow",
     "BatchRecord",
     "BudgetAsk",
     "BudgetTally",
@@ -139,7 +144,9 @@ class Queue(Protocol):
         """Per model: jobs done in the last ``seconds`` (database clock), and how long ago the first of them."""
         ...
 
-    async def results(self) -> list[JobResult]: ...
+    async def results(self, scenarios: AbstractSet[str] | None = None) -> list[JobResult]: ...
+    async def answers(self, query: AnswerQuery) -> AnswerPage: ...
+    async def spend(self) -> dict[str, float]: ...
     async def attempt_errors(self, job_id: str) -> list[dict[str, Any]]: ...
     async def items(self, scenario_id: str | None = None) -> dict[tuple[str, str], dict[str, Any]]: ...
     # Provider batches (``batch_rows`` explains the rows): open before submitting, note what happened,

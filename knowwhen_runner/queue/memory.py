@@ -10,6 +10,7 @@ from typing import Any
 from ..crashpoints import crashpoint
 from ..jobs import Job
 from . import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult, aside_status, live_status
+from .answers import AnswerPage, AnswerQuery, answer_page, spend_of
 from .budget import MemoryBudget
 from .controls import MemoryControls
 from .memory_batches import MemoryBatches
@@ -195,12 +196,21 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
                 found[row.job.model_id] = (n + 1, max(age, now - row.done_at))
         return found
 
-    async def results(self) -> list[JobResult]:
+    async def results(self, scenarios: AbstractSet[str] | None = None) -> list[JobResult]:
         return [
             JobResult(replace(r.job, attempts=r.attempts), r.status, r.result, r.error)
             for r in sorted(self._rows.values(), key=lambda r: r.job.id)
-            if not r.status.startswith(ASIDE)
+            if not r.status.startswith(ASIDE) and (scenarios is None or r.job.scenario_id in scenarios)
         ]
+
+    def _done(self) -> list[tuple[Job, dict[str, Any]]]:
+        return [(r.job, r.result) for r in self._rows.values() if r.status == "done" and r.result is not None]
+
+    async def answers(self, query: AnswerQuery) -> AnswerPage:
+        return answer_page(self._done(), query)
+
+    async def spend(self) -> dict[str, float]:
+        return spend_of(self._done())
 
     async def attempt_errors(self, job_id: str) -> list[dict[str, Any]]:
         row = self._rows.get(job_id)

@@ -14,7 +14,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar
 
 import orjson
-from sqlalchemy import func, select, text, update
+from sqlalchemy import String, bindparam, func, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ..crashpoints import crashpoint
@@ -22,6 +22,7 @@ from ..exceptions import QueueError
 from ..jobs import Job
 from . import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult
 from . import schema as s
+from .answers import AnswerTables
 from .batch_table import BatchTable
 from .budget import ControlBudget
 from .controls import ControlTables
@@ -75,7 +76,7 @@ def _job(row: Any) -> Job:
     )
 
 
-class SqlQueue(ControlTables, ControlBudget, SideTables, BatchTable):
+class SqlQueue(AnswerTables, ControlTables, ControlBudget, SideTables, BatchTable):
     """A ``Queue`` in a SQLite file or a PostgreSQL database."""
 
     def __init__(self, url: str, run: str) -> None:
@@ -554,14 +555,19 @@ class SqlQueue(ControlTables, ControlBudget, SideTables, BatchTable):
             rows = conn.execute(q, self._params(s=seconds)).fetchall()
         return {model: (int(n), max(0.0, float(age))) for model, n, age in rows}
 
-    async def results(self) -> list[JobResult]:
-        return await self._call(self._results)
+    async def results(self, scenarios: AbstractSet[str] | None = None) -> list[JobResult]:
+        return await self._call(self._results, scenarios)
 
-    def _results(self) -> list[JobResult]:
+    def _results(self, scenarios: AbstractSet[str] | None) -> list[JobResult]:
+        only = " AND scenario IN :scenarios" if scenarios is not None else ""
         q = text(
             f"SELECT {_JOB_COLUMNS}, status, result, error FROM kw_jobs WHERE run = :run "
-            f"AND status NOT LIKE '{ASIDE}%' ORDER BY id"
+            f"AND status NOT LIKE '{ASIDE}%'{only} ORDER BY id"
         )
+        params: dict[str, Any] = {"run": self.run}
+        if scenarios is not None:
+            q = q.bindparams(bindparam("scenarios", expanding=True, type_=String))
+            params["scenarios"] = sorted(scenarios)
         with self._reading() as conn:
-            rows = conn.execute(q, {"run": self.run}).fetchall()
+            rows = conn.execute(q, params).fetchall()
         return [JobResult(_job(r), r[7], orjson.loads(r[8]) if r[8] else None, r[9]) for r in rows]

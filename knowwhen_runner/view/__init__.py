@@ -1,7 +1,8 @@
 """``knowwhen view``: a local web app over one run — the live fleet, every question and every episode.
 
-``data`` reads the run through the ``Queue`` protocol (never SQL), ``answer_keys`` reads the scenarios'
-answer keys, ``app`` serves the JSON endpoints and ``page`` the single page that renders them.
+``data`` reads the run through the ``Queue`` protocol (never SQL), ``live`` and ``questions`` shape its
+live and questions views, ``answer_keys`` reads the scenarios' answer keys, ``app`` serves the JSON
+endpoints and ``page`` the single page that renders them.
 """
 
 from __future__ import annotations

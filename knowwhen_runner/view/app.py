@@ -19,7 +19,9 @@ from starlette.routing import Route
 
 from ..jsonio import dumps
 from .data import RunData
+from .live import spend_view
 from .page import PAGE
+from .questions import QuestionFilter
 
 __all__ = ["TOKEN_HEADER", "is_loopback", "new_token", "viewer_app"]
 
@@ -51,8 +53,11 @@ def viewer_app(data: RunData, *, token: str | None = None, other: RunData | None
     async def live(_request: Request) -> Response:
         return _json(await data.live())
 
-    async def questions(_request: Request) -> Response:
-        return _json(await data.questions())
+    async def questions(request: Request) -> Response:
+        return _json(await data.questions(QuestionFilter.from_params(request.query_params)))
+
+    async def spend(_request: Request) -> Response:
+        return _json(await spend_view(data))
 
     async def question(request: Request) -> Response:
         q = request.query_params
@@ -77,6 +82,7 @@ def viewer_app(data: RunData, *, token: str | None = None, other: RunData | None
         routes=[
             Route("/", page),
             Route("/api/live", live),
+            Route("/api/spend", spend),
             Route("/api/questions", questions),
             Route("/api/question", question),
             Route("/api/episodes", episodes),

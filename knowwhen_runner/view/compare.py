@@ -47,7 +47,7 @@ def flipped(
 
 async def flips(a: RunData, b: RunData) -> dict[str, Any]:
     """What flipped from run ``a`` to run ``b``."""
-    questions = ((await a.questions())["rows"], (await b.questions())["rows"])
+    questions = ((await a.all_questions())["rows"], (await b.all_questions())["rows"])
     return {
         "a": a.queue.run,
         "b": b.queue.run,

@@ -38,9 +38,21 @@ async function load() {
   DATA = await new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'))).json();
   return DATA;
 }
+function questionPage(Q, q) {  // what the viewer's /api/questions answers, over the inline rows
+  const f = k => q.get(k) || '', bound = k => f(k) === '' || isNaN(+f(k)) ? null : +f(k);
+  const cmin = bound('cmin'), cmax = bound('cmax');
+  let rows = Q.rows.filter(r => ['model', 'scenario', 'stratum'].every(k => !f(k) || r[k] === f(k))
+    && (!f('right') || r.right === (f('right') === 'right'))
+    && (cmin == null || (r.confidence != null && r.confidence >= cmin)) && (cmax == null || (r.confidence != null && r.confidence <= cmax)));
+  if (f('sort') === 'confidence') rows = rows.slice().sort((a, b) => (b.confidence ?? -1) - (a.confidence ?? -1));
+  const offset = Math.max(0, +f('offset') || 0), limit = 500;
+  const uniq = k => [...new Set(Q.rows.map(r => r[k]).filter(v => v != null))].sort();
+  return {...Q, rows: rows.slice(offset, offset + limit), total: rows.length, answers: Q.rows.length, offset, limit,
+    options: {model: uniq('model'), scenario: uniq('scenario'), stratum: uniq('stratum')}};
+}
 async function get(path) {
   const D = await load(), [name, query] = path.split('?'), q = new URLSearchParams(query || '');
-  if (name === 'api/questions') return D.questions;
+  if (name === 'api/questions') return questionPage(D.questions, q);
   if (name === 'api/episodes') return {rows: D.episodes};
   if (name === 'api/episode') { const e = D.episode[q.get('id')]; if (!e) throw new Error('no such episode'); return e; }
   if (name === 'api/question') {
@@ -67,7 +79,7 @@ window.addEventListener('hashchange', toDrill);
 
 async def drilldown_data(data: RunData, manifests: Sequence[CxsManifest]) -> dict[str, Any]:
     """Every answered question (with its state, options and key) and every episode with its steps."""
-    questions = await data.questions(list(manifests))
+    questions = await data.all_questions(list(manifests))
     keys = await data.keys()
     items: dict[str, Any] = {}
     answers: dict[str, Any] = {}
@@ -101,6 +113,14 @@ async def drilldown_data(data: RunData, manifests: Sequence[CxsManifest]) -> dic
     }
 
 
+async def _finished(data: RunData) -> tuple[int, int]:
+    """Answers and episodes recorded, from the job counts (a large run is not read to be turned down)."""
+    episodic = {s.id for s in (await data.config()).scenarios if s.kind == "episodes"}
+    done = [c for c in await data.counts(fresh=True) if c.status == "done"]
+    episodes = sum(c.n for c in done if c.scenario_id in episodic)
+    return sum(c.n for c in done) - episodes, episodes
+
+
 def _too_large(what: str) -> str:
     return (
         f'<h2>Drill-down</h2><p class="note">This run\'s answers and episodes ({what}) are too many for one '
@@ -112,7 +132,7 @@ async def drilldown_html(
     data: RunData, manifests: Sequence[CxsManifest], *, max_bytes: int = MAX_BYTES
 ) -> str:
     """The report section: the views, their data inline (compressed), and the script that reads it."""
-    n_answers, n_episodes = len(await data.answers()), len(await data.episodes())
+    n_answers, n_episodes = await _finished(data)
     if n_answers > MAX_ANSWERS or n_episodes > MAX_EPISODES:
         return _too_large(f"{n_answers:,} answers and {n_episodes:,} episodes")
     packed = gzip.compress(dumps(await drilldown_data(data, manifests)), compresslevel=6, mtime=0)

@@ -52,7 +52,7 @@ const mark = v => v == null ? '<span class="muted">–</span>' : v ? '<span clas
 const bar = (v, tau) => `<span class="bar"><i style="width:${100 * (v || 0)}%"></i>${tau == null ? '' : `<b style="left:${100 * tau}%"></b>`}</span>`;
 function params() { const [v, q] = location.hash.slice(1).split('?'); return [v || START, new URLSearchParams(q || '')]; }
 function link(view, p) { return '#' + view + (p && [...new URLSearchParams(p)].length ? '?' + new URLSearchParams(p) : ''); }
-let timer = null, cache = {};
+let timer = null, spending = false, cache = {};
 
 async function route() {
   clearTimeout(timer);
@@ -66,9 +66,10 @@ function eta(s) { if (s == null) return '–'; if (s < 90) return Math.round(s) 
 const VIEWS = {
   async live() {
     const d = await get('api/live');
-    const m = d.models.map(x => `<tr><td>${esc(x.model)} ${x.paused ? '<span class="tag paused">paused</span>' : ''}</td>
+    const held = x => ['paused', 'quarantined'].map(k => x[k] ? `<span class="tag paused" title="${esc(x[k + '_reason'])}">${k}</span>` : '').join(' ');
+    const m = d.models.map(x => `<tr><td>${esc(x.model)} ${held(x)}</td>
       <td class="n">${num(x.done)}</td><td class="n">${num(x.pending)}</td><td class="n">${num(x.running)}</td>
-      <td class="n">${num(x.failed)}</td><td class="n">${usd(x.spend_usd)}</td></tr>`).join('');
+      <td class="n">${num(x.failed)}</td><td class="n" data-spend="${esc(x.model)}">${x.spend_usd == null ? '…' : usd(x.spend_usd)}</td></tr>`).join('');
     const c = d.cells.map(x => { const all = x.done + x.pending + x.running + x.failed;
       return `<tr><td>${esc(x.model)}</td><td>${esc(x.scenario)}</td><td>${bar(all ? x.done / all : 0)}</td>
       <td class="n">${num(x.done)}</td><td class="n">${num(x.pending)}</td><td class="n">${num(x.running)}</td>
@@ -77,36 +78,54 @@ const VIEWS = {
       <td>${esc(x.state)}</td><td class="n">${x.heartbeat_age_s} s ago</td><td class="n">${num(x.jobs_done)}</td></tr>`).join('');
     $('#kw-view').innerHTML = `<h2>Run ${esc(d.run)}</h2>
       <p>done <b id="done-total" data-n="${d.done}">${num(d.done)}</b> · open ${num(d.open)} ·
-      rate ${d.rate_per_s == null ? '–' : d.rate_per_s.toFixed(1) + '/s'} · ETA ${eta(d.eta_s)} · spend ${usd(d.spend_usd)}</p>
+      rate ${d.rate_per_s == null ? '–' : d.rate_per_s.toFixed(1) + '/s'} · ETA ${eta(d.eta_s)} · spend <span id="spend-total">${d.spend_usd == null ? '…' : usd(d.spend_usd)}</span></p>
       <table><tr><th>model</th><th>done</th><th>pending</th><th>running</th><th>failed</th><th>spend</th></tr>${m}</table>
       <table><tr><th>model</th><th>scenario</th><th>progress</th><th>done</th><th>pending</th><th>running</th><th>failed</th><th>set aside</th></tr>${c}</table>
       <h3>Workers</h3><table><tr><th>worker</th><th>host</th><th>pid</th><th>state</th><th>last heartbeat</th><th>jobs</th></tr>${w}</table>`;
+    if (!spending) {  // spend reads every result's cost: asked for after the view is painted, one at a time
+      spending = true;
+      get('api/spend').then(s => {
+        const total = $('#spend-total');
+        if (total) total.textContent = usd(s.spend_usd);
+        document.querySelectorAll('[data-spend]').forEach(td => { td.textContent = usd(s.models[td.dataset.spend]); });
+      }).catch(() => {}).finally(() => { spending = false; });
+    }
     timer = setTimeout(route, 2000);
   },
 
   async questions(p) {
-    const d = cache.q || (cache.q = await get('api/questions'));
     const f = {model: p.get('model') || '', scenario: p.get('scenario') || '', stratum: p.get('stratum') || '',
       right: p.get('right') || '', cmin: p.get('cmin') || '', cmax: p.get('cmax') || ''};
-    const opts = (k, vals) => ['', ...new Set(vals)].map(v => `<option ${v === f[k] ? 'selected' : ''} value="${esc(v)}">${esc(v || 'all')}</option>`).join('');
-    let rows = d.rows.filter(r => (!f.model || r.model === f.model) && (!f.scenario || r.scenario === f.scenario)
-      && (!f.stratum || r.stratum === f.stratum) && (!f.right || (f.right === 'right') === (r.right === true))
-      && (!f.cmin || (r.confidence ?? -1) >= +f.cmin) && (!f.cmax || (r.confidence ?? 2) <= +f.cmax));
-    if (p.get('sort') === 'confidence') rows = rows.slice().sort((a, b) => (b.confidence ?? 0) - (a.confidence ?? 0));
-    const shown = rows.slice(0, 500).map(r => `<tr><td><a href="${link('question', {scenario: r.scenario, model: r.model, qhash: r.qhash})}">${esc(r.qhash.slice(0, 10))}</a></td>
+    const q = new URLSearchParams(Object.entries(f).filter(([, v]) => v));
+    if (p.get('sort')) q.set('sort', p.get('sort'));
+    const asked = new URLSearchParams([...q, ...(p.get('offset') ? [['offset', p.get('offset')]] : [])]);
+    const d = await get('api/questions?' + asked + '&llm=later');  // the LLM's answers may follow the list
+    const said = r => `${esc(r.llm_answer)} ${r.llm_answer == null ? '' : mark(r.llm_right)}`;
+    const named = r => r.scenario + '\n' + r.model + '\n' + r.qhash, key = r => esc(named(r));
+    const opts = (k, vals) => ['', ...vals].map(v => `<option ${v === f[k] ? 'selected' : ''} value="${esc(v)}">${esc(v || 'all')}</option>`).join('');
+    const shown = d.rows.map(r => `<tr><td><a href="${link('question', {scenario: r.scenario, model: r.model, qhash: r.qhash})}">${esc(r.qhash.slice(0, 10))}</a></td>
       <td>${esc(r.model)}</td><td>${esc(r.scenario)}</td><td>${esc(r.stratum)}</td><td>${esc(r.answer)}</td>
-      <td class="n">${pct(r.confidence)}</td><td>${mark(r.right)}</td><td>${esc(r.llm_answer)} ${r.llm_answer == null ? '' : mark(r.llm_right)}</td></tr>`).join('');
+      <td class="n">${pct(r.confidence)}</td><td>${mark(r.right)}</td><td data-llm="${key(r)}">${d.llm_pending ? '…' : said(r)}</td></tr>`).join('');
+    const at = o => link('questions', new URLSearchParams([...q, ...(o ? [['offset', o]] : [])]));
+    const end = d.offset + d.rows.length;
+    const pages = d.total > d.rows.length ? ` · rows ${num(d.offset + 1)}–${num(end)}`
+      + (d.offset > 0 ? ` · <a href="${at(Math.max(0, d.offset - d.limit))}">previous ${d.limit}</a>` : '')
+      + (end < d.total ? ` · <a href="${at(end)}">next ${d.limit}</a>` : '') : '';
     $('#kw-view').innerHTML = `<h2>${p.get('sort') === 'confidence' ? 'Confident but wrong' : 'Questions'}</h2>
-      <form id="qf"><label>model<br><select name="model">${opts('model', d.rows.map(r => r.model))}</select></label>
-      <label>scenario<br><select name="scenario">${opts('scenario', d.rows.map(r => r.scenario))}</select></label>
-      <label>stratum<br><select name="stratum">${opts('stratum', d.rows.map(r => r.stratum))}</select></label>
+      <form id="qf"><label>model<br><select name="model">${opts('model', d.options.model)}</select></label>
+      <label>scenario<br><select name="scenario">${opts('scenario', d.options.scenario)}</select></label>
+      <label>stratum<br><select name="stratum">${opts('stratum', d.options.stratum)}</select></label>
       <label>answer<br><select name="right">${opts('right', ['right', 'wrong'])}</select></label>
       <label>confidence ≥<br><input name="cmin" size="4" value="${esc(f.cmin)}"></label>
       <label>≤<br><input name="cmax" size="4" value="${esc(f.cmax)}"></label></form>
-      <p><span id="q-count" data-n="${rows.length}">${num(rows.length)}</span> of ${num(d.rows.length)} answers${rows.length > 500 ? ' (first 500 shown)' : ''}</p>
+      <p><span id="q-count" data-n="${d.total}">${num(d.total)}</span> of ${num(d.answers)} answers${pages}</p>
       <table><tr><th>question</th><th>model</th><th>scenario</th><th>stratum</th><th>answer</th><th>confidence</th><th>right</th><th>LLM ${esc(d.llm || '')}</th></tr>${shown}</table>`;
     $('#qf').onchange = () => { const q = new URLSearchParams(new FormData($('#qf')));
       if (p.get('sort')) q.set('sort', p.get('sort')); [...q.keys()].forEach(k => q.get(k) || q.delete(k)); location.hash = link('questions', q); };
+    if (d.llm_pending) get('api/questions?' + asked).then(full => {
+      const by = new Map(full.rows.map(r => [named(r), r]));
+      document.querySelectorAll('#kw-view td[data-llm]').forEach(td => { const r = by.get(td.dataset.llm); td.innerHTML = r ? said(r) : ''; });
+    }).catch(() => {});
   },
 
   async question(p) {

@@ -136,9 +136,9 @@ def test_a_filter_narrows_the_question_list(finished_run: Path) -> None:
     """Filtering by model, then by right/wrong, lists fewer answers, and the right and wrong lists split them."""
     assert CHROMIUM is not None
     with viewer(sys.executable, finished_run) as base:
-        every = data_n(dump_dom(CHROMIUM, f"{base}/#questions"), "q-count")
-        dom = dump_dom(CHROMIUM, f"{base}/#questions?model=lexical")
+        dom = dump_dom(CHROMIUM, f"{base}/#questions?model=lexical")  # first: the LLM's answers follow
         one_model = data_n(dom, "q-count")
+        every = data_n(dump_dom(CHROMIUM, f"{base}/#questions"), "q-count")
         right = data_n(dump_dom(CHROMIUM, f"{base}/#questions?model=lexical&right=right"), "q-count")
         wrong = data_n(dump_dom(CHROMIUM, f"{base}/#questions?model=lexical&right=wrong"), "q-count")
         _shot(base, "#questions?model=lexical", "viewer-questions-test.png")
@@ -146,6 +146,9 @@ def test_a_filter_narrows_the_question_list(finished_run: Path) -> None:
     assert right + wrong == one_model
     rows = re.findall(r"<tr><td><a href=\"#question\?[^\"]*\">", dom)
     assert len(rows) == one_model and all("model=lexical" in r for r in rows)
+    # The LLM's answers, left out of the first answer, are filled in (the page's own script is no cell: "$").
+    llm_cells = re.findall(r"<td data-llm=\"[^\"$]*\">(.*?)</td>", dom, re.S)
+    assert len(llm_cells) == one_model and all("…" not in c and c.strip() for c in llm_cells)
 
 
 def test_a_question_shows_its_options_key_and_both_answers(finished_run: Path) -> None:

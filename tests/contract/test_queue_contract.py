@@ -484,3 +484,99 @@ def test_done_lately_counts_each_models_recent_jobs(make_queue) -> None:
     assert sum(n for n, _ in lately.values()) == 4
     assert all(0.15 <= age < 30 for _, age in lately.values())
     assert run(q.done_lately, 0.05) == {}  # none within the last 50 ms
+
+
+def _answered(q: Queue) -> None:
+    """Three models answer four questions of scenario s (confidence 0.1 * i + model number; none for b's
+    first, a word for c's), one of t; model c fails one question, an episode records a cost in parts, a set-aside job keeps its answer."""
+
+    async def go() -> None:
+        jobs = [
+            Job(f"{m}-{i}", m, "model", "s", f"q{i}", {"kind": "question"})
+            for m in ("a", "b", "c")
+            for i in range(4)
+        ]
+        jobs += [
+            Job("a-t0", "a", "model", "t", "q0", {"kind": "question"}),
+            Job("ep-1", "a", "gated", "e", "task1", {"kind": "episode"}),
+            Job("old", "a", "model", "s", "q9", {"kind": "question"}),
+        ]
+        await q.enqueue(jobs, {})
+        claimed = await q.claim("w", 100, 30.0)
+        results = []
+        for job in claimed:
+            if job.payload["kind"] == "episode":
+                results.append((job.id, {"kind": "episode", "cost_usd": {"decision": 0.25, "llm": 1.0}}))
+            elif job.id != "c-3":
+                m, i = job.model_id, int(job.item[1:])
+                conf: float | str | None = round(0.1 * i + 0.01 * "abc".index(m), 2)
+                conf = {"b-0": None, "c-0": "high"}.get(job.id, conf)
+                results.append((job.id, {"answer": f"tool{i % 2}", "confidence": conf, "cost_usd": 0.5,
+                                         "probabilities": {"tool0": 0.5}}))  # fmt: skip
+        await q.complete("w", results)
+        await q.fail("w", [Failure("c-3", "boom", final=True)])
+        await q.enqueue([], {}, whole_plan={j.id for j in jobs} - {"old"})
+
+    run(go)
+
+
+def test_answers_page_filter_and_count_the_done_question_jobs(make_queue) -> None:
+    """Answers list only done question jobs of the plan, filtered, ordered and paged, with the matched total."""
+    from knowwhen_runner.queue import AnswerQuery
+
+    q = make_queue()
+    _answered(q)
+    every = run(q.answers, AnswerQuery())
+    assert every.total == len(every.rows) == 12  # 3 x 4 + t's, minus the failure; no episode, none aside
+    assert [(r.scenario_id, r.model_id, r.item) for r in every.rows[:2]] == [
+        ("s", "a", "q0"),
+        ("s", "a", "q1"),
+    ]
+    assert (
+        every.rows[1].answer == "tool1" and every.rows[1].confidence == 0.1 and every.rows[1].result is None
+    )
+    page = run(q.answers, AnswerQuery(scenarios=frozenset({"s"}), limit=3, offset=4))
+    assert page.total == 11 and [(r.model_id, r.item) for r in page.rows] == [
+        ("b", "q0"),
+        ("b", "q1"),
+        ("b", "q2"),
+    ]
+    assert page.rows[0].confidence is None
+    one = run(q.answers, AnswerQuery(models=frozenset({"b", "c"}), items=frozenset({"q1"})))
+    assert [(r.model_id, r.item) for r in one.rows] == [("b", "q1"), ("c", "q1")] and one.total == 2
+    sure = run(q.answers, AnswerQuery(min_confidence=0.2, max_confidence=0.3, order="confidence"))
+    assert [(r.model_id, r.confidence) for r in sure.rows] == [
+        ("a", 0.3),
+        ("c", 0.22),
+        ("b", 0.21),
+        ("a", 0.2),
+    ]
+    worded = run(q.answers, AnswerQuery(models=frozenset({"c"}), min_confidence=0.0))
+    assert [r.item for r in worded.rows] == ["q1", "q2"]  # a confidence that is no number is none
+    assert [r.confidence for r in every.rows if r.model_id == "c"] == [None, 0.12, 0.22]
+    ranked = run(q.answers, AnswerQuery(models=frozenset({"b"}), order="confidence", limit=2, offset=2))
+    assert [r.item for r in ranked.rows] == ["q1", "q0"] and ranked.total == 4  # no confidence comes last
+    whole = run(q.answers, AnswerQuery(items=frozenset({"q2"}), models=frozenset({"c"}), with_result=True))
+    assert whole.rows[0].result == {"answer": "tool0", "confidence": 0.22, "cost_usd": 0.5,
+                                    "probabilities": {"tool0": 0.5}}  # fmt: skip
+    assert run(q.answers, AnswerQuery(models=frozenset())).rows == []
+    past = run(q.answers, AnswerQuery(scenarios=frozenset({"s"}), limit=5, offset=20))
+    assert past.rows == [] and past.total == 11
+
+
+def test_spend_sums_each_models_recorded_cost(make_queue) -> None:
+    """Spend adds up cost_usd of every done job of the plan per model, an episode's parts included."""
+    q = make_queue()
+    _answered(q)
+    spend = run(q.spend)
+    assert spend == pytest.approx({"a": 5 * 0.5 + 1.25, "b": 2.0, "c": 1.5})
+
+
+def test_results_of_named_scenarios_only(make_queue) -> None:
+    """Results can be read for some scenarios only: every job of the plan in them, none elsewhere."""
+    q = make_queue()
+    _answered(q)
+    every = run(q.results)
+    assert [r.job.id for r in run(q.results, {"e", "t"})] == ["a-t0", "ep-1"]
+    assert len(run(q.results, {"s"})) == len(every) - 2 and run(q.results, set()) == []
+    assert run(q.results, {"e"})[0].result == {"kind": "episode", "cost_usd": {"decision": 0.25, "llm": 1.0}}

@@ -102,6 +102,9 @@ PUBLIC = {
     ],
     "queue": [
         "ASIDE",
+        "AnswerPage",
+        "AnswerQuery",
+        "AnswerRow",
         "BudgetAsk",
         "BudgetTally",
         "CONTROL_STATES",

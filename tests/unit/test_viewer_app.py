@@ -102,3 +102,94 @@ def test_two_runs_need_a_second_run(data: RunData) -> None:
     assert TestClient(viewer_app(data)).get("/api/flips").status_code == 404
     same = TestClient(viewer_app(data, other=data)).get("/api/flips").json()
     assert same["questions"] == [] and same["episodes"] == [] and same["compared"][0] > 0
+
+
+def _all_rows(client: TestClient, **params: str) -> list[dict[str, Any]]:
+    """Every page of the questions list under ``params``, read page by page."""
+    rows: list[dict[str, Any]] = []
+    while True:
+        page = client.get("/api/questions", params={**params, "limit": "7", "offset": str(len(rows))}).json()
+        rows += page["rows"]
+        if not page["rows"] or len(rows) >= page["total"]:
+            assert len(rows) == page["total"]
+            return rows
+
+
+def test_question_filters_and_pages_give_true_answers(data: RunData) -> None:
+    """Each filter lists exactly the rows of the unfiltered list it names, and pages add up to its total."""
+    client = TestClient(viewer_app(data))
+    every = _all_rows(client)
+    first = client.get("/api/questions").json()
+    assert first["total"] == first["answers"] == len(every) == len(first["rows"])
+    assert first["options"]["model"] == ["dm", "llm"] and first["options"]["scenario"] == ["qs"]
+    cases: list[tuple[dict[str, str], Any]] = [
+        ({"model": "dm"}, lambda r: r["model"] == "dm"),
+        ({"model": "dm", "right": "wrong"}, lambda r: r["model"] == "dm" and r["right"] is False),
+        ({"right": "right"}, lambda r: r["right"] is True),
+        (
+            {"cmin": "0.5", "cmax": "0.8"},
+            lambda r: r["confidence"] is not None and 0.5 <= r["confidence"] <= 0.8,
+        ),
+    ]
+    strata = first["options"]["stratum"]
+    assert strata == ["on_plan"]  # the small question set's one stratum
+    cases += [
+        ({"stratum": "on_plan"}, lambda r: r["stratum"] == "on_plan"),
+        ({"stratum": "other"}, lambda r: False),
+    ]
+    for params, keep in cases:
+        got = _all_rows(client, **params)
+        assert got == [r for r in every if keep(r)], params
+        assert client.get("/api/questions", params=params).json()["answers"] == len(every)
+    worst = _all_rows(client, right="wrong", cmin="0.4", sort="confidence")
+    wrong = [r for r in every if r["right"] is False and (r["confidence"] or 0) >= 0.4]
+    assert worst and worst == sorted(wrong, key=lambda r: -r["confidence"])  # ties stay in question order
+
+
+def test_live_flags_held_models_and_spend_comes_apart(data: RunData) -> None:
+    """Live marks paused and quarantined models from the run's controls; spend sums every recorded cost."""
+
+    async def hold() -> float:
+        await data.queue.set_control("dm", "paused", "paused by hand")
+        await data.queue.set_control("llm", "quarantined", "HTTP 401: check LLM_KEY")
+        total = 0.0
+        for _job, status, result, _error in await data.queue.results():
+            cost = (result or {}).get("cost_usd") or 0.0 if status == "done" else 0.0
+            total += sum(cost.values()) if isinstance(cost, dict) else cost
+        return total
+
+    expected = anyio.run(hold)
+    client = TestClient(viewer_app(data))
+    live = client.get("/api/live").json()
+    models = {m["model"]: m for m in live["models"]}
+    assert models["dm"]["paused"] and not models["dm"]["quarantined"]
+    assert models["llm"]["quarantined"] and models["llm"]["quarantined_reason"] == "HTTP 401: check LLM_KEY"
+    assert live["spend_usd"] is None  # not read yet: the page asks for it after painting
+    spend = client.get("/api/spend").json()
+    assert expected > 0 and spend["spend_usd"] == pytest.approx(expected)
+    assert client.get("/api/live").json()["spend_usd"] == pytest.approx(expected)
+
+
+def test_filtered_lists_kept_do_not_push_out_the_spend(data: RunData) -> None:
+    """Lists read for many filters are kept a few at a time, apart from the spend the live view shows."""
+    client = TestClient(viewer_app(data))
+    spent = client.get("/api/spend").json()["spend_usd"]
+    for cmin in ("0.1", "0.2", "0.3", "0.4", "0.5"):
+        assert client.get("/api/questions", params={"right": "wrong", "cmin": cmin}).status_code == 200
+    assert client.get("/api/live").json()["spend_usd"] == spent
+    assert sum(1 for key in data._kept if key[0] == "answers") == 2
+
+
+def test_the_llms_answers_can_follow_the_list(data: RunData) -> None:
+    """Asked with llm=later before the LLM's answers were read, a page comes without them and says so;
+    asked again, it has them, and a later page asked that way has them at once."""
+    client = TestClient(viewer_app(data))
+    first = client.get("/api/questions", params={"model": "dm", "llm": "later"}).json()
+    assert first["llm_pending"] and all(r["llm_answer"] is None for r in first["rows"])
+    full = client.get("/api/questions", params={"model": "dm"}).json()
+    assert not full["llm_pending"] and [r["qhash"] for r in full["rows"]] == [
+        r["qhash"] for r in first["rows"]
+    ]
+    assert all(r["llm_answer"] is not None for r in full["rows"] if r["answer"] is not None)
+    again = client.get("/api/questions", params={"model": "dm", "llm": "later"}).json()
+    assert again["rows"] == full["rows"] and not again["llm_pending"]

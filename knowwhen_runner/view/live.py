@@ -1,0 +1,92 @@
+"""The live view: where every job of the run stands, how fast it moves, who works and which models are held.
+
+Answered at once from aggregates (``Queue.counts``, ``workers``, ``controls``). Spend needs every result's
+cost, a scan of the whole run, so it is served apart (``spend_view``, the page asks for it after painting)
+and ``live_view`` carries the last spend read, or None before the first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..queue import SET_ASIDE, ModelControl
+
+if TYPE_CHECKING:
+    from .data import RunData
+
+__all__ = ["live_view", "spend_view"]
+
+_SILENT_AFTER_S = 30.0  # a worker not heard from for this long is shown as silent
+_RATE_WINDOW_S = 60.0  # the rate is measured over the last minute of samples
+
+
+async def live_view(data: RunData) -> dict[str, Any]:
+    """Per model and scenario: done, pending, running, failed, set aside; rate, ETA, workers, held models."""
+    cells: dict[tuple[str, str], dict[str, Any]] = {}
+    for c in await data.counts(fresh=True):
+        cell = cells.setdefault(
+            (c.model_id, c.scenario_id),
+            {"model": c.model_id, "scenario": c.scenario_id, "done": 0, "pending": 0, "running": 0,
+             "failed": 0, SET_ASIDE: 0},
+        )  # fmt: skip
+        cell[c.status] = cell.get(c.status, 0) + c.n
+    now = time.time()
+    done = sum(c["done"] + c["failed"] for c in cells.values())
+    open_jobs = sum(c["pending"] + c["running"] for c in cells.values())
+    data.done_samples.append((now, done))
+    rate = _rate(data, now)
+    spend: dict[str, float] | None = data.known(("spend",))
+    return {
+        "run": data.queue.run,
+        "now": now,
+        "cells": sorted(cells.values(), key=lambda c: (c["model"], c["scenario"])),
+        "models": _models(cells.values(), spend, await data.queue.controls()),
+        "done": done,
+        "open": open_jobs,
+        "rate_per_s": rate,
+        "eta_s": open_jobs / rate if rate and open_jobs else None,
+        "spend_usd": None if spend is None else sum(spend.values()),
+        "workers": [_worker(w) for w in await data.queue.workers()],
+    }
+
+
+async def spend_view(data: RunData) -> dict[str, Any]:
+    """Each model's recorded cost and the run's total."""
+    spend = await data.spend()
+    return {"models": spend, "spend_usd": sum(spend.values())}
+
+
+def _rate(data: RunData, now: float) -> float | None:
+    recent = [(t, n) for t, n in data.done_samples if now - t <= _RATE_WINDOW_S]
+    if len(recent) < 2 or recent[-1][0] - recent[0][0] < 0.5:
+        return None
+    return (recent[-1][1] - recent[0][1]) / (recent[-1][0] - recent[0][0])
+
+
+def _worker(row: dict[str, Any]) -> dict[str, Any]:
+    age = float(row.get("heartbeat_age_s") or 0.0)
+    state = "stopped" if row.get("stopped_at") else ("silent" if age > _SILENT_AFTER_S else "working")
+    return {"id": row["id"], "host": row.get("host"), "pid": row.get("pid"), "state": state,
+            "heartbeat_age_s": round(age, 1), "jobs_done": int(row.get("jobs_done") or 0)}  # fmt: skip
+
+
+def _models(
+    cells: Iterable[dict[str, Any]], spend: dict[str, float] | None, held: list[ModelControl]
+) -> list[dict[str, Any]]:
+    """Per model totals, its spend (None until read) and whether the run holds it back, and why."""
+    totals: dict[str, dict[str, Any]] = {}
+    for c in cells:
+        t = totals.setdefault(
+            c["model"], {"model": c["model"], "done": 0, "pending": 0, "running": 0, "failed": 0}
+        )
+        for k in ("done", "pending", "running", "failed"):
+            t[k] += c[k]
+    for t in totals.values():
+        t["spend_usd"] = None if spend is None else spend.get(t["model"], 0.0)
+        for state in ("paused", "quarantined"):
+            reasons = [c.reason for c in held if c.model_id == t["model"] and c.state == state]
+            t[state] = bool(reasons)
+            t[f"{state}_reason"] = reasons[0] if reasons else None
+    return sorted(totals.values(), key=lambda t: t["model"])
