@@ -190,6 +190,7 @@ def test_the_llms_answers_can_follow_the_list(data: RunData) -> None:
     assert not full["llm_pending"] and [r["qhash"] for r in full["rows"]] == [
         r["qhash"] for r in first["rows"]
     ]
-    assert all(r["llm_answer"] is not None for r in full["rows"] if r["answer"] is not None)
+    unmatched = [r for r in full["rows"] if r["answer"] is not None and r["llm_answer"] is None]
+    assert len(unmatched) == 1  # the one question whose LLM job failed for good
     again = client.get("/api/questions", params={"model": "dm", "llm": "later"}).json()
     assert again["rows"] == full["rows"] and not again["llm_pending"]
