@@ -37,6 +37,8 @@ def nice_ticks(low: float, high: float, count: int = 6) -> list[float]:
 
 
 def _fmt(v: float) -> str:
+    if not math.isfinite(v):
+        return "0"
     return f"{v:.1f}".rstrip("0").rstrip(".") if v != int(v) else str(int(v))
 
 
