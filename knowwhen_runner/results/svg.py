@@ -77,6 +77,7 @@ class _Key:
     dash: str | None = None
     marker: str | None = None
     swatch: float | None = None  # a band's opacity
+    hollow: bool = False  # the marker is drawn hollow (marks placed one by one)
 
 
 class Chart:
@@ -122,7 +123,8 @@ class Chart:
             for a, b in zip(xs, ys, strict=True):
                 self.marker(a, b, marker or "o", color)
         if label:
-            self._keys.append(_Key(label, color, dash=style if len(xs) >= 2 else None, marker=marker))
+            shown = marker or ("o" if len(xs) == 1 else None)  # a single point is drawn as a dot
+            self._keys.append(_Key(label, color, dash=style if len(xs) >= 2 else None, marker=shown))
 
     def hline(
         self, v: float, color: str, *, style: str = "--", width: float = 1.2, label: str | None = None
@@ -160,7 +162,7 @@ class Chart:
 
     def key(self, label: str, color: str, *, marker: str | None = None) -> None:
         """A legend entry for marks drawn one by one (hollow when a marker is given)."""
-        self._keys.append(_Key(label, color, marker=marker))
+        self._keys.append(_Key(label, color, marker=marker, hollow=True))
 
     def errorbar(
         self,
@@ -250,8 +252,9 @@ class Chart:
                 extra = f' stroke-dasharray="{dash}"' if dash else ""
                 out.append(f'<path d="M{x} {y}h22" stroke="{k.color}" stroke-width="1.5"{extra}/>')
             if k.marker is not None:
-                hollow = k.dash is None
-                fill = f'fill="none" stroke="{k.color}" stroke-width="1.4"' if hollow else f'fill="{k.color}"'
+                fill = (
+                    f'fill="none" stroke="{k.color}" stroke-width="1.4"' if k.hollow else f'fill="{k.color}"'
+                )
                 out.append(f'<path d="{_marker_path(k.marker, x + 11, y, 4)}" {fill}/>')
             label = k.label if len(k.label) <= 36 else k.label[:35] + "…"
             out.append(f'<text x="{x + 28}" y="{y}" dy="3.5" font-size="10">{escape(label)}</text>')
