@@ -101,7 +101,7 @@ def compare(
     install: bool = True,
 ) -> dict[str, Any]:
     """Alternate ``inspect eval`` and ``knowwhen run`` over the same requests; ratio of rates per round."""
-    from benchmarks.overhead import timed
+    from benchmarks.overhead import fresh_run, timed
 
     exe, how = ensure_inspect(cache_folder(), install=install)
     if exe is None:
@@ -135,7 +135,7 @@ def compare(
         if theirs["requests"] < n:  # inspect eval exits 0 when its samples fail
             return {"skipped": f"inspect eval made {theirs['requests']} of {n} requests (logs: {logs})"}
         sizes["inspect_ai"] = _mean_body(server)
-        shutil.rmtree(runner_config.parent / "out", ignore_errors=True)
+        fresh_run(runner_config)
         ours = timed(server, [sys.executable, "-m", "knowwhen_runner", "run", str(runner_config), "-q"], n)
         sizes["runner"] = _mean_body(server)
         per_round.append(

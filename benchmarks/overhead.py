@@ -96,6 +96,13 @@ def timed(
     }
 
 
+def fresh_run(config: Path) -> None:
+    """Remove a config's output and its response store, so its next run makes every request again."""
+    shutil.rmtree(config.parent / "out", ignore_errors=True)
+    for store in config.parent.glob("responses.db*"):  # the store and its journal files
+        store.unlink()
+
+
 def _load() -> float | None:
     try:
         return round(os.getloadavg()[0], 1)
@@ -135,7 +142,7 @@ def compare(
                 ],
                 n,
             )
-            shutil.rmtree(config.parent / "out", ignore_errors=True)  # a fresh run: no cached answer
+            fresh_run(config)  # no answer from an earlier round's calls
             args = ["run", str(config), "-q"] + ([] if finalize else ["--no-finalize"])
             runner = timed(server, [sys.executable, "-m", "knowwhen_runner", *args], n)
             assert runner["requests"] == n, runner

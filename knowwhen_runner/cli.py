@@ -459,7 +459,7 @@ def view(
     serve_viewer(run_dir, db=db, run=run_name, host=host, port=port, compare=compare)
 
 
-from .gym.cli import gym_app  # noqa: E402
+from .gym_cli import gym_app  # noqa: E402
 
 app.add_typer(gym_app, name="gym")
 

@@ -84,7 +84,8 @@ class ModelClient:
         # Before taking a rate-limit slot: a slot granted now must be used now, not after an import.
         await self._transport.prepare(model)
         tally = _Tally()
-        tokens = len(str(body)) // 4
+        # A rough size for a tokens-per-minute limit; only then, since it is a tenth of a millisecond.
+        tokens = len(str(body)) // 4 if limiter.counts_tokens else 0
 
         def note(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None

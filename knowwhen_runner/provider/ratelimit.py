@@ -95,6 +95,11 @@ class Limiter:
     def max_in_flight(self) -> int:
         return int(self._in_flight.total_tokens)
 
+    @property
+    def counts_tokens(self) -> bool:
+        """Whether the model has a tokens-per-minute limit (else a request's size is not needed)."""
+        return self._token_interval > 0
+
     def paused_for(self) -> float:
         return max(0.0, self.paused_until - time.monotonic())
 

@@ -41,7 +41,7 @@ from .manifest import (
 
 __all__ = ["PACKAGES", "finalize_run", "scenario_folder", "write_outputs"]
 
-PACKAGES = ("knowwhen-runner", "litellm", "pydantic", "numpy", "matplotlib")
+PACKAGES = ("knowwhen-runner", "litellm", "pydantic", "numpy")
 """Packages whose versions every manifest records (read from metadata; litellm is never imported)."""
 
 
@@ -330,7 +330,8 @@ def write_outputs(output: Path, manifests: Sequence[CxsManifest], drilldown: str
     _prune(output / "manifests", "*.cxs.json", written)
     tables = write_tables(output / "tables", manifests)
     plots = write_plots(output / "plots", manifests)
-    _prune(output / "plots", "*.png", set(plots.values()))
+    _prune(output / "plots", "*.svg", set(plots.values()))
+    _prune(output / "plots", "*.png", set())  # drawn by releases before the plots were SVG
     write_report(output / "report.html", manifests, tables, plots, drilldown)
 
 

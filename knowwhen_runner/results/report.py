@@ -85,7 +85,7 @@ def _figure_html(name: str, path: Path) -> str:
         "cost": "Cost against accuracy (L2) or task success (L3); only cells with a known price.",
     }.get(name.split("-", 1)[0], "")
     return (
-        f'<figure><img alt="{escape(name)}" src="data:image/png;base64,{data}">'
+        f'<figure><img alt="{escape(name)}" src="data:image/svg+xml;base64,{data}">'
         f"<figcaption>{escape(name)}. {escape(caption)}</figcaption></figure>"
     )
 

@@ -6,7 +6,7 @@ episodes), ``fleet`` (many processes and machines), ``stored`` (reopen a run), `
 ``status``), ``cache_commands`` (``knowwhen cache``), ``preflight`` (probe each model before spending),
 ``budget`` (spending caps), ``forecast`` (the cost forecast of ``plan``), ``live`` (pause and resume a
 model), ``quarantine`` (which failures hold a model back), ``importer`` (published answers),
-``progress``, ``local_server``.
+``progress``, ``local_server``, ``event_loop`` (uvloop for workers).
 """
 
 from __future__ import annotations

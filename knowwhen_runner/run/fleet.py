@@ -33,6 +33,7 @@ from ..exceptions import ConfigError, QueueError, SchemaVersionError
 # process should not spend holding leased jobs, and local workers then start calling together.
 from ..provider import FleetLimits, load_litellm, preload_litellm
 from ..queue import Queue, find_run_name, is_shared_url, open_ledger, open_queue
+from .event_loop import loop_options
 from .stored import stored_config
 from .sweep import Preflight, RunSummary, check_keys, run_sweep, work_queue
 from .worker import SILENT_AFTER_S, WorkStats, new_worker_id
@@ -104,7 +105,7 @@ def join_run(
         raise ConfigError(
             f"a worker joins a run in a database (postgresql://... or sqlite:///FILE), not {db}"
         )
-    return anyio.run(_join, db, run, wait_s, finalize, progress)
+    return anyio.run(_join, db, run, wait_s, finalize, progress, backend_options=loop_options())
 
 
 async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progress: bool) -> JoinSummary:

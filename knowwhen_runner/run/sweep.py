@@ -27,6 +27,7 @@ from ..queue import SET_ASIDE, JobResult, ModelControl, Queue, open_ledger, open
 from ..scenarios import Scenario, load_scenario
 from .batches import batch_outcomes
 from .budget import BudgetGuard, budget_sentence
+from .event_loop import loop_options
 from .local_server import ensure_server
 from .notify import flush_notices, notify
 from .preflight import PreflightError, Probe, no_go_message, probe_models
@@ -126,6 +127,7 @@ def run_sweep(
         plan_token,
         fleet,
         preflight,
+        backend_options=loop_options(),
     )
 
 

@@ -64,7 +64,7 @@ def test_finalize_again_changes_nothing_but_the_finalise_time(out: Path) -> None
     assert {
         "manifests/lexical.cxs.json",
         "tables/comparison.csv",
-        "plots/coverage-qs.png",
+        "plots/coverage-qs.svg",
         "report.html",
     } <= set(before)
     time.sleep(1.1)  # so that the finalise time really differs
@@ -96,7 +96,7 @@ def test_report_is_one_file_without_network_references(out: Path) -> None:
     assert "http://" not in html and "https://" not in html
     assert "<link" not in html and not re.search(r"<script[^>]+src=", html)
     images = re.findall(r'<img[^>]+src="([^"]+)"', html)
-    assert len(images) == 3 and all(src.startswith("data:image/png;base64,") for src in images)
+    assert len(images) == 3 and all(src.startswith("data:image/svg+xml;base64,") for src in images)
     assert '<table class="sortable">' in html and "lexical-llm" in html
 
 

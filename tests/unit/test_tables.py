@@ -7,6 +7,7 @@ import io
 import json
 import shutil
 from pathlib import Path
+from xml.etree import ElementTree
 
 import anyio
 import pytest
@@ -139,15 +140,15 @@ def test_comparison_columns_repeat_per_scenario_when_there_are_several(
 def test_plots_are_byte_identical_when_drawn_twice(
     run: tuple[SweepConfig, list[CxsManifest]], tmp_path: Path
 ) -> None:
-    """Same manifests, same PNG bytes; the files carry no software or date text chunk."""
+    """Same manifests, same SVG bytes, and each file is a well-formed SVG document."""
     _, manifests = run
     first = write_plots(tmp_path / "a", manifests)
     second = write_plots(tmp_path / "b", manifests)
     assert list(first) == ["coverage-qs", "reliability-qs", "cost-success"]
     for name, path in first.items():
         data = path.read_bytes()
-        assert data.startswith(b"\x89PNG") and data == second[name].read_bytes()
-        assert b"Software" not in data and b"Creation Time" not in data
+        assert data == second[name].read_bytes() and path.suffix == ".svg"
+        assert ElementTree.fromstring(data).tag == "{http://www.w3.org/2000/svg}svg"
 
 
 def test_compare_finds_changes_and_none_between_equal_runs(

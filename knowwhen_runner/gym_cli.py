@@ -1,6 +1,8 @@
 """`knowwhen gym ...`: generate DecisionGym task lists and record question sets.
 
 A thin typer layer: each command parses its options, calls one function of the gym package, and prints.
+The gym itself is imported by the command that needs it, so every other ``knowwhen`` command starts
+without loading it (and the dataset and numpy it pulls in).
 """
 
 from __future__ import annotations
@@ -10,14 +12,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-
-from .answer_key import canonical_plan
-from .bundle import BUNDLES, bundle, record_split
-from .env import replay
-from .render import render_call
-from .splits import task_rows, write_task_list
-from .suite import get_suite
-from .tasks import make_task
 
 __all__ = ["gym_app"]
 
@@ -49,6 +43,8 @@ def record(
     allow_eval: _AllowEval = False,
 ) -> None:
     """Record a question set (questions, occurrences, corpus.json) from canonical and perturbed runs."""
+    from .gym.bundle import record_split
+
     summary = record_split(
         out_dir,
         suite=suite,
@@ -76,6 +72,9 @@ def tasks(
     allow_eval: _AllowEval = False,
 ) -> None:
     """Write a task list (set, task_id, seed, index, suite, used_for, config) for one split."""
+    from .gym.splits import task_rows, write_task_list
+    from .gym.suite import get_suite
+
     rows = task_rows(get_suite(suite), split, n, start=start, set_name=set_name, allow_eval=allow_eval)
     count = write_task_list(out_file, rows)
     out.print(f"{out_file}: {count} tasks")
@@ -88,6 +87,8 @@ def bundle_cmd(
     ),
 ) -> None:
     """Regenerate the bundled question sets (common, shift) bit for bit."""
+    from .gym.bundle import BUNDLES, bundle
+
     for name, summary in zip(BUNDLES, bundle(out_dir), strict=True):
         out.print(
             f"{name}: {summary.questions} questions, {summary.occurrences} occurrences -> {summary.folder}"
@@ -100,6 +101,12 @@ def show_task(
     suite: _Suite = "common",
 ) -> None:
     """Print a task's request, hidden variant and canonical plan, and whether replaying it succeeds."""
+    from .gym.answer_key import canonical_plan
+    from .gym.env import replay
+    from .gym.render import render_call
+    from .gym.suite import get_suite
+    from .gym.tasks import make_task
+
     task = make_task(get_suite(suite), seed)
     plan = canonical_plan(task)
     out.print(f"{task.task_id} ({task.kind}; {task.variant}; {len(task.tools)} tools)", highlight=False)
