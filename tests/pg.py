@@ -6,8 +6,10 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import psycopg
+import pytest
 
 PG_HOST = os.environ.get("KNOWWHEN_TEST_PGHOST", "127.0.0.1")
 PG_PORT = int(os.environ.get("KNOWWHEN_TEST_PGPORT", "5432"))
@@ -37,3 +39,18 @@ def temporary_database() -> Iterator[str]:
     finally:
         with _admin_conn() as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module")
+def pg_url() -> Iterator[str]:
+    """A throwaway PostgreSQL database for the test module."""
+    with temporary_database() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The test runs twice: on a SQLite file, and on the module's PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'limits.db'}"
+    return str(request.getfixturevalue("pg_url"))

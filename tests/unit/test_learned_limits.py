@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import anyio
 import pytest
@@ -13,21 +11,6 @@ from knowwhen_runner.config import ModelSpec
 from knowwhen_runner.provider.adaptive import LearnedLimit, LimitNews
 from knowwhen_runner.provider.ratelimit import FleetLimiter, FleetLimits, Limiter, Limiters
 from knowwhen_runner.queue.limits import LimitLedger
-from tests.pg import temporary_database
-
-
-@pytest.fixture(scope="module")
-def pg_url() -> Iterator[str]:
-    with temporary_database() as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'limits.db'}"
-    return str(request.getfixturevalue("pg_url"))
-
 
 _counter = iter(range(1_000_000))
 
