@@ -37,6 +37,7 @@ _APPROACH = 0.95  # climb quickly back to this share of the ceiling...
 _APPROACH_STEP = 1.25
 _PROBE_STEP = 1.02  # ...then creep above it, in case the limit was raised
 _WINDOW_S = 60.0
+_RETRUST_S = 60.0  # after a 429 cut, stated limits are believed again once this long has passed
 _FLOOR_RPM = 1.0
 
 
@@ -112,6 +113,8 @@ class AdaptiveRate:
         if not news.says_anything():
             return False
         s = self.state
+        if s.source == "429" and now - s.cut_at < _RETRUST_S:
+            return False  # refused at the stated rate lately: the statement is not the whole story
         rpm = news.requests_limit if news.requests_limit else s.rpm
         tpm = news.tokens_limit if news.tokens_limit else s.tpm
         if s.source == "headers" and rpm == s.rpm and tpm == s.tpm:

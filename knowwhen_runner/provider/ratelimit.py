@@ -165,13 +165,21 @@ class Limiter:
         if self.adaptive is None:
             return
         now, before = time.time(), self.adaptive.state
-        if self.adaptive.on_headers(news, now):
+        stated = self.adaptive.on_headers(news, now)
+        if stated:
             self._learned_changed("set", before)
             before = self.adaptive.state
         if ok:
             self.adaptive.on_success(now)
-        elif self.adaptive.on_rate_limited(now):
+        elif not stated and self.adaptive.on_rate_limited(now):  # a newly stated limit is the correction
             self._learned_changed("cut", before)
+        # None left until the provider's reset: wait for it rather than collect 429s.
+        for remaining, reset in (
+            (news.requests_remaining, news.requests_reset_s),
+            (news.tokens_remaining, news.tokens_reset_s),
+        ):
+            if remaining == 0 and reset:
+                self.paused_until = max(self.paused_until, time.monotonic() + min(reset, _BREAKER_MAX_S * 2))
 
     async def _share_learned(self) -> None:
         """Record a learned change in the ledger, and read the fleet's row now and then."""

@@ -15,6 +15,7 @@ from knowwhen_runner.provider.adaptive import (
     parse_duration,
     read_limit_headers,
 )
+from knowwhen_runner.provider.ratelimit import Limiter, Limiters
 
 
 def test_durations_as_providers_write_them() -> None:
@@ -116,3 +117,29 @@ def test_adaptive_by_default_only_where_no_limit_is_given_and_the_server_is_not_
     assert spec(api_base="http://127.0.0.1:8765/v1", rate_limit={"adaptive": True}).adapts()
     assert not spec(rate_limit={"requests_per_minute": 100}).adapts()
     assert not spec(rate_limit={"adaptive": False}).adapts()
+
+
+def _adaptive_limiter() -> Limiter:
+    (limiter,) = [Limiters([ModelSpec(id="m", model="openai/remote-x", kind="llm")])["m"]]
+    assert limiter.adaptive is not None
+    return limiter
+
+
+def test_a_429_that_states_a_lower_limit_is_taken_as_the_correction_not_cut_again() -> None:
+    limiter = _adaptive_limiter()
+    assert limiter.adaptive is not None
+    limiter.heard(LimitNews(requests_limit=600), ok=False)
+    assert (limiter.adaptive.rpm, limiter.adaptive.state.source) == (600, "headers")
+    limiter.heard(LimitNews(requests_limit=600), ok=False)  # refused at the stated rate: cut below it
+    assert limiter.adaptive.rpm < 600 and limiter.adaptive.state.source == "429"
+    limiter.heard(LimitNews(requests_limit=600), ok=True)  # not believed again right after the cut
+    assert limiter.adaptive.rpm < 600
+
+
+def test_none_left_until_the_reset_pauses_the_limit_group() -> None:
+    limiter = _adaptive_limiter()
+    limiter.heard(LimitNews(requests_limit=100, requests_remaining=0, requests_reset_s=2.5), ok=True)
+    assert 2.0 < limiter.paused_for() <= 2.5
+    other = _adaptive_limiter()
+    other.heard(LimitNews(requests_limit=100, requests_remaining=3, requests_reset_s=2.5), ok=True)
+    assert other.paused_for() == 0
