@@ -56,6 +56,8 @@ def notify(config: SweepConfig, event: str, message: str, *, wait: bool = True) 
     hooks = config.notify
     if hooks is None or (hooks.command is None and hooks.url is None):
         return
+    if wait:
+        flush_notices()  # earlier notices arrive first: a quarantine's before the run's end
     env = {"KNOWWHEN_EVENT": event, "KNOWWHEN_RUN": config.name, "KNOWWHEN_MESSAGE": message}
     body = {"run": config.name, "event": event, "message": message}
     jobs = []

@@ -50,3 +50,28 @@ def test_a_notice_sent_without_waiting_arrives_before_the_run_ends(tmp_path: Pat
     assert not out.exists()
     flush_notices()
     assert out.read_text() == "quarantine"
+
+
+def test_a_waited_notice_comes_after_the_ones_still_on_their_way(tmp_path: Path) -> None:
+    """The run's final notice never overtakes a quarantine's that is slow to arrive."""
+    log = tmp_path / "heard"
+    script = tmp_path / "hook.py"
+    script.write_text(
+        "import os, time, pathlib\n"
+        "event = os.environ['KNOWWHEN_EVENT']\n"
+        "time.sleep(1.0 if event == 'quarantine' else 0.0)\n"
+        f"with open({str(log)!r}, 'a') as fh:\n"
+        "    fh.write(event + '\\n')\n"
+    )
+    config = SweepConfig.model_validate(
+        {
+            "name": "r",
+            "output": str(tmp_path / "out"),
+            "models": [{"id": "m", "model": "hosted_vllm/m", "kind": "decision"}],
+            "scenarios": [{"id": "s", "path": str(tmp_path)}],
+            "notify": {"command": f"{sys.executable} {script}"},
+        }
+    )
+    notify(config, "quarantine", "m is quarantined", wait=False)
+    notify(config, "failure", "jobs left")
+    assert log.read_text().split() == ["quarantine", "failure"]
