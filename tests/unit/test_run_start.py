@@ -29,15 +29,9 @@ def test_a_run_keeps_reservations_while_another_process_works(tmp_path: Path) ->
     assert anyio.run(go) == [False, True, False]
 
 
-def test_a_notice_sent_without_waiting_arrives_before_the_run_ends(tmp_path: Path) -> None:
-    """A quarantine's notice runs on a thread; the end of the run waits for it (flush_notices)."""
-    out = tmp_path / "heard"
-    script = tmp_path / "hook.py"
-    script.write_text(
-        "import os, time, pathlib\ntime.sleep(1.0)\n"
-        f"pathlib.Path({str(out)!r}).write_text(os.environ['KNOWWHEN_EVENT'])\n"
-    )
-    config = SweepConfig.model_validate(
+def _with_hook(tmp_path: Path, script: Path) -> SweepConfig:
+    """A config whose notify command runs ``script`` with this Python."""
+    return SweepConfig.model_validate(
         {
             "name": "r",
             "output": str(tmp_path / "out"),
@@ -46,6 +40,17 @@ def test_a_notice_sent_without_waiting_arrives_before_the_run_ends(tmp_path: Pat
             "notify": {"command": f"{sys.executable} {script}"},
         }
     )
+
+
+def test_a_notice_sent_without_waiting_arrives_before_the_run_ends(tmp_path: Path) -> None:
+    """A quarantine's notice runs on a thread; the end of the run waits for it (flush_notices)."""
+    out = tmp_path / "heard"
+    script = tmp_path / "hook.py"
+    script.write_text(
+        "import os, time, pathlib\ntime.sleep(1.0)\n"
+        f"pathlib.Path({str(out)!r}).write_text(os.environ['KNOWWHEN_EVENT'])\n"
+    )
+    config = _with_hook(tmp_path, script)
     notify(config, "quarantine", "m is quarantined", wait=False)
     assert not out.exists()
     flush_notices()
@@ -63,15 +68,7 @@ def test_a_waited_notice_comes_after_the_ones_still_on_their_way(tmp_path: Path)
         f"with open({str(log)!r}, 'a') as fh:\n"
         "    fh.write(event + '\\n')\n"
     )
-    config = SweepConfig.model_validate(
-        {
-            "name": "r",
-            "output": str(tmp_path / "out"),
-            "models": [{"id": "m", "model": "hosted_vllm/m", "kind": "decision"}],
-            "scenarios": [{"id": "s", "path": str(tmp_path)}],
-            "notify": {"command": f"{sys.executable} {script}"},
-        }
-    )
+    config = _with_hook(tmp_path, script)
     notify(config, "quarantine", "m is quarantined", wait=False)
     notify(config, "failure", "jobs left")
     assert log.read_text().split() == ["quarantine", "failure"]
