@@ -124,11 +124,11 @@ class AdaptiveRate:
 
     def on_sent(self, now: float) -> None:
         """A request of this process started."""
-        self._sent.append(now)
+        _keep_last_minute(self._sent, now).append(now)
 
     def on_success(self, now: float) -> None:
         """A request of this process went through."""
-        self._ok.append(now)
+        _keep_last_minute(self._ok, now).append(now)
 
     def admitted(self, now: float) -> float | None:
         """About how many requests the provider let through in the last minute; None before any.
@@ -140,8 +140,7 @@ class AdaptiveRate:
         bucket, the limit plus its burst.
         """
         for times in (self._sent, self._ok):
-            while times and times[0] <= now - _WINDOW_S:
-                times.popleft()
+            _keep_last_minute(times, now)
         if not self._sent:
             return None
         if not self.shared:
@@ -208,6 +207,13 @@ class AdaptiveRate:
             ceiling = max(s.ceiling, rpm)
         self._set(replace(s, rpm=rpm, ceiling=ceiling, source=source, changed_at=now))
         return True
+
+
+def _keep_last_minute(times: deque[float], now: float) -> deque[float]:
+    """Drop the times older than a minute (so a long run without a 429 keeps a minute, not every request)."""
+    while times and times[0] <= now - _WINDOW_S:
+        times.popleft()
+    return times
 
 
 # --- reading what providers send ------------------------------------------------------------------------

@@ -40,6 +40,7 @@ _BREAKER_AFTER = 8  # consecutive failed requests before the model is down (paus
 _BREAKER_MAX_S = 30.0  # the longest pause between probes: a model back up is noticed within this
 _DEFAULT_MAX_OUTAGE_S = 1800.0
 _MARGIN = 1.002
+_RESET_WAIT_MAX_S = 60.0  # the longest wait for a stated reset (a per-minute limit resets within it)
 _LEARNED_READ_S = 2.0  # how often an adaptive limiter reads the fleet's learned row
 
 
@@ -179,7 +180,7 @@ class Limiter:
             (news.tokens_remaining, news.tokens_reset_s),
         ):
             if remaining == 0 and reset:
-                self.paused_until = max(self.paused_until, time.monotonic() + min(reset, _BREAKER_MAX_S * 2))
+                self.paused_until = max(self.paused_until, time.monotonic() + min(reset, _RESET_WAIT_MAX_S))
 
     async def _share_learned(self) -> None:
         """Record a learned change in the ledger, and read the fleet's row now and then."""
