@@ -21,7 +21,7 @@ from ..config import ModelSpec
 from ..exceptions import ProviderError
 from .adaptive import LimitNews, read_limit_headers
 from .ratelimit import Limiter, Limiters
-from .retry import Verdict, classify, transport_failure
+from .retry import Verdict, classify, error_headers, transport_failure
 from .secrets import Secrets
 from .transport import LIMITS_KEY, CallKind, LitellmTransport, Transport
 
@@ -156,7 +156,8 @@ class ModelClient:
                 except Exception as exc:
                     verdict = classify(exc)
                     if verdict.kind == "rate_limited":
-                        limiter.heard(read_limit_headers(_error_headers(exc)), ok=False)
+                        headers = error_headers(exc)
+                        limiter.heard(read_limit_headers(headers[0] if headers else None), ok=False)
                     if verdict.unreachable:
                         limiter.record(ok=False, retry_after=verdict.wait)
                     tally.failures += 1
@@ -195,10 +196,3 @@ class ModelClient:
         else:
             prefix = f"HTTP {verdict.status} " if verdict.status else ""
         return self._secrets.redact(f"{prefix}{type(exc).__name__}: {text}"[:500])
-
-
-def _error_headers(exc: BaseException) -> Any:
-    """The headers of a failed request's response, as litellm (or the HTTP client) kept them."""
-    return getattr(exc, "litellm_response_headers", None) or getattr(
-        getattr(exc, "response", None), "headers", None
-    )

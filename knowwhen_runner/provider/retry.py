@@ -5,12 +5,13 @@ rate-limited / fatal (or ``down``, decided by the client), and says when no HTTP
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
 from ..exceptions import ProviderError
 
-__all__ = ["Verdict", "classify", "transport_failure"]
+__all__ = ["Verdict", "classify", "error_headers", "transport_failure"]
 
 _UNAVAILABLE = (502, 503, 504)  # a gateway or the service itself says it cannot answer now
 
@@ -31,13 +32,18 @@ class Verdict:
     unreachable: bool = False
 
 
-def _retry_after(exc: BaseException) -> float | None:
-    for source in (
+def error_headers(exc: BaseException) -> list[Any]:
+    """The header mappings a failed request's response left on the exception: litellm's copy first,
+    then the HTTP client's (either may be missing)."""
+    sources = (
         getattr(exc, "litellm_response_headers", None),
         getattr(getattr(exc, "response", None), "headers", None),
-    ):
-        if not source:
-            continue
+    )
+    return [source for source in sources if source]
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    for source in error_headers(exc):
         try:
             value = source.get("retry-after") or source.get("Retry-After")
         except AttributeError:
