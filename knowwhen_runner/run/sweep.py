@@ -34,7 +34,7 @@ from .preflight import PreflightError, Probe, no_go_message, probe_models
 from .progress import SweepProgress
 from .stages import Stages
 from .stored import config_from_run, run_meta, with_db
-from .worker import SILENT_AFTER_S, Worker, WorkStats
+from .worker import Worker, WorkStats
 
 __all__ = [
     "Preflight",
@@ -235,11 +235,10 @@ async def _run(
 
 
 async def _others_working(queue: Queue) -> bool:
-    """Whether another process works this run now (a worker heard from lately and not stopped)."""
-    return any(
-        not w.get("stopped_at") and float(w.get("heartbeat_age_s") or 0.0) < SILENT_AFTER_S
-        for w in await queue.workers()
-    )
+    """Whether another process works this run now (a worker ``status`` shows as working)."""
+    from .fleet import describe_workers  # fleet builds on this module
+
+    return any(w["state"] == "working" for w in describe_workers(await queue.workers()))
 
 
 def _outcome(summary: RunSummary) -> tuple[str, str]:

@@ -12,13 +12,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..queue import SET_ASIDE, ModelControl
+from ..run import describe_workers
 
 if TYPE_CHECKING:
     from .data import RunData
 
 __all__ = ["live_view", "spend_view"]
 
-_SILENT_AFTER_S = 30.0  # a worker not heard from for this long is shown as silent
 _RATE_WINDOW_S = 60.0  # the rate is measured over the last minute of samples
 
 
@@ -48,7 +48,7 @@ async def live_view(data: RunData) -> dict[str, Any]:
         "rate_per_s": rate,
         "eta_s": open_jobs / rate if rate and open_jobs else None,
         "spend_usd": None if spend is None else sum(spend.values()),
-        "workers": [_worker(w) for w in await data.queue.workers()],
+        "workers": [_worker(w) for w in describe_workers(await data.queue.workers())],
     }
 
 
@@ -65,11 +65,10 @@ def _rate(data: RunData, now: float) -> float | None:
     return (recent[-1][1] - recent[0][1]) / (recent[-1][0] - recent[0][0])
 
 
-def _worker(row: dict[str, Any]) -> dict[str, Any]:
-    age = float(row.get("heartbeat_age_s") or 0.0)
-    state = "stopped" if row.get("stopped_at") else ("silent" if age > _SILENT_AFTER_S else "working")
-    return {"id": row["id"], "host": row.get("host"), "pid": row.get("pid"), "state": state,
-            "heartbeat_age_s": round(age, 1), "jobs_done": int(row.get("jobs_done") or 0)}  # fmt: skip
+def _worker(described: dict[str, Any]) -> dict[str, Any]:
+    """A worker as ``status`` describes it (working, silent or stopped), its heartbeat age to 0.1 s."""
+    keys = ("id", "host", "pid", "state", "jobs_done")
+    return {**{k: described[k] for k in keys}, "heartbeat_age_s": round(described["heartbeat_age_s"], 1)}
 
 
 def _models(
