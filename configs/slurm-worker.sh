@@ -36,11 +36,11 @@ set -euo pipefail
 : "${KNOWWHEN_RUN:?export KNOWWHEN_RUN, the name of the run}"
 knowwhen="${KNOWWHEN_BIN:-${SLURM_SUBMIT_DIR:-$PWD}/.venv/bin/knowwhen}"
 if [[ ! -x "$knowwhen" ]]; then
-    echo "slurm-worker.sh: no knowwhen at $knowwhen on $(hostname): install the checkout's .venv on a" \
-        "filesystem the nodes share, or export KNOWWHEN_BIN=/path/to/knowwhen" >&2
+    echo "slurm-worker.sh: $knowwhen is not an executable on $(hostname): install the checkout's .venv" \
+        "on a filesystem the nodes share, or export KNOWWHEN_BIN=/path/to/knowwhen" >&2
     exit 2
 fi
-echo "knowwhen worker: task ${SLURM_ARRAY_TASK_ID:-} of job ${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-}}," \
+echo "slurm-worker.sh: task ${SLURM_ARRAY_TASK_ID:-} of job ${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-}}," \
     "attempt $((${SLURM_RESTART_COUNT:-0} + 1)), on $(hostname) at $(date -u +%FT%TZ)"
 
 # One process makes at most a few hundred litellm calls per second: for more per node, ask for more
