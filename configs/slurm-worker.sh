@@ -45,4 +45,5 @@ echo "slurm-worker.sh: task ${SLURM_ARRAY_TASK_ID:-} of job ${SLURM_ARRAY_JOB_ID
 
 # One process makes at most a few hundred litellm calls per second: for more per node, ask for more
 # array tasks (one CPU each) rather than more CPUs per task.
-exec "$knowwhen" worker --db "$KNOWWHEN_DB" --run "$KNOWWHEN_RUN" --wait 600 --quiet
+# Arguments after the script's name go to the worker: sbatch ... configs/slurm-worker.sh --no-finalize
+exec "$knowwhen" worker --db "$KNOWWHEN_DB" --run "$KNOWWHEN_RUN" --wait 600 --quiet "$@"
