@@ -25,9 +25,14 @@ CLIENTS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo")
 _START_S = 60.0  # the node is idle within a few seconds; allow for a busy machine
 
 
+def _which(name: str) -> str | None:
+    """The program's path; the daemons live in sbin, which a PATH may leave out."""
+    return shutil.which(name, path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+
+
 def slurm_unavailable() -> str | None:
     """Why a cluster cannot be started here (None: it can)."""
-    missing = [name for name in DAEMONS + CLIENTS if shutil.which(name) is None]
+    missing = [name for name in DAEMONS + CLIENTS if _which(name) is None]
     if missing:
         return (
             f"Slurm is not installed ({', '.join(missing)} missing): "
@@ -130,7 +135,12 @@ def _start(stack: ExitStack, folder: Path, name: str, args: list[str], env: dict
     out = (folder / f"{name}.out").open("wb")
     stack.callback(out.close)
     process = subprocess.Popen(
-        args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=folder
+        [_which(args[0]) or args[0], *args[1:]],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+        cwd=folder,
     )
     stack.callback(_stop, process)
 
