@@ -31,7 +31,7 @@ def serve_viewer(
     """
     import uvicorn
 
-    from ..run import open_existing
+    from ..stored_run import open_existing
 
     queue, _name = open_existing(Path(run_dir), db, run)
     token = None if is_loopback(host) else new_token()
