@@ -158,6 +158,20 @@ def test_no_module_outside_queue_reaches_into_its_backends() -> None:
     assert offenders == []
 
 
+def test_only_queue_and_cache_touch_sqlalchemy() -> None:
+    """SQLAlchemy is imported only in queue/ and cache/, as queue's docstring and the docs say."""
+    found = {
+        p.relative_to(PACKAGE).parts[0]
+        for p in PACKAGE.rglob("*.py")
+        if any(
+            (isinstance(n, ast.Import) and any(a.name.split(".")[0] == "sqlalchemy" for a in n.names))
+            or (isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "sqlalchemy")
+            for n in ast.walk(ast.parse(p.read_text()))
+        )
+    }
+    assert found == {"queue", "cache"}
+
+
 def test_only_the_transport_imports_litellm() -> None:
     """litellm is imported in exactly one place (the loader the transport uses)."""
     found = [
