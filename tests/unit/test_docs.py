@@ -214,3 +214,12 @@ def test_the_checks_catch_a_wrong_command_option_and_key() -> None:
         "workers.concurency: no such config key"
     ]
     assert _key_problems("```yaml\n- id: m\n  model: x\n  kind: llm\n  rate: 3\n```\n") != []
+
+
+def test_the_readmes_walk_through_is_the_quickstart_config() -> None:
+    """The README's YAML blocks, put together, are configs/quickstart.yaml key for key and value for value."""
+    walked: dict[str, Any] = {}
+    for lang, body in _fenced((ROOT / "README.md").read_text()):
+        if lang == "yaml":
+            walked.update(yaml.safe_load(body))
+    assert walked == yaml.safe_load((ROOT / "configs" / "quickstart.yaml").read_text())
