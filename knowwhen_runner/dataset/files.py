@@ -1,7 +1,8 @@
 """Readers for the AgentDecisionBench file layout: questions, answer keys, answers, corpus, models, leaderboard.
 
 A question-set folder (``common_states/``, ``shift/``, or one of ours) holds ``questions.jsonl[.gz]``,
-``occurrences.jsonl[.gz]``, ``corpus.json`` and ``answers_*.jsonl[.gz]``. Readers validate as they go and
+``occurrences.jsonl[.gz]``, ``corpus.json`` and ``answers_*.jsonl[.gz]`` (answer rows of schema 3, with
+``probabilities`` aligned with the options, and of the older schemas, keyed by option name). Readers validate as they go and
 raise ``ScenarioError`` naming the file and line; they never guess from file names what a row says.
 Answer rows are many (150k on the common states), so they are kept as named tuples, not models.
 """
@@ -16,6 +17,7 @@ from typing import Any, NamedTuple
 
 from ..exceptions import ScenarioError
 from ..jsonio import dumps, find_jsonl, iter_jsonl, read_json
+from .answer_rows import probability_map
 
 __all__ = [
     "QUESTION_TEXT",
@@ -254,14 +256,21 @@ def _number(path: Path, line: int, row: dict[str, Any], name: str) -> float | No
     return float(value)
 
 
-def _answer_row(path: Path, line: int, row: dict[str, Any]) -> Answer:
+def _answer_row(path: Path, line: int, row: dict[str, Any], options: Sequence[str] | None) -> Answer:
     answer = row.get("answer", ...)
     if answer is ... or not (answer is None or isinstance(answer, str)):
         raise ScenarioError(f"{path}:{line}: field 'answer' must be present, a string or null")
     valid = _require(path, line, row, "valid", bool)
-    probabilities = row.get("probabilities")
-    if probabilities is not None and not isinstance(probabilities, dict):
-        raise ScenarioError(f"{path}:{line}: field 'probabilities' must be an object")
+    raw = row.get("probabilities")
+    if raw is not None and not isinstance(raw, dict | list):
+        raise ScenarioError(
+            f"{path}:{line}: field 'probabilities' must be a list (one per option) or an object"
+        )
+    if isinstance(raw, list) and options is not None and len(raw) != len(options):
+        raise ScenarioError(
+            f"{path}:{line}: field 'probabilities' has {len(raw)} values for {len(options)} options"
+        )
+    probabilities = probability_map(raw, options)
     return Answer(
         row["qhash"],
         answer,
@@ -306,7 +315,8 @@ def read_answers(
                 raise ScenarioError(
                     f"{path}:{line}: duplicate answer of model {model} ({var}) to qhash {qhash}, first at {first}"
                 )
-            bucket[qhash] = _answer_row(path, line, row)
+            question = questions.get(qhash) if questions is not None else None
+            bucket[qhash] = _answer_row(path, line, row, getattr(question, "options", None))
             where[(model, var, qhash)] = f"{path.name}:{line}"
     return table
 
