@@ -2,7 +2,8 @@
 
 Read in this order: ``collect`` (queue results grouped per cell), ``cells`` (the
 numbers of each cell), ``manifest`` (the versioned document per model), ``tables``, ``plots``,
-``report``, ``finalize`` (all of it, idempotently), ``compare`` (two runs), ``intervals`` (uncertainty).
+``report``, ``finalize`` (all of it, idempotently), ``compare`` (two runs), ``intervals`` (uncertainty),
+``export`` (a finalised run as a dataset folder, with ``headline_rows`` and ``export_card``).
 """
 
 from __future__ import annotations
