@@ -237,6 +237,14 @@ def _copy_manifests(config: SweepConfig, out: Path) -> list[Path]:
     return written
 
 
+def _earlier_export(folder: Path) -> bool:
+    """Whether ``folder`` holds a card written by an export (only then is it emptied and rewritten)."""
+    from .export_card import CARD_MARK
+
+    card = folder / "README.md"
+    return card.is_file() and CARD_MARK in card.read_text(encoding="utf-8", errors="replace")[:2000]
+
+
 def write_export(source: RunSource, out: Path) -> ExportSummary:
     """Lay the run out in ``out`` (emptied of an earlier export first) and write its card."""
     from .export_card import write_card
@@ -247,7 +255,7 @@ def write_export(source: RunSource, out: Path) -> ExportSummary:
         raise ScenarioError(f"{out}: export into a folder of its own, not the run folder")
     if out.exists() and not out.is_dir():
         raise ScenarioError(f"{out}: not a folder")
-    if out.exists() and any(out.iterdir()) and not (out / "README.md").is_file():
+    if out.exists() and any(out.iterdir()) and not _earlier_export(out):
         raise ScenarioError(f"{out}: not empty and not an earlier export; choose an empty folder")
     shutil.rmtree(out, ignore_errors=True)
     summary = ExportSummary(out)

@@ -29,8 +29,10 @@ from .manifest import load_manifest
 if TYPE_CHECKING:
     from .export import ExportSummary, RunSource
 
-__all__ = ["CardConfig", "card_configs", "write_card"]
+__all__ = ["CARD_MARK", "CardConfig", "card_configs", "write_card"]
 
+CARD_MARK = "pretty_name: knowwhen run "
+"""How a card written by an export begins its name (an export replaces only a folder whose card has it)."""
 LICENCE = "cc-by-4.0"
 """The licence of the bundled DecisionGym question sets and answer keys (AgentDecisionBench's)."""
 

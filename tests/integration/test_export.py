@@ -279,5 +279,11 @@ def test_cli_dry_run_lists_what_would_be_uploaded(exported: tuple[Path, Path, Pa
     assert done.returncode == 0, done.stderr
     assert "would upload" in done.stdout and "private dataset me/run" in done.stdout
     assert "shift/answers_dm_nosurf.jsonl.gz" in done.stdout
-    with pytest.raises(KnowwhenError, match="not empty and not an earlier export"):
-        export_run(run, run / "manifests")
+    foreign = tmp_path / "someone-elses"
+    foreign.mkdir()
+    (foreign / "README.md").write_text("---\nlicense: cc-by-4.0\n---\n# another dataset\n")
+    for target in (run / "manifests", foreign):
+        with pytest.raises(KnowwhenError, match="not empty and not an earlier export"):
+            export_run(run, target)
+    assert (foreign / "README.md").is_file()
+    export_run(run, tmp_path / "x")  # an earlier export is replaced
