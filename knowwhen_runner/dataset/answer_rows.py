@@ -32,6 +32,7 @@ __all__ = [
     "choice_confidence",
     "failed_row",
     "file_row",
+    "probabilities_problem",
     "probability_list",
     "probability_map",
     "record_row",
@@ -207,6 +208,15 @@ def probability_map(probs: Any, options: Sequence[str] | None) -> dict[str, floa
         return {
             o: float(p) for o, p in zip(options, probs, strict=True) if isinstance(p, int | float)
         } or None
+    return None
+
+
+def probabilities_problem(probs: Any, options: Sequence[str] | None) -> str | None:
+    """Why a file row's ``probabilities`` cannot be read (a list must have one value per option)."""
+    if probs is not None and not isinstance(probs, Mapping | list):
+        return "must be a list (one per option) or an object"
+    if isinstance(probs, list) and options is not None and len(probs) != len(options):
+        return f"has {len(probs)} values for {len(options)} options"
     return None
 
 
