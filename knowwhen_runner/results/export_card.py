@@ -168,7 +168,7 @@ def write_card(source: RunSource, out: Path, summary: ExportSummary) -> Path:
     sets = list(dict.fromkeys(summary.sets.values()))
     configs = card_configs(out, sets)
     front = yaml.safe_dump(_front_matter(source, configs), sort_keys=False, allow_unicode=True)
-    text = "\n".join(["---", front.rstrip(), "---", "", *_body(source, configs, summary)])
-    text += "\n".join(_provenance(source, out))
+    parts = ["---", front.rstrip(), "---", "", *_body(source, configs, summary), *_provenance(source, out)]
+    text = "\n".join(parts)
     atomic_write_bytes(out / "README.md", text.encode())
     return out / "README.md"
