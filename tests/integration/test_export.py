@@ -21,6 +21,7 @@ from knowwhen_runner.jsonio import iter_jsonl
 from knowwhen_runner.results.export import export_run
 from knowwhen_runner.results.manifest import load_manifest
 from knowwhen_runner.run import finalize_config, import_dataset
+from tests.card_snippet import card_score
 from tests.exportdata import FAILED_ERROR, VARIANTS, make_run, write_run_config
 from tests.helpers import knowwhen
 
@@ -135,6 +136,8 @@ def test_every_config_loads_with_datasets_offline(exported: tuple[Path, Path, Pa
 def _card_snippet(key: Any, ans: Any, model: str, variant: str, renamed: dict[str, dict[str, str]]) -> float:
     """The card's scoring snippet (REPO = the folder); nosurf answers mapped through `map` first, as the card says."""
     ans = {r["qhash"]: r for r in ans if r["model"] == model and r["variant"] == variant}
+    if not renamed:
+        return card_score(list(key), ans)  # the snippet's own text (tests/card_snippet.py)
 
     def correct(occ: dict[str, Any], a: dict[str, Any] | None) -> bool:
         if a is None or a["error"] or not a["valid"] or a["answer"] is None:
