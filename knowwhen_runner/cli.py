@@ -568,6 +568,10 @@ def fetch_dataset(
     out.print(f"dataset: {root}  (task lists per set: {root / TASK_SETS_DIR})")
 
 
+from .export_cli import export  # noqa: E402
+
+app.command("export")(export)
+
 from .cache_cli import cache_app  # noqa: E402
 
 app.add_typer(cache_app, name="cache")
