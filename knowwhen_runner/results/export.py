@@ -26,7 +26,7 @@ from ..exceptions import ScenarioError
 from ..jsonio import find_jsonl, iter_jsonl, write_jsonl
 from .manifest import manifest_path
 
-__all__ = ["ExportSummary", "RunSource", "export_run", "set_folder_name", "write_export"]
+__all__ = ["ExportSummary", "RunSource", "set_folder_name", "write_export"]
 
 _CARD_NAMES = {"common": "common_states", "common_states": "common_states", "shift": "shift"}
 _SIDE_FILES = ("corpus.json", "variants.json")
@@ -269,26 +269,3 @@ def write_export(source: RunSource, out: Path) -> ExportSummary:
     summary.files.append(_write_models(config, out))
     summary.files.append(write_card(source, out, summary))
     return summary
-
-
-def export_run(run_dir: str | Path, out: str | Path, *, db: str | None = None) -> ExportSummary:
-    """Export the finalised run in ``run_dir`` (its database: the SQLite file there, or ``db``)."""
-    import anyio
-
-    from ..run.stored import config_from_run, open_existing
-
-    async def read() -> RunSource:
-        config = await config_from_run(Path(run_dir), db=db)
-        queue, _name = open_existing(Path(run_dir), db, config.name)
-        async with queue:
-            info = await queue.run_info() or {}
-            tasks = {
-                spec.id: sorted(
-                    (v for v in (await queue.items(spec.id)).values()), key=lambda t: int(t.get("index") or 0)
-                )
-                for spec in config.scenarios
-                if spec.kind == "episodes"
-            }
-        return RunSource(config.model_copy(update={"output": Path(run_dir)}), tasks, info)
-
-    return write_export(anyio.run(read), Path(out))

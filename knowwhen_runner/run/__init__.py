@@ -2,8 +2,8 @@
 
 Read in this order: ``sweep`` (``run``: plan, work, finalise), ``stages``, ``worker`` (claim, call,
 record), ``calls`` (cache-through calls), ``episode`` (one closed-loop episode), ``fits`` (τ from shadow
-episodes), ``fleet`` (many processes and machines), ``stored`` (reopen a run), ``reports`` (``plan``,
-``status``), ``cache_commands`` (``knowwhen cache``), ``preflight`` (probe each model before spending),
+episodes), ``fleet`` (many processes and machines), ``stored`` (reopen a run), ``export`` (a stored
+run as a dataset folder), ``reports`` (``plan``, ``status``), ``cache_commands`` (``knowwhen cache``), ``preflight`` (probe each model before spending),
 ``budget`` (spending caps), ``forecast`` (the cost forecast of ``plan``), ``live`` (pause and resume a
 model), ``quarantine`` (which failures hold a model back), ``importer`` (published answers),
 ``progress``, ``local_server``, ``event_loop`` (uvloop for workers), ``outputs`` (finalising, with the

@@ -18,9 +18,9 @@ from knowwhen_runner.dataset.answer_rows import ANSWER_FIELDS
 from knowwhen_runner.dataset.score_folder import check_leaderboard, score_report
 from knowwhen_runner.exceptions import KnowwhenError
 from knowwhen_runner.jsonio import iter_jsonl
-from knowwhen_runner.results.export import export_run
 from knowwhen_runner.results.manifest import load_manifest
 from knowwhen_runner.run import finalize_config, import_dataset
+from knowwhen_runner.run.export import export_run
 from tests.card_snippet import card_score
 from tests.exportdata import FAILED_ERROR, VARIANTS, make_run, write_run_config
 from tests.helpers import knowwhen

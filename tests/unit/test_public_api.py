@@ -201,7 +201,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("results",),
     ("view",),
     ("run",),
-    ("views", "cache_cli", "gym_cli", "schemas"),
+    ("views", "cache_cli", "gym_cli", "export_cli", "schemas"),
     ("cli",),
     ("__main__",),
 ]
