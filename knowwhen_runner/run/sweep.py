@@ -25,7 +25,7 @@ from ..plan.grid import Plan, plan
 from ..provider import FleetLimits, LearnedLimits, Limiters, ModelClient, Secrets, Transport, preload_litellm
 from ..queue import SET_ASIDE, JobResult, ModelControl, Queue, open_ledger, open_queue
 from ..scenarios import Scenario, load_scenario
-from .batches import batch_outcomes
+from .batch_lane import batch_outcomes
 from .budget import BudgetGuard, budget_sentence
 from .event_loop import loop_options
 from .local_server import ensure_server

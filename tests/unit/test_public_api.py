@@ -31,6 +31,7 @@ PUBLIC = {
         "MockTransport",
         "ModelClient",
         "QUESTION_NAME",
+        "Reply",
         "Secrets",
         "Sent",
         "Transport",
