@@ -2,7 +2,8 @@
 
 Three backends implement ``Queue``: ``MemoryQueue`` (tests), and ``SqlQueue`` on SQLite (default, a file
 in the run folder) or PostgreSQL (many machines; ``FOR UPDATE SKIP LOCKED`` claims). One contract test
-suite runs on all of them. Only this package touches SQLAlchemy.
+suite runs on all of them. SQLAlchemy is touched only here and in ``cache/`` (the response store, which
+opens its databases through ``engine``).
 
 Job states: pending -> running (claimed under a lease) -> done | failed; an expired lease makes a running
 job claimable again; completion is idempotent (the first recorded result wins, later ones are ignored);
@@ -19,7 +20,9 @@ once: the first process to ``take_finalize`` a finished run does it. ``set_contr
 (quarantined or paused: ``controls``); workers stop claiming its jobs, which stay pending.
 ``budget_reserve``/``budget_settle`` keep the run's spending per budget scope, for every process.
 ``answers`` reads one filtered page of the open-loop answers (a few fields each, never whole results) and
-``spend`` each model's recorded cost, for lists of large runs. Responses are cached apart from the queue (``knowwhen_runner.cache``).
+``spend`` each model's recorded cost, for lists of large runs. ``describe_workers`` says
+whether each worker of the fleet is working, silent or stopped (one rule for ``run``, ``status`` and the
+viewer). Responses are cached apart from the queue (``knowwhen_runner.cache``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from .answers import AnswerPage, AnswerQuery, AnswerRow
 from .batch_rows import BatchRecord
 from .budget import BudgetAsk, BudgetTally
 from .controls import CONTROL_STATES, ControlState, ModelControl
+from .workers import describe_workers
 
 if TYPE_CHECKING:
     from .limits import LimitLedger
@@ -54,6 +58,7 @@ __all__ = [
     "ModelControl",
     "Queue",
     "aside_status",
+    "describe_workers",
     "find_run_name",
     "is_shared_url",
     "live_status",
