@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 import typer
 from rich.console import Console
 
+from .cli_tables import print_forecast, print_probes
 from .exceptions import KnowwhenError
-from .views import print_forecast, print_probes
 
 if TYPE_CHECKING:
     from .run import RunSummary

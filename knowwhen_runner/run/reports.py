@@ -17,7 +17,7 @@ from ..plan import Plan
 from ..provider import CacheMode
 from ..provider.prices import BATCH_FALLBACK_RATE, batch_token_prices
 from ..queue import SET_ASIDE, open_ledger, open_queue
-from .batches import batch_outcomes, batch_rows
+from .batch_lane import batch_outcomes, batch_rows
 from .calls import question_call
 from .forecast import Forecast, forecast
 from .local_server import ensure_server

@@ -33,7 +33,7 @@ from ..exceptions import ProviderError
 from ..jobs import Job
 from ..provider import CacheMode, Limiters, ModelClient
 from ..queue import Failure, ModelControl, Queue
-from .batches import BatchLane
+from .batch_lane import BatchLane
 from .budget import BudgetGuard, BudgetSpent
 from .calls import CachedCalls, Lookup, QuestionCall, question_call
 from .quarantine import InvalidAnswers, quarantine_reason

@@ -32,6 +32,7 @@ PUBLIC = {
         "MockTransport",
         "ModelClient",
         "QUESTION_NAME",
+        "Reply",
         "Secrets",
         "Sent",
         "Transport",
@@ -201,7 +202,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("results",),
     ("view",),
     ("run",),
-    ("views", "cache_cli", "gym_cli", "export_cli", "schemas"),
+    ("cli_tables", "cache_cli", "gym_cli", "export_cli", "schemas"),
     ("cli",),
     ("__main__",),
 ]
