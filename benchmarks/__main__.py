@@ -30,6 +30,10 @@ TARGETS = {
     "processes": "2 processes >= 1.7 x one (steady jobs/s)",
     "rate_limit": ">= 95% of the limit with zero 429s",
     "scoring": "scoring 153,621 rows <= 5 s",
+    "fair_share": (
+        "(a) fast models beside a 60/min one <= 1.1 x their time alone, the slow one >= 90% of its limit; "
+        "(b) each model <= 1.1 x its own bound, the sweep <= 1.05 x the slowest's"
+    ),
 }
 
 
@@ -90,6 +94,10 @@ def main() -> None:
         results["cases"]["processes"] = _script("bench_fleet.py", *extra, "--json", str(figures))
         if figures.is_file():
             results["cases"]["processes"]["figures"] = json.loads(figures.read_text())
+    if "fair_share" in wanted:
+        from benchmarks.bench_fair_share import fair_share
+
+        results["cases"]["fair_share"] = fair_share(work, os.environ.get("KNOWWHEN_BENCH_FAIR", "ab"), q)
     if "scoring" in wanted:
         extra = ["--models", "3", "--questions", "200"] if q else []
         results["cases"]["scoring"] = _script("bench_scoring.py", *extra)

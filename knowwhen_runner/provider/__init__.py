@@ -15,7 +15,7 @@ from .cache_keys import CACHE_KEY_VERSION, CacheMode, cache_key, legacy_cache_ke
 from .client import CallOutcome, ModelClient
 from .litellm_loader import load_litellm, preload_litellm
 from .prices import token_prices
-from .ratelimit import FleetLimits, LearnedLimits, Limiter, Limiters
+from .ratelimit import REQUEST_STARTED, FleetLimits, LearnedLimits, Limiter, Limiters
 from .retry import Verdict, classify, transport_failure
 from .secrets import Secrets
 from .transport import CallKind, LitellmTransport, MockTransport, Sent, Transport
@@ -23,6 +23,7 @@ from .transport import CallKind, LitellmTransport, MockTransport, Sent, Transpor
 __all__ = [
     "CACHE_KEY_VERSION",
     "QUESTION_NAME",
+    "REQUEST_STARTED",
     "AdaptiveRate",
     "CacheMode",
     "CallKind",

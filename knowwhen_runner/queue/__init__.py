@@ -24,6 +24,7 @@ once: the first process to ``take_finalize`` a finished run does it. ``set_contr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -47,6 +48,7 @@ __all__ = [
     "BatchRecord",
     "BudgetAsk",
     "BudgetTally",
+    "ClaimQuota",
     "ControlState",
     "Failure",
     "JobCounts",
@@ -89,6 +91,14 @@ class Failure:
     final: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimQuota:
+    """Up to ``n`` jobs of any of ``models`` (one limit group) for one claim (``Queue.claim_each``)."""
+
+    models: frozenset[str]
+    n: int
+
+
 class JobResult(NamedTuple):
     """A job of the current plan and where it stands: its result when done, its last error when failed."""
 
@@ -125,6 +135,10 @@ class Queue(Protocol):
     async def claim(
         self, worker: str, n: int, lease_s: float, exclude_models: frozenset[str] = frozenset()
     ) -> list[Job]: ...
+    async def claim_each(self, worker: str, quotas: Sequence[ClaimQuota], lease_s: float) -> list[Job]:
+        """Up to each quota's ``n`` pending jobs of its models, in id order, in one transaction."""
+        ...
+
     async def heartbeat(self, worker: str, lease_s: float) -> int: ...
     async def complete(self, worker: str, results: list[tuple[str, dict[str, Any]]]) -> int: ...
     async def fail(self, worker: str, failures: list[Failure]) -> int: ...

@@ -1,0 +1,192 @@
+"""Fair share across models: every model runs at its own limit, whatever the models beside it do.
+
+(a) seven decision models at 300 requests/min with 100 questions each, alone, then beside an eighth at
+60 requests/min: each fast model's finish time against its time alone (target <= 1.1x), and the slow
+model's achieved rate against its limit (target >= 90%).
+(b) many models with limits spread over 30-3,000 requests/min and answer latencies of 10 ms-3 s (the
+server's ``slow`` fault rule): each model's finish against its own bound (its jobs / what its limit
+and in-flight cap allow, plus start-up; target within 10%), and the sweep against the slowest model's
+bound (target within 5%). Job counts are scaled so the case takes a minute or two on a small machine.
+(d) twenty models whose limits the server enforces without stating them (``--no-limit-headers``):
+each model's achieved rate in its last minute against its limit (target >= 90% within 5 minutes) and
+the share of 429s (target <= 1%).
+
+Finish times are read from the server's own request records (first request of the run to a model's
+last), so interpreter start-up is left out. Run with ``python -m benchmarks --case fair_share``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmarks.cases import knowwhen, write_states
+from knowwhen_runner.serve import ServerProcess, start_server_process
+
+__all__ = ["fair_share"]
+
+_START_S = 1.5  # what a model's bound allows for start-up (first claim, the first requests' latency)
+
+
+def _model(server: ServerProcess, name: str, rpm: float | None, in_flight: int = 16) -> dict[str, Any]:
+    limit: dict[str, Any] = {"max_in_flight": in_flight}
+    if rpm is not None:
+        limit["requests_per_minute"] = rpm
+    return {
+        "id": name,
+        "model": f"hosted_vllm/{name}",
+        "kind": "decision",
+        "api_base": server.base_url,
+        "limit_group": name,
+        "rate_limit": limit,
+    }
+
+
+def _run(
+    work: Path, name: str, models: list[dict[str, Any]], scenarios: list[dict[str, Any]], **extra: Any
+) -> float:
+    """``knowwhen run`` on a fresh config; returns its wall time."""
+    folder = work / name
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {
+        "name": name,
+        "output": str(folder / "out"),
+        "models": models,
+        "scenarios": scenarios,
+        "cache": {"path": str(folder / "responses.db")},
+        **extra,
+    }
+    path = folder / "c.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    started = time.perf_counter()
+    done = knowwhen("run", str(path), "-q", "--no-finalize")
+    assert done.returncode == 0, done.stderr[-2000:]
+    return time.perf_counter() - started
+
+
+def _finishes(server: ServerProcess) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Seconds from the run's first request to each model's last answered one, and each model's times."""
+    records = server.stats()["records"]
+    start = min(r[0] for r in records)
+    times: dict[str, list[float]] = {}
+    for at, model, _endpoint, status in records:
+        if status == 200:
+            times.setdefault(model, []).append(at)
+    return {m: max(ts) - start for m, ts in times.items()}, times
+
+
+def _rate(times: list[float]) -> float:
+    """Requests per second between a model's first and last request."""
+    return (len(times) - 1) / max(1e-9, max(times) - min(times)) if len(times) > 1 else 0.0
+
+
+def case_a(server: ServerProcess, work: Path, questions: int = 100) -> dict[str, Any]:
+    """Seven models at 300/min alone, then beside one at 60/min."""
+    scenario = [{"id": "s", "path": str(write_states(work / "a-qs", questions))}]
+    fast = [f"fast{i}" for i in range(7)]
+    server.set_rpm_limits({**{m: 300 for m in fast}, "slow0": 60})
+    out: dict[str, Any] = {"questions_per_model": questions}
+    alone: dict[str, float] = {}
+    for label, names in (("alone", fast), ("beside_slow", [*fast, "slow0"])):
+        server.reset_stats()
+        models = [_model(server, m, 60 if m.startswith("slow") else 300) for m in names]
+        wall = _run(work, f"a-{label}", models, scenario)
+        finish, times = _finishes(server)
+        out[f"{label}_wall_s"] = round(wall, 1)
+        out[f"{label}_fast_finish_s"] = [round(finish[m], 1) for m in fast]
+        if label == "alone":
+            alone = finish
+        else:
+            ratios = [finish[m] / alone[m] for m in fast]
+            out["fast_ratio_max"] = round(max(ratios), 3)
+            out["fast_ratio_target"] = "<= 1.1"
+            slow_rate = _rate(times["slow0"]) * 60
+            out["slow_finish_s"] = round(finish["slow0"], 1)
+            out["slow_share_of_limit"] = round(slow_rate / 60, 3)
+            out["slow_share_target"] = ">= 0.90"
+        out[f"{label}_http_429"] = server.count(status=429)
+    server.set_rpm_limits({})
+    return out
+
+
+def _spread(n: int, seed: int = 7) -> list[tuple[str, float, float]]:
+    """``n`` models: (name, limit per minute, latency in seconds), log-spread over 30-3,000/min and
+    10 ms-3 s, paired at random."""
+    rng = random.Random(seed)
+    rpms = [30 * 100 ** (i / (n - 1)) for i in range(n)]
+    lats = [0.01 * 300 ** (i / (n - 1)) for i in range(n)]
+    rng.shuffle(lats)
+    return [(f"b{i:02d}", round(r), round(lat, 3)) for i, (r, lat) in enumerate(zip(rpms, lats, strict=True))]
+
+
+def case_b(server: ServerProcess, work: Path, n_models: int = 40, questions: int = 30) -> dict[str, Any]:
+    """Many models with spread limits and latencies, the same ``questions`` each: each model against its
+    own bound, the sweep against the slowest's (30 questions at 30/min: about a minute)."""
+    spread = _spread(n_models)
+    in_flight = 64
+    scenarios = [{"id": "s", "path": str(write_states(work / "b-qs", questions))}]
+    server.set_rpm_limits({name: rpm for name, rpm, _ in spread})
+    server.set_faults([{"fault": "slow", "model": name, "delay_s": lat} for name, _, lat in spread])
+    models = [_model(server, name, rpm, in_flight) for name, rpm, _ in spread]
+    jobs = {name: questions for name, _, _ in spread}
+    server.reset_stats()
+    try:
+        wall = _run(work, "b", models, scenarios)
+    finally:
+        server.clear_faults()
+        server.set_rpm_limits({})
+    finish, _ = _finishes(server)
+    rows, worst, slowest_bound = [], 0.0, 0.0
+    for name, rpm, lat in spread:
+        bound = jobs[name] / min(rpm / 60, in_flight / lat) + lat + _START_S
+        slowest_bound = max(slowest_bound, bound)
+        ratio = finish.get(name, math.inf) / bound
+        worst = max(worst, ratio)
+        rows.append(
+            f"{name} {rpm}/min {lat * 1000:.0f} ms: {finish.get(name, math.inf):.1f} s / {bound:.1f} s"
+        )
+    sweep = max(finish.values())
+    return {
+        "models": n_models,
+        "jobs": sum(jobs.values()),
+        "wall_s": round(wall, 1),
+        "worst_model_finish_over_bound": round(worst, 3),
+        "model_target": "<= 1.10",
+        "sweep_finish_s": round(sweep, 1),
+        "slowest_bound_s": round(slowest_bound, 1),
+        "sweep_over_slowest_bound": round(sweep / slowest_bound, 3),
+        "sweep_target": "<= 1.05",
+        "http_429": server.count(status=429),
+        "per_model": rows,
+    }
+
+
+def fair_share(work: Path, parts: str = "ab", quick: bool = False) -> dict[str, Any]:
+    """The cases named in ``parts``, each on a server that serves every model name they use."""
+    names = [f"fast{i}" for i in range(7)] + ["slow0"] + [f"b{i:02d}" for i in range(40)]
+    aliases = [arg for name in names for arg in ("--alias", f"{name}=lexical")]
+    out: dict[str, Any] = {}
+    with start_server_process(extra_args=aliases) as server:
+        if "a" in parts:
+            out["a"] = case_a(server, work, 20 if quick else 100)
+        if "b" in parts:
+            out["b"] = case_b(server, work, 8 if quick else 40, 5 if quick else 30)
+    return out
+
+
+if __name__ == "__main__":
+    import argparse
+    import json
+    import tempfile
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--parts", default="a")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    result = fair_share(Path(tempfile.mkdtemp(prefix="knowwhen-fair-")), args.parts, args.quick)
+    print(json.dumps(result, indent=2))
