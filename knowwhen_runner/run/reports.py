@@ -14,13 +14,15 @@ from ..cache import cache_url, describe_url, open_cache
 from ..config import SweepConfig, load_config
 from ..exceptions import KnowwhenError
 from ..plan import Plan
-from ..provider import CacheMode
+from ..provider import CacheMode, LearnedLimit
 from ..provider.prices import BATCH_FALLBACK_RATE, batch_token_prices
 from ..queue import SET_ASIDE, open_ledger, open_queue
 from .batches import batch_outcomes, batch_rows
+from .budget import spent_models
 from .calls import question_call
 from .forecast import Forecast, forecast
 from .local_server import ensure_server
+from .pace import PACE_WINDOW_S, model_pace
 from .preflight import Probe, probe_models
 from .stored import open_existing, stored_config, with_db
 from .sweep import check_keys, load_and_plan
@@ -199,6 +201,7 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
         ]
         workers = await queue.workers()
         _add_eta(by_model, await queue.done_lately(_ETA_WINDOW_S), {c.model_id for c in controls})
+        tallies = await queue.budget_tallies()
         budget = [
             {
                 "scope": t.scope,
@@ -207,11 +210,14 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
                 "spent_tokens": t.spent_tokens,
                 "calls": t.calls,
             }
-            for t in await queue.budget_tallies()
+            for t in tallies
         ]
         info = await queue.run_info()
         cache = _cache_location(info, db)
-        limits = await _limits(info, db, db or f"sqlite:///{run_dir / 'knowwhen.db'}")
+        limits, config, learned = await _limits(info, db, db or f"sqlite:///{run_dir / 'knowwhen.db'}")
+        if config is not None:
+            held_why = {**spent_models(config, tallies), **{c.model_id: c.state for c in controls}}
+            _add_pace(by_model, config, await queue.done_lately(PACE_WINDOW_S), held_why, learned)
         return {
             "run": name,
             "models": by_model,
@@ -226,14 +232,17 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
         }
 
 
-async def _limits(info: dict[str, Any] | None, db: str | None, url: str) -> list[dict[str, Any]]:
-    """Each model's configured limits, and for an adaptive one what the fleet has learned so far."""
+async def _limits(
+    info: dict[str, Any] | None, db: str | None, url: str
+) -> tuple[list[dict[str, Any]], SweepConfig | None, dict[str, LearnedLimit]]:
+    """Each model's configured limits, and for an adaptive one what the fleet has learned so far (with
+    the stored config and the learned limits by limit key)."""
     if info is None:
-        return []
+        return [], None, {}
     try:
         config = stored_config(info, db, require_files=False)
     except KnowwhenError:
-        return []
+        return [], None, {}
     async with open_ledger(url) as ledger:
         learned = await ledger.learned() if any(m.adapts() for m in config.models) else {}
     rows = []
@@ -252,7 +261,28 @@ async def _limits(info: dict[str, Any] | None, db: str | None, url: str) -> list
                 else {**dataclasses.asdict(found), "described": found.describe()},
             }
         )
-    return rows
+    return rows, config, learned
+
+
+def _add_pace(
+    by_model: dict[str, dict[str, Any]],
+    config: SweepConfig,
+    lately: dict[str, tuple[int, float]],
+    held: dict[str, str],
+    learned: dict[str, LearnedLimit],
+) -> None:
+    """Each model's pace (``pace.model_pace``): its rate against its limit and what it waits for."""
+    for model_id, row in by_model.items():
+        pace = model_pace(
+            config,
+            model_id,
+            lately=lately.get(model_id),
+            running=row["running"],
+            open_jobs=row["pending"] + row["running"],
+            held=held.get(model_id),
+            learned=learned,
+        )
+        row["pace"] = None if pace is None else {**dataclasses.asdict(pace), "described": pace.describe()}
 
 
 def _add_eta(

@@ -71,8 +71,9 @@ class Scheduler:
             seen = self._seen.get(lane.key)
             if not lane.models or lane.free_in_s > _HORIZON_S or (seen and seen.empty_until > now):
                 continue
-            n = self.target(lane) - lane.in_hand
-            if n > 0:
+            target = self.target(lane)
+            n = target - lane.in_hand
+            if n > 0 and n >= target // 2:  # refill at half: claims of a few jobs each, not one by one
                 want[lane.key] = n
         room = self.batch_size
         if self.total_cap is not None:

@@ -272,7 +272,7 @@ class Worker:
         """One started job: it waits for its own model's limiter; handed back untouched if the worker stops
         before it sent anything (``REQUEST_STARTED`` tells when it has)."""
         scope = self._unstarted[job.id] = anyio.CancelScope()
-        token = REQUEST_STARTED.set(lambda: self._unstarted.pop(job.id, None))
+        token = REQUEST_STARTED.set(lambda: self._started(job.id))
         outcome: Outcome | None = None
         try:
             with scope:
@@ -291,6 +291,9 @@ class Worker:
             return  # stopped before it sent anything: released when the worker exits
         crashpoint("call")
         await outcomes.send(outcome)
+
+    def _started(self, job_id: str) -> None:
+        self._unstarted.pop(job_id, None)  # it sent a request: a stop no longer hands it back
 
     async def _record_loop(self, outcomes: MemoryObjectReceiveStream[Outcome], tg: TaskGroup) -> None:
         ended = False
