@@ -166,9 +166,62 @@ def case_b(server: ServerProcess, work: Path, n_models: int = 40, questions: int
     }
 
 
+def case_d(server: ServerProcess, work: Path, n_models: int = 20, seconds: float = 180.0) -> dict[str, Any]:
+    """Models whose limits (60-300/min) the server enforces without stating them: each model's rate over
+    the last minute of ``seconds`` against its limit, and the share of 429s. The run is stopped then."""
+    import signal
+    import subprocess
+    import sys
+
+    limits = {f"d{i:02d}": round(60 * 5 ** (i / max(1, n_models - 1))) for i in range(n_models)}
+    questions = round(max(limits.values()) * seconds / 60 * 1.2)
+    scenario = [{"id": "s", "path": str(write_states(work / "d-qs", questions))}]
+    models = [
+        {**_model(server, name, None), "rate_limit": {"max_in_flight": 16, "adaptive": True}}
+        for name in limits
+    ]
+    folder = work / "d"
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {"name": "d", "output": str(folder / "out"), "models": models, "scenarios": scenario,
+              "cache": {"path": str(folder / "responses.db")}}  # fmt: skip
+    (folder / "c.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    server.set_rpm_limits(limits, headers=False)
+    server.reset_stats()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "knowwhen_runner", "run", str(folder / "c.yaml"), "-q", "--no-finalize"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        time.sleep(seconds)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+        server.set_rpm_limits({})
+    records = server.stats()["records"]
+    end = max(r[0] for r in records)
+    worst, rows = math.inf, []
+    for name, limit in limits.items():
+        last = [r for r in records if r[1] == name and r[3] == 200 and r[0] >= end - 60]
+        share = len(last) / limit
+        worst = min(worst, share)
+        rows.append(f"{name} {limit}/min: {len(last)} in the last minute ({share:.0%})")
+    total = sum(1 for r in records if r[1] in limits)
+    rejected = sum(1 for r in records if r[1] in limits and r[3] == 429)
+    return {
+        "models": n_models,
+        "seconds": seconds,
+        "worst_share_of_limit_last_minute": round(worst, 3),
+        "share_target": ">= 0.90 (within 5 minutes)",
+        "http_429_share": round(rejected / max(1, total), 4),
+        "http_429_target": "<= 0.01",
+        "per_model": rows,
+    }
+
+
 def fair_share(work: Path, parts: str = "ab", quick: bool = False) -> dict[str, Any]:
     """The cases named in ``parts``, each on a server that serves every model name they use."""
     names = [f"fast{i}" for i in range(7)] + ["slow0"] + [f"b{i:02d}" for i in range(40)]
+    names += [f"d{i:02d}" for i in range(20)]
     aliases = [arg for name in names for arg in ("--alias", f"{name}=lexical")]
     out: dict[str, Any] = {}
     with start_server_process(extra_args=aliases) as server:
@@ -176,6 +229,8 @@ def fair_share(work: Path, parts: str = "ab", quick: bool = False) -> dict[str, 
             out["a"] = case_a(server, work, 20 if quick else 100)
         if "b" in parts:
             out["b"] = case_b(server, work, 8 if quick else 40, 5 if quick else 30)
+        if "d" in parts:
+            out["d"] = case_d(server, work, 4 if quick else 20, 30.0 if quick else 180.0)
     return out
 
 

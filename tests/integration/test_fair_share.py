@@ -80,5 +80,6 @@ def test_a_fast_model_keeps_its_rate_beside_a_slow_one_and_a_kill_loses_nothing(
     for model_id in (FAST, SLOW):
         rows = read_answers(tmp_path / "out" / "qs" / f"answers_{model_id}.jsonl.gz")
         assert len(rows) == QUESTIONS and len({r["qhash"] for r in rows}) == QUESTIONS
-    assert _answered(server, FAST) == QUESTIONS  # its answers were recorded before the kill
+    # A call answered just before the kill but not yet recorded is asked again; nothing more.
+    assert QUESTIONS <= _answered(server, FAST) <= QUESTIONS + 4
     assert slow_before_resume <= _answered(server, SLOW) <= QUESTIONS + 4  # at most max_in_flight asked again
