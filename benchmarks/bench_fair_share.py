@@ -12,12 +12,15 @@ each model's achieved rate in its last minute against its limit (target >= 90% w
 the share of 429s (target <= 1%).
 
 Finish times are read from the server's own request records (first request of the run to a model's
-last), so interpreter start-up is left out. Run with ``python -m benchmarks --case fair_share``.
+last), so interpreter start-up is left out. Run with ``python -m benchmarks --case fair_share`` (parts a, b,
+d; c too with ``KNOWWHEN_BENCH_PG``; ``KNOWWHEN_BENCH_FAIR=ab`` picks parts), or this file with ``--parts``.
+(c) is (b) on a throwaway PostgreSQL database worked by two processes (``knowwhen run --processes 2``).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import random
 import time
 from pathlib import Path
@@ -48,7 +51,12 @@ def _model(server: ServerProcess, name: str, rpm: float | None, in_flight: int =
 
 
 def _run(
-    work: Path, name: str, models: list[dict[str, Any]], scenarios: list[dict[str, Any]], **extra: Any
+    work: Path,
+    name: str,
+    models: list[dict[str, Any]],
+    scenarios: list[dict[str, Any]],
+    *args: str,
+    **extra: Any,
 ) -> float:
     """``knowwhen run`` on a fresh config; returns its wall time."""
     folder = work / name
@@ -64,7 +72,7 @@ def _run(
     path = folder / "c.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     started = time.perf_counter()
-    done = knowwhen("run", str(path), "-q", "--no-finalize")
+    done = knowwhen("run", str(path), "-q", "--no-finalize", *args)
     assert done.returncode == 0, done.stderr[-2000:]
     return time.perf_counter() - started
 
@@ -124,9 +132,12 @@ def _spread(n: int, seed: int = 7) -> list[tuple[str, float, float]]:
     return [(f"b{i:02d}", round(r), round(lat, 3)) for i, (r, lat) in enumerate(zip(rpms, lats, strict=True))]
 
 
-def case_b(server: ServerProcess, work: Path, n_models: int = 40, questions: int = 30) -> dict[str, Any]:
+def case_b(
+    server: ServerProcess, work: Path, n_models: int = 40, questions: int = 30, pg: str | None = None
+) -> dict[str, Any]:
     """Many models with spread limits and latencies, the same ``questions`` each: each model against its
-    own bound, the sweep against the slowest's (30 questions at 30/min: about a minute)."""
+    own bound, the sweep against the slowest's (30 questions at 30/min: about a minute). With ``pg``
+    (case c): on a throwaway PostgreSQL database, worked by two processes."""
     spread = _spread(n_models)
     in_flight = 64
     scenarios = [{"id": "s", "path": str(write_states(work / "b-qs", questions))}]
@@ -136,7 +147,13 @@ def case_b(server: ServerProcess, work: Path, n_models: int = 40, questions: int
     jobs = {name: questions for name, _, _ in spread}
     server.reset_stats()
     try:
-        wall = _run(work, "b", models, scenarios)
+        if pg is None:
+            wall = _run(work, "b", models, scenarios)
+        else:
+            from benchmarks.bench_fleet import _database
+
+            with _database(pg, work) as db:
+                wall = _run(work, "c", models, scenarios, "--processes", "2", "--db", db)
     finally:
         server.clear_faults()
         server.set_rpm_limits({})
@@ -229,6 +246,9 @@ def fair_share(work: Path, parts: str = "ab", quick: bool = False) -> dict[str, 
             out["a"] = case_a(server, work, 20 if quick else 100)
         if "b" in parts:
             out["b"] = case_b(server, work, 8 if quick else 40, 5 if quick else 30)
+        if "c" in parts:
+            pg = os.environ.get("KNOWWHEN_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
+            out["c"] = case_b(server, work, 8 if quick else 40, 5 if quick else 30, pg=pg)
         if "d" in parts:
             out["d"] = case_d(server, work, 4 if quick else 20, 30.0 if quick else 180.0)
     return out

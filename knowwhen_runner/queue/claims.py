@@ -51,29 +51,7 @@ def claim_sql(
     arms = _arms(exclude, quotas, params)
     lease = f"status = 'running', lease_owner = :w, lease_expires = {now} + :lease, updated_at = {now}"
     if dialect == "postgresql":
-        # MATERIALIZED: each CTE runs once, so a claim takes at most n rows (a plain IN (subquery ...
-        # SKIP LOCKED) may be re-evaluated by the planner and take more). FOR UPDATE is not allowed in a
-        # UNION's arms, so each group is its own CTE and the union reads them.
-        expire = (
-            "WITH gone AS MATERIALIZED (SELECT id FROM kw_jobs WHERE run = :run AND status = 'running' "
-            f"AND lease_expires < {now} FOR UPDATE SKIP LOCKED) UPDATE kw_jobs j SET status = 'pending', "
-            "lease_owner = NULL FROM gone WHERE j.run = :run AND j.id = gone.id"
-        )
-        if len(arms) == 1:
-            ctes = f"picked AS MATERIALIZED ({arms[0]} FOR UPDATE SKIP LOCKED)"
-        else:
-            ctes = ", ".join(
-                f"p{i} AS MATERIALIZED ({arm} FOR UPDATE SKIP LOCKED)" for i, arm in enumerate(arms)
-            )
-            ctes += (
-                ", picked AS (" + " UNION ALL ".join(f"SELECT id FROM p{i}" for i in range(len(arms))) + ")"
-            )
-        claim = (
-            f"WITH {ctes} UPDATE kw_jobs j SET {lease}, attempts = j.attempts + 1 FROM picked "
-            "WHERE j.run = :run AND j.id = picked.id RETURNING "
-            + ", ".join(f"j.{c.strip()}" for c in JOB_COLUMNS.split(","))
-        )
-        return expire, [claim]
+        return _postgres(arms, lease, now)
     # SQLite: BEGIN IMMEDIATE already serialises claims, so a plain subquery is exact.
     expire = (
         "UPDATE kw_jobs SET status = 'pending', lease_owner = NULL WHERE run = :run "
@@ -93,3 +71,25 @@ def claim_sql(
         f"UPDATE kw_jobs SET {lease}, attempts = attempts + 1 WHERE run = :run AND id IN {picked}",
         f"SELECT json_group_array(json_array({JOB_COLUMNS})) FROM kw_jobs WHERE run = :run AND id IN {picked}",
     ]
+
+
+def _postgres(arms: list[str], lease: str, now: str) -> tuple[str, list[str]]:
+    """PostgreSQL's statements: MATERIALIZED, so each CTE runs once and a claim takes at most n rows (a
+    plain IN (subquery ... SKIP LOCKED) may be re-evaluated by the planner and take more). FOR UPDATE is
+    not allowed in a UNION's arms, so each group is its own CTE and the union reads them."""
+    expire = (
+        "WITH gone AS MATERIALIZED (SELECT id FROM kw_jobs WHERE run = :run AND status = 'running' "
+        f"AND lease_expires < {now} FOR UPDATE SKIP LOCKED) UPDATE kw_jobs j SET status = 'pending', "
+        "lease_owner = NULL FROM gone WHERE j.run = :run AND j.id = gone.id"
+    )
+    if len(arms) == 1:
+        ctes = f"picked AS MATERIALIZED ({arms[0]} FOR UPDATE SKIP LOCKED)"
+    else:
+        ctes = ", ".join(f"p{i} AS MATERIALIZED ({arm} FOR UPDATE SKIP LOCKED)" for i, arm in enumerate(arms))
+        ctes += ", picked AS (" + " UNION ALL ".join(f"SELECT id FROM p{i}" for i in range(len(arms))) + ")"
+    claim = (
+        f"WITH {ctes} UPDATE kw_jobs j SET {lease}, attempts = j.attempts + 1 FROM picked "
+        "WHERE j.run = :run AND j.id = picked.id RETURNING "
+        + ", ".join(f"j.{c.strip()}" for c in JOB_COLUMNS.split(","))
+    )
+    return expire, [claim]

@@ -16,7 +16,7 @@ from ..exceptions import KnowwhenError
 from ..plan import Plan
 from ..provider import CacheMode, LearnedLimit
 from ..provider.prices import BATCH_FALLBACK_RATE, batch_token_prices
-from ..queue import SET_ASIDE, open_ledger, open_queue
+from ..queue import SET_ASIDE, BudgetTally, open_ledger, open_queue
 from .batches import batch_outcomes, batch_rows
 from .budget import spent_models
 from .calls import question_call
@@ -202,16 +202,7 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
         workers = await queue.workers()
         _add_eta(by_model, await queue.done_lately(_ETA_WINDOW_S), {c.model_id for c in controls})
         tallies = await queue.budget_tallies()
-        budget = [
-            {
-                "scope": t.scope,
-                "spent_usd": t.spent_usd,
-                "reserved_usd": t.reserved_usd,
-                "spent_tokens": t.spent_tokens,
-                "calls": t.calls,
-            }
-            for t in tallies
-        ]
+        budget = [_budget_row(t) for t in tallies]
         info = await queue.run_info()
         cache = _cache_location(info, db)
         limits, config, learned = await _limits(info, db, db or f"sqlite:///{run_dir / 'knowwhen.db'}")
@@ -262,6 +253,16 @@ async def _limits(
             }
         )
     return rows, config, learned
+
+
+def _budget_row(t: BudgetTally) -> dict[str, Any]:
+    return {
+        "scope": t.scope,
+        "spent_usd": t.spent_usd,
+        "reserved_usd": t.reserved_usd,
+        "spent_tokens": t.spent_tokens,
+        "calls": t.calls,
+    }
 
 
 def _add_pace(

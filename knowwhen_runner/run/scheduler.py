@@ -14,7 +14,7 @@ __all__ = ["Lane", "Scheduler"]
 _HORIZON_S = 0.5  # claims come this often at least: a group keeps what it starts meanwhile in hand
 _HEADROOM = 1.25  # in hand beyond rate × latency, for the latency's jitter
 _FIRST_LATENCY_S = 0.5  # a group's request latency until one is seen
-_EMPTY_RETRY_S = 1.0  # a group whose claim came back short is asked for again after this
+_EMPTY_RETRY_S = 0.5  # a group whose claim came back short is asked for again after this
 _CACHED = 0.5  # a group whose jobs are mostly answered from the cache is claimed for in batches
 
 

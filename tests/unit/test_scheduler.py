@@ -143,5 +143,5 @@ def test_a_group_that_came_back_empty_is_not_asked_again_at_once() -> None:
     lane = Lane("done", ("done",), 5.0, 16, 0.05, 0)
     assert scheduler.quotas([lane], 0.0)
     scheduler.claimed("done", 4, 0, 0.0)
-    assert scheduler.quotas([lane], 0.5) == {}
-    assert scheduler.quotas([lane], 1.5)
+    assert scheduler.quotas([lane], 0.3) == {}
+    assert scheduler.quotas([lane], 0.7)
