@@ -133,34 +133,49 @@ def _spread(n: int, seed: int = 7) -> list[tuple[str, float, float]]:
 
 
 def case_b(
-    server: ServerProcess, work: Path, n_models: int = 40, questions: int = 30, pg: str | None = None
+    server: ServerProcess,
+    work: Path,
+    n_models: int = 40,
+    questions: int = 30,
+    pg: str | None = None,
+    episodes: int = 1,
 ) -> dict[str, Any]:
-    """Many models with spread limits and latencies, the same ``questions`` each: each model against its
-    own bound, the sweep against the slowest's (30 questions at 30/min: about a minute). With ``pg``
-    (case c): on a throwaway PostgreSQL database, worked by two processes."""
+    """Many models with spread limits and latencies, the same ``questions`` each plus ``episodes``
+    closed-loop DecisionGym episodes each (the simulated agent LLM at 3,000/min): each model against its
+    own bound, the sweep against the slowest's (30 questions at 30/min: about a minute and a half). A
+    model's bound: its requests at what its limit and in-flight cap allow, or its episode's chain of calls
+    one after another if longer, plus start-up. With ``pg`` (case c): on a throwaway PostgreSQL database,
+    worked by two processes."""
     spread = _spread(n_models)
     in_flight = 64
     scenarios = [{"id": "s", "path": str(write_states(work / "b-qs", questions))}]
     server.set_rpm_limits({name: rpm for name, rpm, _ in spread})
     server.set_faults([{"fault": "slow", "model": name, "delay_s": lat} for name, _, lat in spread])
     models = [_model(server, name, rpm, in_flight) for name, rpm, _ in spread]
-    jobs = {name: questions for name, _, _ in spread}
+    agent = {"id": "agent-sim", "model": "openai/agent-sim", "kind": "llm", "api_base": f"{server.base_url}/v1",
+             "limit_group": "agent", "rate_limit": {"requests_per_minute": 3000, "max_in_flight": 64}}  # fmt: skip
+    if episodes:
+        models.append(agent)
+        scenarios.append({"id": "l3", "kind": "episodes", "agent": "agent-sim", "suite": "common",
+                          "split": "bench", "n": episodes, "modes": ["model"]})  # fmt: skip
     server.reset_stats()
     try:
         if pg is None:
-            wall = _run(work, "b", models, scenarios)
+            wall = _run(work, "b", models, scenarios, modes=["model"])
         else:
             from benchmarks.bench_fleet import _database
 
             with _database(pg, work) as db:
-                wall = _run(work, "c", models, scenarios, "--processes", "2", "--db", db)
+                wall = _run(work, "c", models, scenarios, "--processes", "2", "--db", db, modes=["model"])
     finally:
         server.clear_faults()
         server.set_rpm_limits({})
-    finish, _ = _finishes(server)
+    finish, times = _finishes(server)
     rows, worst, slowest_bound = [], 0.0, 0.0
-    for name, rpm, lat in spread:
-        bound = jobs[name] / min(rpm / 60, in_flight / lat) + lat + _START_S
+    for name, rpm, lat in [*spread, ("agent-sim", 3000, 0.0)] if episodes else spread:
+        requests = len(times.get(name, ()))
+        chain = (requests - questions) / max(1, episodes) * (lat + 60 / rpm) if name != "agent-sim" else 0.0
+        bound = max(requests / min(rpm / 60, in_flight / max(lat, 1e-3)), chain) + lat + _START_S
         slowest_bound = max(slowest_bound, bound)
         ratio = finish.get(name, math.inf) / bound
         worst = max(worst, ratio)
@@ -170,7 +185,9 @@ def case_b(
     sweep = max(finish.values())
     return {
         "models": n_models,
-        "jobs": sum(jobs.values()),
+        "questions": questions * n_models,
+        "episodes": episodes * n_models,
+        "requests": sum(len(t) for t in times.values()),
         "wall_s": round(wall, 1),
         "worst_model_finish_over_bound": round(worst, 3),
         "model_target": "<= 1.10",
