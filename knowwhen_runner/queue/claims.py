@@ -17,8 +17,15 @@ __all__ = ["JOB_COLUMNS", "claim_sql"]
 JOB_COLUMNS = "id, model_id, mode, scenario, item, payload, attempts"
 
 
-def _arms(exclude: frozenset[str] | None, quotas: Sequence[ClaimQuota], params: dict[str, Any]) -> list[str]:
-    """One ``SELECT id`` of pending jobs per group (or one for a plain claim), in id order, limited."""
+def _arms(
+    dialect: str, exclude: frozenset[str] | None, quotas: Sequence[ClaimQuota], params: dict[str, Any]
+) -> list[str]:
+    """One ``SELECT id`` of pending jobs per group (or one for a plain claim), in id order, limited.
+
+    A one-model group walks its model's pending jobs in id order (``kw_jobs_pending_model``). A group
+    of several models walks all pending jobs in id order (``kw_jobs_pending``) and stops at ``n``: on
+    SQLite the model test is kept off the indexes (``+``), so the planner never gathers every pending
+    job of those models through the per-model index to sort them, once per claim."""
     base = "SELECT id FROM kw_jobs WHERE run = :run AND status = 'pending'"
     if exclude is not None:
         names = []
@@ -34,7 +41,11 @@ def _arms(exclude: frozenset[str] | None, quotas: Sequence[ClaimQuota], params: 
             params[f"m{i}_{j}"] = model
             names.append(f":m{i}_{j}")
         params[f"n{i}"] = quota.n
-        arms.append(f"{base} AND model_id IN ({', '.join(names)}) ORDER BY id LIMIT :n{i}")
+        if len(names) == 1:
+            test = f"model_id = {names[0]}"
+        else:
+            test = f"{'+' if dialect == 'sqlite' else ''}model_id IN ({', '.join(names)})"
+        arms.append(f"{base} AND {test} ORDER BY id LIMIT :n{i}")
     return arms
 
 
@@ -48,7 +59,7 @@ def claim_sql(
     bulk: bool = False,
 ) -> tuple[str, list[str]]:
     """The expiry statement and the claim's statements (one, or pick/lease/read when ``bulk``)."""
-    arms = _arms(exclude, quotas, params)
+    arms = _arms(dialect, exclude, quotas, params)
     lease = f"status = 'running', lease_owner = :w, lease_expires = {now} + :lease, updated_at = {now}"
     if dialect == "postgresql":
         return _postgres(arms, lease, now)
