@@ -228,11 +228,16 @@ def case_d(server: ServerProcess, work: Path, n_models: int = 20, seconds: float
     try:
         time.sleep(seconds)
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=120)
+        end = time.time()  # the figures are of the minute before the stop
+        for sig, wait_s in ((signal.SIGINT, 60), (signal.SIGINT, 30), (signal.SIGKILL, 30)):
+            proc.send_signal(sig)  # Ctrl-C lets started calls finish; a second one cancels them
+            try:
+                proc.wait(timeout=wait_s)
+                break
+            except subprocess.TimeoutExpired:
+                continue
         server.set_rpm_limits({})
-    records = server.stats()["records"]
-    end = max(r[0] for r in records)
+    records = [r for r in server.stats()["records"] if r[0] <= end]
     worst, rows = math.inf, []
     for name, limit in limits.items():
         last = [r for r in records if r[1] == name and r[3] == 200 and r[0] >= end - 60]
