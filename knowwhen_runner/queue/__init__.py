@@ -19,7 +19,8 @@ once: the first process to ``take_finalize`` a finished run does it. ``set_contr
 (quarantined or paused: ``controls``); workers stop claiming its jobs, which stay pending.
 ``budget_reserve``/``budget_settle`` keep the run's spending per budget scope, for every process.
 ``answers`` reads one filtered page of the open-loop answers (a few fields each, never whole results) and
-``spend`` each model's recorded cost, for lists of large runs. Responses are cached apart from the queue (``knowwhen_runner.cache``).
+``spend`` each model's recorded cost, for lists of large runs; ``pace`` reads each model's pace (its
+rate against its limit, what it waits for) from what these return, for ``status`` and the live view. Responses are cached apart from the queue (``knowwhen_runner.cache``).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Read in this order: ``sweep`` (``run``: plan, work, finalise), ``stages``, ``wor
 record), ``scheduler`` and ``lanes`` (work in hand per limit group), ``holds`` (what the worker leaves
 alone), ``outcome`` (what its loops hand on), ``calls`` (cache-through calls), ``episode`` (one
 closed-loop episode), ``fits`` (τ from shadow episodes), ``fleet`` (many processes and machines),
-``stored`` (reopen a run), ``reports`` (``plan``, ``status``), ``pace`` (each model's pace, for
-``status``), ``cache_commands`` (``knowwhen cache``), ``preflight`` (probe each model before spending),
+``stored`` (reopen a run), ``reports`` (``plan``, ``status``; each model's pace: ``queue.pace``),
+``cache_commands`` (``knowwhen cache``), ``preflight`` (probe each model before spending),
 ``budget`` (spending caps), ``forecast`` (the cost forecast of ``plan``), ``live`` (pause and resume a
 model), ``quarantine`` (which failures hold a model back), ``importer`` (published answers),
 ``progress``, ``local_server``, ``event_loop`` (uvloop for workers).

@@ -17,7 +17,7 @@ from ..exceptions import ProviderError
 from ..provider import token_prices
 from ..queue import BudgetAsk, BudgetTally, Queue
 
-__all__ = ["BudgetGuard", "BudgetSpent", "budget_sentence", "scope_label", "spent_models"]
+__all__ = ["BudgetGuard", "BudgetSpent", "budget_sentence", "scope_label"]
 
 _OUT_TOKENS = {"decision": 0, "llm": 200}  # output reserved per call: a verbose tool call
 
@@ -59,27 +59,6 @@ def _cap(config: SweepConfig, scope: str) -> Cap | None:
     if kind == "run":
         return budget
     return (budget.models if kind == "model" else budget.groups).get(name)
-
-
-def spent_models(config: SweepConfig, tallies: list[BudgetTally]) -> dict[str, str]:
-    """Models whose budget scope is spent, with the scope (what ``status`` shows them waiting for)."""
-    out: dict[str, str] = {}
-    for t in tallies:
-        cap = _cap(config, t.scope)
-        if cap is None or not (
-            (cap.usd is not None and t.spent_usd >= cap.usd)
-            or (cap.tokens is not None and t.spent_tokens >= cap.tokens)
-        ):
-            continue
-        kind, _, name = t.scope.partition(":")
-        for m in config.models:
-            if (
-                kind == "run"
-                or (kind == "model" and m.id == name)
-                or (kind == "group" and m.limit_group == name)
-            ):
-                out.setdefault(m.id, scope_label(t.scope))
-    return out
 
 
 class BudgetGuard:

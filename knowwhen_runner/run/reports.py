@@ -17,12 +17,11 @@ from ..plan import Plan
 from ..provider import CacheMode, LearnedLimit
 from ..provider.prices import BATCH_FALLBACK_RATE, batch_token_prices
 from ..queue import SET_ASIDE, BudgetTally, open_ledger, open_queue
+from ..queue.pace import PACE_WINDOW_S, model_pace, spent_models
 from .batches import batch_outcomes, batch_rows
-from .budget import spent_models
 from .calls import question_call
 from .forecast import Forecast, forecast
 from .local_server import ensure_server
-from .pace import PACE_WINDOW_S, model_pace
 from .preflight import Probe, probe_models
 from .stored import open_existing, stored_config, with_db
 from .sweep import check_keys, load_and_plan

@@ -12,9 +12,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..queue import SET_ASIDE, ModelControl
+from ..queue.pace import PACE_WINDOW_S, model_pace, spent_models
 from ..run import describe_workers
-from ..run.budget import spent_models
-from ..run.pace import PACE_WINDOW_S, model_pace
 
 if TYPE_CHECKING:
     from .data import RunData

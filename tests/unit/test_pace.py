@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from knowwhen_runner.config import SweepConfig
-from knowwhen_runner.run.pace import model_pace
+from knowwhen_runner.queue.pace import model_pace
 
 
 def _config() -> SweepConfig:

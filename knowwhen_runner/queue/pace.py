@@ -1,6 +1,6 @@
 """Each model's pace while a run goes on, from what the run database knows (for ``status`` and the live
 view): its achieved rate against its limit, its jobs running against its in-flight cap, and in a few
-words what it waits for, so a slow provider is told from a stuck runner.
+words what it waits for, so a slow provider is told from a stuck runner. Pure: the caller reads the queue.
 """
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from dataclasses import dataclass
 
 from ..config import SweepConfig
 from ..provider.adaptive import LearnedLimit
+from .budget import BudgetTally
 
-__all__ = ["PACE_WINDOW_S", "Pace", "model_pace"]
+__all__ = ["PACE_WINDOW_S", "Pace", "model_pace", "spent_models"]
 
 PACE_WINDOW_S = 60.0  # the achieved rate is over the last minute
 _AT_LIMIT = 0.85  # achieved at least this share of its limit: the model waits for its rate
@@ -71,3 +72,27 @@ def model_pace(
     else:
         why = "its answers (latency)"
     return Pace(per_min, limit, running, cap, why)
+
+
+def spent_models(config: SweepConfig, tallies: list[BudgetTally]) -> dict[str, str]:
+    """Models whose budget scope is spent, with the config line of the cap (what they wait for)."""
+    budget, out = config.budget, dict[str, str]()
+    if budget is None:
+        return {}
+    for t in tallies:
+        kind, _, name = t.scope.partition(":")
+        cap = budget if kind == "run" else (budget.models if kind == "model" else budget.groups).get(name)
+        if cap is None or not (
+            (cap.usd is not None and t.spent_usd >= cap.usd)
+            or (cap.tokens is not None and t.spent_tokens >= cap.tokens)
+        ):
+            continue
+        label = "budget" if kind == "run" else f"budget.{kind}s.{name}"
+        for m in config.models:
+            if (
+                kind == "run"
+                or (kind == "model" and m.id == name)
+                or (kind == "group" and m.limit_group == name)
+            ):
+                out.setdefault(m.id, label)
+    return out
