@@ -255,10 +255,12 @@ def status(
     table.add_column("model")
     for col in cols:
         table.add_column(col, justify="right")
+    table.add_column("pace: answers/min, in flight, waits for")
     for model, row in sorted(report["models"].items()):
         eta = row.get("eta_s")
         cells = [f"${row[c]:.4f}" if c == "cost_usd" else str(row[c]) for c in cols[:-1]]
-        table.add_row(model, *cells, "–" if eta is None else f"{eta / 60:.1f} min")
+        pace = (row.get("pace") or {}).get("described", "")
+        table.add_row(model, *cells, "–" if eta is None else f"{eta / 60:.1f} min", pace)
     out.print(table)
     for b in report["budget"]:
         reserved = f", ${b['reserved_usd']:.4f} reserved in flight" if b["reserved_usd"] > 0 else ""

@@ -17,7 +17,7 @@ from .client import CallOutcome, ModelClient
 from .litellm_loader import load_litellm, preload_litellm
 from .mock_transport import MockTransport, Sent
 from .prices import token_prices
-from .ratelimit import FleetLimits, LearnedLimits, Limiter, Limiters
+from .ratelimit import REQUEST_STARTED, FleetLimits, LearnedLimits, Limiter, Limiters
 from .retry import Verdict, classify, transport_failure
 from .secrets import Secrets
 from .transport import CallKind, LitellmTransport, Reply, Transport
@@ -25,6 +25,7 @@ from .transport import CallKind, LitellmTransport, Reply, Transport
 __all__ = [
     "CACHE_KEY_VERSION",
     "QUESTION_NAME",
+    "REQUEST_STARTED",
     "AdaptiveRate",
     "CacheMode",
     "CallKind",

@@ -319,14 +319,9 @@ async def _work(
         cache=cache,
         limiters=limiters,
         on_progress=lambda s: display.update(s.done, s.cost_usd, s.failed),
+        on_quarantine=lambda model_id, reason: _quarantined(config, model_id, reason),
     )
     display.batches = worker.batches.describe if worker.batches is not None else None
-
-    def quarantined(model_id: str, reason: str) -> None:
-        _say_quarantined(model_id, reason)
-        notify(config, "quarantine", f"{model_id} is quarantined: {reason}", wait=False)
-
-    worker.on_quarantine = quarantined
     interrupted = False
     with display:
         async with anyio.create_task_group() as tg:
@@ -402,6 +397,11 @@ async def _budget_sentences(config: SweepConfig, queue: Queue, scopes: list[str]
         budget_sentence(config, scope, tallies, sum(open_jobs[m] for m in guard.models_under(scope)))
         for scope in scopes
     ]
+
+
+def _quarantined(config: SweepConfig, model_id: str, reason: str) -> None:
+    _say_quarantined(model_id, reason)
+    notify(config, "quarantine", f"{model_id} is quarantined: {reason}", wait=False)
 
 
 def _say_quarantined(model_id: str, reason: str) -> None:
