@@ -33,6 +33,8 @@ from .answers import AnswerPage, AnswerQuery, AnswerRow
 from .batch_rows import BatchRecord
 from .budget import BudgetAsk, BudgetTally
 from .controls import CONTROL_STATES, ControlState, ModelControl
+from .outage import down_since as database_down_since
+from .outage import set_max_db_outage
 
 if TYPE_CHECKING:
     from .limits import LimitLedger
@@ -54,11 +56,13 @@ __all__ = [
     "ModelControl",
     "Queue",
     "aside_status",
+    "database_down_since",
     "find_run_name",
     "is_shared_url",
     "live_status",
     "open_ledger",
     "open_queue",
+    "set_max_db_outage",
 ]
 
 ASIDE = "aside:"
@@ -137,7 +141,11 @@ class Queue(Protocol):
     async def release(self, worker: str, job_ids: list[str]) -> int: ...
     async def take_finalize(self, worker: str) -> bool: ...
     async def release_finalize(self, worker: str) -> None: ...
-    async def requeue_expired(self) -> int: ...
+    async def requeue_expired(self, stale_after_s: float | None = None) -> int:
+        """Running jobs whose lease expired, or (``stale_after_s``) whose worker's heartbeat is older than
+        that, go back to pending; how many."""
+        ...
+
     async def requeue_failed(self) -> int: ...
     async def counts(self) -> list[JobCounts]: ...
     async def done_lately(self, seconds: float) -> dict[str, tuple[int, float]]:

@@ -164,10 +164,13 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
         if self._info is not None and self._info["finalized_by"] == worker:
             self._info.update(finalized_at=None, finalized_by=None)
 
-    async def requeue_expired(self) -> int:
+    async def requeue_expired(self, stale_after_s: float | None = None) -> int:
         now, n = time.time(), 0
+        stale = set()
+        if stale_after_s is not None:
+            stale = {w for w, row in self._workers.items() if row["heartbeat_at"] < now - stale_after_s}
         for row in self._rows.values():
-            if row.status == "running" and row.lease_expires < now:
+            if row.status == "running" and (row.lease_expires < now or row.lease_owner in stale):
                 row.status, row.lease_owner, n = "pending", None, n + 1
         return n
 

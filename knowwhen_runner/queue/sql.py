@@ -14,7 +14,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar
 
 import orjson
-from sqlalchemy import String, bindparam, func, select, text, update
+from sqlalchemy import String, bindparam, func, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ..crashpoints import crashpoint
@@ -365,18 +365,21 @@ class SqlQueue(AnswerTables, ControlTables, ControlBudget, SideTables, BatchTabl
             )
         return int(res.rowcount or 0)
 
-    async def requeue_expired(self) -> int:
-        return await self._call(self._requeue_expired)
+    async def requeue_expired(self, stale_after_s: float | None = None) -> int:
+        return await self._call(self._requeue_expired, stale_after_s)
 
-    def _requeue_expired(self) -> int:
+    def _requeue_expired(self, stale_after_s: float | None) -> int:
+        now = self._clock.expr()
+        gone = s.jobs.c.lease_expires < now
+        if stale_after_s is not None:  # a worker not heard from for this long is gone (kill -9, lost node)
+            stale = select(s.workers.c.id).where(
+                s.workers.c.run == self.run, s.workers.c.heartbeat_at < now - stale_after_s
+            )
+            gone = or_(gone, s.jobs.c.lease_owner.in_(stale))
         with self._engine.begin() as conn:
             res = conn.execute(
                 update(s.jobs)
-                .where(
-                    s.jobs.c.run == self.run,
-                    s.jobs.c.status == "running",
-                    s.jobs.c.lease_expires < self._clock.expr(),
-                )
+                .where(s.jobs.c.run == self.run, s.jobs.c.status == "running", gone)
                 .values(status="pending", lease_owner=None)
             )
         return int(res.rowcount or 0)

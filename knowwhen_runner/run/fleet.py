@@ -32,7 +32,7 @@ from ..exceptions import ConfigError, QueueError, SchemaVersionError
 # litellm is imported before a fleet process claims anything: the import takes seconds of CPU, which a
 # process should not spend holding leased jobs, and local workers then start calling together.
 from ..provider import FleetLimits, load_litellm, preload_litellm
-from ..queue import Queue, find_run_name, is_shared_url, open_ledger, open_queue
+from ..queue import Queue, find_run_name, is_shared_url, open_ledger, open_queue, set_max_db_outage
 from .event_loop import loop_options
 from .stored import stored_config
 from .sweep import Preflight, RunSummary, check_keys, run_sweep, work_queue
@@ -93,6 +93,7 @@ class JoinSummary:
     stats: WorkStats
     counts: dict[str, int] = field(default_factory=dict)
     interrupted: bool = False
+    output: Path = Path(".")  # the run folder (where runner-errors.log is)
     finalized: bool = False
     note: str | None = None
 
@@ -116,6 +117,7 @@ async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progres
         try:
             info = await _planned_run(queue, wait_s)
             config = stored_config(info, db, require_files=False)
+            set_max_db_outage(config.workers.max_db_outage_s)
             secrets = check_keys(config, " on this machine")
             items = await queue.items()
             await anyio.to_thread.run_sync(load_litellm)  # done before claiming (see the import above)
@@ -124,7 +126,7 @@ async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progres
                 config, queue, secrets, items, progress=progress, fleet=fleet
             )
             process = f"{socket.gethostname()}:{os.getpid()}"  # how status names its workers, too
-            summary = JoinSummary(name, process, stats, await _counts(queue), interrupted)
+            summary = JoinSummary(name, process, stats, await _counts(queue), interrupted, config.output)
             if finalize and not interrupted:
                 summary.note = await finalize_once(config, queue, holder)
                 summary.finalized = summary.note is None

@@ -5,7 +5,9 @@ once), ``concurrency`` callers (rate-limited model calls), a recorder (writes ca
 failures as soon as they arrive, batching whatever has piled up), and a heartbeat that keeps leases
 alive. Identical calls needed by several jobs at once are made once (single flight).
 Stopping (Ctrl-C): claiming stops, calls in flight finish, unstarted jobs are released; a second
-Ctrl-C cancels the calls and releases their jobs too. A killed process loses nothing: its leases expire.
+Ctrl-C cancels the calls and releases their jobs too. A hand-over (SIGTERM, ``hand_over``) gives the
+unstarted jobs back at once and abandons the calls still running after ``workers.stop_grace_s``. A killed
+process loses nothing: its jobs go back once its heartbeat is stale (``STALE_AFTER_S``), or its leases expire.
 Models the run holds back (``Queue.controls``: quarantined after a fatal provider error or too many
 invalid answers, or paused by hand) are read every few seconds; their jobs are not claimed and any
 already claimed go back to pending unstarted.
@@ -29,7 +31,7 @@ from ..cache import CacheEntry, CacheStore
 from ..config import ModelSpec, SweepConfig
 from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
-from ..exceptions import ProviderError
+from ..exceptions import KnowwhenError, ProviderError
 from ..jobs import Job
 from ..provider import CacheMode, Limiters, ModelClient
 from ..queue import Failure, ModelControl, Queue
@@ -37,14 +39,18 @@ from .batches import BatchLane
 from .budget import BudgetGuard, BudgetSpent
 from .calls import CachedCalls, Lookup, QuestionCall, question_call
 from .quarantine import InvalidAnswers, quarantine_reason
+from .runner_errors import RunnerErrors
 
-__all__ = ["SILENT_AFTER_S", "WorkStats", "Worker", "new_worker_id"]
+__all__ = ["SILENT_AFTER_S", "STALE_AFTER_S", "WorkStats", "Worker", "new_worker_id"]
 
 _RECORD_LINGER_S = 0.05  # how long the recorder waits for more outcomes before writing a batch
 _RECORD_MAX = 512
 #: A running worker not heard from for this long is taken to be gone (status shows it as silent).
 SILENT_AFTER_S = 30.0
 _CONTROLS_EVERY_S = 2.0  # how often a worker reads which models the run holds back (quarantine, pause)
+_BEAT_MAX_S = 5.0  # the longest pause between heartbeats
+#: A worker whose heartbeat is older than this (or three of its beats, if less) is gone: others take its jobs.
+STALE_AFTER_S = 15.0
 
 
 def new_worker_id() -> str:
@@ -59,17 +65,20 @@ class WorkStats:
     failed: int = 0
     retried: int = 0
     waited: int = 0  # jobs handed back because their model was down (no attempt spent)
+    runner_errors: int = 0  # jobs handed back because the runner's own code failed on them (a bug)
     cache_hits: int = 0
     calls: int = 0
     requests: int = 0
     cost_usd: float = 0.0
     started: float = field(default_factory=time.monotonic)
+    handed_over: bool = False  # stopped by SIGTERM: unstarted jobs given back, the process may be requeued
     given_up: dict[str, str] = field(default_factory=dict)  # models down too long: their last error
     over_budget: dict[str, str] = field(default_factory=dict)  # budget scopes found spent
 
     def add(self, other: WorkStats) -> None:
         """Add another stage's counts to these."""
-        for name in ("done", "failed", "retried", "waited", "cache_hits", "calls", "requests", "cost_usd"):
+        for name in ("done", "failed", "retried", "waited", "runner_errors", "cache_hits", "calls",
+                     "requests", "cost_usd"):  # fmt: skip
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.given_up.update(other.given_up)
         self.over_budget.update(other.over_budget)
@@ -95,6 +104,8 @@ class _Outcome:
     down: bool = False  # the model was down: the job goes back to the queue with its attempt unspent
     quarantine: str | None = None  # the model failed fatally (what to fix): the job goes back, unspent
     held_back: bool = False  # the model is quarantined or paused: the job goes back unstarted
+    bug: bool = False  # the runner's own code failed on it (logged): the job goes back, unspent
+    given_back: bool = False  # the worker is stopping: the unstarted job goes back at once
 
 
 class Worker:
@@ -119,6 +130,10 @@ class Worker:
         self.id = worker_id or new_worker_id()
         self.stats = WorkStats()
         self.stopping = anyio.Event()
+        self.runner_errors = RunnerErrors(config.output, self.id)
+        self._grace: float | None = None  # set by a hand-over: how long calls in flight may still run
+        self._callers: anyio.CancelScope | None = None
+        self._claims_over = anyio.Event()
         self._on_progress = on_progress
         self._limiters = limiters
         self._models: dict[str, ModelSpec] = {m.id: m for m in config.models}
@@ -166,6 +181,18 @@ class Worker:
         )
 
     async def _execute(self, job: Job) -> _Outcome:
+        """Work one job; an exception of the runner's own code is a bug: logged, the job goes back."""
+        try:
+            return await self._execute_job(job)
+        except KnowwhenError:
+            raise  # a known error of the run (its database gone, say): it ends the process with its sentence
+        except Exception as exc:
+            self.runner_errors.note(job.id, exc)
+            if self.runner_errors.too_many:
+                self.stop()
+            return _Outcome(job, bug=True)
+
+    async def _execute_job(self, job: Job) -> _Outcome:
         if job.payload.get("kind") == "episode":
             return await self._execute_episode(job)
         q = self._request(job)
@@ -223,13 +250,17 @@ class Worker:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._heartbeat_loop, tg)
                 tg.start_soon(self._record_loop, out_recv, tg)
+                tg.start_soon(self._abandon_after_grace)
                 if self.batches is not None:
                     tg.start_soon(self.batches.run)
                 async with anyio.create_task_group() as callers:
+                    self._callers = callers.cancel_scope
                     for _ in range(self._settings.concurrency):
                         callers.start_soon(self._call_loop, jobs_recv.clone(), out_send.clone())
+                    callers.start_soon(self._give_back_loop, jobs_recv.clone(), out_send.clone())
                     jobs_recv.close()
                     await self._claim_loop(jobs_send, out_send.clone())
+                    self._claims_over.set()
                 out_send.close()
         finally:
             with anyio.CancelScope(shield=True):
@@ -242,6 +273,38 @@ class Worker:
     def stop(self) -> None:
         """Stop claiming; calls in flight finish and are recorded."""
         self.stopping.set()
+
+    def hand_over(self, grace_s: float) -> None:
+        """SIGTERM: stop claiming, give unstarted jobs back now, abandon calls still running after
+        ``grace_s`` (their jobs go back too); what finished in time is recorded."""
+        self.stats.handed_over = True
+        self._grace = grace_s
+        self.stop()
+
+    async def _abandon_after_grace(self) -> None:
+        await self.stopping.wait()
+        if self._grace is None:
+            return
+        await anyio.sleep(self._grace)
+        if self._callers is not None:
+            self._callers.cancel()  # calls still in flight are abandoned; their jobs are released at exit
+
+    async def _give_back_loop(self, jobs: Any, outcomes: Any) -> None:
+        """Once stopping, jobs claimed and not started go back at once (not when the calls in flight end)."""
+        async with jobs, outcomes:
+            async with anyio.create_task_group() as either:  # stopping, or claiming ended by itself
+
+                async def until(event: anyio.Event) -> None:
+                    await event.wait()
+                    either.cancel_scope.cancel()
+
+                either.start_soon(until, self.stopping)
+                either.start_soon(until, self._claims_over)
+            if not self.stopping.is_set():
+                return  # the queue is finished: the callers work what is left
+            async for job in jobs:
+                self._unfinished -= 1
+                await outcomes.send(_Outcome(job, given_back=True))
 
     def _held_back_models(self) -> dict[str, str]:
         """Models whose jobs this worker leaves pending, with why: held back by the run (quarantined or
@@ -396,7 +459,8 @@ class Worker:
             async for job in jobs:
                 self._unfinished -= 1
                 if self.stopping.is_set():
-                    continue  # not started: released when the worker exits
+                    await outcomes.send(_Outcome(job, given_back=True))  # not started: back at once
+                    continue
                 if job.model_id in self._held_back_models():
                     await outcomes.send(_Outcome(job, held_back=True))
                     continue
@@ -436,7 +500,9 @@ class Worker:
             # Responses first: a kill between the two finds them in the cache when the jobs run again.
             await self.calls.store.put(entries, overwrite=self._cache.overwrite)
             await self.queue.record(self.id, results, failures)
-            waiting = [o.job.id for o in batch if o.down or o.held_back or o.quarantine]
+            waiting = [
+                o.job.id for o in batch if o.down or o.held_back or o.quarantine or o.bug or o.given_back
+            ]
             if waiting:
                 await self.queue.release(self.id, waiting)
             await self._quarantine(batch)
@@ -454,6 +520,10 @@ class Worker:
                 self.stats.cost_usd += sum(cost.values()) if isinstance(cost, dict) else cost
             elif o.failure is not None and o.failure.final:
                 self.stats.failed += 1
+            elif o.bug:
+                self.stats.runner_errors += 1
+            elif o.given_back:
+                pass
             elif o.down or o.quarantine or o.held_back:
                 self.stats.waited += 1
             else:
@@ -490,7 +560,15 @@ class Worker:
             await self._read_controls(now=True)
 
     async def _heartbeat_loop(self, tg: TaskGroup) -> None:
-        interval = max(0.5, self._settings.lease_seconds / 3)
+        """Keep this worker's leases alive, and take back the jobs of workers whose heartbeat is stale."""
+        interval = min(_BEAT_MAX_S, max(0.5, self._settings.lease_seconds / 3))
+        stale = min(STALE_AFTER_S, 3 * interval)
+        beat = judge_from = time.monotonic()
         while True:
             await anyio.sleep(interval)
-            await self.queue.heartbeat(self.id, self._settings.lease_seconds)
+            await self.queue.heartbeat(self.id, self._settings.lease_seconds)  # waits out a database outage
+            last, beat = beat, time.monotonic()
+            if beat - last > stale:  # our own beats were late (the database was away): others' are too
+                judge_from = beat + stale
+            if beat >= judge_from:
+                await self.queue.requeue_expired(stale_after_s=stale)
