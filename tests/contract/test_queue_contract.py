@@ -580,3 +580,23 @@ def test_results_of_named_scenarios_only(make_queue) -> None:
     assert [r.job.id for r in run(q.results, {"e", "t"})] == ["a-t0", "ep-1"]
     assert len(run(q.results, {"s"})) == len(every) - 2 and run(q.results, set()) == []
     assert run(q.results, {"e"})[0].result == {"kind": "episode", "cost_usd": {"decision": 0.25, "llm": 1.0}}
+
+
+def test_a_stale_workers_jobs_go_back_while_a_live_workers_stay(make_queue) -> None:
+    """Two workers hold jobs under long leases; one stops beating: ``requeue_expired(stale_after_s)``
+    returns its jobs to pending and leaves the beating worker's alone."""
+    q = make_queue()
+    run(q.enqueue, _jobs(4), {})
+    run(q.register_worker, "gone")
+    run(q.register_worker, "live")
+    assert len(run(q.claim, "gone", 2, 600.0)) == 2
+    assert len(run(q.claim, "live", 2, 600.0)) == 2
+    assert run(q.requeue_expired, 60.0) == 0  # both beat just now
+    time.sleep(1.2)
+    run(q.heartbeat, "live", 600.0)
+    assert run(q.requeue_expired) == 0  # without a staleness bound only leases count
+    assert run(q.requeue_expired, 1.0) == 2
+    statuses = {job.id: status for job, status, _r, _e in run(q.results)}
+    assert sorted(statuses.values()) == ["pending", "pending", "running", "running"]
+    again = run(q.claim, "other", 4, 600.0)
+    assert len(again) == 2
