@@ -154,7 +154,7 @@ def run(
             "(kept, not worked, not finalised; they come back if the config does)"
         )
     for note in summary.waiting:
-        out.print(f"waiting: {note} (some shadow episodes failed: rerun with --retry-failed)")
+        out.print(f"waiting: {note}")
     _say_runner_errors(st, summary.output)
     if summary.interrupted:
         out.print("interrupted: run the same command again to resume")

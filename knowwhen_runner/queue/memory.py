@@ -42,6 +42,7 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
         self._rows: dict[str, _Row] = {}
         self._items: dict[tuple[str, str], dict[str, Any]] = {}
         self._workers: dict[str, dict[str, Any]] = {}
+        self._stages: dict[str, str] = {}  # stage -> the process that plans it
         self._init_batches()
 
     async def init_run(self, config_text: str, meta: dict[str, Any]) -> dict[str, Any]:
@@ -151,6 +152,9 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
                 row.status, row.lease_owner, row.attempts = "pending", None, max(0, row.attempts - 1)
                 n += 1
         return n
+
+    async def take_stage(self, stage: str, worker: str) -> str:
+        return self._stages.setdefault(stage, worker)
 
     async def take_finalize(self, worker: str) -> bool:
         if self._info is None or self._info["finalized_at"] is not None:

@@ -9,6 +9,7 @@ and keeps leases on the database server's clock (see ``engine.py``).
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar
@@ -491,6 +492,15 @@ class SqlQueue(AnswerTables, ControlTables, ControlBudget, SideTables, BatchTabl
             )
         )
         return 1
+
+    async def take_stage(self, stage: str, worker: str) -> str:
+        return await self._call(self._take_stage, stage, worker)
+
+    def _take_stage(self, stage: str, worker: str) -> str:
+        key = "stage:" + hashlib.sha256(f"{self.run}\0{stage}".encode()).hexdigest()[:40]
+        with self._engine.begin() as conn:
+            conn.execute(self._insert(s.meta).values(key=key, value=worker).on_conflict_do_nothing())
+            return str(conn.execute(select(s.meta.c.value).where(s.meta.c.key == key)).scalar_one())
 
     async def take_finalize(self, worker: str) -> bool:
         return await self._call(self._take_finalize, worker)

@@ -33,6 +33,7 @@ from ..exceptions import ConfigError, QueueError, SchemaVersionError
 # process should not spend holding leased jobs, and local workers then start calling together.
 from ..provider import FleetLimits, load_litellm, preload_litellm
 from ..queue import Queue, find_run_name, is_shared_url, open_ledger, open_queue, set_max_db_outage
+from .advance import advance_stages, waiting_reason, waiting_stages
 from .event_loop import loop_options
 from .stored import stored_config
 from .sweep import Preflight, RunSummary, check_keys, run_sweep, work_queue
@@ -67,6 +68,10 @@ async def finalize_once(config: SweepConfig, queue: Queue, who: str) -> str | No
     missing = [spec.path for spec in config.scenarios if spec.path is not None and not spec.path.exists()]
     if missing:
         return f"not finalised here: {missing[0]} is not on this machine; run knowwhen finalize where it is"
+    await advance_stages(config, queue, who)  # a stage its finished jobs release is planned first
+    waiting = await waiting_stages(config, queue)
+    if waiting and not any(c.status == "failed" and c.mode == "shadow" for c in await queue.counts()):
+        return f"not finalised: {waiting[0]} ({await waiting_reason(queue)})"
     if not await queue.take_finalize(who):
         info = await queue.run_info() or {}
         if info.get("finalized_by"):
@@ -78,6 +83,9 @@ async def finalize_once(config: SweepConfig, queue: Queue, who: str) -> str | No
         with anyio.CancelScope(shield=True):
             await queue.release_finalize(who)  # let another process (or a rerun) do it
         raise
+    if waiting:
+        await queue.update_meta({"incomplete": waiting})
+        return f"finalised, incomplete: {'; '.join(waiting)} ({await waiting_reason(queue)})"
     return None
 
 
@@ -122,19 +130,40 @@ async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progres
             items = await queue.items()
             await anyio.to_thread.run_sync(load_litellm)  # done before claiming (see the import above)
             fleet = FleetLimits(ledger, holder)
-            stats, interrupted = await work_queue(
-                config, queue, secrets, items, progress=progress, fleet=fleet
-            )
+            stats, interrupted = await _work_stages(config, queue, secrets, items, progress, fleet, holder)
             process = f"{socket.gethostname()}:{os.getpid()}"  # how status names its workers, too
             summary = JoinSummary(name, process, stats, await _counts(queue), interrupted, config.output)
             if finalize and not interrupted:
                 summary.note = await finalize_once(config, queue, holder)
-                summary.finalized = summary.note is None
+                summary.finalized = summary.note is None or summary.note.startswith("finalised")
             return summary
         finally:
             # the share lapses anyway: keep the first error
             with anyio.CancelScope(shield=True), contextlib.suppress(QueueError):
                 await ledger.drop(holder)
+
+
+async def _work_stages(
+    config: SweepConfig,
+    queue: Queue,
+    secrets: Any,
+    items: dict[tuple[str, str], dict[str, Any]],
+    progress: bool,
+    fleet: FleetLimits,
+    holder: str,
+) -> tuple[WorkStats, bool]:
+    """Work the queue; when finished jobs release a later stage, plan it (once fleet-wide) and go on."""
+    total = WorkStats()
+    while True:
+        stats, interrupted = await work_queue(config, queue, secrets, items, progress=progress, fleet=fleet)
+        total.add(stats)
+        total.handed_over = total.handed_over or stats.handed_over
+        if interrupted:
+            return total, True
+        released = await advance_stages(config, queue, holder)
+        if released is None or not any(c.status == "pending" and c.n for c in await queue.counts()):
+            return total, False
+        items = released
 
 
 async def _run_name(db: str, run: str | None, wait_s: float) -> str:

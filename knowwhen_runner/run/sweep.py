@@ -217,7 +217,12 @@ async def _run(
         summary = RunSummary(
             config.name, config.output, stages.planned, stages.added, total, dict(counts), interrupted
         )
-        summary.waiting = [note for note in stages.skipped if "waits for" in note]
+        waiting = [note for note in stages.skipped if "waits for" in note]
+        if waiting:
+            from .advance import waiting_reason
+
+            reason = await waiting_reason(queue)
+            summary.waiting = [f"{note} ({reason})" for note in waiting]
         summary.batches = batch_outcomes(await queue.batches())
         summary.held_back = await queue.controls()
         if total.over_budget:
