@@ -117,11 +117,13 @@ PUBLIC = {
         "JobResult",
         "Queue",
         "aside_status",
+        "database_down_since",
         "find_run_name",
         "is_shared_url",
         "live_status",
         "open_ledger",
         "open_queue",
+        "set_max_db_outage",
     ],
     "scenarios": ["Scenario", "load_scenario"],
 }
