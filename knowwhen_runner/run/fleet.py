@@ -27,7 +27,7 @@ import anyio
 import anyio.to_thread
 
 from ..config import SweepConfig, load_config
-from ..exceptions import ConfigError, QueueError, SchemaVersionError
+from ..exceptions import EXIT_REQUEUE, ConfigError, QueueError, SchemaVersionError
 
 # litellm is imported before a fleet process claims anything: the import takes seconds of CPU, which a
 # process should not spend holding leased jobs, and local workers then start calling together.
@@ -157,7 +157,6 @@ async def _work_stages(
     while True:
         stats, interrupted = await work_queue(config, queue, secrets, items, progress=progress, fleet=fleet)
         total.add(stats)
-        total.handed_over = total.handed_over or stats.handed_over
         if interrupted:
             return total, True
         released = await advance_stages(config, queue, holder)
@@ -319,7 +318,8 @@ def _finish_workers(
             except subprocess.TimeoutExpired:
                 child.kill()
         raise
-    failed = [c.returncode for c in children if c.returncode not in (0, 130, -signal.SIGINT)]
+    stopped = (0, 130, EXIT_REQUEUE, -signal.SIGINT, -signal.SIGTERM)
+    failed = [c.returncode for c in children if c.returncode not in stopped]
     if failed:
         print(f"knowwhen: {len(failed)} worker process(es) exited with an error", file=sys.stderr)
 

@@ -80,6 +80,7 @@ class WorkStats:
         for name in ("done", "failed", "retried", "waited", "runner_errors", "cache_hits", "calls",
                      "requests", "cost_usd"):  # fmt: skip
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.handed_over = self.handed_over or other.handed_over
         self.given_up.update(other.given_up)
         self.over_budget.update(other.over_budget)
 
