@@ -302,7 +302,7 @@ def status(
         if row["adaptive"] or row["requests_per_minute"]:
             out.print(f"limit {row['model']}: {_describe_limit(row)}", highlight=False)
     if report["workers"]:
-        from .run import describe_workers
+        from .queue import describe_workers
 
         workers = Table(title="workers")
         for col in ("worker", "state", "heartbeat", "jobs", "jobs/s"):

@@ -9,10 +9,18 @@
     │                             lock held by another process): waited out up to workers.max_db_outage_s,
     │                             then the process stops with this sentence, exit 6
     ├── ProviderError             a model call that failed for good (after retries), with its class;
-    │                             kind "down": the model is down, no attempt was spent (the job waits)
+    │   │                         kind "down": the model is down, no attempt was spent (the job waits)
+    │   └── BudgetSpent           (run.budget) a call not made: it would pass a budget cap (kind "budget")
+    ├── PreflightError            (run.preflight) a model failed its pre-flight probe: no-go, nothing spent
+    ├── EvalSeedError             (gym.splits) the eval split's seeds asked for without opting in
     └── ServeError                the built-in local server could not start
 
-Every message is one sentence a user can act on, and never carries an API key.
+Every message is one sentence a user can act on, and never carries an API key. A class shown with a
+module lives there, beside the stage that raises it; the others live here.
+
+The local server has errors of its own that never leave it (each becomes an HTTP error response):
+``InvalidRequest`` (serve.systemone), ``BadRequest`` (serve.app), ``BatchError`` (serve.batches),
+``UnsupportedEncoding``, ``UndecodableBody`` and ``BodyTooLarge`` (serve.encoding).
 """
 
 from __future__ import annotations

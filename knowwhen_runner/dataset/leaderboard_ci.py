@@ -15,7 +15,7 @@ from .files import Answer, IsolatedAnswer
 from .scoring import AnswerKey, occurrence_correct
 
 if TYPE_CHECKING:
-    from ..results.intervals import Interval
+    from ..intervals import Interval
 
 __all__ = ["LEVEL", "REPS", "SEED", "l1_interval", "l2_interval"]
 
@@ -26,7 +26,7 @@ SEED = 19  # the finaliser's seed: the same data gives the same interval in a ma
 
 def l2_interval(answers: Mapping[str, Answer], key: AnswerKey, measure: str) -> Interval | None:
     """Bootstrap over tasks of accuracy, must-ask or a stratum (``measure``); None for an empty subset."""
-    from ..results.intervals import cluster_bootstrap  # pure numpy; imported late so dataset/ loads alone
+    from ..intervals import cluster_bootstrap  # numpy, imported only when an interval is asked for
 
     correct = occurrence_correct(answers, key)
     by_task: dict[int, list[float]] = defaultdict(list)
@@ -44,7 +44,7 @@ def l2_interval(answers: Mapping[str, Answer], key: AnswerKey, measure: str) -> 
 
 def l1_interval(rows: Sequence[IsolatedAnswer], measure: str) -> Interval | None:
     """Wilson interval of pooled or BFCL tool-choice accuracy; None when no row counts."""
-    from ..results.intervals import wilson
+    from ..intervals import wilson
 
     if measure == "bfcl_tool_choice":
         rows = [r for r in rows if r.dp == "tool_select" and r.source.startswith("bfcl")]

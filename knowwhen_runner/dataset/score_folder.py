@@ -265,7 +265,7 @@ def _within(
     """A row checked against the recomputation's interval (widened by the printed precision)."""
     from dataclasses import replace
 
-    from ..results.intervals import miss
+    from ..intervals import miss
 
     check = LeaderboardCheck(*base, got, "match" if same else "differs", note)
     if interval is None:

@@ -2,7 +2,8 @@
 
 Three backends implement ``Queue``: ``MemoryQueue`` (tests), and ``SqlQueue`` on SQLite (default, a file
 in the run folder) or PostgreSQL (many machines; ``FOR UPDATE SKIP LOCKED`` claims). One contract test
-suite runs on all of them. Only this package touches SQLAlchemy.
+suite runs on all of them. SQLAlchemy is touched only here and in ``cache/`` (the response store, which
+opens its databases through ``engine``).
 
 Job states: pending -> running (claimed under a lease) -> done | failed; an expired lease makes a running
 job claimable again; completion is idempotent (the first recorded result wins, later ones are ignored);
@@ -19,7 +20,9 @@ once: the first process to ``take_finalize`` a finished run does it. ``set_contr
 (quarantined or paused: ``controls``); workers stop claiming its jobs, which stay pending.
 ``budget_reserve``/``budget_settle`` keep the run's spending per budget scope, for every process.
 ``answers`` reads one filtered page of the open-loop answers (a few fields each, never whole results) and
-``spend`` each model's recorded cost, for lists of large runs. Responses are cached apart from the queue (``knowwhen_runner.cache``).
+``spend`` each model's recorded cost, for lists of large runs. ``describe_workers`` says
+whether each worker of the fleet is working, silent or stopped (one rule for ``run``, ``status`` and the
+viewer). Responses are cached apart from the queue (``knowwhen_runner.cache``).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from .budget import BudgetAsk, BudgetTally
 from .controls import CONTROL_STATES, ControlState, ModelControl
 from .outage import down_since as database_down_since
 from .outage import set_max_db_outage
+from .workers import describe_workers
 
 if TYPE_CHECKING:
     from .limits import LimitLedger
@@ -57,6 +61,7 @@ __all__ = [
     "Queue",
     "aside_status",
     "database_down_since",
+    "describe_workers",
     "find_run_name",
     "is_shared_url",
     "live_status",

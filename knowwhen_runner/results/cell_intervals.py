@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
+from ..intervals import Interval, cluster_bootstrap, wilson
 from .fit_bootstrap import FitData, fit_intervals
-from .intervals import Interval, cluster_bootstrap, wilson
 from .manifest import (
     BandPoint,
     ClosedLoopIntervals,

@@ -23,9 +23,9 @@ from ..dataset.metrics import (
     gated_at,
 )
 from ..dataset.scoring import AnswerKey, gated_open_loop, occurrence_correct, score_l1, score_l2, task_weights
+from ..intervals import pass_hat_k, per_task_success
 from .cell_intervals import closed_loop_intervals, isolated_intervals, open_loop_intervals
 from .fit_bootstrap import FitData
-from .intervals import pass_hat_k, per_task_success
 from .manifest import (
     Calibration,
     ClosedLoopCell,

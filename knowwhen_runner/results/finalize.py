@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as dist_version
@@ -39,7 +39,7 @@ from .manifest import (
     manifest_path,
 )
 
-__all__ = ["PACKAGES", "finalize_run", "scenario_folder", "write_outputs"]
+__all__ = ["PACKAGES", "Drilldown", "finalize_run", "scenario_folder", "write_outputs"]
 
 PACKAGES = ("knowwhen-runner", "litellm", "pydantic", "numpy")
 """Packages whose versions every manifest records (read from metadata; litellm is never imported)."""
@@ -87,8 +87,18 @@ class _Folder:
         return self.table.get((model_id, self.spec.variant or "main"))
 
 
-async def finalize_run(config: SweepConfig, queue: Queue) -> dict[str, Any]:
-    """Write every output of the run from what the queue recorded; returns the L2 scores of ``table.md``."""
+Drilldown = Callable[[Sequence[CxsManifest]], Awaitable[str]]
+"""Builds the report's drill-down section from the manifests (the viewer's offline page, which ``run/``
+hands over: the viewer reads results, so results never import it)."""
+
+
+async def finalize_run(
+    config: SweepConfig, queue: Queue, drilldown: Drilldown | None = None
+) -> dict[str, Any]:
+    """Write every output of the run from what the queue recorded; returns the L2 scores of ``table.md``.
+
+    ``drilldown``, when given, builds the report's drill-down section; without it the report has none.
+    """
     results = await queue.results()
     kinds = {
         job.id: ((await queue.attempt_errors(job.id)) or [{}])[-1].get("kind", "error")
@@ -123,11 +133,7 @@ async def finalize_run(config: SweepConfig, queue: Queue) -> dict[str, Any]:
     provenance = _run_provenance(config, await queue.run_info() or {}, await queue.workers())
     scenarios = [_scenario_provenance(spec) for spec in config.scenarios]
     manifests = [_manifest(config, m.id, records, folders, provenance, scenarios) for m in config.models]
-    from ..view.data import RunData
-    from ..view.offline import drilldown_html
-
-    drilldown = await drilldown_html(RunData(queue, given_config=config), manifests)
-    write_outputs(config.output, manifests, drilldown)
+    write_outputs(config.output, manifests, await drilldown(manifests) if drilldown is not None else "")
     _write_table(config, manifests)
     return scores
 

@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from .intervals import Interval, draw_cluster_weights, percentile_interval
+from ..intervals import Interval, draw_cluster_weights, percentile_interval
 
 __all__ = ["FitData", "FitIntervals", "fit_intervals"]
 

@@ -17,9 +17,9 @@ from typing import Literal
 from ..dataset.files import Answer, load_answers, load_question_set, read_isolated_answers
 from ..dataset.scoring import compile_key, occurrence_correct
 from ..exceptions import KnowwhenError
+from ..intervals import PairedTest, mcnemar, paired_cluster_bootstrap
 from ..jsonio import find_jsonl
 from .cell_intervals import BOOTSTRAP_REPS, BOOTSTRAP_SEED, LEVEL
-from .intervals import PairedTest, mcnemar, paired_cluster_bootstrap
 from .manifest import CxsManifest
 
 __all__ = ["ALPHA", "METRICS", "PairedResult", "paired_results", "regressions"]

@@ -6,13 +6,14 @@ episodes), ``fleet`` (many processes and machines), ``stored`` (reopen a run), `
 ``status``), ``cache_commands`` (``knowwhen cache``), ``preflight`` (probe each model before spending),
 ``budget`` (spending caps), ``forecast`` (the cost forecast of ``plan``), ``live`` (pause and resume a
 model), ``quarantine`` (which failures hold a model back), ``importer`` (published answers),
-``progress``, ``local_server``, ``event_loop`` (uvloop for workers).
+``progress``, ``local_server``, ``event_loop`` (uvloop for workers), ``outputs`` (finalising, with the
+viewer's offline drill-down in the report).
 """
 
 from __future__ import annotations
 
 from .cache_commands import cache_export, cache_import, cache_report, store_url
-from .fleet import JoinSummary, describe_workers, finalize_once, join_run, run_fleet
+from .fleet import JoinSummary, finalize_once, join_run, run_fleet
 from .importer import import_dataset
 from .live import pause_model, resume_model
 from .preflight import PreflightError, Probe
@@ -34,7 +35,6 @@ __all__ = [
     "cache_import",
     "cache_report",
     "config_from_run",
-    "describe_workers",
     "finalize_config",
     "finalize_once",
     "import_dataset",

@@ -37,11 +37,10 @@ from .advance import advance_stages, waiting_reason, waiting_stages
 from .event_loop import loop_options
 from .stored import stored_config
 from .sweep import Preflight, RunSummary, check_keys, run_sweep, work_queue
-from .worker import SILENT_AFTER_S, WorkStats, new_worker_id
+from .worker import WorkStats, new_worker_id
 
 __all__ = [
     "JoinSummary",
-    "describe_workers",
     "finalize_once",
     "join_run",
     "run_fleet",
@@ -63,7 +62,7 @@ async def finalize_once(config: SweepConfig, queue: Queue, who: str) -> str | No
     Finalising reads the scenario files (the answer key), so a machine without them leaves it to one
     that has them (``knowwhen finalize``).
     """
-    from ..results.finalize import finalize_run
+    from .outputs import finalize_with_drilldown
 
     missing = [spec.path for spec in config.scenarios if spec.path is not None and not spec.path.exists()]
     if missing:
@@ -78,7 +77,7 @@ async def finalize_once(config: SweepConfig, queue: Queue, who: str) -> str | No
             return f"finalised by {info['finalized_by']}"
         return "not finalised: the run still has open jobs"
     try:
-        await finalize_run(config, queue)
+        await finalize_with_drilldown(config, queue)
     except BaseException:
         with anyio.CancelScope(shield=True):
             await queue.release_finalize(who)  # let another process (or a rerun) do it
@@ -328,30 +327,3 @@ def _signal_all(children: list[subprocess.Popen[bytes]], sig: int) -> None:
     for child in children:
         if child.poll() is None:
             child.send_signal(sig)
-
-
-# --- status ------------------------------------------------------------------------------------------
-
-
-def describe_workers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Workers as status shows them: state, seconds since their last heartbeat, jobs and jobs/s."""
-    described = []
-    for row in rows:
-        age = float(row.get("heartbeat_age_s") or 0.0)
-        if row.get("stopped_at"):
-            state, until = "stopped", float(row["stopped_at"])
-        else:
-            state, until = ("silent" if age > SILENT_AFTER_S else "working"), float(row["heartbeat_at"])
-        span = max(1e-9, until - float(row["started_at"]))
-        described.append(
-            {
-                "id": row["id"],
-                "host": row["host"],
-                "pid": row["pid"],
-                "state": state,
-                "heartbeat_age_s": age,
-                "jobs_done": int(row["jobs_done"]),
-                "jobs_per_s": int(row["jobs_done"]) / span if row["jobs_done"] else 0.0,
-            }
-        )
-    return described

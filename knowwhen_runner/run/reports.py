@@ -209,9 +209,9 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
             }
             for t in await queue.budget_tallies()
         ]
-        info = await queue.run_info()
-        cache = _cache_location(info, db)
-        limits = await _limits(info, db, db or f"sqlite:///{run_dir / 'knowwhen.db'}")
+        config, unreadable = _readable_config(await queue.run_info(), db)
+        cache = _cache_location(config) if config is not None else unreadable
+        limits = await _limits(config, db or f"sqlite:///{run_dir / 'knowwhen.db'}")
         return {
             "run": name,
             "models": by_model,
@@ -226,13 +226,9 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
         }
 
 
-async def _limits(info: dict[str, Any] | None, db: str | None, url: str) -> list[dict[str, Any]]:
+async def _limits(config: SweepConfig | None, url: str) -> list[dict[str, Any]]:
     """Each model's configured limits, and for an adaptive one what the fleet has learned so far."""
-    if info is None:
-        return []
-    try:
-        config = stored_config(info, db, require_files=False)
-    except KnowwhenError:
+    if config is None:
         return []
     async with open_ledger(url) as ledger:
         learned = await ledger.learned() if any(m.adapts() for m in config.models) else {}
@@ -271,14 +267,19 @@ def _add_eta(
             row["eta_s"] = left * span / n
 
 
-def _cache_location(info: dict[str, Any] | None, db: str | None) -> str | None:
-    """Where the run's response store is (by its stored config), or None if that cannot be read."""
+def _readable_config(info: dict[str, Any] | None, db: str | None) -> tuple[SweepConfig | None, str | None]:
+    """The run's stored config, or why it cannot be read on this machine (a ``${VAR}`` it names that is
+    not set here, say), as the sentence ``status`` shows in place of the cache's location."""
     if info is None:
-        return None
+        return None, None
     try:
-        config = stored_config(info, db, require_files=False)
-    except KnowwhenError:
-        return None
+        return stored_config(info, db, require_files=False), None
+    except KnowwhenError as exc:
+        return None, f"unknown (the stored config cannot be read here: {exc})"
+
+
+def _cache_location(config: SweepConfig) -> str:
+    """Where the run's response store is, by its stored config."""
     if config.cache.policy == "off":
         return "off"
     return describe_url(cache_url(config))

@@ -22,7 +22,16 @@ from ..config import SweepConfig, load_config
 from ..exceptions import ConfigError, KnowwhenError
 from ..plan.grid import Plan, plan
 from ..provider import FleetLimits, LearnedLimits, Limiters, ModelClient, Secrets, Transport, preload_litellm
-from ..queue import SET_ASIDE, JobResult, ModelControl, Queue, open_ledger, open_queue, set_max_db_outage
+from ..queue import (
+    SET_ASIDE,
+    JobResult,
+    ModelControl,
+    Queue,
+    describe_workers,
+    open_ledger,
+    open_queue,
+    set_max_db_outage,
+)
 from ..scenarios import Scenario, load_scenario
 from .batches import batch_outcomes
 from .budget import BudgetGuard, budget_sentence
@@ -230,9 +239,9 @@ async def _run(
         if counts.get("failed"):
             summary.failure_reasons = failure_reasons(await queue.results())
         if finalize and not interrupted and not counts.get("pending") and not counts.get("running"):
-            from ..results.finalize import finalize_run
+            from .outputs import finalize_with_drilldown
 
-            await finalize_run(config, queue)
+            await finalize_with_drilldown(config, queue)
             summary.finalized = True
         if not plan_only and not interrupted:
             await anyio.to_thread.run_sync(lambda: notify(config, *_outcome(summary)))
@@ -242,8 +251,6 @@ async def _run(
 
 async def _others_working(queue: Queue) -> bool:
     """Whether another process works this run now (a worker ``status`` shows as working)."""
-    from .fleet import describe_workers  # fleet builds on this module
-
     return any(w["state"] == "working" for w in describe_workers(await queue.workers()))
 
 
@@ -425,14 +432,14 @@ def finalize_config(target: str | Path, *, db: str | None = None) -> Path:
     target = Path(target)
 
     async def go() -> Path:
-        from ..results import finalize_run
+        from .outputs import finalize_with_drilldown
 
         if target.is_dir():
             config = await config_from_run(target, db=db)
         else:
             config = with_db(load_config(target), db)
         async with open_queue(config.db_url, config.name) as queue:
-            await finalize_run(config, queue)
+            await finalize_with_drilldown(config, queue)
         return config.output
 
     return anyio.run(go)

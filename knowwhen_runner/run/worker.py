@@ -41,12 +41,10 @@ from .calls import CachedCalls, Lookup, QuestionCall, question_call
 from .quarantine import InvalidAnswers, quarantine_reason
 from .runner_errors import RunnerErrors
 
-__all__ = ["SILENT_AFTER_S", "STALE_AFTER_S", "WorkStats", "Worker", "new_worker_id"]
+__all__ = ["STALE_AFTER_S", "WorkStats", "Worker", "new_worker_id"]
 
 _RECORD_LINGER_S = 0.05  # how long the recorder waits for more outcomes before writing a batch
 _RECORD_MAX = 512
-#: A running worker not heard from for this long is taken to be gone (status shows it as silent).
-SILENT_AFTER_S = 30.0
 _CONTROLS_EVERY_S = 2.0  # how often a worker reads which models the run holds back (quarantine, pause)
 _BEAT_MAX_S = 5.0  # the longest pause between heartbeats
 #: A worker whose heartbeat is older than this (or three of its beats, if less) is gone: others take its jobs.

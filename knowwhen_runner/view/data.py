@@ -23,7 +23,7 @@ from ..exceptions import KnowwhenError
 from ..queue import JobCounts, Queue
 from ..results import CxsManifest, load_manifest, manifest_path
 from ..results.episode_rows import episode_row
-from ..run import stored_config
+from ..stored_run import stored_config
 from .answer_keys import KeyEntry, answer_keys
 from .live import live_view
 from .questions import QuestionFilter, judged_rows, public_answer, question_detail, question_page

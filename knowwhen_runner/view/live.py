@@ -11,8 +11,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..queue import SET_ASIDE, ModelControl
-from ..run import describe_workers
+from ..queue import SET_ASIDE, ModelControl, describe_workers
 
 if TYPE_CHECKING:
     from .data import RunData

@@ -98,6 +98,7 @@ def test_report_is_one_file_without_network_references(out: Path) -> None:
     images = re.findall(r'<img[^>]+src="([^"]+)"', html)
     assert len(images) == 3 and all(src.startswith("data:image/svg+xml;base64,") for src in images)
     assert '<table class="sortable">' in html and "lexical-llm" in html
+    assert 'id="kw-data"' in html  # the viewer's drill-down, which run hands to the finaliser
 
 
 def test_table_cells_equal_knowwhen_score(out: Path) -> None:

@@ -12,8 +12,8 @@ from knowwhen_runner.dataset.metrics import (
     fit_threshold,
     gated_at,
 )
+from knowwhen_runner.intervals import bootstrap_over_clusters
 from knowwhen_runner.results.fit_bootstrap import FitData, fit_intervals
-from knowwhen_runner.results.intervals import bootstrap_over_clusters
 
 Task = list[tuple[float, bool, bool]]  # (confidence, model right, LLM right) per occurrence
 

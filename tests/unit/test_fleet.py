@@ -12,8 +12,8 @@ import yaml
 
 from knowwhen_runner.exceptions import ConfigError
 from knowwhen_runner.jobs import Job
-from knowwhen_runner.queue import open_queue
-from knowwhen_runner.run import describe_workers, finalize_once, stored_config
+from knowwhen_runner.queue import describe_workers, open_queue
+from knowwhen_runner.run import finalize_once, stored_config
 from tests.helpers import knowwhen, make_question_set, write_config
 
 

@@ -11,9 +11,9 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
+from knowwhen_runner import intervals
 from knowwhen_runner.dataset.metrics import fit_threshold
-from knowwhen_runner.results import intervals
-from knowwhen_runner.results.intervals import (
+from knowwhen_runner.intervals import (
     Interval,
     bootstrap_over_clusters,
     cluster_bootstrap,
