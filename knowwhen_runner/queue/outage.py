@@ -32,6 +32,7 @@ _PAUSE_FIRST_S, _PAUSE_MAX_S = 0.2, 5.0
 _PG_CLASSES = ("08", "57", "53")
 _PG_CODES = ("25006",)
 _SQLITE_WORDS = ("locked", "busy")
+_NO_SUCH_HOST = ("translate host name", "failed to resolve host", "Name or service not known")
 
 T = TypeVar("T")
 
@@ -43,6 +44,8 @@ def is_unavailable(exc: BaseException) -> bool:
     orig = getattr(exc, "orig", None) or exc
     if isinstance(orig, sqlite3.OperationalError):
         return any(word in str(orig) for word in _SQLITE_WORDS)
+    if any(words in str(orig) for words in _NO_SUCH_HOST):
+        return False  # a host name that does not resolve is a wrong URL far more often than an outage
     code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
     if isinstance(code, str):
         return code[:2] in _PG_CLASSES or code in _PG_CODES
