@@ -7,7 +7,10 @@ error (``KnowwhenError``) is printed as one line and exits with code 2, never as
 most common reason are printed); 3 when jobs are left pending (a model stayed down longer than the run
 waits, or was quarantined: a bad key, an unknown model name, a price error, mostly invalid answers; the
 sentence says what to fix); 4 when a budget is spent (its jobs stay pending; raise it and rerun);
-130 when interrupted. Rerunning the same command continues in every case.
+5 when the runner's own code failed on some jobs (a bug: they went back to pending, tracebacks in the
+run folder's runner-errors.log); 6 when the run database stayed unreachable longer than
+``workers.max_db_outage_s``; 75 when stopped by SIGTERM (jobs handed back: may be requeued); 130 when
+interrupted. Rerunning the same command continues in every case (docs/faults.md).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import typer
 from rich.console import Console
 
 from .cli_tables import print_forecast, print_probes
-from .exceptions import KnowwhenError
+from .exceptions import EXIT_REQUEUE, KnowwhenError
 
 if TYPE_CHECKING:
     from .run import RunSummary
@@ -30,6 +33,7 @@ __all__ = ["EXIT_BUDGET", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_PENDING", "ap
 EXIT_FAILED = 1  # the run finished, and some jobs failed for good
 EXIT_PENDING = 3  # the run stopped with jobs left pending (a model down for too long)
 EXIT_BUDGET = 4  # the run stopped because a budget is spent; its jobs are pending
+EXIT_RUNNER_ERROR = 5  # the runner's own code failed on some jobs (a bug); they went back to pending
 EXIT_INTERRUPTED = 130
 
 app = typer.Typer(
@@ -45,7 +49,15 @@ out = Console()
 def main() -> None:
     """Console-script entry point: run the app and turn known errors into one line and exit 2."""
     try:
-        app()
+        try:
+            app()
+        except BaseExceptionGroup as group:  # a task group's: its first known error is the one to say
+            known: BaseException | None = group.subgroup(KnowwhenError)
+            while isinstance(known, BaseExceptionGroup):
+                known = known.exceptions[0]
+            if known is None:
+                raise
+            raise known from None
     except KnowwhenError as exc:
         console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
@@ -142,10 +154,11 @@ def run(
             "(kept, not worked, not finalised; they come back if the config does)"
         )
     for note in summary.waiting:
-        out.print(f"waiting: {note} (some shadow episodes failed: rerun with --retry-failed)")
+        out.print(f"waiting: {note}")
+    _say_runner_errors(st, summary.output)
     if summary.interrupted:
         out.print("interrupted: run the same command again to resume")
-        raise typer.Exit(EXIT_INTERRUPTED)
+        raise typer.Exit(EXIT_REQUEUE if st.handed_over else EXIT_INTERRUPTED)
     if summary.finalized:
         out.print(f"results: {summary.output}  (table: {summary.output / 'table.md'})")
     if plan_only:
@@ -153,8 +166,18 @@ def run(
     raise typer.Exit(_verdict(summary))
 
 
+def _say_runner_errors(stats: Any, folder: Path) -> None:
+    if stats.runner_errors:
+        out.print(
+            f"[red]{stats.runner_errors} runner errors[/red] (bugs of knowwhen_runner, not the models' "
+            f"answers): their jobs went back to pending; tracebacks in {folder / 'runner-errors.log'}"
+        )
+
+
 def _verdict(summary: RunSummary) -> int:
     """Say what is left to fix, if anything, and the exit code that goes with it."""
+    if summary.stats.runner_errors:
+        return EXIT_RUNNER_ERROR
     for model_id, error in sorted(summary.stats.given_up.items()):
         out.print(f"[red]stopped waiting for {model_id}[/red]: {error}")
     for held in summary.held_back:
@@ -513,9 +536,12 @@ def worker(
         f"{st.calls} model calls, {st.requests} requests), failed {st.failed}, cost ${st.cost_usd:.4f}"
     )
     out.print("queue: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())))
+    _say_runner_errors(st, summary.output)
     if summary.interrupted:
         out.print("interrupted: its unfinished jobs are back in the queue for the other workers")
-        raise typer.Exit(130)
+        raise typer.Exit(EXIT_REQUEUE if st.handed_over else EXIT_INTERRUPTED)
+    if st.runner_errors:
+        raise typer.Exit(EXIT_RUNNER_ERROR)
     out.print("finalised the run" if summary.finalized else (summary.note or "not finalised"))
 
 

@@ -402,6 +402,26 @@ class WorkerSettings(_Frozen):
             "its jobs stay pending for the next run. A down model's jobs never spend attempts."
         ),
     )
+    max_db_outage_s: float = Field(
+        600.0,
+        gt=0,
+        description=(
+            "How long a process (run, worker, status) waits for its run database when it is away (a "
+            "restart, a failover, a dropped connection, a SQLite file locked by another process) before it "
+            "stops with exit code 6; answers already in hand are recorded once it is back, and a process "
+            "that stops leaves its jobs pending."
+        ),
+    )
+    stop_grace_s: float = Field(
+        20.0,
+        gt=0,
+        le=25,
+        description=(
+            "On SIGTERM (a scheduler's preemption), how long a worker lets its calls in flight finish "
+            "before abandoning them; below Slurm's default KillWait of 30 s. Unstarted jobs are given back "
+            "at once; the process exits with code 75 (may be requeued)."
+        ),
+    )
     batch_size: int = Field(64, ge=1, le=1024, description="Jobs claimed and recorded per transaction.")
     quarantine_invalid_share: float | None = Field(
         0.8,

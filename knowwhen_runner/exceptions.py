@@ -4,7 +4,10 @@
     ├── ConfigError               a sweep config that does not load or validate (file:line: field: message)
     ├── ScenarioError             a scenario or dataset file that is missing or malformed (file:line: ...)
     ├── QueueError                the run database: wrong schema version, locked, unreachable, disk full
-    │   └── SchemaVersionError    a database written by another version of the code
+    │   ├── SchemaVersionError    a database written by another version of the code
+    │   └── DatabaseUnavailable   the database is away (restart, failover, dropped connection, SQLite
+    │                             lock held by another process): waited out up to workers.max_db_outage_s,
+    │                             then the process stops with this sentence, exit 6
     ├── ProviderError             a model call that failed for good (after retries), with its class;
     │   │                         kind "down": the model is down, no attempt was spent (the job waits)
     │   └── BudgetSpent           (run.budget) a call not made: it would pass a budget cap (kind "budget")
@@ -22,8 +25,13 @@ The local server has errors of its own that never leave it (each becomes an HTTP
 
 from __future__ import annotations
 
+EXIT_REQUEUE = 75
+"""Exit code of a process stopped by SIGTERM after handing its jobs back (EX_TEMPFAIL): it may be requeued."""
+
 __all__ = [
+    "EXIT_REQUEUE",
     "ConfigError",
+    "DatabaseUnavailable",
     "KnowwhenError",
     "ProviderError",
     "QueueError",
@@ -53,6 +61,12 @@ class QueueError(KnowwhenError):
 
 class SchemaVersionError(QueueError):
     """The run database was written by another version of knowwhen_runner."""
+
+
+class DatabaseUnavailable(QueueError):
+    """The run database cannot be reached for now (raised for each try; the last one ends the process)."""
+
+    exit_code = 6
 
 
 class ProviderError(KnowwhenError):

@@ -5,7 +5,9 @@ A call takes a rate-limit slot, sends one request through the ``Transport`` and,
 429/529, or give up. A model whose requests keep failing is down (``ratelimit``): it is probed one
 request at a time, and a call that meets it down makes no request and raises ``ProviderError`` of kind
 ``down``, so its job goes back to the queue without spending an attempt. Only failures while the model
-is up count against a call's tries; a refused connection never does.
+is up count against a call's tries; a refused connection never does. Only what the transport raises is
+the provider's answer: an exception from the runner's own code (a limiter, say) passes through as it is,
+a bug for the worker to log, never a ``ProviderError`` that could fail a job.
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ class _Tally:
     failures: int = 0
     charged: int = 0  # failures that count against the call's tries
     errors: list[str] = field(default_factory=list)
+    answer: BaseException | None = None  # the last exception the transport raised: the provider's answer
+
+    def answered(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the provider's answer (or ours about it), not a bug of the runner's own code."""
+        return isinstance(exc, ProviderError) or exc is self.answer
 
 
 @dataclass
@@ -94,7 +101,7 @@ class ModelClient:
 
         def note(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
-            if exc is None or isinstance(exc, ProviderError):
+            if exc is None or isinstance(exc, ProviderError) or not tally.answered(exc):
                 return
             verdict = classify(exc)
             tally.errors.append(self._describe(exc, verdict))
@@ -114,7 +121,9 @@ class ModelClient:
         retrying = AsyncRetrying(
             stop=lambda _state: tally.charged >= self._max_tries,
             wait=wait,
-            retry=retry_if_exception(lambda e: classify(e).kind in ("retry", "retry_after", "rate_limited")),
+            retry=retry_if_exception(
+                lambda e: tally.answered(e) and classify(e).kind in ("retry", "retry_after", "rate_limited")
+            ),
             after=note,
             reraise=True,
         )
@@ -126,6 +135,8 @@ class ModelClient:
             exc.requests = tally.requests
             raise
         except Exception as exc:
+            if not tally.answered(exc):
+                raise  # the runner's own code failed (a bug): not the provider's answer, never the job's end
             verdict = classify(exc)
             message = self._describe(exc, verdict)
             if not tally.errors or tally.errors[-1] != message:
@@ -159,6 +170,7 @@ class ModelClient:
                 try:
                     reply = await self._transport.send(model, kind, body, self._secrets.key_for(model))
                 except Exception as exc:
+                    tally.answer = exc
                     verdict = classify(exc)
                     if verdict.kind == "rate_limited":
                         headers = error_headers(exc)

@@ -34,6 +34,7 @@ import anyio
 
 from ..config import ModelSpec, RateLimit
 from .adaptive import AdaptiveRate, LearnedLimit, LimitNews
+from .clock import MONOTONIC, Clock
 
 __all__ = ["REQUEST_STARTED", "FleetLimiter", "FleetLimits", "LearnedLimits", "Ledger", "Limiter", "Limiters"]
 
@@ -72,8 +73,10 @@ class Limiter:
         adaptive: AdaptiveRate | None = None,
         key: str = "",
         learned: LearnedLimits | None = None,
+        clock: Clock = MONOTONIC,
     ) -> None:
         self.name = name
+        self._clock = clock
         self.max_outage_s = max_outage_s
         self._rate = rate
         # Evenly spaced starts at exactly 60/N s put N + 1 requests into a closed 60 s window; a provider
@@ -109,7 +112,7 @@ class Limiter:
         return self._token_interval > 0
 
     def paused_for(self) -> float:
-        return max(0.0, self.paused_until - time.monotonic())
+        return max(0.0, self.paused_until - self._clock.now())
 
     def rate_per_s(self) -> float | None:
         """Requests it may start per second now (configured or learned); None: no rate limit."""
@@ -139,17 +142,18 @@ class Limiter:
     async def _wait_turn(self, tokens: int) -> None:
         await self._share_learned()
         while True:
-            now = time.monotonic()
+            now = self._clock.now()
             if self.paused_until > now:
-                await anyio.sleep(self.paused_until - now)
+                await self._clock.sleep(self.paused_until - now)
                 continue
             start = max(now, self._next_request, self._next_token)
             self._next_request = start + self._interval
             self._next_token = start + tokens * self._token_interval
             if start > now:
                 self._queued_for_rate()
-                await anyio.sleep(start - now)
-            if self.paused_until <= time.monotonic():
+                await self._clock.sleep(start - now)
+                now = self._clock.now()
+            if self.paused_until <= now:
                 self._sent()
                 return
 
@@ -200,17 +204,17 @@ class Limiter:
             (news.tokens_remaining, news.tokens_reset_s),
         ):
             if remaining == 0 and reset:
-                self.paused_until = max(self.paused_until, time.monotonic() + min(reset, _RESET_WAIT_MAX_S))
+                self.paused_until = max(self.paused_until, self._clock.now() + min(reset, _RESET_WAIT_MAX_S))
 
     async def _share_learned(self) -> None:
         """Record a learned change in the ledger, and read the fleet's row now and then."""
         if self.adaptive is None or self._learned is None:
             return
-        if self._unsaved is None and time.monotonic() - self._read_at < _LEARNED_READ_S:
+        if self._unsaved is None and self._clock.now() - self._read_at < _LEARNED_READ_S:
             return
         async with self._learned_lock:
             adaptive, unsaved = self.adaptive, self._unsaved
-            self._unsaved, self._read_at = None, time.monotonic()
+            self._unsaved, self._read_at = None, self._clock.now()
             if unsaved is not None:
                 how, seen = unsaved
                 state = await self._learned.learn(
@@ -228,7 +232,7 @@ class Limiter:
     def penalize(self, seconds: float) -> None:
         """Pause the model for everyone (a 429/529 with or without Retry-After)."""
         self.backoffs += 1
-        self.paused_until = max(self.paused_until, time.monotonic() + max(0.0, seconds))
+        self.paused_until = max(self.paused_until, self._clock.now() + max(0.0, seconds))
 
     last_error: str | None = None
 
@@ -238,7 +242,7 @@ class Limiter:
 
     def outage_s(self) -> float:
         """How long the model has been down (0 when it is up)."""
-        return 0.0 if self.down_since is None else time.monotonic() - self.down_since
+        return 0.0 if self.down_since is None else self._clock.now() - self.down_since
 
     def gave_up(self) -> bool:
         """Down for longer than ``max_outage_s``: the run stops waiting for the model (its jobs stay pending)."""
@@ -257,7 +261,7 @@ class Limiter:
         self.failures_in_row += 1
         if self.failures_in_row >= _BREAKER_AFTER:
             if self.down_since is None:
-                self.down_since = time.monotonic()
+                self.down_since = self._clock.now()
             extra = self.failures_in_row - _BREAKER_AFTER
             self.penalize(max(retry_after or 0.0, min(_BREAKER_MAX_S, 1.0 * (2 ** min(extra, 6)))))
 
@@ -401,8 +405,11 @@ class FleetLimiter(Limiter):
         max_outage_s: float = _DEFAULT_MAX_OUTAGE_S,
         adaptive: AdaptiveRate | None = None,
         learned: LearnedLimits | None = None,
+        clock: Clock = MONOTONIC,
     ) -> None:
-        super().__init__(name, rate, max_outage_s=max_outage_s, adaptive=adaptive, key=key, learned=learned)
+        super().__init__(
+            name, rate, max_outage_s=max_outage_s, adaptive=adaptive, key=key, learned=learned, clock=clock
+        )
         self._key, self._ledger, self._holder, self._ttl = key, fleet.ledger, fleet.holder, ttl
         self._cap = rate.max_in_flight
         self._slots: deque[tuple[float, float]] = deque()  # (start, usable from), on our monotonic clock
@@ -473,7 +480,7 @@ class FleetLimiter(Limiter):
 
     def _want(self) -> int:
         """Permits to ask for: the peak demand over about the last ``_WANT_WINDOW_S``, within the cap."""
-        demand, now = self._in_use + self._queued, time.monotonic()
+        demand, now = self._in_use + self._queued, self._clock.now()
         if demand >= self._peak or now - self._peak_at > self._WANT_WINDOW_S:
             self._peak, self._peak_at = demand, now
         return min(self._cap, self._peak)
@@ -486,7 +493,7 @@ class FleetLimiter(Limiter):
         """
         async with self._sync_lock:
             want, in_use = self._want(), self._in_use
-            age = time.monotonic() - self._synced_at
+            age = self._clock.now() - self._synced_at
             if for_permit and (in_use < self._share or (want <= self._asked and age < self._POLL_S)):
                 return
             if not for_permit and age < min_age:
@@ -494,7 +501,7 @@ class FleetLimiter(Limiter):
             self._share = await self._ledger.hold(
                 self._key, self._holder, want=want, in_use=in_use, cap=self._cap, ttl=self._ttl
             )
-            self._asked, self._synced_at = want, time.monotonic()
+            self._asked, self._synced_at = want, self._clock.now()
             self._notify()
 
     def _notify(self) -> None:
@@ -507,24 +514,26 @@ class FleetLimiter(Limiter):
         await self._share_learned()
         misses = 0
         while True:
-            now = time.monotonic()
+            now = self._clock.now()
             if self.paused_until > now:
                 if self._interval and self.paused_until > self._pause_sent:
                     await self._share_pause()
-                await anyio.sleep(self.paused_until - time.monotonic())
+                await self._clock.sleep(max(0.0, self.paused_until - self._clock.now()))
                 continue
             if self._interval or self._token_interval:
                 start, due = await self._next_start(tokens)
-                if start > time.monotonic():
+                now = self._clock.now()  # one reading decides whether and how long to sleep
+                if start > now:
                     if not misses:
                         self._queued_for_rate()
-                    await anyio.sleep(start - time.monotonic())
+                    await self._clock.sleep(start - now)
+                    now = self._clock.now()
                 # Woken too late (a busy machine): starting now would bunch this request with the next
                 # processes' slots, so take a fresh slot instead; but never starve for it.
-                if time.monotonic() - due > max(self._interval / 2, 0.02) and misses < 3:
+                if now - due > max(self._interval / 2, 0.02) and misses < 3:
                     misses += 1
                     continue
-            if self.paused_until <= time.monotonic():
+            if self.paused_until <= now:
                 self._sent()
                 return
 
@@ -536,7 +545,7 @@ class FleetLimiter(Limiter):
     async def _next_start(self, tokens: int) -> tuple[float, float]:
         """A reserved start, and when it became ours to use (its start, or later if it came late)."""
         async with self._slot_lock:
-            now = time.monotonic()
+            now = self._clock.now()
             while self._slots and self._slots[0][1] < now:
                 self._slots.popleft()  # nobody was ready for it: spending it late would bunch requests
             if self._slots and not self._token_interval:
@@ -544,7 +553,7 @@ class FleetLimiter(Limiter):
             count = 1
             if not self._token_interval and self._interval:
                 count = max(1, min(self._MAX_BLOCK, int(self._BLOCK_S / self._interval), self.waiting))
-            before = time.monotonic()
+            before = self._clock.now()
             got = await self._ledger.reserve(
                 self._key,
                 count,
@@ -552,7 +561,7 @@ class FleetLimiter(Limiter):
                 tokens=tokens if self._token_interval else 0,
                 token_interval=self._token_interval,
             )
-            after = time.monotonic()
+            after = self._clock.now()
             self._learn_offset(got.now, before, after)
             first = got.start - self._offset
             starts = (first + i * self._interval for i in range(count))

@@ -38,6 +38,8 @@ from .answers import AnswerPage, AnswerQuery, AnswerRow
 from .batch_rows import BatchRecord
 from .budget import BudgetAsk, BudgetTally
 from .controls import CONTROL_STATES, ControlState, ModelControl
+from .outage import down_since as database_down_since
+from .outage import set_max_db_outage
 from .workers import describe_workers
 
 if TYPE_CHECKING:
@@ -61,12 +63,14 @@ __all__ = [
     "ModelControl",
     "Queue",
     "aside_status",
+    "database_down_since",
     "describe_workers",
     "find_run_name",
     "is_shared_url",
     "live_status",
     "open_ledger",
     "open_queue",
+    "set_max_db_outage",
 ]
 
 ASIDE = "aside:"
@@ -155,9 +159,18 @@ class Queue(Protocol):
         failures: list[Failure],
     ) -> int: ...
     async def release(self, worker: str, job_ids: list[str]) -> int: ...
+    async def take_stage(self, stage: str, worker: str) -> str:
+        """Who plans ``stage`` (a later stage of the run, named by the fits it is planned from): the
+        first process to ask, fleet-wide; the others get its name and wait for its plan."""
+        ...
+
     async def take_finalize(self, worker: str) -> bool: ...
     async def release_finalize(self, worker: str) -> None: ...
-    async def requeue_expired(self) -> int: ...
+    async def requeue_expired(self, stale_after_s: float | None = None) -> int:
+        """Running jobs whose lease expired, or (``stale_after_s``) whose worker's heartbeat is older than
+        that, go back to pending; how many."""
+        ...
+
     async def requeue_failed(self) -> int: ...
     async def counts(self) -> list[JobCounts]: ...
     async def done_lately(self, seconds: float) -> dict[str, tuple[int, float]]:

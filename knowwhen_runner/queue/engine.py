@@ -33,8 +33,9 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import ColumnElement
 
-from ..exceptions import QueueError, SchemaVersionError
+from ..exceptions import DatabaseUnavailable, QueueError, SchemaVersionError
 from . import schema as s
+from .outage import is_unavailable, wait_out
 
 __all__ = ["DbClock", "OnOneThread", "ensure_schema", "is_shared_url", "make_engine", "safe_url"]
 
@@ -102,7 +103,7 @@ def _begin_immediate(raw: Any, url: str) -> None:
             if not _is_busy(exc):
                 raise
             time.sleep(pause)
-    raise QueueError(
+    raise DatabaseUnavailable(
         f"{safe_url(url)}: another process has held the database's write lock for {_BUSY_WAIT_S:.0f} s; "
         "is a stuck knowwhen process still running on it?"
     )
@@ -222,7 +223,9 @@ class OnOneThread:
     """Runs a database object's synchronous work on a worker thread, one call at a time, schema first.
 
     The event loop never blocks on the database, and one connection's transactions never interleave.
-    Driver errors become one-line ``QueueError``s naming the database (password hidden) and ``_what``.
+    Driver errors become one-line ``QueueError``s naming the database (password hidden) and ``_what``;
+    a database away for now (``outage.is_unavailable``) raises ``DatabaseUnavailable``, which ``_call``
+    waits out (``outage.wait_out``).
     """
 
     url: str
@@ -248,9 +251,14 @@ class OnOneThread:
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(1)
-        return await anyio.to_thread.run_sync(
-            functools.partial(self._guarded, fn, *args), limiter=self._limiter
-        )
+        limiter = self._limiter
+
+        async def statement() -> T:
+            return await anyio.to_thread.run_sync(
+                functools.partial(self._guarded, fn, *args), limiter=limiter
+            )
+
+        return await wait_out(statement, safe_url(self.url))  # a database away for now is waited for
 
     def _guarded(self, fn: Callable[..., T], *args: Any) -> T:
         waits = _busy_waits()
@@ -268,8 +276,9 @@ class OnOneThread:
                 if pause is not None:
                     time.sleep(pause)
                     continue
-                detail = str(orig).strip().splitlines()[0]
-                raise QueueError(f"{safe_url(self.url)}: {self._what}{detail}") from None
+                detail = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
+                error = DatabaseUnavailable if is_unavailable(exc) else QueueError
+                raise error(f"{safe_url(self.url)}: {self._what}{detail}") from None
 
     @contextmanager
     def _reading(self) -> Iterator[Connection]:

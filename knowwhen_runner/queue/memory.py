@@ -43,6 +43,7 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
         self._rows: dict[str, _Row] = {}
         self._items: dict[tuple[str, str], dict[str, Any]] = {}
         self._workers: dict[str, dict[str, Any]] = {}
+        self._stages: dict[str, str] = {}  # stage -> the process that plans it
         self._init_batches()
 
     async def init_run(self, config_text: str, meta: dict[str, Any]) -> dict[str, Any]:
@@ -171,6 +172,9 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
                 n += 1
         return n
 
+    async def take_stage(self, stage: str, worker: str) -> str:
+        return self._stages.setdefault(stage, worker)
+
     async def take_finalize(self, worker: str) -> bool:
         if self._info is None or self._info["finalized_at"] is not None:
             return False
@@ -183,10 +187,13 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
         if self._info is not None and self._info["finalized_by"] == worker:
             self._info.update(finalized_at=None, finalized_by=None)
 
-    async def requeue_expired(self) -> int:
+    async def requeue_expired(self, stale_after_s: float | None = None) -> int:
         now, n = time.time(), 0
+        stale = set()
+        if stale_after_s is not None:
+            stale = {w for w, row in self._workers.items() if row["heartbeat_at"] < now - stale_after_s}
         for row in self._rows.values():
-            if row.status == "running" and row.lease_expires < now:
+            if row.status == "running" and (row.lease_expires < now or row.lease_owner in stale):
                 row.status, row.lease_owner, n = "pending", None, n + 1
         return n
 

@@ -9,13 +9,14 @@ and keeps leases on the database server's clock (see ``engine.py``).
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar
 
 import orjson
-from sqlalchemy import String, bindparam, func, select, text, update
+from sqlalchemy import String, bindparam, func, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ..crashpoints import crashpoint
@@ -336,18 +337,21 @@ class SqlQueue(AnswerTables, ControlTables, ControlBudget, SideTables, BatchTabl
             )
         return int(res.rowcount or 0)
 
-    async def requeue_expired(self) -> int:
-        return await self._call(self._requeue_expired)
+    async def requeue_expired(self, stale_after_s: float | None = None) -> int:
+        return await self._call(self._requeue_expired, stale_after_s)
 
-    def _requeue_expired(self) -> int:
+    def _requeue_expired(self, stale_after_s: float | None) -> int:
+        now = self._clock.expr()
+        gone = s.jobs.c.lease_expires < now
+        if stale_after_s is not None:  # a worker not heard from for this long is gone (kill -9, lost node)
+            stale = select(s.workers.c.id).where(
+                s.workers.c.run == self.run, s.workers.c.heartbeat_at < now - stale_after_s
+            )
+            gone = or_(gone, s.jobs.c.lease_owner.in_(stale))
         with self._engine.begin() as conn:
             res = conn.execute(
                 update(s.jobs)
-                .where(
-                    s.jobs.c.run == self.run,
-                    s.jobs.c.status == "running",
-                    s.jobs.c.lease_expires < self._clock.expr(),
-                )
+                .where(s.jobs.c.run == self.run, s.jobs.c.status == "running", gone)
                 .values(status="pending", lease_owner=None)
             )
         return int(res.rowcount or 0)
@@ -459,6 +463,15 @@ class SqlQueue(AnswerTables, ControlTables, ControlBudget, SideTables, BatchTabl
             )
         )
         return 1
+
+    async def take_stage(self, stage: str, worker: str) -> str:
+        return await self._call(self._take_stage, stage, worker)
+
+    def _take_stage(self, stage: str, worker: str) -> str:
+        key = "stage:" + hashlib.sha256(f"{self.run}\0{stage}".encode()).hexdigest()[:40]
+        with self._engine.begin() as conn:
+            conn.execute(self._insert(s.meta).values(key=key, value=worker).on_conflict_do_nothing())
+            return str(conn.execute(select(s.meta.c.value).where(s.meta.c.key == key)).scalar_one())
 
     async def take_finalize(self, worker: str) -> bool:
         return await self._call(self._take_finalize, worker)

@@ -27,12 +27,13 @@ import anyio
 import anyio.to_thread
 
 from ..config import SweepConfig, load_config
-from ..exceptions import ConfigError, QueueError, SchemaVersionError
+from ..exceptions import EXIT_REQUEUE, ConfigError, QueueError, SchemaVersionError
 
 # litellm is imported before a fleet process claims anything: the import takes seconds of CPU, which a
 # process should not spend holding leased jobs, and local workers then start calling together.
 from ..provider import FleetLimits, load_litellm, preload_litellm
-from ..queue import Queue, find_run_name, is_shared_url, open_ledger, open_queue
+from ..queue import Queue, find_run_name, is_shared_url, open_ledger, open_queue, set_max_db_outage
+from .advance import advance_stages, waiting_reason, waiting_stages
 from .event_loop import loop_options
 from .stored import stored_config
 from .sweep import Preflight, RunSummary, check_keys, run_sweep, work_queue
@@ -66,6 +67,10 @@ async def finalize_once(config: SweepConfig, queue: Queue, who: str) -> str | No
     missing = [spec.path for spec in config.scenarios if spec.path is not None and not spec.path.exists()]
     if missing:
         return f"not finalised here: {missing[0]} is not on this machine; run knowwhen finalize where it is"
+    await advance_stages(config, queue, who)  # a stage its finished jobs release is planned first
+    waiting = await waiting_stages(config, queue)
+    if waiting and not any(c.status == "failed" and c.mode == "shadow" for c in await queue.counts()):
+        return f"not finalised: {waiting[0]} ({await waiting_reason(queue)})"
     if not await queue.take_finalize(who):
         info = await queue.run_info() or {}
         if info.get("finalized_by"):
@@ -77,6 +82,9 @@ async def finalize_once(config: SweepConfig, queue: Queue, who: str) -> str | No
         with anyio.CancelScope(shield=True):
             await queue.release_finalize(who)  # let another process (or a rerun) do it
         raise
+    if waiting:
+        await queue.update_meta({"incomplete": waiting})
+        return f"finalised, incomplete: {'; '.join(waiting)} ({await waiting_reason(queue)})"
     return None
 
 
@@ -92,6 +100,7 @@ class JoinSummary:
     stats: WorkStats
     counts: dict[str, int] = field(default_factory=dict)
     interrupted: bool = False
+    output: Path = Path(".")  # the run folder (where runner-errors.log is)
     finalized: bool = False
     note: str | None = None
 
@@ -115,23 +124,44 @@ async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progres
         try:
             info = await _planned_run(queue, wait_s)
             config = stored_config(info, db, require_files=False)
+            set_max_db_outage(config.workers.max_db_outage_s)
             secrets = check_keys(config, " on this machine")
             items = await queue.items()
             await anyio.to_thread.run_sync(load_litellm)  # done before claiming (see the import above)
             fleet = FleetLimits(ledger, holder)
-            stats, interrupted = await work_queue(
-                config, queue, secrets, items, progress=progress, fleet=fleet
-            )
+            stats, interrupted = await _work_stages(config, queue, secrets, items, progress, fleet, holder)
             process = f"{socket.gethostname()}:{os.getpid()}"  # how status names its workers, too
-            summary = JoinSummary(name, process, stats, await _counts(queue), interrupted)
+            summary = JoinSummary(name, process, stats, await _counts(queue), interrupted, config.output)
             if finalize and not interrupted:
                 summary.note = await finalize_once(config, queue, holder)
-                summary.finalized = summary.note is None
+                summary.finalized = summary.note is None or summary.note.startswith("finalised")
             return summary
         finally:
             # the share lapses anyway: keep the first error
             with anyio.CancelScope(shield=True), contextlib.suppress(QueueError):
                 await ledger.drop(holder)
+
+
+async def _work_stages(
+    config: SweepConfig,
+    queue: Queue,
+    secrets: Any,
+    items: dict[tuple[str, str], dict[str, Any]],
+    progress: bool,
+    fleet: FleetLimits,
+    holder: str,
+) -> tuple[WorkStats, bool]:
+    """Work the queue; when finished jobs release a later stage, plan it (once fleet-wide) and go on."""
+    total = WorkStats()
+    while True:
+        stats, interrupted = await work_queue(config, queue, secrets, items, progress=progress, fleet=fleet)
+        total.add(stats)
+        if interrupted:
+            return total, True
+        released = await advance_stages(config, queue, holder)
+        if released is None or not any(c.status == "pending" and c.n for c in await queue.counts()):
+            return total, False
+        items = released
 
 
 async def _run_name(db: str, run: str | None, wait_s: float) -> str:
@@ -289,7 +319,8 @@ def _finish_workers(
             except subprocess.TimeoutExpired:
                 child.kill()
         raise
-    failed = [c.returncode for c in children if c.returncode not in (0, 130, -signal.SIGINT)]
+    stopped = (0, 130, EXIT_REQUEUE, -signal.SIGINT, -signal.SIGTERM)
+    failed = [c.returncode for c in children if c.returncode not in stopped]
     if failed:
         print(f"knowwhen: {len(failed)} worker process(es) exited with an error", file=sys.stderr)
 

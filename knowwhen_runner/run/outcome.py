@@ -26,18 +26,22 @@ class WorkStats:
     failed: int = 0
     retried: int = 0
     waited: int = 0  # jobs handed back because their model was down (no attempt spent)
+    runner_errors: int = 0  # jobs handed back because the runner's own code failed on them (a bug)
     cache_hits: int = 0
     calls: int = 0
     requests: int = 0
     cost_usd: float = 0.0
     started: float = field(default_factory=time.monotonic)
+    handed_over: bool = False  # stopped by SIGTERM: unstarted jobs given back, the process may be requeued
     given_up: dict[str, str] = field(default_factory=dict)  # models down too long: their last error
     over_budget: dict[str, str] = field(default_factory=dict)  # budget scopes found spent
 
     def add(self, other: WorkStats) -> None:
         """Add another stage's counts to these."""
-        for name in ("done", "failed", "retried", "waited", "cache_hits", "calls", "requests", "cost_usd"):
+        for name in ("done", "failed", "retried", "waited", "runner_errors", "cache_hits", "calls",
+                     "requests", "cost_usd"):  # fmt: skip
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.handed_over = self.handed_over or other.handed_over
         self.given_up.update(other.given_up)
         self.over_budget.update(other.over_budget)
 
@@ -62,6 +66,8 @@ class Outcome:
     down: bool = False  # the model was down: the job goes back to the queue with its attempt unspent
     quarantine: str | None = None  # the model failed fatally (what to fix): the job goes back, unspent
     held_back: bool = False  # the model is quarantined or paused: the job goes back unstarted
+    bug: bool = False  # the runner's own code failed on it (logged): the job goes back, unspent
+    given_back: bool = False  # the worker is stopping: the unstarted job goes back at once
 
 
 Outcomes = MemoryObjectSendStream[Outcome]

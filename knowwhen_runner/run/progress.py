@@ -1,6 +1,7 @@
 """The progress display of long work: done/total, rate, ETA, cost so far, models backing off.
 
-On a terminal it is a live rich bar; elsewhere (CI, a batch node's log) one plain line every 10 s.
+On a terminal it is a live rich bar; elsewhere (CI, a batch node's log) one plain line every 10 s. It says
+when the run database is away (since when) and how many runner errors (bugs) sent jobs back.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from types import TracebackType
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+
+from ..queue import database_down_since
 
 __all__ = ["SweepProgress"]
 
@@ -38,6 +41,7 @@ class SweepProgress:
         self._done = already
         self._cost = 0.0
         self._failed = 0
+        self._last: tuple[int, float, int, int] = (0, 0.0, 0, 0)
         self._progress: Progress | None = None
         self._task: TaskID | None = None
         self.batches: Callable[[], str] | None = None
@@ -62,14 +66,19 @@ class SweepProgress:
             )
         return self
 
-    def update(self, done_now: int, cost_usd: float, failed: int) -> None:
+    def update(self, done_now: int, cost_usd: float, failed: int, runner_errors: int = 0) -> None:
+        self._last = (done_now, cost_usd, failed, runner_errors)
         self._done = self.already + done_now + failed
         self._cost, self._failed = cost_usd, failed
         elapsed = max(1e-6, time.monotonic() - self._start)
         rate = (done_now + failed) / elapsed
         backoff = ", ".join(f"{m} backing off {s:.0f}s" for m, s in self._backing_off())
         batches = self.batches() if self.batches is not None else ""
-        backoff = ", ".join(part for part in (backoff, batches) if part)
+        backoff = ", ".join(part for part in (_db_down(), backoff, batches) if part)
+        if runner_errors:
+            backoff = ", ".join(
+                p for p in (backoff, f"{runner_errors} runner errors (see runner-errors.log)") if p
+            )
         if self._progress is not None and self._task is not None:
             self._progress.update(
                 self._task,
@@ -88,8 +97,21 @@ class SweepProgress:
                 flush=True,
             )
 
+    def tick(self) -> None:
+        """Show the line again with what was last known (the database's state may have changed)."""
+        self.update(*self._last)
+
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         if self._progress is not None:
             self._progress.stop()
+
+
+def _db_down() -> str:
+    since = database_down_since()
+    if since is None:
+        return ""
+    return (
+        f"database down since {time.strftime('%H:%M:%S', time.localtime(since))} ({time.time() - since:.0f}s)"
+    )

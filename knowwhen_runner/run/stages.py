@@ -1,12 +1,21 @@
 """A run's stages: plan each into the queue, or find its plan already there (``plan.stamp``).
 
 Gated episodes wait for a fitted τ, so a run plans in stages: what can be planned now, then what the
-fits from finished jobs release.
+fits from finished jobs release. Any process of the fleet (``run`` or ``worker``) may find a later stage's
+inputs complete; the stage is planned once fleet-wide: ``Queue.take_stage`` names the one process that
+plans it, and the others wait for its plan (``_STAGE_WAIT_S`` at most, then plan it themselves: planning
+is idempotent, so a planner that died half-way costs nothing but the wait).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import time
+import uuid
 from typing import Any
+
+import anyio
 
 from ..cache import CacheStore
 from ..config import SweepConfig
@@ -20,15 +29,24 @@ __all__ = ["Stages"]
 
 
 _KEEP_STAMPS = 16  # plans remembered per run (a config edited back and forth finds its plan again)
+_STAGE_WAIT_S = 60.0  # how long a process waits for the one planning a later stage
 
 
 class Stages:
     """Plans a run's stages into its queue, or finds a stage's plan already there (``plan_stamp``)."""
 
     def __init__(
-        self, config: SweepConfig, queue: Queue, meta: dict[str, Any], *, cache: CacheStore, work: bool = True
+        self,
+        config: SweepConfig,
+        queue: Queue,
+        meta: dict[str, Any],
+        *,
+        cache: CacheStore | None,
+        work: bool = True,
+        who: str | None = None,
     ) -> None:
         self.config, self.queue, self.cache, self.work = config, queue, cache, work
+        self.who = who or uuid.uuid4().hex
         self.known: dict[str, Any] = dict(meta.get("plans") or {})
         # The queue holds one config's plan at a time (jobs of an earlier one are set aside): a kept
         # stamp is a fast path only while the config it came from is the one the queue holds.
@@ -47,10 +65,13 @@ class Stages:
             if self.items is None:
                 self.items = await self.queue.items()
             return self.items
+        stage = _stage_key(fits) if fits else None
+        if stage is not None:
+            await self._wait_for_planner(stage)
         if self.scenarios is None:
             self.scenarios = {spec.id: load_scenario(spec) for spec in self.config.scenarios}
         the_plan = plan(self.config, self.scenarios, fits)
-        if self.work:
+        if self.work and self.cache is not None:
             await _preload_if_calls_coming(self.config, self.cache, the_plan)
         whole = the_plan.job_ids()
         self.added += await self.queue.enqueue(the_plan.jobs, the_plan.items, whole_plan=whole)
@@ -58,9 +79,26 @@ class Stages:
         self.known[stamp] = {"jobs": self.planned, "skipped": self.skipped}
         self.known = dict(list(self.known.items())[-_KEEP_STAMPS:])
         self.live = self.config_stamp
-        await self.queue.update_meta({"plans": self.known, "live_plan": self.live})
+        await self.queue.update_meta(
+            {"plans": self.known, "live_plan": self.live, **({stage: self.who} if stage else {})}
+        )
         self.items = {**(self.items or {}), **the_plan.items}
         return self.items
+
+    async def _wait_for_planner(self, stage: str) -> None:
+        """Unless this process plans ``stage``, wait (bounded) until the one that does has planned it."""
+        planner = await self.queue.take_stage(stage, self.who)
+        deadline = time.monotonic() + _STAGE_WAIT_S
+        while planner != self.who and time.monotonic() < deadline:
+            info = await self.queue.run_info()
+            if info is not None and stage in info["meta"]:
+                return  # planned: planning it here again adds nothing and finds its items
+            await anyio.sleep(0.5)
+
+
+def _stage_key(fits: dict[str, Any]) -> str:
+    """A later stage's name, from the fits it is planned from (the same in every process of the fleet)."""
+    return "stage:" + hashlib.sha256(json.dumps(fits, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
 async def _preload_if_calls_coming(

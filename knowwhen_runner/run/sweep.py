@@ -6,7 +6,6 @@ because planning is idempotent and the queue keeps every recorded result.
 
 from __future__ import annotations
 
-import signal
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -23,7 +22,16 @@ from ..config import SweepConfig, load_config
 from ..exceptions import ConfigError, KnowwhenError
 from ..plan.grid import Plan, plan
 from ..provider import FleetLimits, LearnedLimits, Limiters, ModelClient, Secrets, Transport, preload_litellm
-from ..queue import SET_ASIDE, JobResult, ModelControl, Queue, describe_workers, open_ledger, open_queue
+from ..queue import (
+    SET_ASIDE,
+    JobResult,
+    ModelControl,
+    Queue,
+    describe_workers,
+    open_ledger,
+    open_queue,
+    set_max_db_outage,
+)
 from ..scenarios import Scenario, load_scenario
 from .batch_lane import batch_outcomes
 from .budget import BudgetGuard, budget_sentence
@@ -33,6 +41,7 @@ from .notify import flush_notices, notify
 from .preflight import PreflightError, Probe, no_go_message, probe_models
 from .progress import SweepProgress
 from .stages import Stages
+from .stop_signals import watch_stop_signals
 from .stored import config_from_run, run_meta, with_db
 from .worker import Worker, WorkStats
 
@@ -112,6 +121,7 @@ def run_sweep(
     """
     path = Path(config_path)
     config = with_db(config if config is not None else load_config(path), db)
+    set_max_db_outage(config.workers.max_db_outage_s)
     secrets = check_keys(config)
     if not plan_only and _resuming_with_work_left(config):
         preload_litellm()  # calls are coming: overlap the slow import with loading and planning
@@ -218,7 +228,12 @@ async def _run(
         summary = RunSummary(
             config.name, config.output, stages.planned, stages.added, total, dict(counts), interrupted
         )
-        summary.waiting = [note for note in stages.skipped if "waits for" in note]
+        waiting = [note for note in stages.skipped if "waits for" in note]
+        if waiting:
+            from .advance import waiting_reason
+
+            reason = await waiting_reason(queue)
+            summary.waiting = [f"{note} ({reason})" for note in waiting]
         summary.batches = batch_outcomes(await queue.batches())
         summary.held_back = await queue.controls()
         if total.over_budget:
@@ -318,7 +333,7 @@ async def _work(
         items,
         cache=cache,
         limiters=limiters,
-        on_progress=lambda s: display.update(s.done, s.cost_usd, s.failed),
+        on_progress=lambda s: display.update(s.done, s.cost_usd, s.failed, s.runner_errors),
         on_quarantine=lambda model_id, reason: _quarantined(config, model_id, reason),
     )
     display.batches = worker.batches.describe if worker.batches is not None else None
@@ -326,27 +341,25 @@ async def _work(
     with display:
         async with anyio.create_task_group() as tg:
 
-            async def watch_signals() -> None:
+            def stopped() -> None:
                 nonlocal interrupted
-                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                    async for _ in signals:
-                        if not interrupted:
-                            interrupted = True
-                            print(
-                                "\nknowwhen: stopping — finishing the calls in flight "
-                                "(Ctrl-C again to cancel them); rerun to resume",
-                                file=sys.stderr,
-                                flush=True,
-                            )
-                            worker.stop()
-                        else:
-                            tg.cancel_scope.cancel()
+                interrupted = True
+
+            async def watch_signals() -> None:
+                grace = config.workers.stop_grace_s
+                await watch_stop_signals(worker, grace, stopped, tg.cancel_scope.cancel)
 
             async def work() -> None:
                 await worker.run()
                 tg.cancel_scope.cancel()
 
+            async def tick() -> None:
+                while True:  # nothing is recorded while the database is away: the line still says so
+                    await anyio.sleep(1.0)
+                    display.tick()
+
             tg.start_soon(watch_signals)
+            tg.start_soon(tick)
             tg.start_soon(work)
     return worker.stats, interrupted
 

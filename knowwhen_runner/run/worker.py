@@ -5,9 +5,13 @@ each limit group to keep in hand, leases them in one claim, answers cache hits a
 started job (it waits for its own model's limiter, never for a slot another model holds), a recorder
 (writes cache entries, results and failures as soon as they arrive, batching whatever has piled up),
 and a heartbeat that keeps leases alive. Identical calls needed by several jobs at once are made once.
-Stopping (Ctrl-C): claiming stops, calls in flight finish, jobs that sent nothing yet are released; a
-second Ctrl-C cancels the calls and releases their jobs too. A killed process loses nothing: its leases
-expire. What is held back (quarantined, paused, over budget, parked) is asked of one ``Holds``.
+Stopping (Ctrl-C): claiming stops, calls in flight finish, jobs that sent nothing yet go back at once; a
+second Ctrl-C cancels the calls and releases their jobs too. A hand-over (SIGTERM, ``hand_over``) also
+abandons the calls still running after ``workers.stop_grace_s``. A killed process loses nothing: its jobs
+go back once its heartbeat is stale (``STALE_AFTER_S``), or its leases expire. What is held back
+(quarantined, paused, over budget, parked) is asked of one ``Holds``. An exception of the runner's own
+code on a job is a bug: logged (``RunnerErrors``), the job goes back unspent; only a provider's answer
+fails a job.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -27,7 +32,7 @@ from ..cache import CacheStore
 from ..config import ModelSpec, SweepConfig
 from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
-from ..exceptions import ProviderError
+from ..exceptions import KnowwhenError, ProviderError
 from ..jobs import Job
 from ..provider import REQUEST_STARTED, CacheMode, Limiters, ModelClient
 from ..provider.batch_client import BatchClient
@@ -39,11 +44,15 @@ from .holds import Holds
 from .lanes import Lanes
 from .outcome import Outcome, Outcomes, Question, WorkStats
 from .quarantine import quarantine_reason
+from .runner_errors import RunnerErrors
 
-__all__ = ["WorkStats", "Worker", "new_worker_id"]
+__all__ = ["STALE_AFTER_S", "WorkStats", "Worker", "new_worker_id"]
 
 _RECORD_LINGER_S = 0.05  # how long the recorder waits for more outcomes before writing a batch
 _RECORD_MAX = 512
+_BEAT_MAX_S = 5.0  # the longest pause between heartbeats
+#: A worker whose heartbeat is older than this (or three of its beats, if less) is gone: others take its jobs.
+STALE_AFTER_S = 15.0
 
 
 def new_worker_id() -> str:
@@ -73,6 +82,9 @@ class Worker:
         self.id = worker_id or new_worker_id()
         self.stats = WorkStats()
         self.stopping = anyio.Event()
+        self.runner_errors = RunnerErrors(config.output, self.id)
+        self._grace: float | None = None  # set by a hand-over: how long calls in flight may still run
+        self._callers: anyio.CancelScope | None = None
         self._on_progress = on_progress
         self._limiters = limiters
         self._models: dict[str, ModelSpec] = {m.id: m for m in config.models}
@@ -112,6 +124,18 @@ class Worker:
         )
 
     async def _execute(self, job: Job) -> Outcome:
+        """Work one job; an exception of the runner's own code is a bug: logged, the job goes back."""
+        try:
+            return await self._execute_job(job)
+        except KnowwhenError:
+            raise  # a known error of the run (its database gone, say): it ends the process with its sentence
+        except Exception as exc:
+            self.runner_errors.note(job.id, exc)
+            if self.runner_errors.too_many:
+                self.stop()
+            return Outcome(job, bug=True)
+
+    async def _execute_job(self, job: Job) -> Outcome:
         if job.payload.get("kind") == "episode":
             return await self._execute_episode(job)
         q = self._request(job)
@@ -167,9 +191,11 @@ class Worker:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._heartbeat_loop, tg)
                 tg.start_soon(self._record_loop, out_recv, tg)
+                tg.start_soon(self._abandon_after_grace)
                 if self.batches is not None:
                     tg.start_soon(self.batches.run)
                 async with out_send, anyio.create_task_group() as calls:
+                    self._callers = calls.cancel_scope
                     await self._claim_loop(calls, out_send)
         finally:
             with anyio.CancelScope(shield=True):
@@ -184,6 +210,21 @@ class Worker:
         self.stopping.set()
         for scope in list(self._unstarted.values()):
             scope.cancel()
+
+    def hand_over(self, grace_s: float) -> None:
+        """SIGTERM: stop claiming, give unstarted jobs back now, abandon calls still running after
+        ``grace_s`` (their jobs go back too); what finished in time is recorded."""
+        self.stats.handed_over = True
+        self._grace = grace_s
+        self.stop()
+
+    async def _abandon_after_grace(self) -> None:
+        await self.stopping.wait()
+        if self._grace is None:
+            return
+        await anyio.sleep(self._grace)
+        if self._callers is not None:
+            self._callers.cancel()  # calls still in flight are abandoned; their jobs are released at exit
 
     def given_up(self) -> dict[str, str]:
         """Models this worker stopped waiting for (down too long), with their last error."""
@@ -279,7 +320,7 @@ class Worker:
             with scope:
                 async with self._slots:  # workers.concurrency, when a user bounds it
                     if self.stopping.is_set():
-                        return  # not started: released when the worker exits
+                        return  # not started: given back below
                     if job.model_id in self.holds.models():
                         outcome = Outcome(job, held_back=True)
                     else:
@@ -288,8 +329,10 @@ class Worker:
             self._unstarted.pop(job.id, None)
             REQUEST_STARTED.reset(token)
             self.lanes.left(job.model_id)
-        if outcome is None:
-            return  # stopped before it sent anything: released when the worker exits
+        if outcome is None:  # stopped before it sent anything: back to the queue at once
+            if self.stopping.is_set():
+                await outcomes.send(Outcome(job, given_back=True))
+            return
         crashpoint("call")
         await outcomes.send(outcome)
 
@@ -324,7 +367,9 @@ class Worker:
             # Responses first: a kill between the two finds them in the cache when the jobs run again.
             await self.calls.store.put(entries, overwrite=self._cache.overwrite)
             await self.queue.record(self.id, results, failures)
-            waiting = [o.job.id for o in batch if o.down or o.held_back or o.quarantine]
+            waiting = [
+                o.job.id for o in batch if o.down or o.held_back or o.quarantine or o.bug or o.given_back
+            ]
             if waiting:
                 await self.queue.release(self.id, waiting)
             await self._quarantine(batch)
@@ -342,6 +387,10 @@ class Worker:
                 self.stats.cost_usd += sum(cost.values()) if isinstance(cost, dict) else cost
             elif o.failure is not None and o.failure.final:
                 self.stats.failed += 1
+            elif o.bug:
+                self.stats.runner_errors += 1
+            elif o.given_back:
+                pass
             elif o.down or o.quarantine or o.held_back:
                 self.stats.waited += 1
             else:
@@ -370,7 +419,15 @@ class Worker:
         await self.holds.report(reasons)
 
     async def _heartbeat_loop(self, tg: TaskGroup) -> None:
-        interval = max(0.5, self._settings.lease_seconds / 3)
+        """Keep this worker's leases alive, and take back the jobs of workers whose heartbeat is stale."""
+        interval = min(_BEAT_MAX_S, max(0.5, self._settings.lease_seconds / 3))
+        stale = min(STALE_AFTER_S, 3 * interval)
+        beat = judge_from = time.monotonic()
         while True:
             await anyio.sleep(interval)
-            await self.queue.heartbeat(self.id, self._settings.lease_seconds)
+            await self.queue.heartbeat(self.id, self._settings.lease_seconds)  # waits out a database outage
+            last, beat = beat, time.monotonic()
+            if beat - last > stale:  # our own beats were late (the database was away): others' are too
+                judge_from = beat + stale
+            if beat >= judge_from:
+                await self.queue.requeue_expired(stale_after_s=stale)

@@ -615,3 +615,23 @@ def test_claim_each_takes_back_expired_leases(make_queue) -> None:
     again = run(q.claim_each, "w", [ClaimQuota(frozenset({"slow"}), 5)], 30.0)
     assert sorted(j.id for j in again) == sorted(j.id for j in first)
     assert all(j.attempts == 2 for j in again)
+
+
+def test_a_stale_workers_jobs_go_back_while_a_live_workers_stay(make_queue) -> None:
+    """Two workers hold jobs under long leases; one stops beating: ``requeue_expired(stale_after_s)``
+    returns its jobs to pending and leaves the beating worker's alone."""
+    q = make_queue()
+    run(q.enqueue, _jobs(4), {})
+    run(q.register_worker, "gone")
+    run(q.register_worker, "live")
+    assert len(run(q.claim, "gone", 2, 600.0)) == 2
+    assert len(run(q.claim, "live", 2, 600.0)) == 2
+    assert run(q.requeue_expired, 60.0) == 0  # both beat just now
+    time.sleep(1.2)
+    run(q.heartbeat, "live", 600.0)
+    assert run(q.requeue_expired) == 0  # without a staleness bound only leases count
+    assert run(q.requeue_expired, 1.0) == 2
+    statuses = {job.id: status for job, status, _r, _e in run(q.results)}
+    assert sorted(statuses.values()) == ["pending", "pending", "running", "running"]
+    again = run(q.claim, "other", 4, 600.0)
+    assert len(again) == 2

@@ -1,7 +1,8 @@
 """Reliability tests: every test here is marked ``reliability`` and adds to one printed summary.
 
 ``pytest -m reliability`` runs them alone and ends with the counts: kills survived, faults injected,
-bad inputs tried, results lost (which must be 0).
+bad inputs tried, database outages waited out, SIGTERM hand-overs, stale workers taken over, results
+lost (which must be 0).
 """
 
 from __future__ import annotations
@@ -30,5 +31,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not TALLY:
         return
     terminalreporter.section("reliability summary")
-    for name in ("kills survived", "faults injected", "bad inputs tried", "results lost"):
+    names = ("kills survived", "faults injected", "bad inputs tried", "database outages waited out",
+             "sigterm hand-overs", "stale workers taken over", "results lost")  # fmt: skip
+    for name in names:
         terminalreporter.write_line(f"{name}: {TALLY.get(name, 0)}")

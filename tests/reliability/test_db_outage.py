@@ -1,0 +1,125 @@
+"""A run database that goes away mid-run is waited out: PostgreSQL restarted, SQLite held locked.
+
+Real ``knowwhen run`` processes against the real local model server; the PostgreSQL server restarted
+is a private cluster of the test's own (never the shared one).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from knowwhen_runner.serve import ServerProcess
+from tests.helpers import make_question_set, read_answers, write_config
+from tests.private_pg import private_cluster
+
+QUESTIONS = 72  # make_question_set(n_tasks=16)
+
+
+def _config(tmp_path: Path, server: ServerProcess, rpm: int) -> Path:
+    scenario = make_question_set(tmp_path / "qs", n_tasks=16)
+    models = [
+        {
+            "id": "lexical",
+            "model": "hosted_vllm/lexical",
+            "kind": "decision",
+            "api_base": server.base_url,
+            "rate_limit": {"requests_per_minute": rpm, "max_in_flight": 4},
+        }
+    ]
+    return write_config(tmp_path / "c.yaml", server.base_url, scenario, models=models)
+
+
+def _start(cfg: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "knowwhen_runner", "run", str(cfg), "-q", "--no-probe", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for_calls(server: ServerProcess, n: int, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 120
+    while server.count() < n and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before the database went away"
+
+
+def _check_complete(tmp_path: Path, status: dict[str, int], attempts: list[Any]) -> None:
+    """Every job done, none failed, each recorded once in the answers file."""
+    assert status == {"done": QUESTIONS}
+    assert not attempts, attempts  # no attempt failed: the outage never reached a job
+    rows = read_answers(tmp_path / "out" / "qs" / "answers_lexical.jsonl.gz")
+    assert len(rows) == QUESTIONS
+    assert len({row["qhash"] for row in rows}) == QUESTIONS
+
+
+def test_a_postgresql_restart_mid_run_is_waited_out(
+    server: ServerProcess, tmp_path: Path, tally: Counter[str]
+) -> None:
+    """The private PostgreSQL cluster restarts (its own pg_ctl restart) mid-run: the run says the
+    database is away, waits, and ends with exit 0, every job done once, nothing failed, no traceback."""
+    cfg = _config(tmp_path, server, rpm=300)
+    with private_cluster() as pg:
+        proc = _start(cfg, "--db", pg.url)
+        _wait_for_calls(server, 15, proc)
+        pg.restart()
+        tally["database outages waited out"] += 1
+        _out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        assert "Traceback" not in err
+        assert "the run database is unreachable" in err and "is back after" in err  # it met the outage
+        with psycopg.connect(pg.url.replace("+psycopg", "")) as conn:
+            status = dict(conn.execute("SELECT status, count(*) FROM kw_jobs GROUP BY status").fetchall())
+            attempts = conn.execute("SELECT job_id, error FROM kw_attempts").fetchall()
+    _check_complete(tmp_path, status, attempts)
+    tally["results lost"] += QUESTIONS - status.get("done", 0)
+
+
+_HOLD = textwrap.dedent(
+    """
+    import sqlite3, sys, time
+    conn = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=60)
+    conn.execute("BEGIN EXCLUSIVE")
+    print("locked", flush=True)
+    time.sleep(float(sys.argv[2]))
+    conn.execute("COMMIT")
+    """
+)
+
+
+def test_a_sqlite_database_held_locked_by_another_process_is_waited_out(
+    server: ServerProcess, tmp_path: Path, tally: Counter[str]
+) -> None:
+    """Another process holds the run's SQLite file locked for 4 s mid-run: the run waits for it and
+    ends with exit 0, every job done once, nothing failed, no traceback."""
+    cfg = _config(tmp_path, server, rpm=300)
+    proc = _start(cfg)
+    _wait_for_calls(server, 15, proc)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(tmp_path / "out" / "knowwhen.db"), "4"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    locked_at = server.count()
+    holder.wait(timeout=60)
+    tally["database outages waited out"] += 1
+    _out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    assert locked_at < QUESTIONS  # the lock was taken while the run still had calls to make
+    with sqlite3.connect(tmp_path / "out" / "knowwhen.db") as conn:
+        status = dict(conn.execute("SELECT status, count(*) FROM kw_jobs GROUP BY status").fetchall())
+        attempts = conn.execute("SELECT job_id, error FROM kw_attempts").fetchall()
+    _check_complete(tmp_path, status, attempts)
+    tally["results lost"] += QUESTIONS - status.get("done", 0)

@@ -1,0 +1,69 @@
+"""A database that stays away longer than ``workers.max_db_outage_s`` ends the process with one sentence
+and its own exit code; one that comes back within it is waited for."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import anyio
+import pytest
+
+from knowwhen_runner.exceptions import DatabaseUnavailable, QueueError
+from knowwhen_runner.queue import database_down_since, open_queue, outage, set_max_db_outage
+
+
+@pytest.fixture(autouse=True)
+def _fresh_outage_state() -> Iterator[None]:
+    outage._reset_for_tests()
+    yield
+    outage._reset_for_tests()
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # nothing listens once the socket is closed
+
+
+def test_a_database_away_too_long_ends_with_one_sentence_and_exit_6() -> None:
+    """Nothing listens at the PostgreSQL address: the statement is tried again for the bound (1 s), then
+    one DatabaseUnavailable names the bound and the last error, with exit code 6, and no later statement
+    of the process waits again."""
+    set_max_db_outage(1.0)
+    queue = open_queue(f"postgresql+psycopg://postgres@127.0.0.1:{_closed_port()}/x", "r")
+    seen: list[float | None] = []
+    raised: list[DatabaseUnavailable] = []
+
+    async def go() -> None:
+        async def watch() -> None:
+            await anyio.sleep(0.5)
+            seen.append(database_down_since())
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            try:
+                await queue.counts()
+            except DatabaseUnavailable as exc:
+                raised.append(exc)
+
+    anyio.run(go)
+    assert len(raised) == 1
+    caught = pytest.ExceptionInfo.from_exception(raised[0])
+    message = str(caught.value)
+    assert caught.value.exit_code == 6 and isinstance(caught.value, QueueError)
+    assert "longer than workers.max_db_outage_s (1 s)" in message and "\n" not in message
+    assert seen and seen[0] is not None  # the progress line could say since when
+    with pytest.raises(DatabaseUnavailable):
+        anyio.run(queue.counts)  # given up: at once, no second wait
+
+
+def test_a_wrong_statement_is_not_an_outage(tmp_path) -> None:
+    """A driver error that is not about the database being away is a QueueError at once, not a wait."""
+    import sqlite3
+
+    from knowwhen_runner.queue.outage import is_unavailable
+
+    assert is_unavailable(sqlite3.OperationalError("database is locked"))
+    assert not is_unavailable(sqlite3.OperationalError("no such table: kw_jobs"))
+    assert not is_unavailable(ValueError("x"))
