@@ -31,7 +31,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from ..jobs import Job
+from ..jobs import Items, Job
 from .answers import AnswerPage, AnswerQuery, AnswerRow
 from .batch_rows import BatchRecord
 from .budget import BudgetAsk, BudgetTally
@@ -123,7 +123,7 @@ class Queue(Protocol):
     async def enqueue(
         self,
         jobs: list[Job],
-        items: dict[tuple[str, str], dict[str, Any]],
+        items: Items,
         *,
         whole_plan: AbstractSet[str] | None = None,
     ) -> int: ...
@@ -153,7 +153,7 @@ class Queue(Protocol):
     async def answers(self, query: AnswerQuery) -> AnswerPage: ...
     async def spend(self) -> dict[str, float]: ...
     async def attempt_errors(self, job_id: str) -> list[dict[str, Any]]: ...
-    async def items(self, scenario_id: str | None = None) -> dict[tuple[str, str], dict[str, Any]]: ...
+    async def items(self, scenario_id: str | None = None) -> Items: ...
     # Provider batches (``batch_rows`` explains the rows): open before submitting, note what happened,
     # lease open batches to poll them, take a finished batch's jobs back under a worker's lease.
     async def batch_open(

@@ -18,7 +18,7 @@ import orjson
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from ..jobs import Job
+from ..jobs import Job, job_cost
 from .engine import OnOneThread
 
 __all__ = ["AnswerOrder", "AnswerPage", "AnswerQuery", "AnswerRow", "AnswerTables", "answer_page", "spend_of"]
@@ -70,7 +70,7 @@ def answer_page(done: Iterable[tuple[Job, dict[str, Any]]], query: AnswerQuery) 
     """``query`` over done jobs and their results (the memory backend; the SQL one says the same in SQL)."""
     rows = []
     for job, result in done:
-        if job.payload.get("kind") != "question":
+        if job.kind != "question":
             continue
         if not all(
             allowed is None or value in allowed
@@ -100,11 +100,7 @@ def spend_of(done: Iterable[tuple[Job, dict[str, Any]]]) -> dict[str, float]:
     """Per model, the ``cost_usd`` of its done jobs (an episode's is ``{part: usd}``, summed)."""
     out: dict[str, float] = {}
     for job, result in done:
-        cost = result.get("cost_usd") or 0.0
-        if isinstance(cost, dict):
-            cost = sum(v for v in cost.values() if isinstance(v, int | float))
-        if isinstance(cost, int | float):
-            out[job.model_id] = out.get(job.model_id, 0.0) + float(cost)
+        out[job.model_id] = out.get(job.model_id, 0.0) + job_cost(result)
     return out
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..crashpoints import crashpoint
-from ..jobs import Job
+from ..jobs import Items, Job
 from . import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult, aside_status, live_status
 from .answers import AnswerPage, AnswerQuery, answer_page, spend_of
 from .budget import MemoryBudget
@@ -40,7 +40,7 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
         self.run = run
         self._info: dict[str, Any] | None = None
         self._rows: dict[str, _Row] = {}
-        self._items: dict[tuple[str, str], dict[str, Any]] = {}
+        self._items: Items = {}
         self._workers: dict[str, dict[str, Any]] = {}
         self._init_batches()
 
@@ -68,7 +68,7 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
     async def enqueue(
         self,
         jobs: list[Job],
-        items: dict[tuple[str, str], dict[str, Any]],
+        items: Items,
         *,
         whole_plan: AbstractSet[str] | None = None,
     ) -> int:
@@ -216,7 +216,7 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
         row = self._rows.get(job_id)
         return list(row.errors) if row else []
 
-    async def items(self, scenario_id: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+    async def items(self, scenario_id: str | None = None) -> Items:
         return {k: v for k, v in self._items.items() if scenario_id is None or k[0] == scenario_id}
 
     async def record(

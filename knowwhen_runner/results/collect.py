@@ -58,7 +58,7 @@ def collect_records(
     """Group ``Queue.results()``: answer rows per (scenario, model), episodes per cell, job tallies."""
     rec = RunRecords()
     for job, status, result, error in results:
-        episode = job.payload.get("kind") == "episode"
+        episode = job.kind == "episode"
         source = result if episode and result is not None else job.payload
         owner = _episode_owner(job.mode, source, job.model_id, known_models) if episode else job.model_id
         _count(rec, owner, job, status, result)
@@ -72,7 +72,7 @@ def collect_records(
                 rec.failed_episodes[key] += 1
                 rec.failed_tasks[key].append((job.item, int(job.payload.get("repeat") or 0)))
             continue
-        if job.payload.get("kind") != "question":
+        if job.kind != "question":
             continue
         rec.modes[(job.scenario_id, job.model_id)] = job.mode
         if status == "done" and result is not None:
