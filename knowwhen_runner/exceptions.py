@@ -22,8 +22,11 @@ The local server has errors of its own that never leave it (each becomes an HTTP
 
 from __future__ import annotations
 
+from typing import Literal
+
 __all__ = [
     "ConfigError",
+    "ErrorKind",
     "KnowwhenError",
     "ProviderError",
     "QueueError",
@@ -31,6 +34,11 @@ __all__ = [
     "SchemaVersionError",
     "ServeError",
 ]
+
+
+ErrorKind = Literal["retry", "retry_after", "rate_limited", "fatal", "down", "budget"]
+"""Why a model call failed: a verdict of ``provider.classify`` (a failed call keeps its last one), ``down``
+(the model is down; no attempt was spent) or ``budget`` (a budget cap said no before the call)."""
 
 
 class KnowwhenError(Exception):
@@ -59,7 +67,7 @@ class ProviderError(KnowwhenError):
     """A model call failed for good."""
 
     def __init__(
-        self, message: str, *, kind: str = "fatal", status: int | None = None, requests: int = 0
+        self, message: str, *, kind: ErrorKind = "fatal", status: int | None = None, requests: int = 0
     ) -> None:
         super().__init__(message)
         self.kind = kind

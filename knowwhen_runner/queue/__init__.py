@@ -29,8 +29,9 @@ from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
+from ..exceptions import ErrorKind
 from ..jobs import Items, Job
 from .answers import AnswerPage, AnswerQuery, AnswerRow
 from .batch_rows import BatchRecord
@@ -48,6 +49,7 @@ __all__ = [
     "AnswerPage",
     "AnswerQuery",
     "AnswerRow",
+    "AttemptKind",
     "BatchRecord",
     "BudgetAsk",
     "BudgetTally",
@@ -55,6 +57,7 @@ __all__ = [
     "Failure",
     "JobCounts",
     "JobResult",
+    "JobStatus",
     "ModelControl",
     "Queue",
     "aside_status",
@@ -65,6 +68,13 @@ __all__ = [
     "open_ledger",
     "open_queue",
 ]
+
+JobStatus = Literal["pending", "running", "done", "failed"]
+"""Where a job of the current plan stands (a set-aside job's status is ``ASIDE`` + one of these)."""
+
+AttemptKind = Literal[ErrorKind, "batch", "error"]
+"""What a failed attempt records as its kind: a model call's ``ErrorKind``, ``batch`` (a provider batch
+failed it) or ``error`` (anything else)."""
 
 ASIDE = "aside:"
 """Prefix of the status of a job set aside (planned by an earlier version of the config)."""
@@ -90,7 +100,7 @@ class Failure:
 
     job_id: str
     error: str
-    kind: str = "error"
+    kind: AttemptKind = "error"
     final: bool = False
 
 
@@ -98,7 +108,7 @@ class JobResult(NamedTuple):
     """A job of the current plan and where it stands: its result when done, its last error when failed."""
 
     job: Job
-    status: str
+    status: JobStatus
     result: dict[str, Any] | None
     error: str | None
 

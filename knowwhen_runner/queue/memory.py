@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from ..crashpoints import crashpoint
 from ..jobs import Items, Job
-from . import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult, aside_status, live_status
+from . import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult, JobStatus, aside_status, live_status
 from .answers import AnswerPage, AnswerQuery, answer_page, spend_of
 from .budget import MemoryBudget
 from .controls import MemoryControls
@@ -198,7 +198,7 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
 
     async def results(self, scenarios: AbstractSet[str] | None = None) -> list[JobResult]:
         return [
-            JobResult(replace(r.job, attempts=r.attempts), r.status, r.result, r.error)
+            JobResult(replace(r.job, attempts=r.attempts), cast(JobStatus, r.status), r.result, r.error)
             for r in sorted(self._rows.values(), key=lambda r: r.job.id)
             if not r.status.startswith(ASIDE) and (scenarios is None or r.job.scenario_id in scenarios)
         ]

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..dataset.answer_rows import failed_row, upgrade_row
 from ..jobs import Job
+from ..queue import JobResult, JobStatus
 from .manifest import JobTally
 
 __all__ = ["EpisodeKey", "RunRecords", "collect_records"]
@@ -51,7 +52,7 @@ def _episode_owner(mode: str, result: Mapping[str, Any], fallback: str, known: s
 
 
 def collect_records(
-    results: Iterable[tuple[Job, str, dict[str, Any] | None, str | None]],
+    results: Iterable[JobResult],
     known_models: set[str],
     failure_kinds: Mapping[str, str] | None = None,
 ) -> RunRecords:
@@ -85,7 +86,7 @@ def collect_records(
     return rec
 
 
-def _count(rec: RunRecords, owner: str, job: Job, status: str, result: dict[str, Any] | None) -> None:
+def _count(rec: RunRecords, owner: str, job: Job, status: JobStatus, result: dict[str, Any] | None) -> None:
     t = rec.tallies[owner]
     t["total"] += 1
     t[status] += 1
