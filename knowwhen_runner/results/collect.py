@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..dataset.answer_rows import failed_row, upgrade_row
+from ..dataset.answer_rows import AnswerRowDict, failed_row, upgrade_row
 from ..jobs import Job
 from ..queue import JobResult, JobStatus
 from .manifest import JobTally
@@ -27,7 +27,7 @@ EpisodeKey = tuple[str, str, str, float | None]
 class RunRecords:
     """A run's queue results grouped for the finaliser."""
 
-    rows: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    rows: dict[tuple[str, str], list[AnswerRowDict]] = field(default_factory=lambda: defaultdict(list))
     modes: dict[tuple[str, str], str] = field(default_factory=dict)
     episodes: dict[EpisodeKey, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
     failed_episodes: Counter[EpisodeKey] = field(default_factory=Counter)

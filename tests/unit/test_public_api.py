@@ -80,6 +80,7 @@ PUBLIC = {
         "QUESTION_TEXT",
         "AnswerKey",
         "AnswerRow",
+        "AnswerRowDict",
         "QuestionSet",
         "answer_row",
         "choice_confidence",
