@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from ..exceptions import ErrorKind
 from ..jobs import Items, Job
-from .answers import AnswerPage, AnswerQuery, AnswerRow
+from .answers import AnswerPage, AnswerQuery, RecordedAnswer
 from .batch_rows import BatchRecord
 from .budget import BudgetAsk, BudgetTally
 from .controls import CONTROL_STATES, ControlState, ModelControl
@@ -48,7 +48,6 @@ __all__ = [
     "SET_ASIDE",
     "AnswerPage",
     "AnswerQuery",
-    "AnswerRow",
     "AttemptKind",
     "BatchRecord",
     "BudgetAsk",
@@ -60,6 +59,7 @@ __all__ = [
     "JobStatus",
     "ModelControl",
     "Queue",
+    "RecordedAnswer",
     "aside_status",
     "describe_workers",
     "find_run_name",
