@@ -1,7 +1,8 @@
 """Run every benchmark case against the local server; print a table and write benchmarks/results.json.
 
 ``python -m benchmarks`` runs the sizes the targets are stated at (several minutes on two cores);
-``--quick`` runs tiny sizes (a smoke test, figures meaningless); ``--case NAME`` runs some cases only.
+``--quick`` runs tiny sizes (a smoke test, figures meaningless); ``--case NAME`` runs some cases only
+(``fair_share``, several minutes of rate-limited work, runs only when named).
 With ``KNOWWHEN_BENCH_PG`` set to a PostgreSQL URL, the processes case runs there too.
 """
 
@@ -30,6 +31,10 @@ TARGETS = {
     "processes": "2 processes >= 1.7 x one (steady jobs/s)",
     "rate_limit": ">= 95% of the limit with zero 429s",
     "scoring": "scoring 153,621 rows <= 5 s",
+    "fair_share": (
+        "(a) fast models beside a 60/min one <= 1.1 x their time alone, the slow one >= 90% of its limit; "
+        "(b, c on PostgreSQL with 2 processes) each model <= 1.1 x its own bound, the sweep <= 1.05 x the slowest's; (d) limits not told: >= 90% within 5 min, <= 1% 429s"
+    ),
 }
 
 
@@ -53,7 +58,7 @@ def main() -> None:
     parser.add_argument("--case", action="append", choices=sorted(TARGETS), help="run only these cases")
     parser.add_argument("--out", type=Path, default=HERE / "results.json")
     args = parser.parse_args()
-    wanted = set(args.case or TARGETS)
+    wanted = set(args.case or TARGETS) - ({"fair_share"} if not args.case else set())  # minutes: asked for
     q = args.quick
     work = cases.scratch()
     results: dict[str, Any] = {
@@ -90,6 +95,14 @@ def main() -> None:
         results["cases"]["processes"] = _script("bench_fleet.py", *extra, "--json", str(figures))
         if figures.is_file():
             results["cases"]["processes"]["figures"] = json.loads(figures.read_text())
+    if "fair_share" in wanted:
+        from benchmarks.bench_fair_share import fair_share
+
+        # Parts a, b, d (and c, on PostgreSQL, with KNOWWHEN_BENCH_PG); KNOWWHEN_BENCH_FAIR picks some.
+        parts = os.environ.get(
+            "KNOWWHEN_BENCH_FAIR", "abcd" if os.environ.get("KNOWWHEN_BENCH_PG") else "abd"
+        )
+        results["cases"]["fair_share"] = fair_share(work, parts, q)
     if "scoring" in wanted:
         extra = ["--models", "3", "--questions", "200"] if q else []
         results["cases"]["scoring"] = _script("bench_scoring.py", *extra)

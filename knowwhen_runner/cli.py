@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 import typer
 from rich.console import Console
 
+from .cli_tables import print_forecast, print_probes
 from .exceptions import KnowwhenError
-from .views import print_forecast, print_probes
 
 if TYPE_CHECKING:
     from .run import RunSummary
@@ -255,10 +255,12 @@ def status(
     table.add_column("model")
     for col in cols:
         table.add_column(col, justify="right")
+    table.add_column("pace: answers/min, in flight, waits for")
     for model, row in sorted(report["models"].items()):
         eta = row.get("eta_s")
         cells = [f"${row[c]:.4f}" if c == "cost_usd" else str(row[c]) for c in cols[:-1]]
-        table.add_row(model, *cells, "–" if eta is None else f"{eta / 60:.1f} min")
+        pace = (row.get("pace") or {}).get("described", "")
+        table.add_row(model, *cells, "–" if eta is None else f"{eta / 60:.1f} min", pace)
     out.print(table)
     for b in report["budget"]:
         reserved = f", ${b['reserved_usd']:.4f} reserved in flight" if b["reserved_usd"] > 0 else ""
@@ -567,6 +569,10 @@ def fetch_dataset(
     root = fetch(out_dir, revision=revision)
     out.print(f"dataset: {root}  (task lists per set: {root / TASK_SETS_DIR})")
 
+
+from .export_cli import export  # noqa: E402
+
+app.command("export")(export)
 
 from .cache_cli import cache_app  # noqa: E402
 

@@ -381,7 +381,17 @@ class CacheSettings(_Frozen):
 class WorkerSettings(_Frozen):
     """Runtime knobs; none of them changes a job's identity or a cache key."""
 
-    concurrency: int = Field(32, ge=1, le=4096, description="Jobs in progress at once per process.")
+    concurrency: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description=(
+            "An upper bound on jobs in progress at once per process. Default: none, because the work in hand "
+            "is already sized per model from its own rate, latency and max_in_flight (a sweep of forty "
+            "models with 16 in flight each needs 640 open at once, and a common cap would let the slow "
+            "ones' waiting jobs crowd out the fast); set it to spare a small machine."
+        ),
+    )
     lease_seconds: float = Field(60.0, ge=2, description="A claimed job returns to the queue after this.")
     max_attempts: int = Field(5, ge=1, le=100, description="Attempts per job before it is failed.")
     max_outage_s: float = Field(

@@ -16,7 +16,7 @@ Every message is one sentence a user can act on, and never carries an API key. A
 module lives there, beside the stage that raises it; the others live here.
 
 The local server has errors of its own that never leave it (each becomes an HTTP error response):
-``InvalidRequest`` (serve.systemone), ``BadRequest`` (serve.app), ``BatchError`` (serve.batches),
+``InvalidRequest`` (serve.systemone), ``BadRequest`` (serve.app), ``BatchError`` (serve.batch_api),
 ``UnsupportedEncoding``, ``UndecodableBody`` and ``BodyTooLarge`` (serve.encoding).
 """
 

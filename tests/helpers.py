@@ -113,3 +113,15 @@ def read_answers(path: Path, *, drop_timing: bool = True) -> list[dict[str, Any]
             for name in TIMING_FIELDS:
                 row.pop(name, None)
     return rows
+
+
+def with_named_probabilities(path: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of an answers file with ``probabilities`` keyed by option again (their folder's main questions)."""
+    from knowwhen_runner.dataset.answer_rows import probability_map
+    from knowwhen_runner.dataset.files import load_question_set
+
+    questions = load_question_set(path.parent).questions
+    return [
+        {**r, "probabilities": probability_map(r["probabilities"], questions[r["qhash"]].options)}
+        for r in rows
+    ]

@@ -2,7 +2,8 @@
 
 ``files`` reads the benchmark's layout (questions, answer keys, answers, corpus, models, leaderboard);
 ``answer_rows`` is one answer as the runner writes it; ``scoring`` reproduces the card's numbers;
-``score_folder`` is the ``score`` command; ``hub`` fetches the dataset.
+``score_folder`` is the ``score`` command; ``hub`` fetches the dataset; ``features`` declares the
+files' column types for a dataset card; ``publish`` uploads a dataset folder.
 """
 
 from __future__ import annotations

@@ -8,27 +8,40 @@ a row invalid with its reason in ``error`` — recorded, never silently counted 
 System One servers report their own ``confidence`` (the vendor's is how far the top probability sits
 above uniform), so it is derived from ``probabilities`` wherever the model gave them, and what the
 server said is kept in ``reported_confidence`` (answer schema 2; rows of schema 1 are upgraded on read).
+
+``answer_row`` / ``failed_row`` are what the queue records (``probabilities`` keyed by option name);
+``file_row`` is the row of an answers file (schema 3): every key on every row with one type whatever the
+value (an LLM's null confidence, an error string, a retry history), ``variant`` on every row, and
+``probabilities`` as a list aligned with the question's ``options``, so Hugging Face ``datasets`` types
+each column once. ``record_row`` turns a file row of any schema back into the recorded form.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "ANSWER_FIELDS",
     "ANSWER_SCHEMA_VERSION",
     "AnswerRow",
     "AnswerRowDict",
     "answer_row",
     "choice_confidence",
     "failed_row",
+    "file_row",
+    "probabilities_problem",
+    "probability_list",
+    "probability_map",
+    "record_row",
     "upgrade_row",
     "validate_response",
 ]
 
-ANSWER_SCHEMA_VERSION = 2
+ANSWER_SCHEMA_VERSION = 3
 _PROB_TOLERANCE = 0.02
 
 AnswerRowDict = dict[str, Any]
@@ -138,22 +151,27 @@ def failed_row(*, model_id: str, qhash: str, error: str, attempts: int) -> Answe
 
 
 class AnswerRow(BaseModel):
-    """One answer row as ``answers.answer_row`` / ``failed_row`` write it (``variant`` added for shifts)."""
+    """One row of an answers file (schema 3): every key present on every row, one type per key."""
 
     model_config = ConfigDict(
         extra="forbid", frozen=True, json_schema_extra={"x-answer-schema-version": ANSWER_SCHEMA_VERSION}
     )
 
+    schema_version: Literal[3] = Field(3, description="The answers file schema (3 since the export).")
     model: str
+    variant: str = Field(description="The question variant: main, nosurf or nodist (main on common states).")
     qhash: str
     answer: str | None
     confidence: float | None = Field(
         description="The model's probability for the chosen option (the card's)."
     )
     reported_confidence: float | None = Field(
-        None, description="The confidence the server reported, on its own scale (answer schema 2)."
+        description="The confidence the server reported, on its own scale (answer schema 2)."
     )
-    probabilities: dict[str, float] | None
+    probabilities: list[float | None] | None = Field(
+        description="One probability per option, in the order of the question's options (null where the "
+        "model gave none for that option); null when the model gave no probabilities (LLMs)."
+    )
     valid: bool
     error: str | None
     attempts: int
@@ -164,12 +182,94 @@ class AnswerRow(BaseModel):
     input_tokens: int | None
     output_tokens: int | None
     cache_hit: bool
-    retry_errors: list[str]
+    retry_errors: list[str] = Field(description="The error of each failed attempt before the last, in order.")
     extra_choices: list[str | None] | None = Field(
-        None, description="LLMs: the tools of further calls in the same reply (only the first is the answer)."
+        description="LLMs: the tools of further calls in the same reply (only the first is the answer)."
     )
-    variant: str | None = None
     batch: str | None = Field(
-        None,
-        description="The provider batch (Batch API) that answered; absent for synchronous calls and cache hits.",
+        description="The provider batch (Batch API) that answered; null for synchronous calls and cache hits.",
     )
+
+
+ANSWER_FIELDS = tuple(AnswerRow.model_fields)
+"""The keys of an answers-file row, in file order."""
+
+_FLOATS = ("confidence", "reported_confidence", "cost_usd", "latency_ms", "wall_ms")
+_INTS = ("requests", "input_tokens", "output_tokens")
+
+
+def probability_list(probs: Any, options: Sequence[str]) -> list[float | None] | None:
+    """Probabilities keyed by option name as a list aligned with ``options`` (None: none were given)."""
+    if not isinstance(probs, Mapping) or not probs:
+        return None
+    return [_float(probs.get(option)) for option in options]
+
+
+def probability_map(probs: Any, options: Sequence[str] | None) -> dict[str, float] | None:
+    """Probabilities of a file row (a list aligned with ``options``, or a schema 2 object) keyed by option."""
+    if isinstance(probs, Mapping):
+        return dict(probs) or None
+    if isinstance(probs, list) and options is not None and len(probs) == len(options):
+        return {
+            o: float(p) for o, p in zip(options, probs, strict=True) if isinstance(p, int | float)
+        } or None
+    return None
+
+
+def probabilities_problem(probs: Any, options: Sequence[str] | None) -> str | None:
+    """Why a file row's ``probabilities`` cannot be read (a list must have one value per option)."""
+    if probs is not None and not isinstance(probs, Mapping | list):
+        return "must be a list (one per option) or an object"
+    if isinstance(probs, list) and options is not None and len(probs) != len(options):
+        return f"has {len(probs)} values for {len(options)} options"
+    return None
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else value if isinstance(value, str) else str(value)
+
+
+def file_row(row: Mapping[str, Any], *, variant: str | None, options: Sequence[str]) -> dict[str, Any]:
+    """The answers-file row (``AnswerRow``) of a recorded row, whatever schema it was recorded in."""
+    row = upgrade_row(dict(row))
+    out: dict[str, Any] = {
+        "schema_version": ANSWER_SCHEMA_VERSION,
+        "model": str(row.get("model")),
+        "variant": variant or str(row.get("variant") or "main"),
+        "qhash": str(row.get("qhash")),
+        "answer": _text(row.get("answer")),
+    }
+    out.update({name: _float(row.get(name)) for name in _FLOATS[:2]})
+    probs = row.get("probabilities")
+    out["probabilities"] = probs if isinstance(probs, list) else probability_list(probs, options)
+    out["valid"] = bool(row.get("valid"))
+    out["error"] = _text(row.get("error"))
+    out["attempts"] = _int(row.get("attempts")) or 1
+    out["requests"] = _int(row.get("requests"))
+    out.update({name: _float(row.get(name)) for name in _FLOATS[2:]})
+    out.update({name: _int(row.get(name)) for name in _INTS[1:]})
+    out["cache_hit"] = bool(row.get("cache_hit"))
+    out["retry_errors"] = [str(e) for e in row.get("retry_errors") or []]
+    extra = row.get("extra_choices")
+    out["extra_choices"] = [_text(c) for c in extra] if isinstance(extra, list) and extra else None
+    out["batch"] = _text(row.get("batch"))
+    return out
+
+
+def record_row(row: Mapping[str, Any], options: Sequence[str] | None) -> dict[str, Any]:
+    """A file row of any schema (1, 2 or 3, or the dataset's published rows) as the queue records answers:
+    probabilities by option name; a row that says nothing of the server's own confidence has none."""
+    out = {k: v for k, v in row.items() if k not in ("schema_version", "variant")}
+    out["probabilities"] = probability_map(row.get("probabilities"), options)
+    out.setdefault("reported_confidence", None)
+    out["cache_hit"] = bool(out.get("cache_hit"))
+    out["retry_errors"] = list(out.get("retry_errors") or [])
+    return out

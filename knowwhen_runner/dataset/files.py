@@ -1,7 +1,7 @@
 """Readers for the AgentDecisionBench file layout: questions, answer keys, answers, corpus, models, leaderboard.
 
 A question-set folder (``common_states/``, ``shift/``, or one of ours) holds ``questions.jsonl[.gz]``,
-``occurrences.jsonl[.gz]``, ``corpus.json`` and ``answers_*.jsonl[.gz]``. Readers validate as they go and
+``occurrences.jsonl[.gz]``, ``corpus.json`` and ``answers_*.jsonl[.gz]`` (any answer schema). Readers validate as they go and
 raise ``ScenarioError`` naming the file and line; they never guess from file names what a row says.
 Answer rows are many (150k on the common states), so they are kept as named tuples, not models.
 """
@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from ..exceptions import ScenarioError
 from ..jsonio import dumps, find_jsonl, iter_jsonl, read_json
+from .answer_rows import probabilities_problem, probability_map
 
 __all__ = [
     "QUESTION_TEXT",
@@ -254,14 +255,14 @@ def _number(path: Path, line: int, row: dict[str, Any], name: str) -> float | No
     return float(value)
 
 
-def _answer_row(path: Path, line: int, row: dict[str, Any]) -> Answer:
+def _answer_row(path: Path, line: int, row: dict[str, Any], question: Any) -> Answer:
+    options = getattr(question, "options", None)  # schema 3 probabilities follow the question's options
     answer = row.get("answer", ...)
     if answer is ... or not (answer is None or isinstance(answer, str)):
         raise ScenarioError(f"{path}:{line}: field 'answer' must be present, a string or null")
     valid = _require(path, line, row, "valid", bool)
-    probabilities = row.get("probabilities")
-    if probabilities is not None and not isinstance(probabilities, dict):
-        raise ScenarioError(f"{path}:{line}: field 'probabilities' must be an object")
+    if problem := probabilities_problem(row.get("probabilities"), options):
+        raise ScenarioError(f"{path}:{line}: field 'probabilities' {problem}")
     return Answer(
         row["qhash"],
         answer,
@@ -270,7 +271,7 @@ def _answer_row(path: Path, line: int, row: dict[str, Any]) -> Answer:
         row.get("error"),
         _number(path, line, row, "cost_usd") or 0.0,
         _number(path, line, row, "latency_ms"),
-        probabilities,
+        probability_map(row.get("probabilities"), options),
     )
 
 
@@ -306,7 +307,7 @@ def read_answers(
                 raise ScenarioError(
                     f"{path}:{line}: duplicate answer of model {model} ({var}) to qhash {qhash}, first at {first}"
                 )
-            bucket[qhash] = _answer_row(path, line, row)
+            bucket[qhash] = _answer_row(path, line, row, (questions or {}).get(qhash))
             where[(model, var, qhash)] = f"{path.name}:{line}"
     return table
 

@@ -1,10 +1,11 @@
 """One model call: request bodies, the transport (litellm, or a fake for tests), retries, rate limits,
 cache keys, secrets and prices.
 
-Read in this order: ``bodies`` (what is sent), ``transport`` (one request; only ``LitellmTransport``
-touches litellm), ``retry`` (what a failure means), ``ratelimit`` (slots, pauses, a down model), ``adaptive`` (a limit
-nobody gave, learned from headers and 429s),
-``client`` (a logical call: slots + requests + retries), ``cache_keys``, ``secrets``, ``prices``.
+Read in this order: ``bodies`` (what is sent), ``transport`` (every request, batches' too; only
+``LitellmTransport`` sends through litellm), ``mock_transport`` (the in-process fake), ``retry`` (what a
+failure means), ``ratelimit`` (slots, pauses, a down model), ``adaptive`` (a limit nobody gave, learned
+from headers and 429s), ``client`` (a logical call: slots + requests + retries), ``batch_wire`` and
+``batch_client`` (provider Batch APIs), ``cache_keys``, ``secrets``, ``prices``.
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ from .bodies import QUESTION_NAME, decision_body, llm_body
 from .cache_keys import CACHE_KEY_VERSION, CacheMode, cache_key, legacy_cache_key
 from .client import CallOutcome, ModelClient
 from .litellm_loader import load_litellm, preload_litellm
+from .mock_transport import MockTransport, Sent
 from .prices import token_prices
-from .ratelimit import FleetLimits, LearnedLimits, Limiter, Limiters
+from .ratelimit import REQUEST_STARTED, FleetLimits, LearnedLimits, Limiter, Limiters
 from .retry import Verdict, classify, transport_failure
 from .secrets import Secrets
-from .transport import CallKind, LitellmTransport, MockTransport, Sent, Transport
+from .transport import CallKind, LitellmTransport, Reply, Transport
 
 __all__ = [
     "CACHE_KEY_VERSION",
     "QUESTION_NAME",
+    "REQUEST_STARTED",
     "AdaptiveRate",
     "CacheMode",
     "CallKind",
@@ -35,6 +38,7 @@ __all__ = [
     "LitellmTransport",
     "MockTransport",
     "ModelClient",
+    "Reply",
     "Secrets",
     "Sent",
     "Transport",

@@ -19,11 +19,11 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from ..config import ModelSpec
 from ..exceptions import ProviderError
-from .adaptive import LimitNews, read_limit_headers
+from .adaptive import read_limit_headers
 from .ratelimit import Limiter, Limiters
 from .retry import Verdict, classify, error_headers, transport_failure
 from .secrets import Secrets
-from .transport import LIMITS_KEY, CallKind, LitellmTransport, Transport
+from .transport import CallKind, LitellmTransport, Transport
 
 __all__ = ["CallOutcome", "ModelClient"]
 
@@ -68,6 +68,11 @@ class ModelClient:
     def preload(self) -> None:
         """A request is coming soon: let the transport start its slow set-up (litellm's import)."""
         self._transport.preload()
+
+    @property
+    def transport(self) -> Transport:
+        """Where this client's requests go (provider batches go through the same one)."""
+        return self._transport
 
     @property
     def secrets(self) -> Secrets:
@@ -152,7 +157,7 @@ class ModelClient:
                 tally.requests += 1
                 started = time.perf_counter()
                 try:
-                    response = await self._transport.send(model, kind, body, self._secrets.key_for(model))
+                    reply = await self._transport.send(model, kind, body, self._secrets.key_for(model))
                 except Exception as exc:
                     verdict = classify(exc)
                     if verdict.kind == "rate_limited":
@@ -166,12 +171,11 @@ class ModelClient:
                     tally.charged += not (probe or transport_failure(exc) == "connection refused")
                     raise
                 limiter.record(ok=True)
-                limiter.heard(response.pop(LIMITS_KEY, None) or LimitNews(), ok=True)
+                limiter.heard(reply.limits, ok=True)
             finally:
                 if probe:
                     limiter.probing = False
-        response["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
-        return response
+        return {**reply.response, "latency_ms": round((time.perf_counter() - started) * 1000, 3)}
 
     def _down(self, model: ModelSpec, limiter: Limiter, tally: _Tally) -> ProviderError:
         last = limiter.last_error or "earlier requests failed"

@@ -24,8 +24,9 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -34,7 +35,11 @@ import anyio
 from ..config import ModelSpec, RateLimit
 from .adaptive import AdaptiveRate, LearnedLimit, LimitNews
 
-__all__ = ["FleetLimiter", "FleetLimits", "LearnedLimits", "Ledger", "Limiter", "Limiters"]
+__all__ = ["REQUEST_STARTED", "FleetLimiter", "FleetLimits", "LearnedLimits", "Ledger", "Limiter", "Limiters"]
+
+#: Called (in the task that waited) when a limiter lets a request start: a worker learns which of its
+#: jobs have sent something, and so which it may still hand back unstarted.
+REQUEST_STARTED: ContextVar[Callable[[], None] | None] = ContextVar("request_started", default=None)
 
 _BREAKER_AFTER = 8  # consecutive failed requests before the model is down (paused, then probed)
 _BREAKER_MAX_S = 30.0  # the longest pause between probes: a model back up is noticed within this
@@ -42,6 +47,7 @@ _DEFAULT_MAX_OUTAGE_S = 1800.0
 _MARGIN = 1.002
 _RESET_WAIT_MAX_S = 60.0  # the longest wait for a stated reset (a per-minute limit resets within it)
 _LEARNED_READ_S = 2.0  # how often an adaptive limiter reads the fleet's learned row
+_LATENCY_WEIGHT = 0.1  # of the latest request in the moving average of request durations
 
 
 class LearnedLimits(Protocol):
@@ -91,6 +97,7 @@ class Limiter:
         self.waiting = 0
         self.down_since: float | None = None  # when the breaker opened (monotonic), while it is open
         self.probing = False  # a probe request of a down model is under way
+        self.latency_s: float | None = None  # requests' recent duration (moving average)
 
     @property
     def max_in_flight(self) -> int:
@@ -104,6 +111,14 @@ class Limiter:
     def paused_for(self) -> float:
         return max(0.0, self.paused_until - time.monotonic())
 
+    def rate_per_s(self) -> float | None:
+        """Requests it may start per second now (configured or learned); None: no rate limit."""
+        return _MARGIN / self._interval if self._interval else None
+
+    def _took(self, seconds: float) -> None:
+        last = self.latency_s
+        self.latency_s = seconds if last is None else last + _LATENCY_WEIGHT * (seconds - last)
+
     @asynccontextmanager
     async def slot(self, tokens: int = 0) -> AsyncIterator[None]:
         """Wait for a request slot; the body is one request."""
@@ -114,7 +129,9 @@ class Limiter:
                 await self._wait_turn(tokens)
                 self.waiting -= 1
                 started = True
+                began = time.monotonic()
                 yield
+                self._took(time.monotonic() - began)
         finally:
             if not started:
                 self.waiting -= 1
@@ -158,6 +175,9 @@ class Limiter:
                 self._learned_changed("raise", before)
 
     def _sent(self) -> None:
+        hook = REQUEST_STARTED.get()
+        if hook is not None:
+            hook()
         if self.adaptive is not None:
             self.adaptive.on_sent(time.time())
 
@@ -410,7 +430,9 @@ class FleetLimiter(Limiter):
                 await self._wait_turn(tokens)
                 self.waiting -= 1
                 started = True
+                began = time.monotonic()
                 yield
+                self._took(time.monotonic() - began)
             finally:
                 with anyio.CancelScope(shield=True):
                     await self._release()

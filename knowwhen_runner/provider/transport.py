@@ -1,9 +1,11 @@
-"""The network seam: one request to one model, through litellm, or through a fake for tests.
+"""The network seam: every request to a provider, through litellm, or through a fake for tests.
 
-``Transport.send`` makes exactly one HTTP request (no retries: those are the client's) and returns the
-normalised response the cache stores, or raises what the provider raised. ``LitellmTransport`` is the
-only code that calls litellm; ``MockTransport`` answers in-process from a handler, so the worker loop,
-retries, pausing and recording are unit-tested without a server.
+``Transport.send`` makes exactly one HTTP request (no retries: those are the client's) and returns a
+``Reply``: the normalised response the cache stores, and beside it what the response's headers said
+about rate limits (never stored); or it raises what the provider raised. The batch methods are the
+files and batches endpoints (``batch_client`` drives them), one request each. ``LitellmTransport`` is
+the only code that sends requests through litellm; ``MockTransport`` (``mock_transport``) answers
+in-process, so the worker loop, retries, pausing, recording and batches are unit-tested without a server.
 
 The normalised response keeps what the server said: a decision's ``confidence`` is the server's own
 figure (answer rows derive the card's from ``probabilities``).
@@ -11,34 +13,39 @@ figure (answer rows derive the card's from ``probabilities``).
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import anyio.to_thread
+import orjson
 
 from ..config import ModelSpec
-from .adaptive import read_limit_headers
+from .adaptive import LimitNews, read_limit_headers
+from .batch_wire import BatchState, LineResult, result_line
 from .bodies import QUESTION_NAME
 from .litellm_loader import litellm_loaded, load_litellm, preload_litellm
 from .prices import call_cost, register_price
 
 __all__ = [
-    "LIMITS_KEY",
     "CallKind",
     "LitellmTransport",
-    "MockTransport",
-    "Sent",
+    "Reply",
     "Transport",
+    "chat_body_response",
     "decision_response",
     "llm_response",
 ]
 
 CallKind = Literal["decision", "llm"]
-#: Key of a sent response holding what its headers said about rate limits (``adaptive.LimitNews``);
-#: the client takes it out before the response is stored.
-LIMITS_KEY = "_limits"
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One answered request: the normalised response (what the cache stores) and, beside it, what the
+    response's headers said about rate limits (for the adaptive limits; never stored)."""
+
+    response: dict[str, Any]
+    limits: LimitNews = field(default_factory=LimitNews)
 
 
 class Transport(Protocol):
@@ -54,8 +61,36 @@ class Transport(Protocol):
 
     async def send(
         self, model: ModelSpec, kind: CallKind, body: dict[str, Any], api_key: str | None
-    ) -> dict[str, Any]:
-        """One request; the normalised response, or the provider's exception."""
+    ) -> Reply:
+        """One request; the normalised response and its limit news, or the provider's exception."""
+        ...
+
+    async def upload_batch_file(
+        self, model: ModelSpec, name: str, content: bytes, api_key: str | None
+    ) -> str:
+        """Upload a batch's JSONL of requests (``purpose=batch``); the file's id."""
+        ...
+
+    async def create_batch(
+        self, model: ModelSpec, input_file_id: str, metadata: dict[str, str], api_key: str | None
+    ) -> str:
+        """Create a batch of chat completions from an uploaded file; its provider id."""
+        ...
+
+    async def list_batches(self, model: ModelSpec, api_key: str | None) -> list[BatchState]:
+        """The provider's most recent batches (with their metadata)."""
+        ...
+
+    async def retrieve_batch(self, model: ModelSpec, provider_id: str, api_key: str | None) -> BatchState:
+        """What the provider says of one batch now."""
+        ...
+
+    async def cancel_batch(self, model: ModelSpec, provider_id: str, api_key: str | None) -> None:
+        """Ask the provider to cancel a batch."""
+        ...
+
+    async def batch_results(self, model: ModelSpec, file_id: str, api_key: str | None) -> list[LineResult]:
+        """Every line of a batch's output or error file, answers normalised as ``send`` normalises them."""
         ...
 
 
@@ -79,7 +114,7 @@ class LitellmTransport:
 
     async def send(
         self, model: ModelSpec, kind: CallKind, body: dict[str, Any], api_key: str | None
-    ) -> dict[str, Any]:
+    ) -> Reply:
         litellm = load_litellm()
         key = api_key or "not-needed"
         if kind == "decision":
@@ -92,7 +127,7 @@ class LitellmTransport:
                 timeout=model.timeout_s,
                 **model.params,
             )
-            return _with_limits(decision_response(model, resp), resp)
+            return Reply(decision_response(model, resp), _limit_news(resp))
         resp = await litellm.acompletion(
             model=model.model,
             api_base=model.api_base,
@@ -104,16 +139,85 @@ class LitellmTransport:
             max_retries=0,  # the OpenAI SDK would retry on its own; retries are ours (classify)
             **{**model.params, **({"seed": body["seed"]} if "seed" in body else {})},
         )
-        return _with_limits(llm_response(model, resp), resp)
+        return Reply(llm_response(model, resp), _limit_news(resp))
+
+    # -- the files and batches endpoints (OpenAI's, which OpenAI-compatible servers share) ------------
+
+    async def upload_batch_file(
+        self, model: ModelSpec, name: str, content: bytes, api_key: str | None
+    ) -> str:
+        uploaded = await load_litellm().acreate_file(
+            file=(name, content), purpose="batch", **_batch_kw(model, api_key)
+        )
+        return str(uploaded.id)
+
+    async def create_batch(
+        self, model: ModelSpec, input_file_id: str, metadata: dict[str, str], api_key: str | None
+    ) -> str:
+        batch = await load_litellm().acreate_batch(
+            completion_window="24h",
+            endpoint="/v1/chat/completions",
+            input_file_id=input_file_id,
+            metadata=metadata,
+            **_batch_kw(model, api_key),
+        )
+        return str(batch.id)
+
+    async def list_batches(self, model: ModelSpec, api_key: str | None) -> list[BatchState]:
+        page = await load_litellm().alist_batches(limit=100, **_batch_kw(model, api_key))
+        return [_batch_state(b) for b in getattr(page, "data", None) or []]
+
+    async def retrieve_batch(self, model: ModelSpec, provider_id: str, api_key: str | None) -> BatchState:
+        batch = await load_litellm().aretrieve_batch(batch_id=provider_id, **_batch_kw(model, api_key))
+        return _batch_state(batch, provider_id)
+
+    async def cancel_batch(self, model: ModelSpec, provider_id: str, api_key: str | None) -> None:
+        await load_litellm().acancel_batch(batch_id=provider_id, **_batch_kw(model, api_key))
+
+    async def batch_results(self, model: ModelSpec, file_id: str, api_key: str | None) -> list[LineResult]:
+        content = await load_litellm().afile_content(file_id=file_id, **_batch_kw(model, api_key))
+        return [
+            result_line(orjson.loads(raw), lambda body: chat_body_response(model, body))
+            for raw in bytes(content.content).splitlines()
+            if raw.strip()
+        ]
 
 
-def _with_limits(out: dict[str, Any], resp: Any) -> dict[str, Any]:
-    """Keep what the response's headers said about rate limits under ``LIMITS_KEY`` (not cached)."""
+def _limit_news(resp: Any) -> LimitNews:
+    """What a litellm response's headers said about rate limits."""
     hidden = getattr(resp, "_hidden_params", None) or {}
-    news = read_limit_headers(hidden.get("additional_headers") if isinstance(hidden, dict) else None)
-    if news.says_anything():
-        out[LIMITS_KEY] = news
-    return out
+    return read_limit_headers(hidden.get("additional_headers") if isinstance(hidden, dict) else None)
+
+
+def _batch_provider(model: ModelSpec) -> str:
+    """litellm's provider for the files and batches calls; OpenAI-compatible servers speak OpenAI's."""
+    prefix = model.model.split("/", 1)[0] if "/" in model.model else "openai"
+    return prefix if prefix in ("azure", "vertex_ai", "bedrock", "mistral", "xai") else "openai"
+
+
+def _batch_kw(model: ModelSpec, api_key: str | None) -> dict[str, Any]:
+    return {
+        "custom_llm_provider": _batch_provider(model),
+        "api_base": model.api_base,
+        "api_key": api_key or "not-needed",
+        "timeout": model.timeout_s,
+        "max_retries": 0,  # retries are the poll loop's: a failed poll is simply tried next round
+    }
+
+
+def _batch_state(batch: Any, provider_id: str | None = None) -> BatchState:
+    return BatchState(
+        provider_id or str(batch.id),
+        str(batch.status),
+        batch.output_file_id,
+        batch.error_file_id,
+        dict(getattr(batch, "metadata", None) or {}),
+    )
+
+
+def chat_body_response(model: ModelSpec, body: dict[str, Any]) -> dict[str, Any]:
+    """A chat completion's JSON body (a batch line's) normalised as the synchronous path's response."""
+    return llm_response(model, load_litellm().ModelResponse(**body))
 
 
 def decision_response(model: ModelSpec, resp: Any) -> dict[str, Any]:
@@ -160,54 +264,3 @@ def llm_response(model: ModelSpec, resp: Any) -> dict[str, Any]:
             {"name": c.function.name, "arguments": c.function.arguments} for c in calls[1:]
         ]
     return out
-
-
-@dataclass(frozen=True, slots=True)
-class Sent:
-    """One request a ``MockTransport`` received."""
-
-    model: str
-    kind: CallKind
-    body: dict[str, Any]
-
-
-Handler = Callable[[ModelSpec, CallKind, dict[str, Any]], "dict[str, Any] | BaseException | Awaitable[Any]"]
-
-
-@dataclass
-class MockTransport:
-    """Answers in-process: ``handler(model, kind, body)`` returns the normalised response, or an exception
-    to raise (``error`` builds ones that ``classify`` reads like a provider's); every request is kept."""
-
-    handler: Handler
-    sent: list[Sent] = field(default_factory=list)
-
-    def preload(self) -> None:
-        return None
-
-    async def prepare(self, model: ModelSpec) -> None:
-        return None
-
-    async def send(
-        self, model: ModelSpec, kind: CallKind, body: dict[str, Any], api_key: str | None
-    ) -> dict[str, Any]:
-        self.sent.append(Sent(model.id, kind, body))
-        got = self.handler(model, kind, body)
-        if inspect.isawaitable(got):
-            got = await got
-        if isinstance(got, BaseException):
-            raise got
-        return dict(got)
-
-    @staticmethod
-    def error(status: int, message: str = "", retry_after: float | None = None) -> Exception:
-        """An HTTP error as litellm raises it: ``status_code``, and ``Retry-After`` in its headers."""
-        exc = _MockHTTPError(message or f"mock HTTP {status}")
-        exc.status_code = status
-        exc.litellm_response_headers = {} if retry_after is None else {"retry-after": str(retry_after)}
-        return exc
-
-
-class _MockHTTPError(Exception):
-    status_code: int
-    litellm_response_headers: dict[str, str]

@@ -20,13 +20,15 @@ once: the first process to ``take_finalize`` a finished run does it. ``set_contr
 (quarantined or paused: ``controls``); workers stop claiming its jobs, which stay pending.
 ``budget_reserve``/``budget_settle`` keep the run's spending per budget scope, for every process.
 ``answers`` reads one filtered page of the open-loop answers (a few fields each, never whole results) and
-``spend`` each model's recorded cost, for lists of large runs. ``describe_workers`` says
-whether each worker of the fleet is working, silent or stopped (one rule for ``run``, ``status`` and the
-viewer). Responses are cached apart from the queue (``knowwhen_runner.cache``).
+``spend`` each model's recorded cost, for lists of large runs; ``pace`` reads each model's pace (its
+rate against its limit, what it waits for) from what these return, for ``status`` and the live view.
+``describe_workers`` says whether each worker of the fleet is working, silent or stopped (one rule for
+``run``, ``status`` and the viewer). Responses are cached apart from the queue (``knowwhen_runner.cache``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
@@ -52,6 +54,7 @@ __all__ = [
     "BatchRecord",
     "BudgetAsk",
     "BudgetTally",
+    "ClaimQuota",
     "ControlState",
     "Failure",
     "JobCounts",
@@ -104,6 +107,14 @@ class Failure:
     final: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimQuota:
+    """Up to ``n`` jobs of any of ``models`` (one limit group) for one claim (``Queue.claim_each``)."""
+
+    models: frozenset[str]
+    n: int
+
+
 class JobResult(NamedTuple):
     """A job of the current plan and where it stands: its result when done, its last error when failed."""
 
@@ -140,6 +151,10 @@ class Queue(Protocol):
     async def claim(
         self, worker: str, n: int, lease_s: float, exclude_models: frozenset[str] = frozenset()
     ) -> list[Job]: ...
+    async def claim_each(self, worker: str, quotas: Sequence[ClaimQuota], lease_s: float) -> list[Job]:
+        """Up to each quota's ``n`` pending jobs of its models, in id order, in one transaction."""
+        ...
+
     async def heartbeat(self, worker: str, lease_s: float) -> int: ...
     async def complete(self, worker: str, results: list[tuple[str, dict[str, Any]]]) -> int: ...
     async def fail(self, worker: str, failures: list[Failure]) -> int: ...

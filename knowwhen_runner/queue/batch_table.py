@@ -134,12 +134,13 @@ class BatchTable(OnOneThread):
         return await self._call(self._batch_take, worker, key, lease_s)
 
     def _batch_take(self, worker: str, key: str, lease_s: float) -> list[Job]:
-        from .sql import _JOB_COLUMNS, _job
+        from .claims import JOB_COLUMNS
+        from .sql import _job
 
         now = self._clock.expr()
         j = s.jobs.c
         mine = (j.run == self.run, j.lease_owner == batch_owner(key), j.status == "running")
-        cols = [getattr(j, c.strip()) for c in _JOB_COLUMNS.split(",")]
+        cols = [getattr(j, c.strip()) for c in JOB_COLUMNS.split(",")]
         with self._engine.begin() as conn:
             rows = conn.execute(select(*cols).where(*mine)).fetchall()
             conn.execute(update(s.jobs).where(*mine).values(lease_owner=worker, lease_expires=now + lease_s))

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from ..crashpoints import crashpoint
 from ..jobs import Items, Job
-from . import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult, JobStatus, aside_status, live_status
+from . import (
+    ASIDE,
+    SET_ASIDE,
+    ClaimQuota,
+    Failure,
+    JobCounts,
+    JobResult,
+    JobStatus,
+    aside_status,
+    live_status,
+)
 from .answers import AnswerPage, AnswerQuery, answer_page, spend_of
 from .budget import MemoryBudget
 from .controls import MemoryControls
@@ -104,6 +115,24 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
                 row.status, row.lease_owner, row.lease_expires = "running", worker, now + lease_s
                 row.attempts += 1
                 out.append(replace(row.job, attempts=row.attempts))
+        return out
+
+    async def claim_each(self, worker: str, quotas: Sequence[ClaimQuota], lease_s: float) -> list[Job]:
+        now = time.time()
+        left = {model: i for i, q in enumerate(quotas) if q.n > 0 for model in q.models}
+        room = [q.n for q in quotas]
+        out: list[Job] = []
+        for row in sorted(self._rows.values(), key=lambda r: r.job.id):
+            i = left.get(row.job.model_id)
+            if i is None or room[i] <= 0:
+                continue
+            if row.status == "pending" or (row.status == "running" and row.lease_expires < now):
+                row.status, row.lease_owner, row.lease_expires = "running", worker, now + lease_s
+                row.attempts += 1
+                room[i] -= 1
+                out.append(replace(row.job, attempts=row.attempts))
+                if not any(room):
+                    break
         return out
 
     async def heartbeat(self, worker: str, lease_s: float) -> int:

@@ -49,8 +49,13 @@ __all__ = [
 #    reserved per budget scope); created by ``create_all`` on upgrade.
 # 6: kw_learned_limits (limits found by the adaptive controller, kept for the next run); created by
 #    ``create_all`` on upgrade.
-SCHEMA_VERSION = 6
-MIGRATIONS: dict[int, tuple[str, ...]] = {2: (), 3: (), 4: (), 5: ()}
+# 7: kw_jobs_pending_model, an index of pending jobs by model: a claim per model (``claim_each``)
+#    finds a model's few jobs among many of others' without walking past them.
+SCHEMA_VERSION = 7
+_PENDING_BY_MODEL = (
+    "CREATE INDEX IF NOT EXISTS kw_jobs_pending_model ON kw_jobs (run, model_id, id) WHERE status = 'pending'"
+)
+MIGRATIONS: dict[int, tuple[str, ...]] = {2: (), 3: (), 4: (), 5: (), 6: (_PENDING_BY_MODEL,)}
 """Older version -> the statements that bring its tables to the next version (run in one transaction)."""
 
 metadata = MetaData()
@@ -108,6 +113,14 @@ jobs = Table(
     Index(
         "kw_jobs_pending",
         "run",
+        "id",
+        postgresql_where=text("status = 'pending'"),
+        sqlite_where=text("status = 'pending'"),
+    ),
+    Index(
+        "kw_jobs_pending_model",
+        "run",
+        "model_id",
         "id",
         postgresql_where=text("status = 'pending'"),
         sqlite_where=text("status = 'pending'"),

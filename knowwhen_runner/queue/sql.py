@@ -10,6 +10,7 @@ and keeps leases on the database server's clock (see ``engine.py``).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar
 
@@ -20,11 +21,12 @@ from sqlalchemy.dialects import postgresql, sqlite
 from ..crashpoints import crashpoint
 from ..exceptions import QueueError
 from ..jobs import Items, Job
-from . import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult
+from . import ASIDE, SET_ASIDE, ClaimQuota, Failure, JobCounts, JobResult
 from . import schema as s
 from .answers import AnswerTables
 from .batch_table import BatchTable
 from .budget import ControlBudget
+from .claims import JOB_COLUMNS, claim_sql
 from .controls import ControlTables
 from .engine import DbClock, make_engine, safe_url
 from .side_tables import SideTables
@@ -33,7 +35,6 @@ __all__ = ["SqlQueue", "safe_url"]
 
 T = TypeVar("T")
 
-_JOB_COLUMNS = "id, model_id, mode, scenario, item, payload, attempts"
 _OPEN = "('pending', 'running')"
 _COMPLETABLE = "('pending', 'running', 'failed')"  # not done, not set aside
 
@@ -269,56 +270,26 @@ class SqlQueue(AnswerTables, ControlTables, ControlBudget, SideTables, BatchTabl
     async def claim(
         self, worker: str, n: int, lease_s: float, exclude_models: frozenset[str] = frozenset()
     ) -> list[Job]:
-        return await self._call(self._claim, worker, n, lease_s, exclude_models)
+        return await self._call(self._claim, worker, {"n": n}, lease_s, exclude_models, ())
 
-    def _claim_sql(self, exclude: frozenset[str], params: dict[str, Any]) -> tuple[str, list[str]]:
-        """A claim's statements: return expired leases to pending, then lease up to n jobs."""
-        now = self._clock.sql
-        names = []
-        for i, model in enumerate(sorted(exclude)):
-            params[f"x{i}"] = model
-            names.append(f":x{i}")
-        excl = f" AND model_id NOT IN ({', '.join(names)})" if names else ""
-        lease = f"status = 'running', lease_owner = :w, lease_expires = {now} + :lease, updated_at = {now}"
-        if self.dialect == "postgresql":
-            # MATERIALIZED: the CTE runs once, so a claim takes at most n rows (a plain IN (subquery ...
-            # SKIP LOCKED) may be re-evaluated by the planner and take more).
-            expire = (
-                "WITH gone AS MATERIALIZED (SELECT id FROM kw_jobs WHERE run = :run AND status = 'running' "
-                f"AND lease_expires < {now} FOR UPDATE SKIP LOCKED) UPDATE kw_jobs j SET status = 'pending', "
-                "lease_owner = NULL FROM gone WHERE j.run = :run AND j.id = gone.id"
-            )
-            claim = (
-                "WITH picked AS MATERIALIZED (SELECT id FROM kw_jobs WHERE run = :run AND status = 'pending'"
-                f"{excl} ORDER BY id LIMIT :n FOR UPDATE SKIP LOCKED) UPDATE kw_jobs j SET {lease}, "
-                "attempts = j.attempts + 1 FROM picked WHERE j.run = :run AND j.id = picked.id RETURNING "
-                + ", ".join(f"j.{c.strip()}" for c in _JOB_COLUMNS.split(","))
-            )
-            return expire, [claim]
-        # SQLite: BEGIN IMMEDIATE already serialises claims, so a plain subquery is exact.
-        expire = (
-            "UPDATE kw_jobs SET status = 'pending', lease_owner = NULL WHERE run = :run "
-            f"AND status = 'running' AND lease_expires < {now}"
+    async def claim_each(self, worker: str, quotas: Sequence[ClaimQuota], lease_s: float) -> list[Job]:
+        quotas = [q for q in quotas if q.n > 0 and q.models]
+        if not quotas:
+            return []
+        return await self._call(self._claim, worker, {}, lease_s, None, quotas)
+
+    def _claim(
+        self,
+        worker: str,
+        extra: dict[str, Any],
+        lease_s: float,
+        exclude: frozenset[str] | None,
+        quotas: Sequence[ClaimQuota],
+    ) -> list[Job]:
+        params = self._params(w=worker, lease=lease_s, **extra)
+        expire, claim = claim_sql(
+            self.dialect, self._clock.sql, params, exclude=exclude, quotas=quotas, bulk=self._bulk
         )
-        pending = f"SELECT id FROM kw_jobs WHERE run = :run AND status = 'pending'{excl} ORDER BY id LIMIT :n"
-        if not self._bulk:
-            return expire, [
-                f"UPDATE kw_jobs SET {lease}, attempts = attempts + 1 WHERE run = :run AND id IN ({pending}) "
-                f"RETURNING {_JOB_COLUMNS}"
-            ]
-        # Pick the ids, lease them, read them back: each statement yields one row (a JSON array), as
-        # ``_bulk`` explains, where RETURNING would step once per job with the write lock held.
-        picked = "(SELECT value FROM json_each(:ids))"
-        return expire, [
-            f"SELECT json_group_array(id) FROM ({pending})",
-            f"UPDATE kw_jobs SET {lease}, attempts = attempts + 1 WHERE run = :run AND id IN {picked}",
-            f"SELECT json_group_array(json_array({_JOB_COLUMNS})) FROM kw_jobs WHERE run = :run "
-            f"AND id IN {picked}",
-        ]
-
-    def _claim(self, worker: str, n: int, lease_s: float, exclude: frozenset[str]) -> list[Job]:
-        params = self._params(w=worker, lease=lease_s, n=n)
-        expire, claim = self._claim_sql(exclude, params)
         with self._engine.begin() as conn:
             # A killed worker's expired leases return to pending in the claim's own transaction.
             conn.execute(text(expire), params)
@@ -561,7 +532,7 @@ class SqlQueue(AnswerTables, ControlTables, ControlBudget, SideTables, BatchTabl
     def _results(self, scenarios: AbstractSet[str] | None) -> list[JobResult]:
         only = " AND scenario IN :scenarios" if scenarios is not None else ""
         q = text(
-            f"SELECT {_JOB_COLUMNS}, status, result, error FROM kw_jobs WHERE run = :run "
+            f"SELECT {JOB_COLUMNS}, status, result, error FROM kw_jobs WHERE run = :run "
             f"AND status NOT LIKE '{ASIDE}%'{only} ORDER BY id"
         )
         params: dict[str, Any] = {"run": self.run}

@@ -3,7 +3,8 @@
 Read in this order: ``collect`` (queue results grouped per cell), ``cells`` (the
 numbers of each cell), ``manifest`` (the versioned document per model), ``tables``, ``plots``,
 ``report``, ``finalize`` (all of it, idempotently), ``compare`` (two runs), ``cell_intervals``
-(each cell's uncertainty, from the statistics of ``knowwhen_runner.intervals``).
+(each cell's uncertainty, from the statistics of ``knowwhen_runner.intervals``), ``export`` (a finalised
+run as a dataset folder, with ``headline_rows`` and ``export_card``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ tables, plots, a static HTML report, and the short ``table.md``.
 Idempotent: it reads only the queue's recorded results and rewrites the same files (atomically); a rerun
 changes nothing but the ``finalized_at`` time. For each ``states`` scenario it writes
 ``<output>/<scenario>/`` as a question-set folder of its own — the questions, answer key and corpus copied
-beside one ``answers_<model>.jsonl.gz`` per model — so the benchmark's scoring code and ``knowwhen score``
+beside one ``answers_<model>.jsonl.gz`` per model, rows of answer schema 3 (``answer_rows.file_row``) — so the benchmark's scoring code and ``knowwhen score``
 read it unchanged; the manifests are scored from those same files.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as dist_version
@@ -21,6 +21,7 @@ from typing import Any
 
 from ..config import ScenarioSpec, SweepConfig
 from ..crashpoints import crashpoint
+from ..dataset.answer_rows import file_row
 from ..dataset.files import AnswerTable, QuestionSet, load_answers, load_question_set
 from ..dataset.scoring import AnswerKey, compile_key, score_l2
 from ..exceptions import KnowwhenError
@@ -67,11 +68,13 @@ def _copy_question_files(spec: ScenarioSpec, dest: Path) -> None:
         shutil.copyfile(spec.path / "corpus.json", dest / "corpus.json")
 
 
-def _public_row(row: dict[str, Any], variant: str | None) -> dict[str, Any]:
-    out = dict(row)
-    if variant is not None:
-        out["variant"] = variant
-    return out
+def _file_rows(
+    rows: list[dict[str, Any]], variant: str | None, qset: QuestionSet
+) -> Iterator[dict[str, Any]]:
+    """The answers-file rows (schema 3): probabilities aligned with each question's options."""
+    for row in rows:
+        question = qset.questions.get(row["qhash"])
+        yield file_row(row, variant=variant or "main", options=question.options if question else ())
 
 
 @dataclass
@@ -141,15 +144,15 @@ async def finalize_run(
 def _write_folder(config: SweepConfig, spec: ScenarioSpec, records: RunRecords) -> _Folder | None:
     dest = scenario_folder(config, spec.id)
     _copy_question_files(spec, dest)
-    for model in config.models:
-        rows = sorted(records.rows.get((spec.id, model.id), []), key=lambda r: r["qhash"])
-        if rows:
-            write_jsonl(dest / f"answers_{model.id}.jsonl.gz", (_public_row(r, spec.variant) for r in rows))
     if not any((spec.id, m.id) in records.rows for m in config.models):
         return None
     from ..scenarios.states import planned_qhashes
 
     qset = load_question_set(dest, questions_stem=_stem(spec))
+    for model in config.models:
+        rows = sorted(records.rows.get((spec.id, model.id), []), key=lambda r: r["qhash"])
+        if rows:
+            write_jsonl(dest / f"answers_{model.id}.jsonl.gz", _file_rows(rows, spec.variant, qset))
     table = load_answers(dest, qset.questions, variant=spec.variant or "main")
     planned = planned_qhashes(spec, qset.questions) if spec.limit is not None else None
     return _Folder(spec, qset, compile_key(qset, planned=planned), table)

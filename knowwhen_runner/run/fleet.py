@@ -206,6 +206,7 @@ def run_fleet(
             progress=progress,
             plan_only=plan_only,
             preflight=preflight,
+            config=config,
         )
     ledger, holder = open_ledger(url), new_worker_id()
     token = uuid.uuid4().hex
@@ -223,6 +224,7 @@ def run_fleet(
             plan_token=token,
             fleet=FleetLimits(ledger, holder),
             preflight=preflight,
+            config=config,
         )
         interrupted = summary.interrupted
     finally:

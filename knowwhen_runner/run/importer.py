@@ -24,6 +24,7 @@ import anyio
 import yaml
 
 from ..config import ModelSpec, ScenarioSpec, SweepConfig, load_config
+from ..dataset.answer_rows import record_row
 from ..dataset.files import find_answer_files, read_models
 from ..exceptions import ConfigError, ScenarioError
 from ..jobs import Job
@@ -87,8 +88,11 @@ def published_rows(root: Path, spec: ScenarioSpec, models: Collection[str] | Non
     folder = root / spec.path.name
     paths = find_answer_files(folder) if folder.is_dir() else []
     rows = _rows_in(paths, "qhash", models, spec.variant or "main")
-    held = set(load_scenario(spec).items)  # only the questions the scenario asks (limit, variant)
-    return {m: {q: r for q, r in answers.items() if q in held} for m, answers in rows.items()}
+    held = load_scenario(spec).items  # only the questions the scenario asks (limit, variant)
+    return {
+        m: {q: record_row(r, held[q]["options"]) for q, r in answers.items() if q in held}
+        for m, answers in rows.items()
+    }
 
 
 def _model_kinds(root: Path) -> dict[str, str]:
@@ -103,26 +107,12 @@ def _model_kinds(root: Path) -> dict[str, str]:
 
 
 def _state_result(model_id: str, qhash: str, row: dict[str, Any]) -> dict[str, Any]:
-    """A published L2 answer as the runner's answer row (``answers.answer_row`` fields)."""
-    return {
-        "model": model_id,
-        "qhash": qhash,
-        "answer": row.get("answer"),
-        "confidence": row.get("confidence"),  # published rows already hold the card's confidence
-        "reported_confidence": None,
-        "probabilities": row.get("probabilities"),
-        "valid": bool(row.get("valid")),
-        "error": row.get("error"),
-        "attempts": row.get("attempts"),
-        "requests": row.get("requests"),
-        "cost_usd": row.get("cost_usd"),
-        "latency_ms": row.get("latency_ms"),
-        "wall_ms": row.get("wall_ms"),
-        "input_tokens": row.get("input_tokens"),
-        "output_tokens": row.get("output_tokens"),
-        "cache_hit": False,
-        "retry_errors": [],
-    }
+    """A published L2 answer (already in the recorded form, ``record_row``) under the config's model id.
+
+    What the row says of its calls (attempts, retries, cache hits, tokens) is kept, so a run exported
+    and imported again finalises into the same tables.
+    """
+    return {**row, "model": model_id, "qhash": qhash, "valid": bool(row.get("valid"))}
 
 
 def _isolated_result(model_id: str, item: str, row: dict[str, Any]) -> dict[str, Any]:

@@ -15,10 +15,11 @@ from ..config import SweepConfig, load_config
 from ..exceptions import KnowwhenError
 from ..jobs import job_cost
 from ..plan import Plan
-from ..provider import CacheMode
+from ..provider import CacheMode, LearnedLimit
 from ..provider.prices import BATCH_FALLBACK_RATE, batch_token_prices
-from ..queue import SET_ASIDE, open_ledger, open_queue
-from .batches import batch_outcomes, batch_rows
+from ..queue import SET_ASIDE, BudgetTally, open_ledger, open_queue
+from ..queue.pace import PACE_WINDOW_S, model_pace, spent_models
+from .batch_lane import batch_outcomes, batch_rows
 from .calls import question_call
 from .forecast import Forecast, forecast
 from .local_server import ensure_server
@@ -199,19 +200,14 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
         ]
         workers = await queue.workers()
         _add_eta(by_model, await queue.done_lately(_ETA_WINDOW_S), {c.model_id for c in controls})
-        budget = [
-            {
-                "scope": t.scope,
-                "spent_usd": t.spent_usd,
-                "reserved_usd": t.reserved_usd,
-                "spent_tokens": t.spent_tokens,
-                "calls": t.calls,
-            }
-            for t in await queue.budget_tallies()
-        ]
+        tallies = await queue.budget_tallies()
+        budget = [_budget_row(t) for t in tallies]
         config, unreadable = _readable_config(await queue.run_info(), db)
         cache = _cache_location(config) if config is not None else unreadable
-        limits = await _limits(config, db or f"sqlite:///{run_dir / 'knowwhen.db'}")
+        limits, learned = await _limits(config, db or f"sqlite:///{run_dir / 'knowwhen.db'}")
+        if config is not None:
+            held_why = {**spent_models(config, tallies), **{c.model_id: c.state for c in controls}}
+            _add_pace(by_model, config, await queue.done_lately(PACE_WINDOW_S), held_why, learned)
         return {
             "run": name,
             "models": by_model,
@@ -226,10 +222,13 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
         }
 
 
-async def _limits(config: SweepConfig | None, url: str) -> list[dict[str, Any]]:
-    """Each model's configured limits, and for an adaptive one what the fleet has learned so far."""
+async def _limits(
+    config: SweepConfig | None, url: str
+) -> tuple[list[dict[str, Any]], dict[str, LearnedLimit]]:
+    """Each model's configured limits, and for an adaptive one what the fleet has learned so far (with
+    the learned limits by limit key)."""
     if config is None:
-        return []
+        return [], {}
     async with open_ledger(url) as ledger:
         learned = await ledger.learned() if any(m.adapts() for m in config.models) else {}
     rows = []
@@ -248,7 +247,38 @@ async def _limits(config: SweepConfig | None, url: str) -> list[dict[str, Any]]:
                 else {**dataclasses.asdict(found), "described": found.describe()},
             }
         )
-    return rows
+    return rows, learned
+
+
+def _budget_row(t: BudgetTally) -> dict[str, Any]:
+    return {
+        "scope": t.scope,
+        "spent_usd": t.spent_usd,
+        "reserved_usd": t.reserved_usd,
+        "spent_tokens": t.spent_tokens,
+        "calls": t.calls,
+    }
+
+
+def _add_pace(
+    by_model: dict[str, dict[str, Any]],
+    config: SweepConfig,
+    lately: dict[str, tuple[int, float]],
+    held: dict[str, str],
+    learned: dict[str, LearnedLimit],
+) -> None:
+    """Each model's pace (``pace.model_pace``): its rate against its limit and what it waits for."""
+    for model_id, row in by_model.items():
+        pace = model_pace(
+            config,
+            model_id,
+            lately=lately.get(model_id),
+            running=row["running"],
+            open_jobs=row["pending"] + row["running"],
+            held=held.get(model_id),
+            learned=learned,
+        )
+        row["pace"] = None if pace is None else {**dataclasses.asdict(pace), "described": pace.describe()}
 
 
 def _add_eta(

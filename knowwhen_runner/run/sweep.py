@@ -26,7 +26,7 @@ from ..plan.grid import Plan, plan
 from ..provider import FleetLimits, LearnedLimits, Limiters, ModelClient, Secrets, Transport, preload_litellm
 from ..queue import SET_ASIDE, JobResult, ModelControl, Queue, describe_workers, open_ledger, open_queue
 from ..scenarios import Scenario, load_scenario
-from .batches import batch_outcomes
+from .batch_lane import batch_outcomes
 from .budget import BudgetGuard, budget_sentence
 from .event_loop import loop_options
 from .local_server import ensure_server
@@ -101,6 +101,7 @@ def run_sweep(
     plan_token: str | None = None,
     fleet: FleetLimits | None = None,
     preflight: Preflight | None = None,
+    config: SweepConfig | None = None,
 ) -> RunSummary:
     """Plan the config into its queue and work until every job is recorded; then finalise.
 
@@ -108,9 +109,10 @@ def run_sweep(
     ``plan_token``: noted with the run once the first stage is in the queue (workers spawned by
     ``run --processes`` wait for it). ``fleet``: the rate limits are the fleet's, kept in its ledger.
     ``preflight``: check the models before working (``knowwhen run`` probes them; None: no check).
+    ``config``: the file at ``config_path`` already loaded (by ``run_fleet``), so it is not read twice.
     """
     path = Path(config_path)
-    config = with_db(load_config(path), db)
+    config = with_db(config if config is not None else load_config(path), db)
     secrets = check_keys(config)
     if not plan_only and _resuming_with_work_left(config):
         preload_litellm()  # calls are coming: overlap the slow import with loading and planning
@@ -318,14 +320,9 @@ async def _work(
         cache=cache,
         limiters=limiters,
         on_progress=lambda s: display.update(s.done, s.cost_usd, s.failed),
+        on_quarantine=lambda model_id, reason: _quarantined(config, model_id, reason),
     )
     display.batches = worker.batches.describe if worker.batches is not None else None
-
-    def quarantined(model_id: str, reason: str) -> None:
-        _say_quarantined(model_id, reason)
-        notify(config, "quarantine", f"{model_id} is quarantined: {reason}", wait=False)
-
-    worker.on_quarantine = quarantined
     interrupted = False
     with display:
         async with anyio.create_task_group() as tg:
@@ -401,6 +398,11 @@ async def _budget_sentences(config: SweepConfig, queue: Queue, scopes: list[str]
         budget_sentence(config, scope, tallies, sum(open_jobs[m] for m in guard.models_under(scope)))
         for scope in scopes
     ]
+
+
+def _quarantined(config: SweepConfig, model_id: str, reason: str) -> None:
+    _say_quarantined(model_id, reason)
+    notify(config, "quarantine", f"{model_id} is quarantined: {reason}", wait=False)
 
 
 def _say_quarantined(model_id: str, reason: str) -> None:

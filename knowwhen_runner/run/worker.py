@@ -1,14 +1,13 @@
 """Workers: claim jobs in batches, answer them from the cache or the model, record results in batches.
 
-One ``Worker`` per process runs an anyio task group: a claimer (leases batches, answers cache hits at
-once), ``concurrency`` callers (rate-limited model calls), a recorder (writes cache entries, results and
-failures as soon as they arrive, batching whatever has piled up), and a heartbeat that keeps leases
-alive. Identical calls needed by several jobs at once are made once (single flight).
-Stopping (Ctrl-C): claiming stops, calls in flight finish, unstarted jobs are released; a second
-Ctrl-C cancels the calls and releases their jobs too. A killed process loses nothing: its leases expire.
-Models the run holds back (``Queue.controls``: quarantined after a fatal provider error or too many
-invalid answers, or paused by hand) are read every few seconds; their jobs are not claimed and any
-already claimed go back to pending unstarted.
+One ``Worker`` per process runs an anyio task group: a claimer (asks the ``Scheduler`` how many jobs of
+each limit group to keep in hand, leases them in one claim, answers cache hits at once), a task per
+started job (it waits for its own model's limiter, never for a slot another model holds), a recorder
+(writes cache entries, results and failures as soon as they arrive, batching whatever has piled up),
+and a heartbeat that keeps leases alive. Identical calls needed by several jobs at once are made once.
+Stopping (Ctrl-C): claiming stops, calls in flight finish, jobs that sent nothing yet are released; a
+second Ctrl-C cancels the calls and releases their jobs too. A killed process loses nothing: its leases
+expire. What is held back (quarantined, paused, over budget, parked) is asked of one ``Holds``.
 """
 
 from __future__ import annotations
@@ -16,83 +15,39 @@ from __future__ import annotations
 import math
 import os
 import socket
-import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream
 
-from ..cache import CacheEntry, CacheStore
+from ..cache import CacheStore
 from ..config import ModelSpec, SweepConfig
 from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
 from ..exceptions import ProviderError
 from ..jobs import Job
-from ..provider import CacheMode, Limiters, ModelClient
-from ..queue import Failure, ModelControl, Queue
-from .batches import BatchLane
+from ..provider import REQUEST_STARTED, CacheMode, Limiters, ModelClient
+from ..provider.batch_client import BatchClient
+from ..queue import Failure, Queue
+from .batch_lane import BatchLane
 from .budget import BudgetGuard, BudgetSpent
-from .calls import CachedCalls, Lookup, QuestionCall, question_call
-from .quarantine import InvalidAnswers, quarantine_reason
+from .calls import CachedCalls, Lookup, question_call
+from .holds import Holds
+from .lanes import Lanes
+from .outcome import Outcome, Outcomes, Question, WorkStats
+from .quarantine import quarantine_reason
 
 __all__ = ["WorkStats", "Worker", "new_worker_id"]
 
 _RECORD_LINGER_S = 0.05  # how long the recorder waits for more outcomes before writing a batch
 _RECORD_MAX = 512
-_CONTROLS_EVERY_S = 2.0  # how often a worker reads which models the run holds back (quarantine, pause)
 
 
 def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-
-
-@dataclass
-class WorkStats:
-    """What one worker did; shown by the progress bar and returned at the end."""
-
-    done: int = 0
-    failed: int = 0
-    retried: int = 0
-    waited: int = 0  # jobs handed back because their model was down (no attempt spent)
-    cache_hits: int = 0
-    calls: int = 0
-    requests: int = 0
-    cost_usd: float = 0.0
-    started: float = field(default_factory=time.monotonic)
-    given_up: dict[str, str] = field(default_factory=dict)  # models down too long: their last error
-    over_budget: dict[str, str] = field(default_factory=dict)  # budget scopes found spent
-
-    def add(self, other: WorkStats) -> None:
-        """Add another stage's counts to these."""
-        for name in ("done", "failed", "retried", "waited", "cache_hits", "calls", "requests", "cost_usd"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.given_up.update(other.given_up)
-        self.over_budget.update(other.over_budget)
-
-
-class _Question(NamedTuple):
-    """An open-loop question job with what it needs: its model, its item and the call it makes."""
-
-    job: Job
-    model: ModelSpec
-    item: dict[str, Any]
-    call: QuestionCall
-
-
-@dataclass
-class _Outcome:
-    """What became of one claimed job: a result, a failed attempt, or (the model was down) nothing."""
-
-    job: Job
-    result: dict[str, Any] | None = None
-    failure: Failure | None = None
-    cache_entry: CacheEntry | None = None
-    down: bool = False  # the model was down: the job goes back to the queue with its attempt unspent
-    quarantine: str | None = None  # the model failed fatally (what to fix): the job goes back, unspent
-    held_back: bool = False  # the model is quarantined or paused: the job goes back unstarted
 
 
 class Worker:
@@ -108,6 +63,7 @@ class Worker:
         cache: CacheStore,
         worker_id: str | None = None,
         on_progress: Callable[[WorkStats], None] | None = None,
+        on_quarantine: Callable[[str, str], None] | None = None,
         limiters: Limiters | None = None,
     ) -> None:
         self.config = config
@@ -124,46 +80,38 @@ class Worker:
         self._settings = config.workers
         self.budget = BudgetGuard(config, queue) if config.budget is not None else None
         self.calls = CachedCalls(cache, client, config.cache.policy, budget=self.budget)
-        self._requests: dict[str, _Question] = {}  # questions looked up in the cache, waiting for a caller
+        self.holds = Holds(queue, self._models, self._settings, limiters, on_quarantine)
+        self.lanes = Lanes(config.models, limiters, self._settings)
+        self._requests: dict[str, Question] = {}  # questions looked up in the cache, waiting for a caller
         self._held: set[str] = set()  # job ids claimed and not yet recorded
-        self._parked: dict[str, Job] = {}  # held episodes that wait for a down model
-        self._unfinished = 0  # jobs claimed and not yet started (waiting for a caller)
-        self._running = 0  # jobs a caller is working on
-        self.batches: BatchLane | None = None  # provider batches, when some model has them (run/batches.py)
+        self._unstarted: dict[str, anyio.CancelScope] = {}  # started jobs that have sent nothing yet
+        self._slots = anyio.CapacityLimiter(self._settings.concurrency or math.inf)
+        self.batches: BatchLane | None = (
+            None  # provider batches, when some model has them (run/batch_lane.py)
+        )
         if any(m.batch is not None for m in config.models):
             self.batches = BatchLane(
                 queue, self.id, self._models, items, client.secrets, self._settings,
                 unhold=self._held.difference_update, on_recorded=self._batch_recorded,
-                store=self.calls.store,
+                store=self.calls.store, client=BatchClient(client.transport),
             )  # fmt: skip
-        self.held_back: dict[str, ModelControl] = {}  # models the run holds back, as last read
-        self._controls_read = -math.inf
-        self._quarantined: dict[str, str] = {}  # models this worker found fatally failing: what to fix
-        self._reported: set[str] = set()  # of those, the ones written to the queue
-        self._spent: dict[str, str] = {}  # models whose budget is spent: the scope
-        self._invalid = InvalidAnswers(
-            self._settings.quarantine_invalid_share, self._settings.quarantine_min_answers
-        )
-        self.on_quarantine: Callable[[str, str], None] | None = (
-            None  # told of each model this worker quarantines
-        )
 
     # -- the job ------------------------------------------------------------------------------------------
 
-    def _request(self, job: Job) -> _Question:
+    def _request(self, job: Job) -> Question:
         known = self._requests.pop(job.id, None)
         if known is not None:
             return known
         model = self._models[job.model_id]
         item = self.items[(job.scenario_id, job.item)]
-        return _Question(job, model, item, question_call(model, item))
+        return Question(job, model, item, question_call(model, item))
 
     def _row(self, job: Job, item: dict[str, Any], response: dict[str, Any], **kw: Any) -> dict[str, Any]:
         return answer_row(
             model_id=job.model_id, qhash=job.item, item=item, response=response, attempts=job.attempts, **kw
         )
 
-    async def _execute(self, job: Job) -> _Outcome:
+    async def _execute(self, job: Job) -> Outcome:
         if job.payload.get("kind") == "episode":
             return await self._execute_episode(job)
         q = self._request(job)
@@ -183,24 +131,23 @@ class Worker:
             cache_hit=got.cache_hit,
             errors=got.errors,
         )
-        return _Outcome(job, result=row, cache_entry=got.cache_entry)
+        return Outcome(job, result=row, cache_entry=got.cache_entry)
 
-    def _failed(self, job: Job, exc: ProviderError) -> _Outcome:
+    def _failed(self, job: Job, exc: ProviderError) -> Outcome:
         if exc.kind == "down":
-            return _Outcome(job, down=True)
+            return Outcome(job, down=True)
         if isinstance(exc, BudgetSpent) and self.budget is not None:
             self.stats.over_budget.setdefault(exc.scope, str(exc))
-            for model_id in self.budget.models_under(exc.scope):
-                self._spent.setdefault(model_id, exc.scope)
-            return _Outcome(job, held_back=True)
+            self.holds.spend(exc.scope, self.budget.models_under(exc.scope))
+            return Outcome(job, held_back=True)
         reason = quarantine_reason(self._models[job.model_id], exc)
         if reason is not None:
-            self._quarantined.setdefault(job.model_id, reason)  # stop calling it now, not once recorded
-            return _Outcome(job, quarantine=reason)
+            self.holds.quarantine(job.model_id, reason)  # stop calling it now, not once recorded
+            return Outcome(job, quarantine=reason)
         final = exc.kind == "fatal" or job.attempts >= self._settings.max_attempts
-        return _Outcome(job, failure=Failure(job.id, str(exc), kind=exc.kind, final=final))
+        return Outcome(job, failure=Failure(job.id, str(exc), kind=exc.kind, final=final))
 
-    async def _execute_episode(self, job: Job) -> _Outcome:
+    async def _execute_episode(self, job: Job) -> Outcome:
         from .episode import EpisodeContext, run_episode
 
         ctx = EpisodeContext(models=self._models, items=self.items, calls=self.calls, job=job)
@@ -208,143 +155,83 @@ class Worker:
             result = await run_episode(ctx)
         except ProviderError as exc:
             return self._failed(job, exc)
-        return _Outcome(job, result=result)
+        return Outcome(job, result=result)
 
     # -- the loops ------------------------------------------------------------------------------------------
 
     async def run(self) -> WorkStats:
         """Work until the queue is empty or ``stop()``; returns what was done."""
         await self.queue.register_worker(self.id)
-        jobs_send, jobs_recv = anyio.create_memory_object_stream[Job](math.inf)
-        out_send, out_recv = anyio.create_memory_object_stream[_Outcome](math.inf)
+        out_send, out_recv = anyio.create_memory_object_stream[Outcome](math.inf)
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._heartbeat_loop, tg)
                 tg.start_soon(self._record_loop, out_recv, tg)
                 if self.batches is not None:
                     tg.start_soon(self.batches.run)
-                async with anyio.create_task_group() as callers:
-                    for _ in range(self._settings.concurrency):
-                        callers.start_soon(self._call_loop, jobs_recv.clone(), out_send.clone())
-                    jobs_recv.close()
-                    await self._claim_loop(jobs_send, out_send.clone())
-                out_send.close()
+                async with out_send, anyio.create_task_group() as calls:
+                    await self._claim_loop(calls, out_send)
         finally:
             with anyio.CancelScope(shield=True):
                 if self._held:
                     await self.queue.release(self.id, sorted(self._held))
                 await self.queue.stop_worker(self.id)
-        self.stats.given_up = self.given_up()
+        self.stats.given_up = self.holds.given_up()
         return self.stats
 
     def stop(self) -> None:
-        """Stop claiming; calls in flight finish and are recorded."""
+        """Stop claiming; calls in flight finish and are recorded, jobs that sent nothing are released."""
         self.stopping.set()
-
-    def _held_back_models(self) -> dict[str, str]:
-        """Models whose jobs this worker leaves pending, with why: held back by the run (quarantined or
-        paused), quarantined by this worker, or over budget."""
-        held = {model_id: control.reason for model_id, control in self.held_back.items()}
-        return {**held, **self._quarantined, **self._spent}
-
-    def _busy_models(self) -> frozenset[str]:
-        """Models not to claim jobs for now: saturated, paused, down and being probed, or given up."""
-        busy = set(self._held_back_models())
-        if self._limiters is None:
-            return frozenset(busy)
-        for model_id in self._models:
-            lim = self._limiters[model_id]
-            saturated = lim.waiting >= 2 * lim.max_in_flight or lim.paused_for() > 1.0
-            if saturated or (lim.down() and (not lim.may_probe() or lim.gave_up())):
-                busy.add(model_id)
-        return frozenset(busy)
-
-    def _episode_models(self, job: Job) -> list[str]:
-        payload = job.payload
-        return [m for m in (payload.get("agent"), payload.get("decision_model"), job.model_id) if m]
-
-    def _waits_for_a_down_model(self, job: Job) -> bool:
-        """An episode that would meet a down model it may not probe now, or one given up on."""
-        if self._limiters is None or job.payload.get("kind") != "episode":
-            return False
-        limiters = [self._limiters[m] for m in self._episode_models(job) if m in self._models]
-        return any(lim.down() and (not lim.may_probe() or lim.gave_up()) for lim in limiters)
-
-    def _abandoned(self, gone: dict[str, str]) -> int:
-        """Parked episodes counted under a model still worked but waiting for one given up on."""
-        return sum(
-            job.model_id not in gone and any(m in gone for m in self._episode_models(job))
-            for job in self._parked.values()
-        )
-
-    def _next_probe_in(self) -> float:
-        """Seconds until the first down model may be probed again (bounded: 0.2 to 2 s)."""
-        assert self._limiters is not None
-        waits = [self._limiters[m].paused_for() for m in self._models if self._limiters[m].down()]
-        return min(2.0, max(0.2, min(waits, default=0.2)))
+        for scope in list(self._unstarted.values()):
+            scope.cancel()
 
     def given_up(self) -> dict[str, str]:
         """Models this worker stopped waiting for (down too long), with their last error."""
-        return self._limiters.given_up() if self._limiters is not None else {}
+        return self.holds.given_up()
 
-    async def _claim_loop(self, jobs: Any, outcomes: Any) -> None:
-        size, lease = self._settings.batch_size, self._settings.lease_seconds
-        concurrency = self._settings.concurrency
-        prefetch = 0  # until a claim shows questions: a batch waiting behind the callers keeps them busy
-        async with jobs, outcomes:
-            while not self.stopping.is_set():
-                await self._read_controls()
-                # Jobs claimed and not started, plus jobs running, stay within what the callers can start
-                # soon; results waiting for the recorder (on a shared database its writes wait for other
-                # processes) count only up to a bound. Slow jobs (episodes) get no prefetch at all, so a
-                # worker never sits on leased episodes that another worker could be running.
-                room = min(
-                    concurrency + prefetch - self._unfinished - self._running,
-                    _RECORD_MAX + concurrency + prefetch - len(self._held),
-                )
-                if room <= 0:
-                    await anyio.sleep(0.005)
-                    continue
-                await self._unpark(outcomes)
-                claimed = await self.queue.claim(self.id, min(size, room), lease, self._busy_models())
-                if claimed:
-                    slow = any(job.payload.get("kind") == "episode" for job in claimed)
-                    prefetch = 0 if slow else size
-                self._held.update(j.id for j in claimed)
-                crashpoint("claim")
-                # An episode whose agent (or decider) is down cannot start: it is parked here, leased but
-                # off the callers (so it is neither replayed nor claimed again at once), until its model
-                # may be probed; other work goes on meanwhile.
-                for job in claimed:
-                    if self._waits_for_a_down_model(job):
-                        self._parked[job.id] = job
-                claimed = [job for job in claimed if job.id not in self._parked]
-                self._unfinished += len(claimed)
-                if not claimed:
-                    if len(self._held) > len(self._parked):
-                        await anyio.sleep(0.02)
-                        continue
-                    if self._limiters is not None:
-                        await self._limiters.settle()  # others may still work: let them have our permits
-                    if await self._queue_finished():
-                        return
-                    await anyio.sleep(self._next_probe_in() if self._parked else 0.5)
-                    continue
-                await self._dispatch(claimed, jobs, outcomes)
+    async def _claim_loop(self, calls: TaskGroup, outcomes: Outcomes) -> None:
+        lease = self._settings.lease_seconds
+        while not self.stopping.is_set():
+            await self.holds.refresh()
+            await self._unpark(outcomes)
+            quotas = self.lanes.quotas(self.holds.gone()) if len(self._held) < self.lanes.held_cap else []
+            claimed = await self.queue.claim_each(self.id, quotas, lease) if quotas else []
+            self.lanes.claimed(quotas, claimed)
+            self._held.update(j.id for j in claimed)
+            crashpoint("claim")
+            # An episode whose agent (or decider) is down cannot start: it is parked here, leased but
+            # off the callers (so it is neither replayed nor claimed again at once), until its model
+            # may be probed; other work goes on meanwhile.
+            claimed = self.holds.park(claimed)
+            if claimed:
+                await self._dispatch(claimed, calls, outcomes)
+            elif len(self._held) > len(self.holds.parked):
+                await self.lanes.changed(0.05)  # work in hand: claim again when a job leaves it
+            elif await self._idle():
+                return
 
-    async def _unpark(self, outcomes: Any) -> None:
+    async def _idle(self) -> bool:
+        """Nothing in hand and nothing claimed: whether the queue is finished (else wait a little)."""
+        if self._limiters is not None:
+            await self._limiters.settle()  # others may still work: let them have our permits
+        if await self._queue_finished():
+            return True
+        await anyio.sleep(self.holds.next_probe_in() if self.holds.parked else 0.5)
+        self.lanes.wake()
+        return False
+
+    async def _unpark(self, outcomes: Outcomes) -> None:
         """Parked episodes whose models may be probed again go back to the queue for whoever is free."""
-        ready = [job for job in self._parked.values() if not self._waits_for_a_down_model(job)]
-        for job in ready:
-            del self._parked[job.id]
-            await outcomes.send(_Outcome(job, down=True))
+        for job in self.holds.unpark():
+            self.lanes.left(job.model_id)
+            await outcomes.send(Outcome(job, down=True))
 
-    async def _dispatch(self, claimed: list[Job], jobs: Any, outcomes: Any) -> None:
-        """Answer cache hits at once; send the rest to the callers."""
+    async def _dispatch(self, claimed: list[Job], calls: TaskGroup, outcomes: Outcomes) -> None:
+        """Answer cache hits at once; start a task for each of the rest."""
         if not self._cache.read:
             self.client.preload()
             for job in claimed:
-                await jobs.send(job)
+                calls.start_soon(self._call, job, outcomes)
             return
         questions = []
         for job in claimed:
@@ -352,7 +239,7 @@ class Worker:
                 questions.append(job)
             else:  # episodes look their calls up one by one
                 self.client.preload()
-                await jobs.send(job)
+                calls.start_soon(self._call, job, outcomes)
         requests = [self._request(job) for job in questions]
         hits = await self.calls.lookup(
             [Lookup(q.model, q.call.kind, q.call.body, q.call.key) for q in requests]
@@ -361,52 +248,55 @@ class Worker:
             response = hits.get(q.call.key)
             if response is None and self.batches is not None and await self.batches.takes(q.job):
                 self.client.preload()
-                self._unfinished -= 1
-                self.batches.add(q.job, q.call)  # answered when its provider batch is (run/batches.py)
+                self.lanes.left(q.job.model_id)
+                self.batches.add(q.job, q.call)  # answered when its provider batch is (run/batch_lane.py)
                 continue
             if response is None:
                 self.client.preload()  # a real call is coming: start the slow import now
                 self._requests[q.job.id] = q
-                await jobs.send(q.job)
+                calls.start_soon(self._call, q.job, outcomes)
                 continue
             self.calls.tally.cache_hits += 1
-            self._unfinished -= 1
+            self.lanes.left(q.job.model_id, cache_hit=True)
             row = self._row(q.job, q.item, response, requests=0, wall_ms=0.0, cache_hit=True)
-            await outcomes.send(_Outcome(q.job, result=row))
-
-    async def _read_controls(self, *, now: bool = False) -> None:
-        """Learn which models the run holds back (every few seconds, or ``now``)."""
-        if not now and time.monotonic() - self._controls_read < _CONTROLS_EVERY_S:
-            return
-        self._controls_read = time.monotonic()
-        self.held_back = {c.model_id: c for c in await self.queue.controls()}
+            await outcomes.send(Outcome(q.job, result=row))
 
     async def _queue_finished(self) -> bool:
         """No job left that this worker could work (jobs of models given up on or held back stay pending)."""
-        await self._read_controls(now=True)
+        await self.holds.refresh(now=True)
         counts = await self.queue.counts()
-        gone = {**self.given_up(), **self._held_back_models()}
+        gone = self.holds.gone()
         left = sum(c.n for c in counts if c.status in ("pending", "running") and c.model_id not in gone)
-        return left <= self._abandoned(gone)
+        return left <= self.holds.abandoned(gone)
 
-    async def _call_loop(self, jobs: Any, outcomes: Any) -> None:
-        async with jobs, outcomes:
-            async for job in jobs:
-                self._unfinished -= 1
-                if self.stopping.is_set():
-                    continue  # not started: released when the worker exits
-                if job.model_id in self._held_back_models():
-                    await outcomes.send(_Outcome(job, held_back=True))
-                    continue
-                self._running += 1
-                try:
-                    outcome = await self._execute(job)
-                finally:
-                    self._running -= 1
-                crashpoint("call")
-                await outcomes.send(outcome)
+    async def _call(self, job: Job, outcomes: Outcomes) -> None:
+        """One started job: it waits for its own model's limiter; handed back untouched if the worker stops
+        before it sent anything (``REQUEST_STARTED`` tells when it has)."""
+        scope = self._unstarted[job.id] = anyio.CancelScope()
+        token = REQUEST_STARTED.set(lambda: self._started(job.id))
+        outcome: Outcome | None = None
+        try:
+            with scope:
+                async with self._slots:  # workers.concurrency, when a user bounds it
+                    if self.stopping.is_set():
+                        return  # not started: released when the worker exits
+                    if job.model_id in self.holds.models():
+                        outcome = Outcome(job, held_back=True)
+                    else:
+                        outcome = await self._execute(job)
+        finally:
+            self._unstarted.pop(job.id, None)
+            REQUEST_STARTED.reset(token)
+            self.lanes.left(job.model_id)
+        if outcome is None:
+            return  # stopped before it sent anything: released when the worker exits
+        crashpoint("call")
+        await outcomes.send(outcome)
 
-    async def _record_loop(self, outcomes: Any, tg: TaskGroup) -> None:
+    def _started(self, job_id: str) -> None:
+        self._unstarted.pop(job_id, None)  # it sent a request: a stop no longer hands it back
+
+    async def _record_loop(self, outcomes: MemoryObjectReceiveStream[Outcome], tg: TaskGroup) -> None:
         ended = False
         async with outcomes:
             while not ended:
@@ -426,7 +316,7 @@ class Worker:
                 await self._record(batch)
         tg.cancel_scope.cancel()  # everything recorded: stop the heartbeat
 
-    async def _record(self, batch: list[_Outcome]) -> None:
+    async def _record(self, batch: list[Outcome]) -> None:
         with anyio.CancelScope(shield=True):  # a recorded call must not be lost to a cancel
             entries = [o.cache_entry for o in batch if o.cache_entry is not None]
             results = [(o.job.id, o.result) for o in batch if o.result is not None]
@@ -467,25 +357,17 @@ class Worker:
         if self._on_progress:
             self._on_progress(self.stats)
 
-    async def _quarantine(self, batch: list[_Outcome]) -> None:
+    async def _quarantine(self, batch: list[Outcome]) -> None:
         """Quarantine the models of this batch that failed fatally or answered invalidly too often."""
         reasons: dict[str, str] = {}
         for o in batch:
             if o.quarantine is not None:
                 reasons.setdefault(o.job.model_id, o.quarantine)
             elif o.result is not None and o.job.payload.get("kind") == "question":
-                why = self._invalid.add(o.job.model_id, bool(o.result.get("valid")), o.result.get("error"))
+                why = self.holds.answered(o.job.model_id, bool(o.result.get("valid")), o.result.get("error"))
                 if why is not None:
-                    self._quarantined.setdefault(o.job.model_id, why)
                     reasons.setdefault(o.job.model_id, why)
-        for model_id, reason in reasons.items():
-            if model_id in self._reported:
-                continue
-            self._reported.add(model_id)
-            if await self.queue.set_control(model_id, "quarantined", reason) and self.on_quarantine:
-                self.on_quarantine(model_id, reason)
-        if reasons:
-            await self._read_controls(now=True)
+        await self.holds.report(reasons)
 
     async def _heartbeat_loop(self, tg: TaskGroup) -> None:
         interval = max(0.5, self._settings.lease_seconds / 3)

@@ -24,6 +24,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="store_true",
         help="do not state enforced limits in x-ratelimit-* headers (they show only as 429s)",
     )
+    parser.add_argument(
+        "--alias",
+        action="append",
+        default=[],
+        metavar="NAME=MODEL",
+        help="serve the decision model MODEL under NAME too (many models with their own limits and faults)",
+    )
     parser.add_argument("--log-level", default="warning")
     parser.add_argument("--parent-pid", type=int, default=None, help="end when this process ends")
     args = parser.parse_args(argv)
@@ -34,6 +41,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         faults = [parse_fault_spec(spec) for spec in args.fault]
         limits = dict(parse_rpm_spec(spec) for spec in args.enforce_rpm)
+        aliases = dict(_alias(spec) for spec in args.alias)
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
         parser.error(str(exc))
     run_server(
@@ -42,8 +50,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         faults=faults,
         enforce_rpm=limits,
         limit_headers=not args.no_limit_headers,
+        aliases=aliases,
         log_level=args.log_level,
     )
+
+
+def _alias(spec: str) -> tuple[str, str]:
+    name, sep, target = spec.partition("=")
+    if not sep or not name or not target:
+        raise ValueError(f"alias {spec!r}: expected NAME=MODEL")
+    return name, target
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from urllib.parse import parse_qs
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
-from .batches import BatchBook
+from .batch_api import BatchBook
 from .encoding import BodyTooLarge, UndecodableBody, UnsupportedEncoding, decode_body
 from .faults import FaultBook, FaultRule, RpmLimits, ceil_seconds, retry_after_header
 from .models import RELEASE_DATE, ModelRegistry, default_registry
@@ -329,7 +329,7 @@ class ServeApp:
             reply.headers.extend(self.limits.state_headers(model))
         return reply
 
-    # -- files and batches: routed by serve/batches.py -------------------------------------------
+    # -- files and batches: routed by serve/batch_api.py -------------------------------------------
 
     def _batch_route(self, method: str, path: str) -> Handler | None:
         """The handler of an OpenAI files/batches route (or ``POST /admin/batches``), None for other paths."""

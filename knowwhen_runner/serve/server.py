@@ -12,6 +12,7 @@ import uvicorn
 
 from .app import create_app
 from .faults import FaultRule
+from .models import default_registry
 
 __all__ = ["run_server"]
 
@@ -23,10 +24,21 @@ def run_server(
     faults: Sequence[FaultRule] = (),
     enforce_rpm: Mapping[str, int] | None = None,
     limit_headers: bool = True,
+    aliases: Mapping[str, str] | None = None,
     log_level: str = "warning",
 ) -> None:
-    """Serve the reference models until interrupted (blocking)."""
-    app = create_app(faults=list(faults), enforce_rpm=dict(enforce_rpm or {}), limit_headers=limit_headers)
+    """Serve the reference models until interrupted (blocking); ``aliases``: more names for decision models."""
+    registry = default_registry()
+    for name, target in (aliases or {}).items():
+        if target not in registry.decision:
+            raise SystemExit(f"--alias {name}={target}: no decision model named {target!r}")
+        registry.add_decision_alias(name, target)
+    app = create_app(
+        faults=list(faults),
+        enforce_rpm=dict(enforce_rpm or {}),
+        limit_headers=limit_headers,
+        registry=registry,
+    )
     config = uvicorn.Config(
         app,
         host=host,

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..queue import SET_ASIDE, ModelControl, describe_workers
+from ..queue.pace import PACE_WINDOW_S, model_pace, spent_models
 
 if TYPE_CHECKING:
     from .data import RunData
@@ -37,11 +38,14 @@ async def live_view(data: RunData) -> dict[str, Any]:
     data.done_samples.append((now, done))
     rate = _rate(data, now)
     spend: dict[str, float] | None = data.known(("spend",))
+    controls = await data.queue.controls()
+    models = _models(cells.values(), spend, controls)
+    await _add_pace(data, models, controls)
     return {
         "run": data.queue.run,
         "now": now,
         "cells": sorted(cells.values(), key=lambda c: (c["model"], c["scenario"])),
-        "models": _models(cells.values(), spend, await data.queue.controls()),
+        "models": models,
         "done": done,
         "open": open_jobs,
         "rate_per_s": rate,
@@ -62,6 +66,26 @@ def _rate(data: RunData, now: float) -> float | None:
     if len(recent) < 2 or recent[-1][0] - recent[0][0] < 0.5:
         return None
     return (recent[-1][1] - recent[0][1]) / (recent[-1][0] - recent[0][0])
+
+
+async def _add_pace(data: RunData, models: list[dict[str, Any]], controls: list[ModelControl]) -> None:
+    """Each model's pace: answers a minute against its limit, in flight against its cap, what it waits for."""
+    config = await data.config()
+    lately = await data.queue.done_lately(PACE_WINDOW_S)
+    held = {
+        **spent_models(config, await data.queue.budget_tallies()),
+        **{c.model_id: c.state for c in controls},
+    }
+    for t in models:
+        pace = model_pace(
+            config,
+            t["model"],
+            lately=lately.get(t["model"]),
+            running=t["running"],
+            open_jobs=t["pending"] + t["running"],
+            held=held.get(t["model"]),
+        )
+        t["pace"] = None if pace is None else pace.describe()
 
 
 def _worker(described: dict[str, Any]) -> dict[str, Any]:

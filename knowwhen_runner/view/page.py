@@ -69,7 +69,8 @@ const VIEWS = {
     const held = x => ['paused', 'quarantined'].map(k => x[k] ? `<span class="tag paused" title="${esc(x[k + '_reason'])}">${k}</span>` : '').join(' ');
     const m = d.models.map(x => `<tr><td>${esc(x.model)} ${held(x)}</td>
       <td class="n">${num(x.done)}</td><td class="n">${num(x.pending)}</td><td class="n">${num(x.running)}</td>
-      <td class="n">${num(x.failed)}</td><td class="n" data-spend="${esc(x.model)}">${x.spend_usd == null ? '…' : usd(x.spend_usd)}</td></tr>`).join('');
+      <td class="n">${num(x.failed)}</td><td class="n" data-spend="${esc(x.model)}">${x.spend_usd == null ? '…' : usd(x.spend_usd)}</td>
+      <td>${esc(x.pace || '')}</td></tr>`).join('');
     const c = d.cells.map(x => { const all = x.done + x.pending + x.running + x.failed;
       return `<tr><td>${esc(x.model)}</td><td>${esc(x.scenario)}</td><td>${bar(all ? x.done / all : 0)}</td>
       <td class="n">${num(x.done)}</td><td class="n">${num(x.pending)}</td><td class="n">${num(x.running)}</td>
@@ -79,7 +80,7 @@ const VIEWS = {
     $('#kw-view').innerHTML = `<h2>Run ${esc(d.run)}</h2>
       <p>done <b id="done-total" data-n="${d.done}">${num(d.done)}</b> · open ${num(d.open)} ·
       rate ${d.rate_per_s == null ? '–' : d.rate_per_s.toFixed(1) + '/s'} · ETA ${eta(d.eta_s)} · spend <span id="spend-total">${d.spend_usd == null ? '…' : usd(d.spend_usd)}</span></p>
-      <table><tr><th>model</th><th>done</th><th>pending</th><th>running</th><th>failed</th><th>spend</th></tr>${m}</table>
+      <table><tr><th>model</th><th>done</th><th>pending</th><th>running</th><th>failed</th><th>spend</th><th>pace</th></tr>${m}</table>
       <table><tr><th>model</th><th>scenario</th><th>progress</th><th>done</th><th>pending</th><th>running</th><th>failed</th><th>set aside</th></tr>${c}</table>
       <h3>Workers</h3><table><tr><th>worker</th><th>host</th><th>pid</th><th>state</th><th>last heartbeat</th><th>jobs</th></tr>${w}</table>`;
     if (!spending) {  // spend reads every result's cost: asked for after the view is painted, one at a time

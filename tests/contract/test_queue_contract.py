@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from sqlalchemy import create_engine, text
 
 from knowwhen_runner.exceptions import SchemaVersionError
 from knowwhen_runner.jobs import Job
-from knowwhen_runner.queue import Failure, Queue, open_queue
+from knowwhen_runner.queue import ClaimQuota, Failure, Queue, open_queue
 from knowwhen_runner.queue.schema import SCHEMA_VERSION
 from tests.pg import temporary_database
 
@@ -580,3 +581,37 @@ def test_results_of_named_scenarios_only(make_queue) -> None:
     assert [r.job.id for r in run(q.results, {"e", "t"})] == ["a-t0", "ep-1"]
     assert len(run(q.results, {"s"})) == len(every) - 2 and run(q.results, set()) == []
     assert run(q.results, {"e"})[0].result == {"kind": "episode", "cost_usd": {"decision": 0.25, "llm": 1.0}}
+
+
+def test_claim_each_takes_up_to_each_quota_in_one_claim(make_queue) -> None:
+    """A claim with quotas takes at most each group's n of its own models' jobs, in id order, none of a
+    model no quota names, and a short group takes what it has."""
+    q = make_queue()
+    run(q.enqueue, _jobs(10, "fast") + _jobs(10, "slow") + _jobs(3, "a") + _jobs(3, "b") + _jobs(5, "x"), {})
+    quotas = [
+        ClaimQuota(frozenset({"fast"}), 6),
+        ClaimQuota(frozenset({"slow"}), 1),
+        ClaimQuota(frozenset({"a", "b"}), 10),
+    ]
+    got = run(q.claim_each, "w", quotas, 30.0)
+    by_model = Counter(j.model_id for j in got)
+    assert by_model == {"fast": 6, "slow": 1, "a": 3, "b": 3}
+    assert sorted(j.id for j in got if j.model_id == "fast") == [f"fast-{i:04d}" for i in range(6)]
+    assert all(j.attempts == 1 for j in got)
+    again = run(q.claim_each, "v", quotas, 30.0)
+    assert Counter(j.model_id for j in again) == {"fast": 4, "slow": 1}
+    assert not {j.id for j in got} & {j.id for j in again}
+    assert run(q.claim_each, "v", [ClaimQuota(frozenset({"fast"}), 0)], 30.0) == []
+
+
+def test_claim_each_takes_back_expired_leases(make_queue) -> None:
+    """A job whose lease expired (its worker was killed) is claimed again by quota, its attempt counted."""
+    q = make_queue()
+    run(q.enqueue, _jobs(2, "slow"), {})
+    first = run(q.claim_each, "dead", [ClaimQuota(frozenset({"slow"}), 2)], 0.2)
+    assert len(first) == 2
+    assert run(q.claim_each, "w", [ClaimQuota(frozenset({"slow"}), 2)], 30.0) == []
+    time.sleep(0.5)
+    again = run(q.claim_each, "w", [ClaimQuota(frozenset({"slow"}), 5)], 30.0)
+    assert sorted(j.id for j in again) == sorted(j.id for j in first)
+    assert all(j.attempts == 2 for j in again)

@@ -12,7 +12,6 @@ from knowwhen_runner.config import ModelSpec
 from knowwhen_runner.provider import LitellmTransport, llm_body
 from knowwhen_runner.provider.adaptive import read_limit_headers
 from knowwhen_runner.provider.retry import error_headers
-from knowwhen_runner.provider.transport import LIMITS_KEY
 from knowwhen_runner.queue import open_ledger
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config
@@ -36,10 +35,10 @@ def test_the_stated_limit_is_read_from_successes_and_from_429s_through_litellm(s
         await transport.send(decision, "decision", question, None)
         with pytest.raises(Exception) as refused:
             await transport.send(decision, "decision", question, None)
-        return answer.get(LIMITS_KEY), read_limit_headers(error_headers(refused.value)[0])
+        return answer.limits, read_limit_headers(error_headers(refused.value)[0])
 
     stated, from_429 = anyio.run(go)
-    assert stated is not None and stated.requests_limit == 2 and stated.requests_remaining == 1
+    assert stated.requests_limit == 2 and stated.requests_remaining == 1
     assert from_429.requests_limit == 1 and from_429.requests_remaining == 0
     assert from_429.requests_reset_s is not None and 0 < from_429.requests_reset_s <= 60
 

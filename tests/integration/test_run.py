@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from knowwhen_runner.serve import ServerProcess
-from tests.helpers import knowwhen, make_question_set, read_answers, write_config
+from tests.helpers import knowwhen, make_question_set, read_answers, with_named_probabilities, write_config
 
 
 @pytest.fixture
@@ -30,7 +30,8 @@ def test_run_writes_answers_and_table_and_rerun_makes_no_calls(
     assert calls == 90  # 45 questions x 2 models, each asked once
     out = tmp_path / "out"
     for model in ("lexical", "lexical-llm"):
-        rows = read_answers(out / "qs" / f"answers_{model}.jsonl.gz", drop_timing=False)
+        path = out / "qs" / f"answers_{model}.jsonl.gz"
+        rows = with_named_probabilities(path, read_answers(path, drop_timing=False))
         assert len(rows) == 45 and len({r["qhash"] for r in rows}) == 45
         assert all(
             r["valid"] and r["answer"] in r["probabilities"] if r["probabilities"] else r["valid"]

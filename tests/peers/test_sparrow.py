@@ -26,7 +26,7 @@ import yaml
 from knowwhen_runner.results import MANIFEST_SCHEMA_VERSION
 from knowwhen_runner.serve import ServerProcess
 from knowwhen_runner.serve.process import free_port
-from tests.helpers import knowwhen
+from tests.helpers import knowwhen, with_named_probabilities
 
 pytestmark = pytest.mark.slow
 
@@ -107,8 +107,9 @@ def _config(tmp_path: Path, sparrow: str, server: ServerProcess) -> Path:
 
 
 def _rows(tmp_path: Path) -> list[dict[str, Any]]:
-    with gzip.open(tmp_path / "out" / "common" / "answers_sparrow.jsonl.gz", "rt") as fh:
-        return [json.loads(line) for line in fh]
+    path = tmp_path / "out" / "common" / "answers_sparrow.jsonl.gz"
+    with gzip.open(path, "rt") as fh:
+        return with_named_probabilities(path, [json.loads(line) for line in fh])
 
 
 def _vendor(p_max: float, k: int) -> float:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from knowwhen_runner.config import ModelSpec
-from knowwhen_runner.provider.batches import BatchClient
+from knowwhen_runner.provider.batch_client import BatchClient
+from knowwhen_runner.provider.batch_wire import result_line
 from knowwhen_runner.provider.prices import batch_token_prices
-from knowwhen_runner.provider.transport import llm_response
+from knowwhen_runner.provider.transport import chat_body_response, llm_response
 
 
 def _llm(**kw: object) -> ModelSpec:
@@ -61,14 +62,15 @@ def test_an_output_line_normalises_like_a_synchronous_reply() -> None:
     }
     model = _llm()
     line = {"custom_id": "j1", "response": {"status_code": 200, "body": body}, "error": None}
-    got = BatchClient()._line(model, line)
+    got = BatchClient().priced(model, result_line(line, lambda b: chat_body_response(model, b)))
     want = llm_response(model, litellm.ModelResponse(**body))
     assert got.response is not None and got.response["choice"] == "ask_user"
     assert {k: v for k, v in got.response.items() if k != "cost_usd"} == {
         k: v for k, v in want.items() if k != "cost_usd"
     }
     assert got.response["cost_usd"] == pytest.approx(1000 * 7.5e-8 + 10 * 3e-7)
-    failed = BatchClient()._line(
-        model, {"custom_id": "j2", "response": None, "error": {"code": "batch_expired"}}
+    failed = BatchClient().priced(
+        model,
+        result_line({"custom_id": "j2", "response": None, "error": {"code": "batch_expired"}}, dict),
     )
     assert failed.response is None and "batch_expired" in str(failed.error)

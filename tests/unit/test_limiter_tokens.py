@@ -7,8 +7,7 @@ import time
 import anyio
 
 from knowwhen_runner.config import ModelSpec
-from knowwhen_runner.provider import Limiters, ModelClient, Secrets
-from knowwhen_runner.provider.transport import MockTransport
+from knowwhen_runner.provider import Limiters, MockTransport, ModelClient, Secrets
 
 
 def _spec(model_id: str, **rate: float) -> ModelSpec:

@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 
 from knowwhen_runner.config import SweepConfig
-from knowwhen_runner.dataset.answer_rows import AnswerRow, answer_row, failed_row
+from knowwhen_runner.dataset.answer_rows import ANSWER_FIELDS, answer_row, failed_row, file_row
 from knowwhen_runner.dataset.files import load_answers, load_question_set
 from knowwhen_runner.dataset.metrics import gated_at
 from knowwhen_runner.dataset.scoring import gated_open_loop, occurrence_correct, score_l2, task_weights
@@ -75,7 +75,8 @@ def test_schema_rejects_a_manifest_with_a_missing_field(run: tuple[SweepConfig, 
 
 
 def test_answer_rows_validate_against_the_committed_schema(run: tuple[SweepConfig, Any]) -> None:
-    """answer_row and failed_row have AnswerRow's fields (but the optional variant and batch), and rows validate."""
+    """A recorded answer and a failed job become file rows with every AnswerRow key, valid under the schema,
+    and every row of a finalised answers file has exactly those keys."""
     config, _ = run
     schema = _schema("answer-row.schema.json")
     item = {"options": ["a", "b"]}
@@ -83,21 +84,25 @@ def test_answer_rows_validate_against_the_committed_schema(run: tuple[SweepConfi
         model_id="m",
         qhash="q",
         item=item,
-        response={"choice": "a"},
+        response={"choice": "a", "probabilities": {"a": 0.75, "b": 0.25}},
         attempts=1,
         requests=1,
         wall_ms=1.0,
         cache_hit=False,
     )
     failed = failed_row(model_id="m", qhash="q", error="boom", attempts=3)
-    assert set(made) == set(failed) == set(AnswerRow.model_fields) - {"variant", "batch"}  # optional, added
+    assert set(made) == set(failed)
     for row in (made, failed):
-        jsonschema.validate(row, schema)
+        public = file_row(row, variant="nosurf", options=item["options"])
+        assert tuple(public) == ANSWER_FIELDS and public["variant"] == "nosurf"
+        jsonschema.validate(public, schema)
+    assert file_row(made, variant=None, options=["b", "a"])["probabilities"] == [0.25, 0.75]
     from tests.helpers import read_answers
 
     rows = read_answers(config.output / "qs" / "answers_dm.jsonl.gz", drop_timing=False)
     assert len(rows) == 27
     for row in rows:
+        assert tuple(row) == ANSWER_FIELDS
         jsonschema.validate(row, schema)
 
 

@@ -28,7 +28,7 @@ from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
 from ..jobs import Items, Job
 from ..provider import Secrets, classify
-from ..provider.batches import BatchClient, BatchLine, BatchState, LineResult
+from ..provider.batch_client import BatchClient, BatchLine, BatchState, LineResult
 from ..queue import BatchRecord, Failure, Queue
 from .calls import QuestionCall, question_call
 

@@ -1,0 +1,67 @@
+"""What a worker hands between its loops (a question with its call, the outcome of one job) and what it
+counts (``WorkStats``)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from anyio.streams.memory import MemoryObjectSendStream
+
+from ..cache import CacheEntry
+from ..config import ModelSpec
+from ..jobs import Job
+from ..queue import Failure
+from .calls import QuestionCall
+
+__all__ = ["Outcome", "Outcomes", "Question", "WorkStats"]
+
+
+@dataclass
+class WorkStats:
+    """What one worker did; shown by the progress bar and returned at the end."""
+
+    done: int = 0
+    failed: int = 0
+    retried: int = 0
+    waited: int = 0  # jobs handed back because their model was down (no attempt spent)
+    cache_hits: int = 0
+    calls: int = 0
+    requests: int = 0
+    cost_usd: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+    given_up: dict[str, str] = field(default_factory=dict)  # models down too long: their last error
+    over_budget: dict[str, str] = field(default_factory=dict)  # budget scopes found spent
+
+    def add(self, other: WorkStats) -> None:
+        """Add another stage's counts to these."""
+        for name in ("done", "failed", "retried", "waited", "cache_hits", "calls", "requests", "cost_usd"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.given_up.update(other.given_up)
+        self.over_budget.update(other.over_budget)
+
+
+class Question(NamedTuple):
+    """An open-loop question job with what it needs: its model, its item and the call it makes."""
+
+    job: Job
+    model: ModelSpec
+    item: dict[str, Any]
+    call: QuestionCall
+
+
+@dataclass
+class Outcome:
+    """What became of one claimed job: a result, a failed attempt, or (the model was down) nothing."""
+
+    job: Job
+    result: dict[str, Any] | None = None
+    failure: Failure | None = None
+    cache_entry: CacheEntry | None = None
+    down: bool = False  # the model was down: the job goes back to the queue with its attempt unspent
+    quarantine: str | None = None  # the model failed fatally (what to fix): the job goes back, unspent
+    held_back: bool = False  # the model is quarantined or paused: the job goes back unstarted
+
+
+Outcomes = MemoryObjectSendStream[Outcome]

@@ -1,0 +1,292 @@
+"""knowwhen export: a run as a dataset folder that the real `datasets` library, the card's own snippet,
+`knowwhen score` and `knowwhen import` all read unchanged; and its upload, up to the hub's API."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from knowwhen_runner.dataset.answer_rows import ANSWER_FIELDS
+from knowwhen_runner.dataset.score_folder import check_leaderboard, score_report
+from knowwhen_runner.exceptions import KnowwhenError
+from knowwhen_runner.jsonio import iter_jsonl
+from knowwhen_runner.results.manifest import load_manifest
+from knowwhen_runner.run import finalize_config, import_dataset
+from knowwhen_runner.run.export import export_run
+from tests.card_snippet import card_score
+from tests.exportdata import FAILED_ERROR, VARIANTS, make_run, write_run_config
+from tests.helpers import knowwhen
+
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "answer-row.schema.json").read_text())
+VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
+SHIFT_VARIANTS = ("main", "nosurf", "nodist")
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """(dataset, run folder, exported folder): the run exported once through the CLI."""
+    root = tmp_path_factory.mktemp("export")
+    dataset, run = make_run(root)
+    done = knowwhen("export", str(run), "--out", str(root / "exported"))
+    assert done.returncode == 0, done.stderr
+    return dataset, run, root / "exported"
+
+
+@pytest.fixture(scope="module")
+def hf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The real `datasets` library, offline, with its cache and home in a temporary folder."""
+    home = tmp_path_factory.mktemp("hf-home")
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in (("HF_DATASETS_OFFLINE", "1"), ("HF_HUB_OFFLINE", "1"), ("HF_HOME", str(home))):
+            patch.setenv(name, value)
+        patch.setenv("HF_DATASETS_CACHE", str(home / "datasets"))
+        import datasets
+
+        patch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True)
+        patch.setattr(datasets.config, "HF_DATASETS_CACHE", home / "datasets")
+        yield datasets
+
+
+def _card(folder: Path) -> dict[str, Any]:
+    return yaml.safe_load((folder / "README.md").read_text().split("---\n")[1])
+
+
+def _load(hf: Any, folder: Path, config: str) -> Any:
+    return hf.load_dataset(str(folder), config, split="test", cache_dir=str(folder.parent / "hf-cache"))
+
+
+def _lines(folder: Path, pattern: str) -> int:
+    return sum(1 for path in folder.glob(pattern) for _ in iter_jsonl(path))
+
+
+def test_layout_is_the_cards(exported: tuple[Path, Path, Path]) -> None:
+    """The export has the card's folders and file names: every shift variant's questions and answers in one
+    folder, the common states as common_states/, L1, tasks, episodes, leaderboard and models."""
+    _dataset, _run, out = exported
+    names = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    for model in ("agent", "dm"):
+        assert f"common_states/answers_{model}.jsonl.gz" in names
+        assert f"shift/answers_{model}.jsonl.gz" in names
+        assert {f"shift/answers_{model}_nosurf.jsonl.gz", f"shift/answers_{model}_nodist.jsonl.gz"} <= names
+    assert {
+        "shift/questions_nosurf.jsonl.gz",
+        "shift/questions_nodist.jsonl.gz",
+        "shift/variants.json",
+    } <= names
+    assert {"isolated/answers.jsonl.gz", "tasks/decisiongym_tasks.jsonl.gz", "models.jsonl.gz"} <= names
+    assert {"leaderboard/headline_numbers.jsonl.gz", "common_states/corpus.json", "README.md"} <= names
+    assert any(n.startswith("episodes/eps/episodes_") for n in names)
+    assert {"manifests/agent.cxs.json", "manifests/dm.cxs.json"} <= names
+
+
+def test_every_answers_row_has_one_schema(exported: tuple[Path, Path, Path]) -> None:
+    """Every row of every answers file has every field in order, validates, and says its variant; the
+    LLM's null confidence and the failed job's error are values of the same columns."""
+    _dataset, run, out = exported
+    variants: dict[str, set[str]] = defaultdict(set)
+    errors = []
+    for folder in (out, run):
+        for path in folder.glob("*/answers_*.jsonl.gz"):
+            for _line, row in iter_jsonl(path):
+                assert tuple(row) == ANSWER_FIELDS, path
+                VALIDATOR.validate(row)
+                variants[path.parent.name].add(row["variant"])
+                errors += [row["error"]] if row["error"] else []
+    assert variants["shift"] == set(SHIFT_VARIANTS) and variants["common_states"] == {"main"}
+    assert FAILED_ERROR in errors
+
+
+def test_every_config_loads_with_datasets_offline(exported: tuple[Path, Path, Path], hf: Any) -> None:
+    """Each config of the card loads with datasets.load_dataset(DIR, CONFIG) with every row, its columns
+    typed as the card declares them (not guessed from the first file)."""
+    _dataset, _run, out = exported
+    card = _card(out)
+    declared = {d["config_name"]: d["features"] for d in card["dataset_info"]}
+    assert set(declared) == {c["config_name"] for c in card["configs"]}
+    expected = {
+        "common_states_answers",
+        "shift_answers",
+        "shift_nosurf",
+        "shift_nodist",
+        "isolated_answers",
+        "tasks",
+        "leaderboard",
+        "models",
+    }
+    assert expected <= set(declared)
+    for config in card["configs"]:
+        ds = _load(hf, out, config["config_name"])
+        assert len(ds) == _lines(out, config["data_files"][0]["path"]), config["config_name"]
+        assert list(ds.features) == [f["name"] for f in declared[config["config_name"]]]
+    answers = _load(hf, out, "shift_answers")
+    assert str(answers.features["confidence"].dtype) == "float64"
+    assert sorted(set(answers["variant"])) == sorted(SHIFT_VARIANTS)
+    first = answers[0]
+    assert first["model"] == "agent" and first["confidence"] is None  # the all-null file comes first
+
+
+def _card_snippet(key: Any, ans: Any, model: str, variant: str, renamed: dict[str, dict[str, str]]) -> float:
+    """The card's scoring snippet (REPO = the folder); nosurf answers mapped through `map` first, as the card says."""
+    ans = {r["qhash"]: r for r in ans if r["model"] == model and r["variant"] == variant}
+    if not renamed:
+        return card_score(list(key), ans)  # the snippet's own text (tests/card_snippet.py)
+
+    def correct(occ: dict[str, Any], a: dict[str, Any] | None) -> bool:
+        if a is None or a["error"] or not a["valid"] or a["answer"] is None:
+            return False
+        ok = occ["gold_aux"]["acceptable_tools"] or [occ["gold"]]
+        answer = (renamed.get(occ["qhash"]) or {}).get(a["answer"], a["answer"])
+        return answer.strip().lower() in {x.strip().lower() for x in ok}
+
+    per_task = defaultdict(list)
+    for occ in key:
+        per_task[occ["task"]].append(correct(occ, ans.get(occ["qhash"])))
+    return 100 * sum(sum(v) / len(v) for v in per_task.values()) / len(per_task)
+
+
+def _score(folder: Path, variant: str) -> dict[str, Any]:
+    """What `knowwhen score FOLDER --all --json --variant V` prints (its report, built in process)."""
+    return score_report(folder, variant=variant, all_models=True)["models"]
+
+
+def test_card_snippet_equals_knowwhen_score_for_every_model_and_variant(
+    exported: tuple[Path, Path, Path], hf: Any
+) -> None:
+    """The card's snippet on the loaded configs gives `knowwhen score`'s accuracy for every model, set and
+    variant, and that is the run's own number (the card's, where a job failed)."""
+    _dataset, run, out = exported
+    nosurf = _load(hf, out, "shift_nosurf")
+    renamed = {"nosurf": {r["qhash"]: {k: v for k, v in r["map"].items() if v} for r in nosurf}}
+    cells = {
+        m: {c.scenario: c for c in load_manifest(run / "manifests" / f"{m}.cxs.json").open_loop}
+        for m in ("agent", "dm")
+    }
+    checked = 0
+    for folder, variant, scenario in [
+        ("common_states", "main", "common"),
+        *(("shift", v, sc) for sc, v in VARIANTS.items()),
+    ]:
+        key = _load(hf, out, f"{folder}_answer_key")
+        ans = _load(hf, out, f"{folder}_answers")
+        scored = _score(out / folder, variant)
+        assert set(scored) == {"agent", "dm"}
+        for model, result in scored.items():
+            snippet = _card_snippet(key, ans, model, variant, renamed.get(variant, {}))
+            assert snippet == pytest.approx(result["accuracy"], abs=1e-9), (folder, variant, model)
+            cell = cells[model][scenario]
+            own = cell.accuracy_pct if cell.accuracy_pct is not None else cell.card_accuracy_pct
+            assert own == pytest.approx(result["accuracy"], abs=1e-9)
+            checked += 1
+    assert checked == 8
+
+
+def test_leaderboard_rows_are_recomputed_from_the_files(exported: tuple[Path, Path, Path]) -> None:
+    """Every L1 and L2 headline number matches what `knowwhen score --leaderboard` recomputes from the files."""
+    _dataset, _run, out = exported
+    checks = check_leaderboard(out)
+    recomputable = [c for c in checks if c.level in ("L1", "L2")]
+    assert len(recomputable) >= 2 * (2 + 4) and all(c.status == "match" for c in recomputable)
+    assert {c.level for c in checks} == {"L1", "L2", "L3"}
+
+
+def test_models_and_tasks(exported: tuple[Path, Path, Path]) -> None:
+    """models lists each model's kind and levels; tasks lists the episodes' DecisionGym tasks with seeds."""
+    _dataset, _run, out = exported
+    models = {r["id"]: r for _l, r in iter_jsonl(out / "models.jsonl.gz")}
+    assert models["dm"]["kind"] == "decision" and models["agent"]["kind"] == "llm"
+    assert models["dm"]["levels"] == ["L1", "L2", "L3"]
+    tasks = [r for _l, r in iter_jsonl(out / "tasks" / "decisiongym_tasks.jsonl.gz")]
+    assert len(tasks) == 2 and all(t["set"] == "eps" and isinstance(t["seed"], int) for t in tasks)
+
+
+def test_card_states_provenance_and_licence(exported: tuple[Path, Path, Path]) -> None:
+    """The card names the licence, the run's config and versions, and the sha256 of each manifest."""
+    _dataset, run, out = exported
+    text = (out / "README.md").read_text()
+    assert _card(out)["license"] == "cc-by-4.0" and "CC BY 4.0" in text
+    from knowwhen_runner.jsonio import file_sha256
+
+    assert f"`dm.cxs.json`: `{file_sha256(run / 'manifests' / 'dm.cxs.json')}`" in text
+    assert "knowwhen-runner" in text and "kind: isolated" in text
+
+
+def _table(path: Path) -> dict[tuple[str, ...], dict[str, str]]:
+    with open(path) as fh:
+        rows = list(csv.DictReader(fh))
+    keys = [k for k in ("model", "scenario", "LLM", "point") if rows and k in rows[0]]
+    return {tuple(r[k] for k in keys): r for r in rows}
+
+
+def test_import_of_the_export_then_finalize_gives_the_same_tables(
+    exported: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """A new run importing the export (no calls) finalises into the run's open-loop and L1 tables, every
+    column, and the same L1/L2 cells of the comparison table."""
+    _dataset, run, out = exported
+    config = write_run_config(tmp_path / "again.yaml", out, name="again", episodes=False)
+    summary = import_dataset(out, config=config)
+    assert summary.added_models == [] and summary.skipped == []
+    finalize_config(tmp_path / "again")
+    for name in ("details.csv", "gated.csv"):
+        assert _table(tmp_path / "again" / "tables" / name) == _table(run / "tables" / name), name
+    before, after = (
+        _table(run / "tables" / "comparison.csv"),
+        _table(tmp_path / "again" / "tables" / "comparison.csv"),
+    )
+    for model, row in after.items():
+        for column, value in row.items():
+            if column.startswith(("L1", "L2")):
+                assert before[model][column] == value, (model, column)
+
+
+def test_push_creates_a_private_repo_and_uploads_the_folder(
+    exported: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--push goes as far as huggingface_hub's create_repo (private) and upload_folder of the whole export;
+    a dry run sends nothing and lists the same files."""
+    from huggingface_hub import HfApi
+
+    from knowwhen_runner.dataset.publish import push_dataset
+
+    _dataset, _run, out = exported
+    calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+    monkeypatch.setattr(HfApi, "create_repo", lambda self, *a, **k: calls.append(("create_repo", a, k)))
+    monkeypatch.setattr(HfApi, "upload_folder", lambda self, *a, **k: calls.append(("upload_folder", a, k)))
+    planned = push_dataset(out, "me/my-run", dry_run=True)
+    assert calls == [] and ("README.md", (out / "README.md").stat().st_size) in planned.files
+    pushed = push_dataset(out, "me/my-run")
+    assert [c[0] for c in calls] == ["create_repo", "upload_folder"]
+    assert calls[0][1] == ("me/my-run",) and calls[0][2]["private"] is True
+    assert calls[0][2]["repo_type"] == calls[1][2]["repo_type"] == "dataset"
+    assert calls[1][2]["folder_path"] == str(out) and calls[1][2]["repo_id"] == "me/my-run"
+    assert pushed.files == planned.files and len(planned.files) == sum(
+        1 for p in out.rglob("*") if p.is_file()
+    )
+    with pytest.raises(KnowwhenError, match="OWNER/NAME"):
+        push_dataset(out, "no-owner")
+
+
+def test_cli_dry_run_lists_what_would_be_uploaded(exported: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """`knowwhen export --push REPO --dry-run` writes the folder, names the private repo and lists its files;
+    a folder that holds other files is refused, not emptied."""
+    _dataset, run, _out = exported
+    done = knowwhen("export", str(run), "--out", str(tmp_path / "x"), "--push", "me/run", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "would upload" in done.stdout and "private dataset me/run" in done.stdout
+    assert "shift/answers_dm_nosurf.jsonl.gz" in done.stdout
+    foreign = tmp_path / "someone-elses"
+    foreign.mkdir()
+    (foreign / "README.md").write_text("---\nlicense: cc-by-4.0\n---\n# another dataset\n")
+    for target in (run / "manifests", foreign):
+        with pytest.raises(KnowwhenError, match="not empty and not an earlier export"):
+            export_run(run, target)
+    assert (foreign / "README.md").is_file()
+    export_run(run, tmp_path / "x")  # an earlier export is replaced
