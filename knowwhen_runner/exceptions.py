@@ -25,6 +25,8 @@ The local server has errors of its own that never leave it (each becomes an HTTP
 
 from __future__ import annotations
 
+from typing import Literal
+
 EXIT_REQUEUE = 75
 """Exit code of a process stopped by SIGTERM after handing its jobs back (EX_TEMPFAIL): it may be requeued."""
 
@@ -32,6 +34,7 @@ __all__ = [
     "EXIT_REQUEUE",
     "ConfigError",
     "DatabaseUnavailable",
+    "ErrorKind",
     "KnowwhenError",
     "ProviderError",
     "QueueError",
@@ -39,6 +42,11 @@ __all__ = [
     "SchemaVersionError",
     "ServeError",
 ]
+
+
+ErrorKind = Literal["retry", "retry_after", "rate_limited", "fatal", "down", "budget"]
+"""Why a model call failed: a verdict of ``provider.classify`` (a failed call keeps its last one), ``down``
+(the model is down; no attempt was spent) or ``budget`` (a budget cap said no before the call)."""
 
 
 class KnowwhenError(Exception):
@@ -73,7 +81,7 @@ class ProviderError(KnowwhenError):
     """A model call failed for good."""
 
     def __init__(
-        self, message: str, *, kind: str = "fatal", status: int | None = None, requests: int = 0
+        self, message: str, *, kind: ErrorKind = "fatal", status: int | None = None, requests: int = 0
     ) -> None:
         super().__init__(message)
         self.kind = kind

@@ -5,21 +5,43 @@ is a hash of exactly what decides its output: the model (id, litellm string, out
 the mode, the scenario (id and version) and the item. Runtime knobs (concurrency, timeouts, retries,
 api_base, keys) are not part of it, so changing them never re-runs finished work.
 Changing what goes into the id is a deliberate act: bump ``JOB_ID_VERSION``; golden tests pin ids.
+
+The shapes stages hand each other about jobs are named here too: ``JobKind`` (``Job.kind``), ``Items``
+(every item's data, by scenario and item), ``EpisodeCost`` (an episode's cost split) and ``job_cost`` (a
+finished job's total cost, whichever its kind).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, get_args
 
 from .jsonio import dumps
 
 Mode = Literal["llm", "model", "gated", "shadow"]
 """Who decides at each decision point (see DESIGN: llm, model, gated, shadow)."""
 
-__all__ = ["JOB_ID_VERSION", "Job", "job_id", "job_ids"]
+JobKind = Literal["question", "episode"]
+"""What a job runs: one open-loop ``question`` to one model, or one closed-loop ``episode``."""
+
+JOB_KINDS: tuple[JobKind, ...] = get_args(JobKind)
+
+Items = dict[tuple[str, str], dict[str, Any]]
+"""Every item's data by (scenario id, item id): what the plan loads, the queue keeps and jobs look up."""
+
+__all__ = [
+    "JOB_ID_VERSION",
+    "JOB_KINDS",
+    "EpisodeCost",
+    "Items",
+    "Job",
+    "JobKind",
+    "job_cost",
+    "job_id",
+    "job_ids",
+]
 
 JOB_ID_VERSION = 1
 
@@ -93,3 +115,26 @@ class Job:
     item: str
     payload: dict[str, Any] = field(default_factory=dict)
     attempts: int = 0
+
+    @property
+    def kind(self) -> JobKind | None:
+        """What the job runs, from its payload's ``kind`` (the key the queue stores and its SQL reads);
+        None for a payload without a known kind (such a job is neither a question nor an episode)."""
+        kind = self.payload.get("kind")
+        return kind if kind in JOB_KINDS else None
+
+
+class EpisodeCost(TypedDict):
+    """An episode's ``cost_usd``: what its decision-model calls and its agent LLM's calls cost (USD)."""
+
+    decision: float
+    llm: float
+
+
+def job_cost(result: Mapping[str, Any] | None) -> float:
+    """A finished job's total cost in USD: a question's ``cost_usd``, or the parts of an episode's
+    ``EpisodeCost`` summed in their order (what is not a number counts as nothing)."""
+    cost = (result or {}).get("cost_usd")
+    if isinstance(cost, Mapping):
+        return float(sum(v for v in cost.values() if isinstance(v, int | float)))
+    return float(cost) if isinstance(cost, int | float) else 0.0

@@ -8,7 +8,14 @@ files' column types for a dataset card; ``publish`` uploads a dataset folder.
 
 from __future__ import annotations
 
-from .answer_rows import ANSWER_SCHEMA_VERSION, AnswerRow, answer_row, choice_confidence, failed_row
+from .answer_rows import (
+    ANSWER_SCHEMA_VERSION,
+    AnswerRow,
+    AnswerRowDict,
+    answer_row,
+    choice_confidence,
+    failed_row,
+)
 from .files import QUESTION_TEXT, QuestionSet, compute_qhash, load_answers, load_question_set
 from .scoring import AnswerKey, compile_key, score_l1, score_l2
 
@@ -17,6 +24,7 @@ __all__ = [
     "QUESTION_TEXT",
     "AnswerKey",
     "AnswerRow",
+    "AnswerRowDict",
     "QuestionSet",
     "answer_row",
     "choice_confidence",

@@ -28,6 +28,7 @@ __all__ = [
     "ANSWER_FIELDS",
     "ANSWER_SCHEMA_VERSION",
     "AnswerRow",
+    "AnswerRowDict",
     "answer_row",
     "choice_confidence",
     "failed_row",
@@ -43,6 +44,10 @@ __all__ = [
 ANSWER_SCHEMA_VERSION = 3
 _PROB_TOLERANCE = 0.02
 
+AnswerRowDict = dict[str, Any]
+"""An answer row as it travels (a job's result, a line of an answers file): the JSON object ``AnswerRow``
+describes."""
+
 
 def choice_confidence(response: dict[str, Any]) -> Any:
     """The card's confidence: the probability of the chosen option, or the server's figure without them."""
@@ -54,7 +59,7 @@ def choice_confidence(response: dict[str, Any]) -> Any:
     return response.get("confidence")
 
 
-def upgrade_row(row: dict[str, Any]) -> dict[str, Any]:
+def upgrade_row(row: AnswerRowDict) -> AnswerRowDict:
     """A stored answer row in the current schema (a schema 1 row kept the server's confidence)."""
     if "reported_confidence" in row or row.get("answer") is None:
         return row if "reported_confidence" in row else {**row, "reported_confidence": None}
@@ -96,7 +101,7 @@ def answer_row(
     wall_ms: float,
     cache_hit: bool,
     errors: list[str] | None = None,
-) -> dict[str, Any]:
+) -> AnswerRowDict:
     """The row for one answered question (valid or not)."""
     problem = validate_response(item, response)
     return {
@@ -121,7 +126,7 @@ def answer_row(
     }
 
 
-def failed_row(*, model_id: str, qhash: str, error: str, attempts: int) -> dict[str, Any]:
+def failed_row(*, model_id: str, qhash: str, error: str, attempts: int) -> AnswerRowDict:
     """The row for a question whose call failed for good: no answer, counted as wrong."""
     return {
         "model": model_id,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import ModelSpec, ScenarioSpec, SweepConfig, TauFit
-from ..jobs import Job, Mode, job_id, job_ids
+from ..jobs import Items, Job, Mode, job_id, job_ids
 from ..scenarios import Scenario
 
 __all__ = ["FitRequest", "Plan", "fit_requests", "open_loop_mode", "plan"]
@@ -33,7 +33,7 @@ class Plan:
     """Jobs and the item data they read."""
 
     jobs: list[Job]
-    items: dict[tuple[str, str], dict[str, Any]]
+    items: Items
     skipped: list[str] = field(default_factory=list)  # why a model x mode x scenario cell has no jobs
     waiting: set[str] = field(default_factory=set)  # ids of the config's jobs that wait for a τ fit
 
@@ -52,7 +52,7 @@ def plan(config: SweepConfig, scenarios: dict[str, Scenario], fits: dict[str, An
     set); jobs that need a fit not yet available are left out and planned again once it is.
     """
     jobs: list[Job] = []
-    items: dict[tuple[str, str], dict[str, Any]] = {}
+    items: Items = {}
     skipped: list[str] = []
     waiting: set[str] = set()
     for spec in config.scenarios:

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from ..exceptions import ProviderError
+from ..exceptions import ErrorKind, ProviderError
 
 __all__ = ["Verdict", "classify", "error_headers", "transport_failure"]
 
@@ -26,7 +26,7 @@ class Verdict:
     not be waited for as if it were away.
     """
 
-    kind: str  # "retry" | "retry_after" | "rate_limited" | "fatal" | "down"
+    kind: ErrorKind  # retry, retry_after, rate_limited or fatal; a ProviderError keeps its own (down, budget)
     wait: float | None = None
     status: int | None = None
     unreachable: bool = False

@@ -31,10 +31,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
-from ..jobs import Job
-from .answers import AnswerPage, AnswerQuery, AnswerRow
+from ..exceptions import ErrorKind
+from ..jobs import Items, Job
+from .answers import AnswerPage, AnswerQuery, RecordedAnswer
 from .batch_rows import BatchRecord
 from .budget import BudgetAsk, BudgetTally
 from .controls import CONTROL_STATES, ControlState, ModelControl
@@ -51,7 +52,7 @@ __all__ = [
     "SET_ASIDE",
     "AnswerPage",
     "AnswerQuery",
-    "AnswerRow",
+    "AttemptKind",
     "BatchRecord",
     "BudgetAsk",
     "BudgetTally",
@@ -60,8 +61,10 @@ __all__ = [
     "Failure",
     "JobCounts",
     "JobResult",
+    "JobStatus",
     "ModelControl",
     "Queue",
+    "RecordedAnswer",
     "aside_status",
     "database_down_since",
     "describe_workers",
@@ -72,6 +75,13 @@ __all__ = [
     "open_queue",
     "set_max_db_outage",
 ]
+
+JobStatus = Literal["pending", "running", "done", "failed"]
+"""Where a job of the current plan stands (a set-aside job's status is ``ASIDE`` + one of these)."""
+
+AttemptKind = Literal[ErrorKind, "batch", "error"]
+"""What a failed attempt records as its kind: a model call's ``ErrorKind``, ``batch`` (a provider batch
+failed it) or ``error`` (anything else)."""
 
 ASIDE = "aside:"
 """Prefix of the status of a job set aside (planned by an earlier version of the config)."""
@@ -97,7 +107,7 @@ class Failure:
 
     job_id: str
     error: str
-    kind: str = "error"
+    kind: AttemptKind = "error"
     final: bool = False
 
 
@@ -113,7 +123,7 @@ class JobResult(NamedTuple):
     """A job of the current plan and where it stands: its result when done, its last error when failed."""
 
     job: Job
-    status: str
+    status: JobStatus
     result: dict[str, Any] | None
     error: str | None
 
@@ -138,7 +148,7 @@ class Queue(Protocol):
     async def enqueue(
         self,
         jobs: list[Job],
-        items: dict[tuple[str, str], dict[str, Any]],
+        items: Items,
         *,
         whole_plan: AbstractSet[str] | None = None,
     ) -> int: ...
@@ -181,7 +191,7 @@ class Queue(Protocol):
     async def answers(self, query: AnswerQuery) -> AnswerPage: ...
     async def spend(self) -> dict[str, float]: ...
     async def attempt_errors(self, job_id: str) -> list[dict[str, Any]]: ...
-    async def items(self, scenario_id: str | None = None) -> dict[tuple[str, str], dict[str, Any]]: ...
+    async def items(self, scenario_id: str | None = None) -> Items: ...
     # Provider batches (``batch_rows`` explains the rows): open before submitting, note what happened,
     # lease open batches to poll them, take a finished batch's jobs back under a worker's lease.
     async def batch_open(

@@ -18,10 +18,18 @@ import orjson
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from ..jobs import Job
+from ..jobs import Job, job_cost
 from .engine import OnOneThread
 
-__all__ = ["AnswerOrder", "AnswerPage", "AnswerQuery", "AnswerRow", "AnswerTables", "answer_page", "spend_of"]
+__all__ = [
+    "AnswerOrder",
+    "AnswerPage",
+    "AnswerQuery",
+    "AnswerTables",
+    "RecordedAnswer",
+    "answer_page",
+    "spend_of",
+]
 
 AnswerOrder = Literal["question", "confidence"]
 
@@ -44,7 +52,7 @@ class AnswerQuery:
     """Also return each answer's whole result (for one question's page, not for lists)."""
 
 
-class AnswerRow(NamedTuple):
+class RecordedAnswer(NamedTuple):
     """One recorded answer of a question job: what the model chose and how sure it was."""
 
     scenario_id: str
@@ -58,11 +66,11 @@ class AnswerRow(NamedTuple):
 class AnswerPage(NamedTuple):
     """The rows of one page and how many answers matched the query in all."""
 
-    rows: list[AnswerRow]
+    rows: list[RecordedAnswer]
     total: int
 
 
-def _sort_key(row: AnswerRow) -> tuple[Any, ...]:
+def _sort_key(row: RecordedAnswer) -> tuple[Any, ...]:
     return (row.scenario_id, row.model_id, row.item)
 
 
@@ -70,7 +78,7 @@ def answer_page(done: Iterable[tuple[Job, dict[str, Any]]], query: AnswerQuery) 
     """``query`` over done jobs and their results (the memory backend; the SQL one says the same in SQL)."""
     rows = []
     for job, result in done:
-        if job.payload.get("kind") != "question":
+        if job.kind != "question":
             continue
         if not all(
             allowed is None or value in allowed
@@ -88,7 +96,7 @@ def answer_page(done: Iterable[tuple[Job, dict[str, Any]]], query: AnswerQuery) 
             None if answer is None else answer if isinstance(answer, str) else orjson.dumps(answer).decode()
         )
         whole = result if query.with_result else None
-        rows.append(AnswerRow(job.scenario_id, job.model_id, job.item, text_answer, sure, whole))
+        rows.append(RecordedAnswer(job.scenario_id, job.model_id, job.item, text_answer, sure, whole))
     rows.sort(key=_sort_key)
     if query.order == "confidence":
         rows.sort(key=lambda r: (r.confidence is None, -(r.confidence or 0.0)))
@@ -100,11 +108,7 @@ def spend_of(done: Iterable[tuple[Job, dict[str, Any]]]) -> dict[str, float]:
     """Per model, the ``cost_usd`` of its done jobs (an episode's is ``{part: usd}``, summed)."""
     out: dict[str, float] = {}
     for job, result in done:
-        cost = result.get("cost_usd") or 0.0
-        if isinstance(cost, dict):
-            cost = sum(v for v in cost.values() if isinstance(v, int | float))
-        if isinstance(cost, int | float):
-            out[job.model_id] = out.get(job.model_id, 0.0) + float(cost)
+        out[job.model_id] = out.get(job.model_id, 0.0) + job_cost(result)
     return out
 
 
@@ -240,9 +244,9 @@ class AnswerTables(OnOneThread):
                 count = text(f"SELECT count(*) FROM kw_jobs{scan} WHERE {where}")
                 total = int(conn.execute(count, params).scalar() or 0)
         rows = [
-            AnswerRow(r[0], r[1], r[2], None if r[3] is None else str(r[3]),
-                      None if r[4] is None else float(r[4]),
-                      orjson.loads(r[6]) if query.with_result and r[6] else None)
+            RecordedAnswer(r[0], r[1], r[2], None if r[3] is None else str(r[3]),
+                           None if r[4] is None else float(r[4]),
+                           orjson.loads(r[6]) if query.with_result and r[6] else None)
             for r in found
         ]  # fmt: skip
         return AnswerPage(rows, total)

@@ -6,11 +6,21 @@ import time
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from ..crashpoints import crashpoint
-from ..jobs import Job
-from . import ASIDE, SET_ASIDE, ClaimQuota, Failure, JobCounts, JobResult, aside_status, live_status
+from ..jobs import Items, Job
+from . import (
+    ASIDE,
+    SET_ASIDE,
+    ClaimQuota,
+    Failure,
+    JobCounts,
+    JobResult,
+    JobStatus,
+    aside_status,
+    live_status,
+)
 from .answers import AnswerPage, AnswerQuery, answer_page, spend_of
 from .budget import MemoryBudget
 from .controls import MemoryControls
@@ -41,7 +51,7 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
         self.run = run
         self._info: dict[str, Any] | None = None
         self._rows: dict[str, _Row] = {}
-        self._items: dict[tuple[str, str], dict[str, Any]] = {}
+        self._items: Items = {}
         self._workers: dict[str, dict[str, Any]] = {}
         self._stages: dict[str, str] = {}  # stage -> the process that plans it
         self._init_batches()
@@ -70,7 +80,7 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
     async def enqueue(
         self,
         jobs: list[Job],
-        items: dict[tuple[str, str], dict[str, Any]],
+        items: Items,
         *,
         whole_plan: AbstractSet[str] | None = None,
     ) -> int:
@@ -224,7 +234,7 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
 
     async def results(self, scenarios: AbstractSet[str] | None = None) -> list[JobResult]:
         return [
-            JobResult(replace(r.job, attempts=r.attempts), r.status, r.result, r.error)
+            JobResult(replace(r.job, attempts=r.attempts), cast(JobStatus, r.status), r.result, r.error)
             for r in sorted(self._rows.values(), key=lambda r: r.job.id)
             if not r.status.startswith(ASIDE) and (scenarios is None or r.job.scenario_id in scenarios)
         ]
@@ -242,7 +252,7 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
         row = self._rows.get(job_id)
         return list(row.errors) if row else []
 
-    async def items(self, scenario_id: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+    async def items(self, scenario_id: str | None = None) -> Items:
         return {k: v for k, v in self._items.items() if scenario_id is None or k[0] == scenario_id}
 
     async def record(

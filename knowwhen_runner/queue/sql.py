@@ -21,7 +21,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from ..crashpoints import crashpoint
 from ..exceptions import QueueError
-from ..jobs import Job
+from ..jobs import Items, Job
 from . import ASIDE, SET_ASIDE, ClaimQuota, Failure, JobCounts, JobResult
 from . import schema as s
 from .answers import AnswerTables
@@ -166,7 +166,7 @@ class SqlQueue(AnswerTables, ControlTables, ControlBudget, SideTables, BatchTabl
     async def enqueue(
         self,
         jobs: list[Job],
-        items: dict[tuple[str, str], dict[str, Any]],
+        items: Items,
         *,
         whole_plan: AbstractSet[str] | None = None,
     ) -> int:
@@ -175,7 +175,7 @@ class SqlQueue(AnswerTables, ControlTables, ControlBudget, SideTables, BatchTabl
     def _enqueue(
         self,
         jobs: list[Job],
-        items: dict[tuple[str, str], dict[str, Any]],
+        items: Items,
         whole_plan: AbstractSet[str] | None,
     ) -> int:
         # Resume is the common case (most jobs already there): read what exists, insert only the rest,
@@ -256,10 +256,10 @@ class SqlQueue(AnswerTables, ControlTables, ControlBudget, SideTables, BatchTabl
             update(s.runs).where(s.runs.c.name == self.run).values(finalized_at=None, finalized_by=None)
         )
 
-    async def items(self, scenario_id: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+    async def items(self, scenario_id: str | None = None) -> Items:
         return await self._call(self._items, scenario_id)
 
-    def _items(self, scenario_id: str | None) -> dict[tuple[str, str], dict[str, Any]]:
+    def _items(self, scenario_id: str | None) -> Items:
         q = select(s.items.c.scenario, s.items.c.item, s.items.c.payload).where(s.items.c.run == self.run)
         if scenario_id is not None:
             q = q.where(s.items.c.scenario == scenario_id)

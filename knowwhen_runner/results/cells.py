@@ -24,6 +24,7 @@ from ..dataset.metrics import (
 )
 from ..dataset.scoring import AnswerKey, gated_open_loop, occurrence_correct, score_l1, score_l2, task_weights
 from ..intervals import pass_hat_k, per_task_success
+from ..jobs import job_cost
 from .cell_intervals import closed_loop_intervals, isolated_intervals, open_loop_intervals
 from .fit_bootstrap import FitData
 from .manifest import (
@@ -408,7 +409,7 @@ def closed_loop_cell(
     taken = [d for d in decisions if d.get("decided_by") == "model"]
     left = [d for d in decisions if d.get("decided_by") == "llm"]
     n = len(results)
-    costs = [_sum_dict(r.get("cost_usd")) for r in results]
+    costs = [job_cost(r) for r in results]
     split: dict[str, float] = {}
     for r in results:
         for part, value in (r.get("cost_usd") or {}).items():

@@ -12,8 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..dataset.answer_rows import failed_row, upgrade_row
+from ..dataset.answer_rows import AnswerRowDict, failed_row, upgrade_row
 from ..jobs import Job
+from ..queue import JobResult, JobStatus
 from .manifest import JobTally
 
 __all__ = ["EpisodeKey", "RunRecords", "collect_records"]
@@ -26,7 +27,7 @@ EpisodeKey = tuple[str, str, str, float | None]
 class RunRecords:
     """A run's queue results grouped for the finaliser."""
 
-    rows: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    rows: dict[tuple[str, str], list[AnswerRowDict]] = field(default_factory=lambda: defaultdict(list))
     modes: dict[tuple[str, str], str] = field(default_factory=dict)
     episodes: dict[EpisodeKey, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
     failed_episodes: Counter[EpisodeKey] = field(default_factory=Counter)
@@ -51,14 +52,14 @@ def _episode_owner(mode: str, result: Mapping[str, Any], fallback: str, known: s
 
 
 def collect_records(
-    results: Iterable[tuple[Job, str, dict[str, Any] | None, str | None]],
+    results: Iterable[JobResult],
     known_models: set[str],
     failure_kinds: Mapping[str, str] | None = None,
 ) -> RunRecords:
     """Group ``Queue.results()``: answer rows per (scenario, model), episodes per cell, job tallies."""
     rec = RunRecords()
     for job, status, result, error in results:
-        episode = job.payload.get("kind") == "episode"
+        episode = job.kind == "episode"
         source = result if episode and result is not None else job.payload
         owner = _episode_owner(job.mode, source, job.model_id, known_models) if episode else job.model_id
         _count(rec, owner, job, status, result)
@@ -72,7 +73,7 @@ def collect_records(
                 rec.failed_episodes[key] += 1
                 rec.failed_tasks[key].append((job.item, int(job.payload.get("repeat") or 0)))
             continue
-        if job.payload.get("kind") != "question":
+        if job.kind != "question":
             continue
         rec.modes[(job.scenario_id, job.model_id)] = job.mode
         if status == "done" and result is not None:
@@ -85,7 +86,7 @@ def collect_records(
     return rec
 
 
-def _count(rec: RunRecords, owner: str, job: Job, status: str, result: dict[str, Any] | None) -> None:
+def _count(rec: RunRecords, owner: str, job: Job, status: JobStatus, result: dict[str, Any] | None) -> None:
     t = rec.tallies[owner]
     t["total"] += 1
     t[status] += 1

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from ..jobs import Items
 from ..jsonio import write_jsonl
 
 __all__ = ["EPISODE_ROW_SCHEMA_VERSION", "EpisodeRow", "EpisodeStep", "episode_row", "write_episode_files"]
@@ -145,7 +146,7 @@ def episode_row(model: str, result: dict[str, Any], item: dict[str, Any] | None 
 def write_episode_files(
     output: Path,
     episodes: dict[tuple[str, str, str, float | None], list[dict[str, Any]]],
-    items: dict[tuple[str, str], dict[str, Any]],
+    items: Items,
 ) -> list[Path]:
     """Write ``<output>/<scenario>/episodes_<model>.jsonl.gz`` from the finaliser's grouped episodes."""
     grouped: dict[tuple[str, str], list[EpisodeRow]] = {}

@@ -8,9 +8,8 @@ worker goes on with them. ``waiting_stages`` names the stages a finalise would l
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..config import SweepConfig
+from ..jobs import Items
 from ..plan import plan
 from ..queue import Queue
 from ..scenarios import load_scenario
@@ -24,9 +23,7 @@ def _files_missing(config: SweepConfig) -> bool:
     return any(spec.path is not None and not spec.path.exists() for spec in config.scenarios)
 
 
-async def advance_stages(
-    config: SweepConfig, queue: Queue, who: str
-) -> dict[tuple[str, str], dict[str, Any]] | None:
+async def advance_stages(config: SweepConfig, queue: Queue, who: str) -> Items | None:
     """The items to work when finished jobs release a later stage (planned here or by another process);
     None when none is released, or this machine lacks the scenario files to plan it."""
     if _files_missing(config):

@@ -26,7 +26,7 @@ from ..cache import CacheEntry, CacheStore
 from ..config import ModelSpec, WorkerSettings
 from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
-from ..jobs import Job
+from ..jobs import Items, Job
 from ..provider import Secrets, classify
 from ..provider.batch_client import BatchClient, BatchLine, BatchState, LineResult
 from ..queue import BatchRecord, Failure, Queue
@@ -64,7 +64,7 @@ class BatchLane:
         queue: Queue,
         worker_id: str,
         models: dict[str, ModelSpec],
-        items: dict[tuple[str, str], dict[str, Any]],
+        items: Items,
         secrets: Secrets,
         settings: WorkerSettings,
         *,
@@ -99,12 +99,7 @@ class BatchLane:
     async def takes(self, job: Job) -> bool:
         """Whether a claimed question goes to a batch (its model batches; it is not yet past its wait)."""
         model = self._models.get(job.model_id)
-        if (
-            model is None
-            or model.batch is None
-            or not model.batches()
-            or job.payload.get("kind") != "question"
-        ):
+        if model is None or model.batch is None or not model.batches() or job.kind != "question":
             return False
         if job.id in self._sync_only:
             return False

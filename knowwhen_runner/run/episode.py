@@ -34,7 +34,7 @@ from ..gym import (
     tool_schema,
 )
 from ..gym.tools import ASK, REPLY
-from ..jobs import Job
+from ..jobs import EpisodeCost, Items, Job
 from ..jsonio import loads
 from ..provider import CallKind, decision_body
 from .calls import CachedCalls
@@ -55,7 +55,7 @@ class EpisodeContext:
     """What a worker hands an episode: the run's models and items, its cached calls, and the job."""
 
     models: dict[str, ModelSpec]
-    items: dict[tuple[str, str], dict[str, Any]]
+    items: Items
     calls: CachedCalls
     job: Job
 
@@ -297,7 +297,7 @@ def _result(job: Job, run: _Episode, max_steps: int) -> dict[str, Any]:
         "llm_calls_saved": len(by_model),  # tool choices the LLM did not make (it only wrote arguments)
         "decision_calls": run.spend["decision"].calls,
         "fallbacks": sum(d["fallback"] for d in decisions),
-        "cost_usd": {k: s.cost_usd for k, s in run.spend.items()},
+        "cost_usd": EpisodeCost(decision=run.spend["decision"].cost_usd, llm=run.spend["llm"].cost_usd),
         "latency_ms": {k: round(s.latency_ms, 3) for k, s in run.spend.items()},
         "cache_hits": run.cache_hits,
         "extra_tool_calls": sum(len(e["calls"]) for e in run.extra_calls),

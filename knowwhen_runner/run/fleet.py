@@ -28,6 +28,7 @@ import anyio.to_thread
 
 from ..config import SweepConfig, load_config
 from ..exceptions import EXIT_REQUEUE, ConfigError, QueueError, SchemaVersionError
+from ..jobs import Items
 
 # litellm is imported before a fleet process claims anything: the import takes seconds of CPU, which a
 # process should not spend holding leased jobs, and local workers then start calling together.
@@ -146,7 +147,7 @@ async def _work_stages(
     config: SweepConfig,
     queue: Queue,
     secrets: Any,
-    items: dict[tuple[str, str], dict[str, Any]],
+    items: Items,
     progress: bool,
     fleet: FleetLimits,
     holder: str,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import ModelSpec, SweepConfig
-from ..jobs import Job
+from ..jobs import Job, job_cost
 from ..provider import token_prices
 from ..provider.prices import batch_token_prices
 
@@ -102,9 +102,7 @@ def _observed(finished: Iterable[dict[str, Any]]) -> dict[tuple[str, str, str], 
     for result in finished:
         if result.get("kind") != "episode":
             continue
-        cost = result.get("cost_usd") or {}
-        total = sum(v for v in cost.values() if v is not None) if isinstance(cost, dict) else cost
-        seen[(result["scenario"], result["mode"], result["decision_model"])].append(float(total))
+        seen[(result["scenario"], result["mode"], result["decision_model"])].append(job_cost(result))
     return seen
 
 

@@ -104,7 +104,7 @@ class Holds:
 
     def waits_for_a_down_model(self, job: Job) -> bool:
         """An episode that would meet a down model it may not probe now, or one given up on."""
-        if self._limiters is None or job.payload.get("kind") != "episode":
+        if self._limiters is None or job.kind != "episode":
             return False
         limiters = [self._limiters[m] for m in self._episode_models(job) if m in self._models]
         return any(lim.down() and (not lim.may_probe() or lim.gave_up()) for lim in limiters)

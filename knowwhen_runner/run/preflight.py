@@ -20,7 +20,7 @@ from ..cache import CacheStore
 from ..config import ModelSpec, SweepConfig
 from ..dataset.answer_rows import validate_response
 from ..exceptions import KnowwhenError, ProviderError
-from ..jobs import Job
+from ..jobs import Items, Job
 from ..provider import CacheMode, Limiters, ModelClient, Secrets, Transport, token_prices
 from ..queue import Queue
 from .budget import BudgetGuard
@@ -77,7 +77,7 @@ async def _first_unanswered(
     config: SweepConfig,
     calls: CachedCalls,
     model: ModelSpec,
-    items: dict[tuple[str, str], dict[str, Any]],
+    items: Items,
     open_jobs: list[Job],
 ) -> tuple[QuestionCall, dict[str, Any]] | Literal["cached", "idle"] | None:
     """The model's first pending question not in the cache; "cached" when all are, "idle" when it has no
@@ -88,7 +88,7 @@ async def _first_unanswered(
         if job.model_id != model.id:
             continue
         pending += 1
-        if job.payload.get("kind") != "question":
+        if job.kind != "question":
             continue
         item = items.get((job.scenario_id, job.item))
         if item is not None:
@@ -110,7 +110,7 @@ async def _probe_one(
     config: SweepConfig,
     calls: CachedCalls,
     model: ModelSpec,
-    items: dict[tuple[str, str], dict[str, Any]],
+    items: Items,
     open_jobs: list[Job],
 ) -> Probe:
     price: Check = "ok" if token_prices(model) is not None else "no"
@@ -160,7 +160,7 @@ async def probe_models(
     config: SweepConfig,
     queue: Queue,
     secrets: Secrets,
-    items: dict[tuple[str, str], dict[str, Any]],
+    items: Items,
     open_jobs: list[Job],
     *,
     store: CacheStore,

@@ -13,6 +13,7 @@ import anyio
 from ..cache import cache_url, describe_url, open_cache
 from ..config import SweepConfig, load_config
 from ..exceptions import KnowwhenError
+from ..jobs import job_cost
 from ..plan import Plan
 from ..provider import CacheMode, LearnedLimit
 from ..provider.prices import BATCH_FALLBACK_RATE, batch_token_prices
@@ -68,14 +69,14 @@ async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
             for job, status, result, _e in await queue.results():
                 if status == "done":
                     done_ids.add(job.id)
-                    if result is not None and job.payload.get("kind") == "episode":
+                    if result is not None and job.kind == "episode":
                         finished.append(result)
         todo = [j for j in the_plan.jobs if j.id not in done_ids]
         models = {m.id: m for m in config.models}
         keys: dict[str, tuple[str, int]] = {}
         job_keys: dict[str, str] = {}
         for job in todo:
-            if job.payload.get("kind") == "episode":
+            if job.kind == "episode":
                 continue  # an episode's calls depend on its answers: forecast from finished ones
             model = models[job.model_id]
             call = question_call(model, the_plan.items[(job.scenario_id, job.item)])
@@ -103,7 +104,7 @@ async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
         }
         for (m, mode, sc), n in sorted(the_plan.counts().items())
     ]
-    episodes = sum(1 for j in todo if j.payload.get("kind") == "episode")
+    episodes = sum(1 for j in todo if j.kind == "episode")
     notes = [
         f"{episodes} episodes to run: their calls depend on their answers, so they are not in the call "
         "count; their cost is forecast from finished episodes or a stated per-step assumption"
@@ -188,8 +189,7 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
             )
             row[status] += 1
             if result:
-                cost = result.get("cost_usd") or 0.0  # an episode's is {"decision": x, "llm": y}
-                row["cost_usd"] += sum(cost.values()) if isinstance(cost, dict) else cost
+                row["cost_usd"] += job_cost(result)
                 row["calls"] += 0 if result.get("cache_hit") else 1
                 row["cache_hits"] += 1 if result.get("cache_hit") else 0
         set_aside = sum(c.n for c in await queue.counts() if c.status == SET_ASIDE)

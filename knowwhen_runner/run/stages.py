@@ -19,6 +19,7 @@ import anyio
 
 from ..cache import CacheStore
 from ..config import SweepConfig
+from ..jobs import Items
 from ..plan import Plan, plan, plan_stamp
 from ..provider import CacheMode, preload_litellm
 from ..queue import Queue
@@ -52,11 +53,11 @@ class Stages:
         # stamp is a fast path only while the config it came from is the one the queue holds.
         self.live, self.config_stamp = meta.get("live_plan"), plan_stamp(config, None)
         self.scenarios: dict[str, Scenario] | None = None
-        self.items: dict[tuple[str, str], dict[str, Any]] | None = None
+        self.items: Items | None = None
         self.planned = self.added = 0
         self.skipped: list[str] = []
 
-    async def plan(self, fits: dict[str, Any] | None) -> dict[tuple[str, str], dict[str, Any]]:
+    async def plan(self, fits: dict[str, Any] | None) -> Items:
         """Enqueue the plan at these thresholds (unless it is in the queue already); the items to work."""
         stamp = plan_stamp(self.config, fits)
         done_before = self.known.get(stamp)
@@ -109,9 +110,7 @@ async def _preload_if_calls_coming(
     Answered jobs have their responses in the cache, so a planned question whose key is missing from the
     cache will be called; a run answered wholly from the cache never imports litellm.
     """
-    if not CacheMode(config.cache.policy).read or any(
-        j.payload.get("kind") != "question" for j in the_plan.jobs
-    ):
+    if not CacheMode(config.cache.policy).read or any(j.kind != "question" for j in the_plan.jobs):
         preload_litellm()
         return
     models = {m.id: m for m in config.models}

@@ -20,6 +20,7 @@ from ..cache import CacheStore, cache_url, open_cache
 from ..cache.legacy import move_run_entries
 from ..config import SweepConfig, load_config
 from ..exceptions import ConfigError, KnowwhenError
+from ..jobs import Items
 from ..plan.grid import Plan, plan
 from ..provider import FleetLimits, LearnedLimits, Limiters, ModelClient, Secrets, Transport, preload_litellm
 from ..queue import (
@@ -275,7 +276,7 @@ async def work_queue(
     config: SweepConfig,
     queue: Queue,
     secrets: Secrets,
-    items: dict[tuple[str, str], dict[str, Any]],
+    items: Items,
     *,
     progress: bool = True,
     fleet: FleetLimits | None = None,
@@ -311,7 +312,7 @@ async def _work(
     config: SweepConfig,
     queue: Queue,
     secrets: Secrets,
-    items: dict[tuple[str, str], dict[str, Any]],
+    items: Items,
     progress: bool,
     fleet: FleetLimits | None,
     transport: Transport | None,
@@ -379,7 +380,7 @@ async def _preflight(
     queue: Queue,
     store: CacheStore,
     secrets: Secrets,
-    items: dict[tuple[str, str], dict[str, Any]],
+    items: Items,
     preflight: Preflight,
 ) -> None:
     """Leave out the skipped models; probe the rest; stop on a no-go (``PreflightError``)."""

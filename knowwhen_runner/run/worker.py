@@ -33,7 +33,7 @@ from ..config import ModelSpec, SweepConfig
 from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
 from ..exceptions import KnowwhenError, ProviderError
-from ..jobs import Job
+from ..jobs import Items, Job, job_cost
 from ..provider import REQUEST_STARTED, CacheMode, Limiters, ModelClient
 from ..provider.batch_client import BatchClient
 from ..queue import Failure, Queue
@@ -67,7 +67,7 @@ class Worker:
         config: SweepConfig,
         queue: Queue,
         client: ModelClient,
-        items: dict[tuple[str, str], dict[str, Any]],
+        items: Items,
         *,
         cache: CacheStore,
         worker_id: str | None = None,
@@ -136,7 +136,7 @@ class Worker:
             return Outcome(job, bug=True)
 
     async def _execute_job(self, job: Job) -> Outcome:
-        if job.payload.get("kind") == "episode":
+        if job.kind == "episode":
             return await self._execute_episode(job)
         q = self._request(job)
         model, item = q.model, q.item
@@ -276,7 +276,7 @@ class Worker:
             return
         questions = []
         for job in claimed:
-            if job.payload.get("kind") == "question":
+            if job.kind == "question":
                 questions.append(job)
             else:  # episodes look their calls up one by one
                 self.client.preload()
@@ -383,8 +383,7 @@ class Worker:
             self._held.discard(o.job.id)
             if o.result is not None:
                 self.stats.done += 1
-                cost = o.result.get("cost_usd") or 0.0  # an episode's is {"decision": x, "llm": y}
-                self.stats.cost_usd += sum(cost.values()) if isinstance(cost, dict) else cost
+                self.stats.cost_usd += job_cost(o.result)
             elif o.failure is not None and o.failure.final:
                 self.stats.failed += 1
             elif o.bug:
@@ -402,7 +401,7 @@ class Worker:
         """Count answers recorded from a provider batch (and its lines failed for good)."""
         self.stats.done += len(rows)
         self.stats.failed += failed
-        self.stats.cost_usd += sum(r.get("cost_usd") or 0.0 for r in rows)
+        self.stats.cost_usd += sum(job_cost(r) for r in rows)
         if self._on_progress:
             self._on_progress(self.stats)
 
@@ -412,7 +411,7 @@ class Worker:
         for o in batch:
             if o.quarantine is not None:
                 reasons.setdefault(o.job.model_id, o.quarantine)
-            elif o.result is not None and o.job.payload.get("kind") == "question":
+            elif o.result is not None and o.job.kind == "question":
                 why = self.holds.answered(o.job.model_id, bool(o.result.get("valid")), o.result.get("error"))
                 if why is not None:
                     reasons.setdefault(o.job.model_id, why)

@@ -20,6 +20,7 @@ import anyio
 
 from ..config import SweepConfig
 from ..exceptions import KnowwhenError
+from ..jobs import Items
 from ..queue import JobCounts, Queue
 from ..results import CxsManifest, load_manifest, manifest_path
 from ..results.episode_rows import episode_row
@@ -62,7 +63,7 @@ class RunData:
     _config: SweepConfig | None = None
     _keys: dict[str, dict[str, list[KeyEntry]]] | None = None
     _keys_read: anyio.Lock = field(default_factory=anyio.Lock)
-    _items: dict[str, dict[tuple[str, str], dict[str, Any]]] = field(default_factory=dict)
+    _items: dict[str, Items] = field(default_factory=dict)
     _kept: dict[tuple[Any, ...], _Kept] = field(default_factory=dict)
     _counts: tuple[float, list[JobCounts]] | None = None
     done_samples: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=600))
@@ -85,7 +86,7 @@ class RunData:
                 self._keys = await anyio.to_thread.run_sync(answer_keys, await self.config())
         return self._keys
 
-    async def items(self, scenario: str) -> dict[tuple[str, str], dict[str, Any]]:
+    async def items(self, scenario: str) -> Items:
         """A scenario's item data (planned once, so read once)."""
         if scenario not in self._items:
             self._items[scenario] = await self.queue.items(scenario)
@@ -144,7 +145,7 @@ class RunData:
         for job, status, result, _error in await self.queue.results(scenarios):
             if result is None or status != "done":
                 continue
-            kind = job.payload.get("kind")
+            kind = job.kind
             if kind == "question":
                 answers[(job.scenario_id, job.model_id, job.item)] = result
             elif kind == "episode":

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from ..config import SweepConfig
-from ..queue import AnswerQuery, AnswerRow
+from ..queue import AnswerQuery, RecordedAnswer
 from ..results import CxsManifest
 from .answer_keys import KeyEntry
 
@@ -101,7 +101,7 @@ def _thresholds(manifests: list[CxsManifest]) -> dict[str, dict[str, float | Non
     return out
 
 
-def _row(answer: AnswerRow, keys: Keys, llm: AnswerRow | None) -> dict[str, Any]:
+def _row(answer: RecordedAnswer, keys: Keys, llm: RecordedAnswer | None) -> dict[str, Any]:
     entries = keys.get(answer.scenario_id, {}).get(answer.item)
     return {
         "scenario": answer.scenario_id, "model": answer.model_id, "qhash": answer.item, "answer": answer.answer,
@@ -111,7 +111,7 @@ def _row(answer: AnswerRow, keys: Keys, llm: AnswerRow | None) -> dict[str, Any]
     }  # fmt: skip
 
 
-def _passes(answer: AnswerRow, chosen: QuestionFilter, keys: Keys) -> bool:
+def _passes(answer: RecordedAnswer, chosen: QuestionFilter, keys: Keys) -> bool:
     entries = keys.get(answer.scenario_id, {}).get(answer.item)
     if chosen.stratum and not (entries and entries[0].stratum == chosen.stratum):
         return False
@@ -139,7 +139,7 @@ async def question_page(data: RunData, chosen: QuestionFilter) -> dict[str, Any]
             page = await data.queue.answers(replace(query, limit=chosen.limit, offset=chosen.offset))
         rows, total = page.rows, page.total
         keys = await data.keys()
-    llm: dict[tuple[str, str], AnswerRow] = {}
+    llm: dict[tuple[str, str], RecordedAnswer] = {}
     pending = False
     if gate_llm and any(a.model_id != gate_llm for a in rows):
         scenarios = query.scenarios or frozenset()
@@ -173,10 +173,10 @@ async def question_page(data: RunData, chosen: QuestionFilter) -> dict[str, Any]
 
 async def _llm_answers(
     data: RunData, gate_llm: str, scenarios: frozenset[str]
-) -> dict[tuple[str, str], AnswerRow]:
+) -> dict[tuple[str, str], RecordedAnswer]:
     """The gate LLM's answers in ``scenarios`` by (scenario, question): one list of a few fields, kept."""
 
-    async def read() -> dict[tuple[str, str], AnswerRow]:
+    async def read() -> dict[tuple[str, str], RecordedAnswer]:
         found = await data.queue.answers(AnswerQuery(scenarios=scenarios, models=frozenset({gate_llm})))
         return {(a.scenario_id, a.item): a for a in found.rows}
 
