@@ -95,18 +95,20 @@ def test_worker_without_a_run_says_so_in_one_line(tmp_path: Path) -> None:
 
 
 def test_slurm_script_starts_a_worker_on_the_run_in_its_environment(tmp_path: Path) -> None:
-    """configs/slurm-worker.sh runs knowwhen worker with KNOWWHEN_DB and KNOWWHEN_RUN, and needs both."""
+    """configs/slurm-worker.sh runs the knowwhen that KNOWWHEN_BIN names as a worker with KNOWWHEN_DB and
+    KNOWWHEN_RUN, and needs both."""
     script = Path(__file__).resolve().parents[2] / "configs" / "slurm-worker.sh"
     fake = tmp_path / "knowwhen"
     fake.write_text('#!/bin/sh\necho "$@"\n')
     fake.chmod(0o755)
     env = {
-        "PATH": f"{tmp_path}:{os.environ['PATH']}",
+        "PATH": os.environ["PATH"],
+        "KNOWWHEN_BIN": str(fake),
         "KNOWWHEN_DB": "postgresql://h/db",
         "KNOWWHEN_RUN": "r",
     }
     done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split()[:5] == ["worker", "--db", "postgresql://h/db", "--run", "r"]
+    assert done.stdout.splitlines()[-1].split()[:5] == ["worker", "--db", "postgresql://h/db", "--run", "r"]
     del env["KNOWWHEN_RUN"]
     assert subprocess.run(["bash", str(script)], env=env, capture_output=True).returncode != 0
