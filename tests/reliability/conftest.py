@@ -1,7 +1,8 @@
 """Reliability tests: every test here is marked ``reliability`` and adds to one printed summary.
 
 ``pytest -m reliability`` runs them alone and ends with the counts: kills survived, faults injected,
-bad inputs tried, results lost (which must be 0).
+bad inputs tried, results lost (which must be 0). The counts live in tests/reliability/tally.py and the
+summary is printed by tests/conftest.py, which also gathers them from pytest-xdist's worker processes.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-TALLY: Counter[str] = Counter()
+from tests.reliability.tally import TALLY
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -24,11 +25,3 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def tally() -> Iterator[Counter[str]]:
     """Counts what a reliability test did (kills, faults, bad inputs, lost results)."""
     yield TALLY
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not TALLY:
-        return
-    terminalreporter.section("reliability summary")
-    for name in ("kills survived", "faults injected", "bad inputs tried", "results lost"):
-        terminalreporter.write_line(f"{name}: {TALLY.get(name, 0)}")
