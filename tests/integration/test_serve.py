@@ -252,6 +252,7 @@ def test_count_rule_fires_that_many_times_then_stops(server: ServerProcess) -> N
     assert httpx.get(server.base_url + "/admin/faults").json()[0]["remaining"] == 0
 
 
+@pytest.mark.slow
 def test_probability_rule_is_seeded(server: ServerProcess) -> None:
     """A probability rule with the same seed hits the same requests each time it is installed."""
     runs = []
@@ -434,6 +435,7 @@ def test_command_line_faults_and_rpm() -> None:
     assert not process.alive()
 
 
+@pytest.mark.slow
 def test_start_failure_raises_serve_error() -> None:
     """A server that cannot start raises ServeError with the reason, instead of hanging."""
     with pytest.raises(ServeError, match="exited at start"):
