@@ -27,6 +27,7 @@ import sys
 import time
 from typing import Any
 
+import anyio
 import httpx
 import orjson
 import pytest
@@ -375,6 +376,13 @@ async def test_litellm_timeout_on_slow_reply(server: ServerProcess) -> None:
             api_base=server.base_url,
             timeout=0.2,
         )
+    # The server still answers the abandoned request 1 s in; wait for it, so the next test's counts hold
+    # only its own requests (on a loaded machine they could otherwise take longer than that second).
+    for _ in range(600):  # 30 s at most
+        if server.count() >= 1:
+            break
+        await anyio.sleep(0.05)
+    assert server.count() == 1
 
 
 # -- stats and rate limits -----------------------------------------------------------------------
