@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import knowwhen_runner  # noqa: F401  (sets LITELLM_LOCAL_MODEL_COST_MAP before any test imports litellm)
 from knowwhen_runner.serve import ServerProcess, start_server_process
+from tests.reliability.tally import NAMES, TALLY
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -51,3 +53,28 @@ def server(serve: ServerProcess) -> ServerProcess:
     serve.set_rpm_limits({})
     serve.reset_stats()
     return serve
+
+
+# ---------------------------------------------------------------------------------------------------
+# The reliability summary (tests/reliability): one printout of the counts, also when pytest-xdist runs
+# the tests in worker processes, each of which hands its counts to the main process as it ends.
+# ---------------------------------------------------------------------------------------------------
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["reliability_tally"] = dict(TALLY)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    TALLY.update(getattr(node, "workeroutput", {}).get("reliability_tally", {}))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not TALLY:
+        return
+    terminalreporter.section("reliability summary")
+    for name in NAMES:
+        terminalreporter.write_line(f"{name}: {TALLY.get(name, 0)}")

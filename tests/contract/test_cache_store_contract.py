@@ -110,6 +110,7 @@ def _writer(url: str, tag: str, n: int, go: Any) -> None:
     anyio.run(put)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_two_processes_writing_the_same_keys(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest

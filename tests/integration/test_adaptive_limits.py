@@ -16,6 +16,8 @@ from knowwhen_runner.queue import open_ledger
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config
 
+pytestmark = pytest.mark.slow
+
 
 def test_the_stated_limit_is_read_from_successes_and_from_429s_through_litellm(server: ServerProcess) -> None:
     """Chat answers carry x-ratelimit-* through litellm; a System One 429 carries them in its error."""

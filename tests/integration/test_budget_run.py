@@ -6,10 +6,13 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
 import yaml
 
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config
+
+pytestmark = pytest.mark.slow
 
 
 def _counts(config: Path) -> dict[str, int]:

@@ -6,12 +6,15 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 
 from knowwhen_runner.queue import open_queue
 from knowwhen_runner.results import load_manifest
 from knowwhen_runner.run.sweep import run_sweep
 from knowwhen_runner.serve import ServerProcess
 from tests.integration.test_episodes import _models, _tasks, _write
+
+pytestmark = pytest.mark.slow
 
 
 def _episodes(folder: Path) -> list[dict[str, Any]]:

@@ -11,12 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 import yaml
 
 from knowwhen_runner.queue import open_queue
 from knowwhen_runner.run.sweep import run_sweep
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen
+
+pytestmark = pytest.mark.slow
 
 _VOLATILE = ("cache_hits", "latency_ms")  # how a result was obtained, not what it is
 

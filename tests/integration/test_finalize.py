@@ -17,6 +17,8 @@ from knowwhen_runner.queue import open_queue
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config
 
+pytestmark = pytest.mark.slow
+
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 GATE = {"llm": "lexical-llm", "target": 0.9}
 _TIME_KEY = '"finalized_at"'

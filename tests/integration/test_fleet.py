@@ -20,6 +20,8 @@ from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, read_answers, write_config
 from tests.pg import temporary_database
 
+pytestmark = pytest.mark.slow
+
 MODELS = ("lexical", "lexical-llm")
 
 

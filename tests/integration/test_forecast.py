@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from knowwhen_runner.run import plan_report
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config
+
+pytestmark = pytest.mark.slow
 
 _PRICE = {"input_per_million": 2.0, "output_per_million": 8.0}
 

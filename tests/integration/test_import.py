@@ -20,6 +20,8 @@ from knowwhen_runner.serve import ServerProcess
 from tests.benchdata import make_dataset
 from tests.helpers import knowwhen
 
+pytestmark = pytest.mark.slow
+
 L1 = Path(__file__).resolve().parent.parent / "fixtures" / "isolated"
 VARIANTS = {"shift": "main", "shift-nosurf": "nosurf", "shift-nodist": "nodist"}
 

@@ -15,6 +15,8 @@ from knowwhen_runner.scenarios.isolated import ASK_OPTION
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config
 
+pytestmark = pytest.mark.slow
+
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "isolated"
 
 

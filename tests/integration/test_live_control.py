@@ -16,6 +16,8 @@ from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config
 from tests.pg import temporary_database
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def pg() -> Iterator[str]:

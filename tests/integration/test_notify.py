@@ -15,6 +15,8 @@ import pytest
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def listener() -> Iterator[tuple[str, list[dict[str, Any]]]]:

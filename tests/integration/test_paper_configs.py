@@ -16,6 +16,8 @@ from knowwhen_runner.dataset.hub import write_task_sets
 from tests.benchdata import CARD, make_dataset
 from tests.helpers import knowwhen
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 PAPER = ROOT / "configs" / "paper"
 L1 = ROOT / "tests" / "fixtures" / "isolated"

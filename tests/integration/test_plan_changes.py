@@ -6,10 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen
+
+pytestmark = pytest.mark.slow
 
 
 def _config(folder: Path, base: str, **episodes: Any) -> Path:

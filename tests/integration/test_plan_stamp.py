@@ -7,10 +7,14 @@ import os
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from knowwhen_runner.config import load_config
 from knowwhen_runner.plan.stamp import plan_stamp
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config
+
+pytestmark = pytest.mark.slow
 
 
 def _plans(out: Path) -> dict:

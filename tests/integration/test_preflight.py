@@ -12,6 +12,8 @@ import pytest
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def scenario(tmp_path: Path) -> Path:

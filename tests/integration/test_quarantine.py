@@ -15,6 +15,8 @@ from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config
 from tests.pg import temporary_database
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def scenario(tmp_path: Path) -> Path:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config
+
+pytestmark = pytest.mark.slow
 
 
 def test_requests_per_minute_hold_in_every_window(server: ServerProcess, tmp_path: Path) -> None:

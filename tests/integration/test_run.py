@@ -13,6 +13,8 @@ import pytest
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, read_answers, with_named_probabilities, write_config
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def scenario(tmp_path: Path) -> Path:

@@ -6,8 +6,12 @@ import gzip
 import os
 from pathlib import Path
 
+import pytest
+
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config
+
+pytestmark = pytest.mark.slow
 
 FAKE_KEY = "sk-plantedFAKEkey0123456789abcdefXYZ"
 

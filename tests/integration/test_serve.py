@@ -27,6 +27,7 @@ import sys
 import time
 from typing import Any
 
+import anyio
 import httpx
 import orjson
 import pytest
@@ -252,6 +253,7 @@ def test_count_rule_fires_that_many_times_then_stops(server: ServerProcess) -> N
     assert httpx.get(server.base_url + "/admin/faults").json()[0]["remaining"] == 0
 
 
+@pytest.mark.slow
 def test_probability_rule_is_seeded(server: ServerProcess) -> None:
     """A probability rule with the same seed hits the same requests each time it is installed."""
     runs = []
@@ -374,6 +376,13 @@ async def test_litellm_timeout_on_slow_reply(server: ServerProcess) -> None:
             api_base=server.base_url,
             timeout=0.2,
         )
+    # The server still answers the abandoned request 1 s in; wait for it, so the next test's counts hold
+    # only its own requests (on a loaded machine they could otherwise take longer than that second).
+    for _ in range(600):  # 30 s at most
+        if server.count() >= 1:
+            break
+        await anyio.sleep(0.05)
+    assert server.count() == 1
 
 
 # -- stats and rate limits -----------------------------------------------------------------------
@@ -434,6 +443,7 @@ def test_command_line_faults_and_rpm() -> None:
     assert not process.alive()
 
 
+@pytest.mark.slow
 def test_start_failure_raises_serve_error() -> None:
     """A server that cannot start raises ServeError with the reason, instead of hanging."""
     with pytest.raises(ServeError, match="exited at start"):

@@ -11,9 +11,12 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from knowwhen_runner.serve.process import free_port
 from tests.helpers import make_question_set, write_config
+
+pytestmark = pytest.mark.slow
 
 
 def _servers_on(port: int) -> list[int]:

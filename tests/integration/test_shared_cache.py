@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 import yaml
 
 from knowwhen_runner.cache import StoredEntry, open_cache
@@ -19,6 +20,8 @@ from knowwhen_runner.run.calls import question_call
 from knowwhen_runner.run.sweep import load_and_plan
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, read_answers
+
+pytestmark = pytest.mark.slow
 
 _VOLATILE = ("cache_hits", "latency_ms")  # how an episode's result was obtained, not what it is
 

@@ -11,6 +11,8 @@ from knowwhen_runner.results.tables import MISSING
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config
 
+pytestmark = pytest.mark.slow
+
 ISOLATED = Path(__file__).resolve().parent.parent / "fixtures" / "isolated"
 
 

@@ -12,10 +12,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set
+
+pytestmark = pytest.mark.slow
 
 
 def _write(tmp_path: Path, base: str, scenarios: list[dict[str, Any]], **workers: Any) -> Path:

@@ -2,7 +2,8 @@
 
 ``pytest -m reliability`` runs them alone and ends with the counts: kills survived, faults injected,
 bad inputs tried, database outages waited out, SIGTERM hand-overs, stale workers taken over, results
-lost (which must be 0).
+lost (which must be 0). The counts live in tests/reliability/tally.py and the summary is printed by
+tests/conftest.py, which also gathers them from pytest-xdist's worker processes.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-TALLY: Counter[str] = Counter()
+from tests.reliability.tally import TALLY
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -25,13 +26,3 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def tally() -> Iterator[Counter[str]]:
     """Counts what a reliability test did (kills, faults, bad inputs, lost results)."""
     yield TALLY
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not TALLY:
-        return
-    terminalreporter.section("reliability summary")
-    names = ("kills survived", "faults injected", "bad inputs tried", "database outages waited out",
-             "sigterm hand-overs", "stale workers taken over", "results lost")  # fmt: skip
-    for name in names:
-        terminalreporter.write_line(f"{name}: {TALLY.get(name, 0)}")

@@ -114,6 +114,7 @@ def test_broken_configs_are_named(tmp_path: Path, name: str, tally: Counter[str]
     assert "sk-live-0123456789abcdefghij" not in done.stderr
 
 
+@pytest.mark.slow
 def test_database_of_another_version_is_refused(tmp_path: Path, tally: Counter[str]) -> None:
     """A run database written by another schema version is refused with a way forward."""
     folder = make_question_set(tmp_path / "qs", n_tasks=1)
@@ -143,6 +144,7 @@ _values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @_fuzz
 @given(
     mutation=st.dictionaries(

@@ -10,8 +10,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, read_answers, write_config
+
+pytestmark = pytest.mark.slow
 
 
 def test_ctrl_c_stops_quickly_and_resume_completes(

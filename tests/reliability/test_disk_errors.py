@@ -9,8 +9,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, read_answers, write_config
+
+pytestmark = pytest.mark.slow
 
 
 def _limited_run(cfg: Path, max_bytes: int) -> subprocess.CompletedProcess[str]:

@@ -13,6 +13,8 @@ import yaml
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen
 
+pytestmark = pytest.mark.slow
+
 _TIMING = ("latency_ms", "cache_hits", "wall_ms")
 
 

@@ -16,7 +16,7 @@ from knowwhen_runner.serve import ServerProcess, start_server_process
 from knowwhen_runner.serve.process import free_port
 from tests.helpers import knowwhen, make_question_set, read_answers, write_config
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 
 
 def _config(tmp_path: Path, base_url: str, n_tasks: int = 4, **workers: object) -> Path:

@@ -10,6 +10,8 @@ import pytest
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, read_answers, write_config
 
+pytestmark = pytest.mark.slow
+
 
 def _config(tmp_path: Path, server: ServerProcess, **model: object) -> Path:
     scenario = make_question_set(tmp_path / "qs", n_tasks=4)  # 18 questions

@@ -8,8 +8,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import make_question_set, read_answers, write_config
+
+pytestmark = pytest.mark.slow
 
 
 def test_two_runs_on_one_file_share_the_work(

@@ -89,6 +89,7 @@ def _top(probs: Sequence[float], labels: Sequence[str]) -> str:
     return labels[max(range(len(labels)), key=probs.__getitem__)]
 
 
+@pytest.mark.slow
 def test_the_oracle_answers_the_answer_key_even_for_requests_that_repeat() -> None:
     """Driving the agent, the oracle is right at every state and every task succeeds (generic requests included)."""
     oracle = OracleDecisionModel()
@@ -97,6 +98,7 @@ def test_the_oracle_answers_the_answer_key_even_for_requests_that_repeat() -> No
         assert env.success() and all(right), task.task_id
 
 
+@pytest.mark.slow
 def test_the_prior_learns_deterministically_and_transfers_only_within_its_tool_names() -> None:
     """Training gives the same model twice; right on most common states, lost on the shift.
 

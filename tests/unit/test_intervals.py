@@ -111,6 +111,7 @@ def test_cluster_bootstrap_estimate_is_the_cards_per_task_then_mean() -> None:
     assert (iv.method, iv.n, iv.reps, iv.seed, iv.skipped) == ("cluster bootstrap, percentile", 2, 50, 0, 0)
 
 
+@pytest.mark.slow
 def test_cluster_bootstrap_covers_the_population_accuracy_about_95_percent_of_the_time() -> None:
     """On 1,000 seeded L2-like sets (200 tasks with task-level random effects) the interval covers 93–97%."""
     truth = _population_accuracy(MU, SIGMA)
@@ -118,6 +119,7 @@ def test_cluster_bootstrap_covers_the_population_accuracy_about_95_percent_of_th
     assert 0.93 <= _coverage(truth, found) <= 0.97
 
 
+@pytest.mark.slow
 def test_the_coverage_simulation_rejects_an_interval_that_ignores_tasks() -> None:
     """Resampling items instead of tasks on the same kind of data covers far less than 93% (the check bites)."""
     truth = _population_accuracy(MU, SIGMA)

@@ -148,6 +148,7 @@ DATA = b'{"model": "lexical", "state": "' + b"x" * 4000 + b'"}'
         (gzip.compress(zstandard.ZstdCompressor().compress(DATA)), "zstd, gzip"),
         (DATA, "identity"),
     ],
+    ids=["zstd", "zstd-unsized", "gzip", "zstd-then-gzip", "identity"],  # gzip's bytes hold the time
 )
 def test_encoded_bodies_decode(encoded: bytes, header: str) -> None:
     """zstd (with or without a declared size), gzip, both in sequence, and identity all decode to the body."""
