@@ -3,9 +3,10 @@ cache keys, secrets and prices.
 
 Read in this order: ``bodies`` (what is sent), ``transport`` (every request, batches' too; only
 ``LitellmTransport`` sends through litellm), ``mock_transport`` (the in-process fake), ``retry`` (what a
-failure means), ``ratelimit`` (slots, pauses, a down model), ``adaptive`` (a limit nobody gave, learned
-from headers and 429s), ``client`` (a logical call: slots + requests + retries), ``batch_wire`` and
-``batch_client`` (provider Batch APIs), ``cache_keys``, ``secrets``, ``prices``.
+failure means), ``ratelimit`` (slots, pauses, a down model: ``limiter`` for one process,
+``fleet_limiter`` for a fleet), ``adaptive`` (a limit nobody gave, learned from headers and 429s),
+``client`` (a logical call: slots + requests + retries), ``batch_wire`` and ``batch_client`` (provider
+Batch APIs), ``cache_keys``, ``secrets``, ``prices``.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from sqlalchemy.engine import Engine
 from ..jobs import Job
 from . import schema as s
 from .batch_rows import OPEN_BATCH, PARKED_UNTIL, BatchRecord, batch_owner
+from .claims import JOB_COLUMNS, job_from_row
 from .engine import DbClock, OnOneThread
 
 __all__ = ["BatchTable"]
@@ -134,9 +135,6 @@ class BatchTable(OnOneThread):
         return await self._call(self._batch_take, worker, key, lease_s)
 
     def _batch_take(self, worker: str, key: str, lease_s: float) -> list[Job]:
-        from .claims import JOB_COLUMNS
-        from .sql import _job
-
         now = self._clock.expr()
         j = s.jobs.c
         mine = (j.run == self.run, j.lease_owner == batch_owner(key), j.status == "running")
@@ -144,7 +142,7 @@ class BatchTable(OnOneThread):
         with self._engine.begin() as conn:
             rows = conn.execute(select(*cols).where(*mine)).fetchall()
             conn.execute(update(s.jobs).where(*mine).values(lease_owner=worker, lease_expires=now + lease_s))
-        return sorted((_job(r) for r in rows), key=lambda job: job.id)
+        return sorted((job_from_row(r) for r in rows), key=lambda job: job.id)
 
     async def batches(self) -> list[BatchRecord]:
         return await self._call(self._batches)

@@ -10,11 +10,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
+from ..jobs import Job
 from . import ClaimQuota
 
-__all__ = ["JOB_COLUMNS", "claim_sql"]
+__all__ = ["JOB_COLUMNS", "claim_sql", "job_from_row"]
 
 JOB_COLUMNS = "id, model_id, mode, scenario, item, payload, attempts"
+
+
+def job_from_row(row: Any) -> Job:
+    """The ``Job`` of a row whose first columns are ``JOB_COLUMNS``."""
+    return Job(
+        id=row[0],
+        model_id=row[1],
+        mode=row[2],
+        scenario_id=row[3],
+        item=row[4],
+        payload=orjson.loads(row[5]),
+        attempts=row[6],
+    )
 
 
 def _arms(

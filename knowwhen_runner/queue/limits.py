@@ -2,7 +2,7 @@
 
 When several processes work one run (PostgreSQL, or a SQLite file worked by ``--processes N``), a
 model's limits must hold for all of them together, so they are kept where all of them look: here.
-``ratelimit.FleetLimiter`` is the only user.
+``provider.fleet_limiter.FleetLimiter`` is the only user.
 
 Requests per minute are GCRA with no burst: ``kw_limits.next_slot`` is the earliest start of the key's
 next request on the database clock. Reserving k requests is one ``UPDATE ... RETURNING`` that moves it

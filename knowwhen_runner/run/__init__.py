@@ -1,9 +1,10 @@
 """The sweep: stages planned into the queue, workers that fill it, episodes, fits, the fleet, stored runs.
 
 Read in this order: ``sweep`` (``run``: plan, work, finalise), ``stages``, ``worker`` (claim, call,
-record), ``scheduler`` and ``lanes`` (work in hand per limit group), ``holds`` (what the worker leaves
-alone), ``outcome`` (what its loops hand on), ``calls`` (cache-through calls), ``batch_lane`` (questions
-through provider Batch APIs), ``episode`` (one closed-loop episode), ``fits`` (τ from shadow episodes),
+record; its recorder and heartbeat in ``recording``), ``scheduler`` and ``lanes`` (work in hand per
+limit group), ``holds`` (what the worker leaves alone), ``outcome`` (what its loops hand on), ``calls``
+(cache-through calls), ``batch_lane`` (questions through provider Batch APIs), ``episode`` (one
+closed-loop episode), ``fits`` (τ from shadow episodes),
 ``fleet`` (many processes and machines), ``stored`` (reopen a run), ``export`` (a stored run as a dataset
 folder), ``reports`` (``plan``, ``status``; each model's pace: ``queue.pace``), ``cache_commands``
 (``knowwhen cache``), ``preflight`` (probe each model before spending), ``budget`` (spending caps),

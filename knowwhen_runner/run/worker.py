@@ -4,7 +4,8 @@ One ``Worker`` per process runs an anyio task group: a claimer (asks the ``Sched
 each limit group to keep in hand, leases them in one claim, answers cache hits at once), a task per
 started job (it waits for its own model's limiter, never for a slot another model holds), a recorder
 (writes cache entries, results and failures as soon as they arrive, batching whatever has piled up),
-and a heartbeat that keeps leases alive. Identical calls needed by several jobs at once are made once.
+and a heartbeat that keeps leases alive (the recorder and the heartbeat are in ``recording.py``).
+Identical calls needed by several jobs at once are made once.
 Stopping (Ctrl-C): claiming stops, calls in flight finish, jobs that sent nothing yet go back at once; a
 second Ctrl-C cancels the calls and releases their jobs too. A hand-over (SIGTERM, ``hand_over``) also
 abandons the calls still running after ``workers.stop_grace_s``. A killed process loses nothing: its jobs
@@ -19,21 +20,19 @@ from __future__ import annotations
 import math
 import os
 import socket
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ..cache import CacheStore
 from ..config import ModelSpec, SweepConfig
 from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
 from ..exceptions import KnowwhenError, ProviderError
-from ..jobs import Items, Job, job_cost
+from ..jobs import Items, Job
 from ..provider import REQUEST_STARTED, CacheMode, Limiters, ModelClient
 from ..provider.batch_client import BatchClient
 from ..queue import Failure, Queue
@@ -44,22 +43,17 @@ from .holds import Holds
 from .lanes import Lanes
 from .outcome import Outcome, Outcomes, Question, WorkStats
 from .quarantine import quarantine_reason
+from .recording import STALE_AFTER_S, Recording
 from .runner_errors import RunnerErrors
 
 __all__ = ["STALE_AFTER_S", "WorkStats", "Worker", "new_worker_id"]
-
-_RECORD_LINGER_S = 0.05  # how long the recorder waits for more outcomes before writing a batch
-_RECORD_MAX = 512
-_BEAT_MAX_S = 5.0  # the longest pause between heartbeats
-#: A worker whose heartbeat is older than this (or three of its beats, if less) is gone: others take its jobs.
-STALE_AFTER_S = 15.0
 
 
 def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
-class Worker:
+class Worker(Recording):
     """Works one run's queue until no job is left (or it is told to stop)."""
 
     def __init__(
@@ -338,95 +332,3 @@ class Worker:
 
     def _started(self, job_id: str) -> None:
         self._unstarted.pop(job_id, None)  # it sent a request: a stop no longer hands it back
-
-    async def _record_loop(self, outcomes: MemoryObjectReceiveStream[Outcome], tg: TaskGroup) -> None:
-        ended = False
-        async with outcomes:
-            while not ended:
-                try:
-                    batch = [await outcomes.receive()]
-                except anyio.EndOfStream:
-                    break
-                # Gather what arrives in the next few milliseconds too: one transaction per batch, and
-                # on a database shared by several processes every transaction waits for the others.
-                with anyio.move_on_after(_RECORD_LINGER_S):
-                    while len(batch) < _RECORD_MAX:
-                        try:
-                            batch.append(await outcomes.receive())
-                        except anyio.EndOfStream:
-                            ended = True
-                            break
-                await self._record(batch)
-        tg.cancel_scope.cancel()  # everything recorded: stop the heartbeat
-
-    async def _record(self, batch: list[Outcome]) -> None:
-        with anyio.CancelScope(shield=True):  # a recorded call must not be lost to a cancel
-            entries = [o.cache_entry for o in batch if o.cache_entry is not None]
-            results = [(o.job.id, o.result) for o in batch if o.result is not None]
-            failures = [o.failure for o in batch if o.failure is not None]
-            # Responses first: a kill between the two finds them in the cache when the jobs run again.
-            await self.calls.store.put(entries, overwrite=self._cache.overwrite)
-            await self.queue.record(self.id, results, failures)
-            waiting = [
-                o.job.id for o in batch if o.down or o.held_back or o.quarantine or o.bug or o.given_back
-            ]
-            if waiting:
-                await self.queue.release(self.id, waiting)
-            await self._quarantine(batch)
-        tally = self.calls.tally
-        self.stats.calls, self.stats.requests, self.stats.cache_hits = (
-            tally.calls,
-            tally.requests,
-            tally.cache_hits,
-        )
-        for o in batch:
-            self._held.discard(o.job.id)
-            if o.result is not None:
-                self.stats.done += 1
-                self.stats.cost_usd += job_cost(o.result)
-            elif o.failure is not None and o.failure.final:
-                self.stats.failed += 1
-            elif o.bug:
-                self.stats.runner_errors += 1
-            elif o.given_back:
-                pass
-            elif o.down or o.quarantine or o.held_back:
-                self.stats.waited += 1
-            else:
-                self.stats.retried += 1
-        if self._on_progress:
-            self._on_progress(self.stats)
-
-    def _batch_recorded(self, rows: list[dict[str, Any]], failed: int) -> None:
-        """Count answers recorded from a provider batch (and its lines failed for good)."""
-        self.stats.done += len(rows)
-        self.stats.failed += failed
-        self.stats.cost_usd += sum(job_cost(r) for r in rows)
-        if self._on_progress:
-            self._on_progress(self.stats)
-
-    async def _quarantine(self, batch: list[Outcome]) -> None:
-        """Quarantine the models of this batch that failed fatally or answered invalidly too often."""
-        reasons: dict[str, str] = {}
-        for o in batch:
-            if o.quarantine is not None:
-                reasons.setdefault(o.job.model_id, o.quarantine)
-            elif o.result is not None and o.job.kind == "question":
-                why = self.holds.answered(o.job.model_id, bool(o.result.get("valid")), o.result.get("error"))
-                if why is not None:
-                    reasons.setdefault(o.job.model_id, why)
-        await self.holds.report(reasons)
-
-    async def _heartbeat_loop(self, tg: TaskGroup) -> None:
-        """Keep this worker's leases alive, and take back the jobs of workers whose heartbeat is stale."""
-        interval = min(_BEAT_MAX_S, max(0.5, self._settings.lease_seconds / 3))
-        stale = min(STALE_AFTER_S, 3 * interval)
-        beat = judge_from = time.monotonic()
-        while True:
-            await anyio.sleep(interval)
-            await self.queue.heartbeat(self.id, self._settings.lease_seconds)  # waits out a database outage
-            last, beat = beat, time.monotonic()
-            if beat - last > stale:  # our own beats were late (the database was away): others' are too
-                judge_from = beat + stale
-            if beat >= judge_from:
-                await self.queue.requeue_expired(stale_after_s=stale)

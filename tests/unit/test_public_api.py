@@ -302,11 +302,7 @@ def test_no_module_imports_a_peer_or_a_higher_layer() -> None:
     assert not wrong, "\n".join(wrong)
 
 
-KNOWN_CIRCLES = {
-    # queue's batch table reads jobs with the row shape sql.py keeps private; it goes when that shape
-    # moves below both (the queue's backends are being reworked now).
-    frozenset({"knowwhen_runner.queue.batch_table", "knowwhen_runner.queue.sql"}),
-}
+KNOWN_CIRCLES: set[frozenset[str]] = set()
 """Circles left to undo: this set only shrinks (a test fails when one of them is gone)."""
 
 

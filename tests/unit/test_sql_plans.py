@@ -11,6 +11,7 @@ import pytest
 
 from knowwhen_runner.jobs import Job
 from knowwhen_runner.queue import open_queue
+from knowwhen_runner.queue import outcomes as sql_outcomes
 from knowwhen_runner.queue import sql as sql_queue
 
 
@@ -27,11 +28,12 @@ def test_a_batch_of_results_is_matched_by_primary_key(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "q.db")
     batch = orjson.dumps([[f"j{i:05d}", "{}"] for i in range(0, 64, 2)]).decode()
     plan = [
-        row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql_queue._SQLITE_COMPLETE}", (0.0, batch, "r"))
+        row[3]
+        for row in conn.execute(f"EXPLAIN QUERY PLAN {sql_outcomes._SQLITE_COMPLETE}", (0.0, batch, "r"))
     ]
     assert any(step.startswith("SCAN json_each") for step in plan), plan
     assert any("kw_jobs USING INDEX" in step and "id=?" in step for step in plan), plan
     assert not any("kw_jobs_status" in step or step.startswith("SCAN kw_jobs") for step in plan), plan
-    changed = conn.execute(sql_queue._SQLITE_COMPLETE, (0.0, batch, "r")).rowcount
+    changed = conn.execute(sql_outcomes._SQLITE_COMPLETE, (0.0, batch, "r")).rowcount
     assert changed == 32
     conn.close()

@@ -1,0 +1,253 @@
+"""One process's limits of one model: requests and tokens per minute, in flight, back-off, the breaker.
+
+Requests are spaced evenly (GCRA with no burst): at N requests/min a request may start every 60/N s, so
+no sliding minute ever sees more than N. Tokens work the same way with the estimated size of each request.
+A 429/529 pauses the model for everyone in this process (``penalize``); a model that keeps failing
+unreachable is *down* (the breaker opens) and probed one request at a time. A learned limit follows an
+``AdaptiveRate`` shared through ``LearnedLimits``. ``ratelimit`` says the whole story and hands these out;
+``fleet_limiter`` builds on ``Limiter`` for a fleet.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from typing import Protocol
+
+import anyio
+
+from ..config import RateLimit
+from .adaptive import AdaptiveRate, LearnedLimit, LimitNews
+from .clock import MONOTONIC, Clock
+
+__all__ = ["REQUEST_STARTED", "LearnedLimits", "Limiter"]
+
+#: Called (in the task that waited) when a limiter lets a request start: a worker learns which of its
+#: jobs have sent something, and so which it may still hand back unstarted.
+REQUEST_STARTED: ContextVar[Callable[[], None] | None] = ContextVar("request_started", default=None)
+
+_BREAKER_AFTER = 8  # consecutive failed requests before the model is down (paused, then probed)
+_BREAKER_MAX_S = 30.0  # the longest pause between probes: a model back up is noticed within this
+_DEFAULT_MAX_OUTAGE_S = 1800.0
+_MARGIN = 1.002
+_RESET_WAIT_MAX_S = 60.0  # the longest wait for a stated reset (a per-minute limit resets within it)
+_LEARNED_READ_S = 2.0  # how often an adaptive limiter reads the fleet's learned row
+_LATENCY_WEIGHT = 0.1  # of the latest request in the moving average of request durations
+
+
+class LearnedLimits(Protocol):
+    """Where learned limits are kept (``queue.limits.LimitLedger``)."""
+
+    async def learned(self) -> dict[str, LearnedLimit]: ...
+
+    async def learn(
+        self, key: str, state: LearnedLimit, how: str, *, seen: float, hold_s: float
+    ) -> LearnedLimit: ...
+
+
+class Limiter:
+    """The limits of one model (or one group of models that share a provider key)."""
+
+    def __init__(
+        self,
+        name: str,
+        rate: RateLimit,
+        *,
+        max_outage_s: float = _DEFAULT_MAX_OUTAGE_S,
+        adaptive: AdaptiveRate | None = None,
+        key: str = "",
+        learned: LearnedLimits | None = None,
+        clock: Clock = MONOTONIC,
+    ) -> None:
+        self.name = name
+        self._clock = clock
+        self.max_outage_s = max_outage_s
+        self._rate = rate
+        # Evenly spaced starts at exactly 60/N s put N + 1 requests into a closed 60 s window; a provider
+        # counting that way answers the last with a 429. A hair wider spacing keeps every window at N.
+        self._interval = _MARGIN * 60.0 / rate.requests_per_minute if rate.requests_per_minute else 0.0
+        self._token_interval = _MARGIN * 60.0 / rate.tokens_per_minute if rate.tokens_per_minute else 0.0
+        self.adaptive = adaptive
+        self.limit_key = key
+        self._learned = learned
+        self._learned_lock = anyio.Lock()
+        self._unsaved: tuple[str, float] | None = None  # (how, the state's changed_at before) to record
+        self._read_at = -math.inf
+        if adaptive is not None:
+            self._follow(adaptive.state)
+        self._next_request = 0.0
+        self._next_token = 0.0
+        self._in_flight = anyio.CapacityLimiter(rate.max_in_flight)
+        self.paused_until = 0.0
+        self.failures_in_row = 0
+        self.backoffs = 0
+        self.waiting = 0
+        self.down_since: float | None = None  # when the breaker opened (monotonic), while it is open
+        self.probing = False  # a probe request of a down model is under way
+        self.latency_s: float | None = None  # requests' recent duration (moving average)
+
+    @property
+    def max_in_flight(self) -> int:
+        return int(self._in_flight.total_tokens)
+
+    @property
+    def counts_tokens(self) -> bool:
+        """Whether the model has a tokens-per-minute limit (else a request's size is not needed)."""
+        return self._token_interval > 0
+
+    def paused_for(self) -> float:
+        return max(0.0, self.paused_until - self._clock.now())
+
+    def rate_per_s(self) -> float | None:
+        """Requests it may start per second now (configured or learned); None: no rate limit."""
+        return _MARGIN / self._interval if self._interval else None
+
+    def _took(self, seconds: float) -> None:
+        last = self.latency_s
+        self.latency_s = seconds if last is None else last + _LATENCY_WEIGHT * (seconds - last)
+
+    @asynccontextmanager
+    async def slot(self, tokens: int = 0) -> AsyncIterator[None]:
+        """Wait for a request slot; the body is one request."""
+        self.waiting += 1
+        started = False
+        try:
+            async with self._in_flight:
+                await self._wait_turn(tokens)
+                self.waiting -= 1
+                started = True
+                began = time.monotonic()
+                yield
+                self._took(time.monotonic() - began)
+        finally:
+            if not started:
+                self.waiting -= 1
+
+    async def _wait_turn(self, tokens: int) -> None:
+        await self._share_learned()
+        while True:
+            now = self._clock.now()
+            if self.paused_until > now:
+                await self._clock.sleep(self.paused_until - now)
+                continue
+            start = max(now, self._next_request, self._next_token)
+            self._next_request = start + self._interval
+            self._next_token = start + tokens * self._token_interval
+            if start > now:
+                self._queued_for_rate()
+                await self._clock.sleep(start - now)
+                now = self._clock.now()
+            if self.paused_until <= now:
+                self._sent()
+                return
+
+    # -- learned limits (adaptive) ------------------------------------------------------------------------
+
+    def _follow(self, state: LearnedLimit) -> None:
+        """Send at the learned rate (the configured token limit, when there is one, still holds)."""
+        self._interval = _MARGIN * 60.0 / state.rpm
+        if not self._rate.tokens_per_minute:
+            self._token_interval = _MARGIN * 60.0 / state.tpm if state.tpm else 0.0
+
+    def _learned_changed(self, how: str, before: LearnedLimit) -> None:
+        assert self.adaptive is not None
+        self._follow(self.adaptive.state)
+        if self._unsaved is None or how == "cut":
+            self._unsaved = (how, before.changed_at)
+
+    def _queued_for_rate(self) -> None:
+        """A request waits for the rate (not for a permit): an adaptive limit may grow."""
+        if self.adaptive is not None:
+            before = self.adaptive.state
+            if self.adaptive.on_saturated(time.time()):
+                self._learned_changed("raise", before)
+
+    def _sent(self) -> None:
+        hook = REQUEST_STARTED.get()
+        if hook is not None:
+            hook()
+        if self.adaptive is not None:
+            self.adaptive.on_sent(time.time())
+
+    def heard(self, news: LimitNews, *, ok: bool) -> None:
+        """What a response said: its rate-limit headers, and whether it went through (else a 429)."""
+        if self.adaptive is None:
+            return
+        now, before = time.time(), self.adaptive.state
+        stated = self.adaptive.on_headers(news, now)
+        if stated:
+            self._learned_changed("set", before)
+            before = self.adaptive.state
+        if ok:
+            self.adaptive.on_success(now)
+        elif not stated and self.adaptive.on_rate_limited(now):  # a newly stated limit is the correction
+            self._learned_changed("cut", before)
+        # None left until the provider's reset: wait for it rather than collect 429s.
+        for remaining, reset in (
+            (news.requests_remaining, news.requests_reset_s),
+            (news.tokens_remaining, news.tokens_reset_s),
+        ):
+            if remaining == 0 and reset:
+                self.paused_until = max(self.paused_until, self._clock.now() + min(reset, _RESET_WAIT_MAX_S))
+
+    async def _share_learned(self) -> None:
+        """Record a learned change in the ledger, and read the fleet's row now and then."""
+        if self.adaptive is None or self._learned is None:
+            return
+        if self._unsaved is None and self._clock.now() - self._read_at < _LEARNED_READ_S:
+            return
+        async with self._learned_lock:
+            adaptive, unsaved = self.adaptive, self._unsaved
+            self._unsaved, self._read_at = None, self._clock.now()
+            if unsaved is not None:
+                how, seen = unsaved
+                state = await self._learned.learn(
+                    self.limit_key, adaptive.state, how, seen=seen, hold_s=adaptive.hold_s
+                )
+            else:
+                state = (await self._learned.learned()).get(self.limit_key, adaptive.state)
+            if self._unsaved is None and state != adaptive.state:
+                adaptive.adopt(state)
+                self._follow(state)
+
+    async def settle(self) -> None:
+        """The worker has no job left to start (a fleet's limiter gives its spare permits back)."""
+
+    def penalize(self, seconds: float) -> None:
+        """Pause the model for everyone (a 429/529 with or without Retry-After)."""
+        self.backoffs += 1
+        self.paused_until = max(self.paused_until, self._clock.now() + max(0.0, seconds))
+
+    last_error: str | None = None
+
+    def down(self) -> bool:
+        """Whether the breaker is open: the model's last ``_BREAKER_AFTER`` requests or more all failed."""
+        return self.failures_in_row >= _BREAKER_AFTER
+
+    def outage_s(self) -> float:
+        """How long the model has been down (0 when it is up)."""
+        return 0.0 if self.down_since is None else self._clock.now() - self.down_since
+
+    def gave_up(self) -> bool:
+        """Down for longer than ``max_outage_s``: the run stops waiting for the model (its jobs stay pending)."""
+        return self.down() and self.outage_s() > self.max_outage_s
+
+    def may_probe(self) -> bool:
+        """A down model takes one request at a time, and only once its pause is over."""
+        return not self.probing and self.paused_for() <= 0
+
+    def record(self, ok: bool, retry_after: float | None = None) -> None:
+        """Count consecutive failures; past a threshold the model is down, paused longer at each failure."""
+        if ok:
+            self.failures_in_row = 0
+            self.down_since = None
+            return
+        self.failures_in_row += 1
+        if self.failures_in_row >= _BREAKER_AFTER:
+            if self.down_since is None:
+                self.down_since = self._clock.now()
+            extra = self.failures_in_row - _BREAKER_AFTER
+            self.penalize(max(retry_after or 0.0, min(_BREAKER_MAX_S, 1.0 * (2 ** min(extra, 6)))))

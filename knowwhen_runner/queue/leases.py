@@ -1,0 +1,143 @@
+"""Claims and leases of ``SqlQueue``: claiming jobs, heartbeats, giving jobs back, expired leases.
+
+A mixin, like ``side_tables``: it uses the queue's ``_call``, ``_engine``, ``_clock`` and ``_params``,
+and ``RunTables._unmark_finalized``. The claim's statements are built in ``claims``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from sqlalchemy import func, or_, select, text, update
+from sqlalchemy.engine import Engine
+
+from ..jobs import Job
+from . import ClaimQuota
+from . import schema as s
+from .claims import claim_sql, job_from_row
+from .engine import DbClock, OnOneThread
+
+__all__ = ["LeaseTables"]
+
+
+class LeaseTables(OnOneThread):
+    """Claims, heartbeats, releases and requeues of ``SqlQueue``."""
+
+    run: str
+    dialect: str
+    _engine: Engine
+    _clock: DbClock
+
+    if TYPE_CHECKING:
+
+        def _params(self, **values: Any) -> dict[str, Any]: ...
+
+        @property
+        def _bulk(self) -> bool: ...
+
+        def _unmark_finalized(self, conn: Any) -> None: ...
+
+    async def claim(
+        self, worker: str, n: int, lease_s: float, exclude_models: frozenset[str] = frozenset()
+    ) -> list[Job]:
+        return await self._call(self._claim, worker, {"n": n}, lease_s, exclude_models, ())
+
+    async def claim_each(self, worker: str, quotas: Sequence[ClaimQuota], lease_s: float) -> list[Job]:
+        quotas = [q for q in quotas if q.n > 0 and q.models]
+        if not quotas:
+            return []
+        return await self._call(self._claim, worker, {}, lease_s, None, quotas)
+
+    def _claim(
+        self,
+        worker: str,
+        extra: dict[str, Any],
+        lease_s: float,
+        exclude: frozenset[str] | None,
+        quotas: Sequence[ClaimQuota],
+    ) -> list[Job]:
+        params = self._params(w=worker, lease=lease_s, **extra)
+        expire, claim = claim_sql(
+            self.dialect, self._clock.sql, params, exclude=exclude, quotas=quotas, bulk=self._bulk
+        )
+        with self._engine.begin() as conn:
+            # A killed worker's expired leases return to pending in the claim's own transaction.
+            conn.execute(text(expire), params)
+            if len(claim) == 1:
+                rows = conn.execute(text(claim[0]), params).fetchall()
+            else:
+                pick, lease, read = claim
+                params["ids"] = conn.execute(text(pick), params).scalar()
+                conn.execute(text(lease), params)
+                rows = orjson.loads(conn.execute(text(read), params).scalar() or "[]")
+        return sorted((job_from_row(r) for r in rows), key=lambda j: j.id)
+
+    async def heartbeat(self, worker: str, lease_s: float) -> int:
+        return await self._call(self._heartbeat, worker, lease_s)
+
+    def _heartbeat(self, worker: str, lease_s: float) -> int:
+        now = self._clock.expr()
+        with self._engine.begin() as conn:
+            res = conn.execute(
+                update(s.jobs)
+                .where(s.jobs.c.run == self.run, s.jobs.c.lease_owner == worker, s.jobs.c.status == "running")
+                .values(lease_expires=now + lease_s)
+            )
+            conn.execute(update(s.workers).where(s.workers.c.id == worker).values(heartbeat_at=now))
+        return int(res.rowcount or 0)
+
+    async def release(self, worker: str, job_ids: list[str]) -> int:
+        return await self._call(self._release, worker, job_ids)
+
+    def _release(self, worker: str, job_ids: list[str]) -> int:
+        if not job_ids:
+            return 0
+        greatest = func.max if self.dialect == "sqlite" else func.greatest
+        with self._engine.begin() as conn:
+            res = conn.execute(
+                update(s.jobs)
+                .where(
+                    s.jobs.c.run == self.run,
+                    s.jobs.c.id.in_(job_ids),
+                    s.jobs.c.lease_owner == worker,
+                    s.jobs.c.status == "running",
+                )
+                .values(status="pending", lease_owner=None, attempts=greatest(s.jobs.c.attempts - 1, 0))
+            )
+        return int(res.rowcount or 0)
+
+    async def requeue_expired(self, stale_after_s: float | None = None) -> int:
+        return await self._call(self._requeue_expired, stale_after_s)
+
+    def _requeue_expired(self, stale_after_s: float | None) -> int:
+        now = self._clock.expr()
+        gone = s.jobs.c.lease_expires < now
+        if stale_after_s is not None:  # a worker not heard from for this long is gone (kill -9, lost node)
+            stale = select(s.workers.c.id).where(
+                s.workers.c.run == self.run, s.workers.c.heartbeat_at < now - stale_after_s
+            )
+            gone = or_(gone, s.jobs.c.lease_owner.in_(stale))
+        with self._engine.begin() as conn:
+            res = conn.execute(
+                update(s.jobs)
+                .where(s.jobs.c.run == self.run, s.jobs.c.status == "running", gone)
+                .values(status="pending", lease_owner=None)
+            )
+        return int(res.rowcount or 0)
+
+    async def requeue_failed(self) -> int:
+        return await self._call(self._requeue_failed)
+
+    def _requeue_failed(self) -> int:
+        with self._engine.begin() as conn:
+            res = conn.execute(
+                update(s.jobs)
+                .where(s.jobs.c.run == self.run, s.jobs.c.status == "failed")
+                .values(status="pending", attempts=0, lease_owner=None)
+            )
+            n = int(res.rowcount or 0)
+            if n:
+                self._unmark_finalized(conn)
+        return n
