@@ -209,7 +209,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("results",),
     ("view",),
     ("run",),
-    ("cli_tables", "cache_cli", "gym_cli", "export_cli", "schemas"),
+    ("cli_tables",),
+    ("run_cli", "status_cli", "dataset_cli", "serve_cli", "cache_cli", "gym_cli", "export_cli", "schemas"),
     ("cli",),
     ("__main__",),
 ]

@@ -1,0 +1,182 @@
+"""Loading a config file: ``${VAR}`` expansion, relative paths, literal-key refusal, ``file:line: field`` errors."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from ..exceptions import ConfigError
+from .fields import _KEY_SHAPE, _SECRET_FIELDS
+from .sweep_config import SweepConfig
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _expand_env(value: str, where: str) -> str:
+    def sub(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in os.environ:
+            return os.environ[name]
+        if default is not None:
+            return default
+        raise ConfigError(f"{where}: environment variable {name} is not set")
+
+    return _ENV_REF.sub(sub, value)
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """Follow a pydantic error location through the YAML node tree; return the deepest line found."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            nxt = next((v for k, v in node.value if getattr(k, "value", None) == part), None)
+            if nxt is None:
+                key = next((k for k, _ in node.value if getattr(k, "value", None) == part), None)
+                return key.start_mark.line + 1 if key is not None else line
+            node = nxt
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            break
+        line = node.start_mark.line + 1
+    return line
+
+
+def _find_literal_secret(
+    node: yaml.Node, path: tuple[Any, ...] = ()
+) -> tuple[tuple[Any, ...], yaml.Node] | None:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            name = str(getattr(key, "value", ""))
+            if name.lower() in _SECRET_FIELDS:
+                return (*path, name), key
+            found = _find_literal_secret(value, (*path, name))
+            if found:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            found = _find_literal_secret(item, (*path, i))
+            if found:
+                return found
+    elif (
+        isinstance(node, yaml.ScalarNode)
+        and isinstance(node.value, str)
+        and _KEY_SHAPE.match(node.value)
+        and (not path or path[-1] not in {"model", "id", "name", "qhash"})
+    ):
+        return path, node
+    return None
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "(top level)"
+
+
+def _as_list(value: Any) -> list[Any]:
+    """A list field as a list; anything else is left for validation to report."""
+    return value if isinstance(value, list) else []
+
+
+def _resolve_paths(data: dict[str, Any], base: Path, source: str) -> dict[str, Any]:
+    data = dict(data)
+    if isinstance(data.get("output"), str):
+        data["output"] = str((base / _expand_env(data["output"], f"{source}: output")).resolve())
+    if isinstance(data.get("db"), str):
+        data["db"] = _expand_env(data["db"], f"{source}: db")
+    scenarios = []
+    for i, sc in enumerate(_as_list(data.get("scenarios"))):
+        if isinstance(sc, dict) and isinstance(sc.get("path"), str):
+            sc = dict(sc)
+            sc["path"] = str((base / _expand_env(sc["path"], f"{source}: scenarios.{i}.path")).resolve())
+        if isinstance(sc, dict) and isinstance(sc.get("exclude"), str):
+            sc = dict(sc)
+            where = f"{source}: scenarios.{i}.exclude"
+            sc["exclude"] = str((base / _expand_env(sc["exclude"], where)).resolve())
+        scenarios.append(sc)
+    if scenarios:
+        data["scenarios"] = scenarios
+    cache = data.get("cache")
+    if isinstance(cache, dict) and isinstance(cache.get("path"), str):
+        cache = {**cache, "path": str((base / _expand_env(cache["path"], f"{source}: cache.path")).resolve())}
+    if isinstance(cache, dict) and isinstance(cache.get("url"), str):
+        cache = {**cache, "url": _expand_env(cache["url"], f"{source}: cache.url")}
+    if cache is not None:
+        data["cache"] = cache
+    models = []
+    for i, m in enumerate(_as_list(data.get("models"))):
+        if isinstance(m, dict) and isinstance(m.get("api_base"), str):
+            m = dict(m)
+            m["api_base"] = _expand_env(m["api_base"], f"{source}: models.{i}.api_base")
+        models.append(m)
+    if models:
+        data["models"] = models
+    return data
+
+
+def load_config(path: str | Path) -> SweepConfig:
+    """Load and validate a sweep config; every failure is one ``ConfigError`` line naming file and field."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the config ({exc})") from None
+    return parse_config(text, base=path.parent, source=str(path))
+
+
+def parse_config(text: str, *, base: Path, source: str, check_files: bool = True) -> SweepConfig:
+    """Validate config text; relative paths resolve against ``base``; ``source`` names it in errors.
+
+    ``check_files=False`` skips checking that scenario paths exist (a config stored with a run, read on
+    a machine that has none of its files).
+    """
+    path = source
+    try:
+        root = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{path}{where}: not valid YAML ({problem})") from None
+    if not isinstance(data, dict) or root is None:
+        raise ConfigError(f"{path}:1: a config is a YAML mapping (models, scenarios, output, ...)")
+    secret = _find_literal_secret(root)
+    if secret:
+        loc, node = secret
+        raise ConfigError(
+            f"{path}:{node.start_mark.line + 1}: {_dotted(loc)}: literal API keys are not allowed in a config; "
+            "put the key in an environment variable and name it with api_key_env"
+        )
+    data = _resolve_paths(data, base, source)
+    try:
+        config = SweepConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        line = _line_of(root, loc)
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise ConfigError(f"{path}:{line}: {_dotted(loc)}: {msg}{more}") from None
+    for i, sc in enumerate(config.scenarios if check_files else ()):
+        if sc.path is not None and not sc.path.exists():
+            line = _line_of(root, ("scenarios", i, "path"))
+            raise ConfigError(f"{path}:{line}: scenarios.{i}.path: {sc.path} does not exist")
+        if sc.exclude is not None and not sc.exclude.is_file():
+            at = _line_of(root, ("scenarios", i, "exclude"))
+            raise ConfigError(f"{path}:{at}: scenarios.{i}.exclude: {sc.exclude} is not a file")
+    return config
+
+
+def config_hash(path: Path) -> str:
+    """sha256 of the config file's bytes, recorded in manifests for provenance."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

@@ -1,0 +1,157 @@
+"""A model of the sweep: how it is reached, how hard it may be driven, its prices and provider batches."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator, model_validator
+
+from .fields import _ENV_NAME, _ID, _KEY_SHAPE, _RUNNER_PARAMS, _Frozen
+
+
+class RateLimit(_Frozen):
+    """How hard one model (or one group of models sharing a provider key) may be driven."""
+
+    requests_per_minute: float | None = Field(
+        None, gt=0, description="Requests per minute; none = unlimited."
+    )
+    tokens_per_minute: float | None = Field(None, gt=0, description="Input+output tokens per minute.")
+    max_in_flight: int = Field(16, ge=1, le=4096, description="Requests open at once.")
+    adaptive: bool | None = Field(
+        None,
+        description=(
+            "Find the provider's requests-per-minute limit (stated rate-limit headers, else 429s), "
+            "starting low and sharing what is learned across the fleet and with later runs. Default: "
+            "on when requests_per_minute is not given and api_base is not this machine."
+        ),
+    )
+
+
+class Pricing(_Frozen):
+    """A price override, for models litellm has no list price for (USD)."""
+
+    input_per_million: float = Field(0.0, ge=0, description="USD per million input tokens.")
+    output_per_million: float = Field(0.0, ge=0, description="USD per million output tokens.")
+    per_request: float = Field(0.0, ge=0, description="USD per request, on top of tokens.")
+
+
+class BatchSettings(_Frozen):
+    """A provider Batch API for an LLM's open-loop questions: about half price, answers within hours."""
+
+    enabled: bool = Field(True, description="Send this model's open-loop questions in provider batches.")
+    max_requests: int = Field(1000, ge=1, le=50_000, description="Most questions in one provider batch.")
+    collect_s: float = Field(
+        5.0, ge=0, description="Seconds to gather questions before a batch that is not full is submitted."
+    )
+    fallback_after_s: float = Field(
+        86_400.0,
+        gt=0,
+        description=(
+            "A batch unfinished after this many seconds is cancelled; its questions, like those of a "
+            "failed or expired batch, are then answered synchronously."
+        ),
+    )
+    poll_s: float = Field(30.0, gt=0, description="Seconds between status checks of a submitted batch.")
+
+
+class ModelSpec(_Frozen):
+    """A decision model or an LLM, reached through litellm."""
+
+    id: str = Field(pattern=_ID, description="Short id used in files and tables, e.g. 'e12'.")
+    model: str = Field(min_length=1, description="litellm model string, e.g. 'hosted_vllm/lexical'.")
+    kind: Literal["decision", "llm"] = Field(description="'decision' (System One) or 'llm' (chat + tools).")
+    api_base: str | None = Field(None, description="Base URL; ${VAR} is expanded from the environment.")
+    api_key_env: str | None = Field(None, description="Name of the environment variable holding the key.")
+    rate_limit: RateLimit = Field(
+        default_factory=lambda: RateLimit(), description="Requests/tokens per minute, in flight."
+    )
+    limit_group: str | None = Field(None, description="Models with the same group share one rate limit.")
+    timeout_s: float = Field(60.0, gt=0, description="Per-request timeout in seconds (runtime knob).")
+    pricing: Pricing | None = Field(None, description="Price override; default: litellm's price list.")
+    params: dict[str, Any] = Field(default_factory=dict, description="Output-affecting request params.")
+    batch: BatchSettings | None = Field(
+        None, description="LLMs: answer open-loop questions through the provider's Batch API (runtime knob)."
+    )
+    revision: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:+@/-]{0,127}$",
+        description=(
+            "What is served under the model string, when the string alone does not pin it (a checkpoint, "
+            "a commit, a release): part of job ids and cache keys. Change it to re-ask the model."
+        ),
+    )
+    identity: Literal["model", "endpoint"] = Field(
+        "model",
+        description=(
+            "What a cached answer belongs to: 'model' (the model string and revision: the same model on "
+            "another port or machine shares its answers) or 'endpoint' (the api_base too: for servers "
+            "whose model string does not say what they serve)."
+        ),
+    )
+    tool_choice: Literal["required", "auto"] = Field(
+        "required",
+        description=(
+            "LLMs: the tool_choice sent when the LLM picks the tool ('auto' for servers that refuse "
+            "'required'; a reply without a tool call is then nudged in episodes and invalid open loop)."
+        ),
+    )
+
+    @field_validator("params")
+    @classmethod
+    def _params_not_ours(cls, value: dict[str, Any]) -> dict[str, Any]:
+        taken = sorted(set(value) & _RUNNER_PARAMS)
+        if taken:
+            hint = " (use the model's tool_choice setting)" if "tool_choice" in taken else ""
+            raise ValueError(f"{', '.join(taken)} is set by the runner and cannot be a param{hint}")
+        return value
+
+    @model_validator(mode="after")
+    def _batch_for_llms(self) -> ModelSpec:
+        if self.batch is not None and self.batch.enabled and self.kind != "llm":
+            raise ValueError("batch: only LLMs (kind: llm) answer through a Batch API")
+        return self
+
+    def batches(self) -> bool:
+        """Whether this model's open-loop questions go to provider batches."""
+        return self.batch is not None and self.batch.enabled
+
+    def served_model(self) -> str:
+        """The litellm model string, with ``@revision`` when a revision is declared (for job ids)."""
+        return self.model if self.revision is None else f"{self.model}@{self.revision}"
+
+    def identity_params(self) -> dict[str, Any]:
+        """The params that decide this model's answers, for job ids (a non-default tool_choice too)."""
+        if self.tool_choice == "required":
+            return self.params  # as before the setting existed: job ids of earlier runs stay the same
+        return {**self.params, "tool_choice": self.tool_choice}
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if _KEY_SHAPE.match(value):
+            raise ValueError(
+                "looks like a literal API key; put the key in an environment variable "
+                "and name that variable here"
+            )
+        if not _ENV_NAME.match(value):
+            raise ValueError("must be the name of an environment variable, e.g. OPENAI_API_KEY")
+        return value
+
+    def adapts(self) -> bool:
+        """Whether this model's requests-per-minute limit is learned (``rate_limit.adaptive``)."""
+        if self.rate_limit.requests_per_minute is not None:
+            return False
+        if self.rate_limit.adaptive is not None:
+            return self.rate_limit.adaptive
+        host = urlsplit(self.api_base).hostname if self.api_base else None
+        return host not in ("127.0.0.1", "localhost", "::1")
+
+    def limit_key(self) -> str:
+        """Which models share a limit: the explicit group, else provider + base URL + key variable."""
+        if self.limit_group:
+            return f"group:{self.limit_group}"
+        provider = self.model.split("/", 1)[0]
+        return f"{provider}|{self.api_base or ''}|{self.api_key_env or ''}|{self.model}"

@@ -1,0 +1,95 @@
+"""The whole sweep config: models x modes x scenarios, plus how to run it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, cast
+
+from pydantic import Field, model_validator
+
+from ..jobs import Mode
+from .fields import _ID, _Frozen
+from .model_spec import ModelSpec
+from .scenario_spec import ScenarioSpec, TauFit
+from .settings import Budget, CacheSettings, GateSettings, Notify, ServeSettings, WorkerSettings
+
+
+class SweepConfig(_Frozen):
+    """A whole sweep: models x modes x scenarios, plus how to run it."""
+
+    schema_version: Literal[1] = Field(1, description="Config format version.")
+    name: str = Field(pattern=_ID, description="Run name; also the run's key in a shared database.")
+    output: Path = Field(description="Run folder (answers, manifests, tables, the SQLite database).")
+    db: str | None = Field(None, description="Database URL; default: sqlite file in the run folder.")
+    models: list[ModelSpec] = Field(min_length=1)
+    modes: list[Mode] = Field(default_factory=lambda: cast(list[Mode], ["model", "llm"]))
+    scenarios: list[ScenarioSpec] = Field(min_length=1)
+    cache: CacheSettings = Field(default_factory=lambda: CacheSettings())
+    workers: WorkerSettings = Field(default_factory=lambda: WorkerSettings())
+    serve: ServeSettings | None = Field(None, description="Start the built-in local server for this run.")
+    gate: GateSettings | None = Field(None, description="Open-loop gating against an LLM.")
+    budget: Budget | None = Field(None, description="Spending caps for the run (USD, tokens).")
+    notify: Notify | None = Field(
+        None, description="A command or URL told of finish, failure, budget, quarantine."
+    )
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> SweepConfig:
+        for what, ids in (
+            ("models", [m.id for m in self.models]),
+            ("scenarios", [s.id for s in self.scenarios]),
+        ):
+            dupes = sorted({i for i in ids if ids.count(i) > 1})
+            if dupes:
+                raise ValueError(f"duplicate {what} id {dupes[0]!r}")
+        if self.gate and self.gate.llm not in {m.id for m in self.models if m.kind == "llm"}:
+            raise ValueError(f"gate.llm {self.gate.llm!r} is not the id of an llm-kind model")
+        self._check_episodes()
+        self._check_budget()
+        return self
+
+    def _check_budget(self) -> None:
+        """Budget caps name models and limit groups of this config."""
+        if self.budget is None:
+            return
+        for model_id in self.budget.models:
+            if model_id not in {m.id for m in self.models}:
+                raise ValueError(f"budget.models.{model_id}: no model with that id")
+        for group in self.budget.groups:
+            if group not in {m.limit_group for m in self.models}:
+                raise ValueError(f"budget.groups.{group}: no model has limit_group {group!r}")
+
+    def _check_episodes(self) -> None:
+        """Every episodes scenario has one agent LLM, and a fitted τ names another episodes scenario."""
+        llms = [m.id for m in self.models if m.kind == "llm"]
+        episodes = {s.id for s in self.scenarios if s.kind == "episodes"}
+        for i, sc in enumerate(self.scenarios):
+            if sc.kind != "episodes":
+                continue
+            if sc.agent is not None and sc.agent not in llms:
+                raise ValueError(f"scenarios.{i}.agent: {sc.agent!r} is not the id of an llm-kind model")
+            if sc.agent is None and len(llms) != 1:
+                raise ValueError(
+                    f"scenarios.{i}.agent: scenario {sc.id!r} needs its agent LLM named "
+                    f"(the config has {len(llms)} llm-kind models)"
+                )
+            if isinstance(sc.tau, TauFit) and (sc.tau.fit not in episodes or sc.tau.fit == sc.id):
+                raise ValueError(
+                    f"scenarios.{i}.tau.fit: {sc.tau.fit!r} is not the id of another episodes scenario"
+                )
+
+    def agent_of(self, scenario: ScenarioSpec) -> ModelSpec:
+        """The agent LLM of an episodes scenario (named, or the config's only llm-kind model)."""
+        if scenario.agent is not None:
+            return self.model(scenario.agent)
+        return next(m for m in self.models if m.kind == "llm")
+
+    def model(self, model_id: str) -> ModelSpec:
+        for spec in self.models:
+            if spec.id == model_id:
+                return spec
+        raise KeyError(model_id)
+
+    @property
+    def db_url(self) -> str:
+        return self.db or f"sqlite:///{self.output / 'knowwhen.db'}"

@@ -1,0 +1,125 @@
+"""``knowwhen score``, ``compare``, ``import`` and ``fetch-dataset``: answer files, runs side by side, the dataset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+from rich.console import Console
+
+from .exceptions import KnowwhenError
+
+__all__ = ["compare", "fetch_dataset", "import_", "score"]
+
+out = Console()
+
+
+def _tolerance(value: str) -> Literal["exact", "ci"]:
+    if value not in ("exact", "ci"):
+        raise KnowwhenError(f"--tolerance: expected exact or ci, got '{value}'")
+    return "ci" if value == "ci" else "exact"
+
+
+def score(
+    path: Annotated[Path, typer.Argument(help="Question-set folder; with --leaderboard, the dataset root.")],
+    model: Annotated[str | None, typer.Option("--model", help="Model id to score.")] = None,
+    variant: Annotated[str, typer.Option(help="Question variant: main, nosurf or nodist.")] = "main",
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    all_models: Annotated[bool, typer.Option("--all", help="Score every model in the folder.")] = False,
+    gate_with: Annotated[str | None, typer.Option(help="LLM id to gate the model over.")] = None,
+    target: Annotated[float, typer.Option(help="Target covered accuracy for the fitted threshold.")] = 0.99,
+    leaderboard: Annotated[bool, typer.Option("--leaderboard", help="Check the leaderboard.")] = False,
+    tolerance: Annotated[
+        str,
+        typer.Option(
+            help="Leaderboard: exact (equal at the printed precision) or ci (inside the 95% interval)."
+        ),
+    ] = "exact",
+) -> None:
+    """Score existing answer files as the benchmark does, or check the leaderboard against them."""
+    from .dataset.score_folder import run_score
+
+    code = run_score(
+        path,
+        model=model,
+        variant=variant,
+        as_json=as_json,
+        all_models=all_models,
+        gate_with=gate_with,
+        target=target,
+        leaderboard=leaderboard,
+        tolerance=_tolerance(tolerance),
+        console=out,
+    )
+    raise typer.Exit(code)
+
+
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="First run folder (A).")],
+    run_b: Annotated[Path, typer.Argument(help="Second run folder (B).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with every value.")] = False,
+    fail_on: Annotated[
+        str | None,
+        typer.Option(
+            "--fail-on",
+            help="regression or regression:l1|l2|l3: exit 1 when B is significantly worse than A (paired test).",
+        ),
+    ] = None,
+) -> None:
+    """What changed from run A to run B per model and scenario, and paired tests of what both share."""
+    from .results import run_compare
+
+    raise typer.Exit(run_compare(run_a, run_b, as_json=as_json, fail_on=fail_on, console=out))
+
+
+def import_(
+    dataset: Annotated[Path, typer.Argument(help="AgentDecisionBench folder (or where to download it).")],
+    config: Annotated[
+        Path | None, typer.Option("--config", help="Sweep config of the run to import into (created if new).")
+    ] = None,
+    into: Annotated[Path | None, typer.Option("--into", help="An existing run folder instead.")] = None,
+    db: Annotated[
+        str | None, typer.Option(help="Database URL (default: SQLite file in the run folder).")
+    ] = None,
+    models: Annotated[
+        str | None, typer.Option("--models", help="Only these published model ids (comma-separated).")
+    ] = None,
+    fetch: Annotated[
+        bool, typer.Option("--fetch", help="Download the dataset into DATASET first if it is not there.")
+    ] = False,
+) -> None:
+    """Load the dataset's published answers into a run as if answered (no model calls); then finalize."""
+    from .dataset.hub import resolve_dataset
+    from .run import import_dataset
+
+    root = resolve_dataset(dataset, fetch=fetch)
+    wanted = {m.strip() for m in models.split(",") if m.strip()} if models else None
+    summary = import_dataset(root, config=config, into=into, db=db, models=wanted)
+    for scenario, per_model in summary.published.items():
+        new = sum(summary.recorded[scenario].values())
+        out.print(
+            f"{scenario}: {sum(per_model.values())} published answers of {len(per_model)} models ({new} new)"
+        )
+    if summary.added_models:
+        out.print(f"joined the run as imported/<id>: {', '.join(summary.added_models)}")
+    for note in summary.skipped:
+        out.print(f"skipped {note}")
+    out.print(f"next: knowwhen finalize {summary.output}")
+
+
+def fetch_dataset(
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for the dataset (reused if it is there).")],
+    revision: Annotated[
+        str | None, typer.Option(help="Dataset revision (commit or tag) to download.")
+    ] = None,
+) -> None:
+    """Download AgentDecisionBench from the Hugging Face hub (once) and write one task list per set."""
+    from .dataset.hub import TASK_SETS_DIR
+    from .dataset.hub import fetch_dataset as fetch
+
+    root = fetch(out_dir, revision=revision)
+    out.print(f"dataset: {root}  (task lists per set: {root / TASK_SETS_DIR})")
+
+
+_ = (Path, Annotated)  # used by the commands above
