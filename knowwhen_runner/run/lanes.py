@@ -41,9 +41,9 @@ class Lanes:
             self._key[spec.id] = key
         self._in_hand: Counter[str] = Counter()
         cap = settings.concurrency
-        self.scheduler = Scheduler(
-            batch_size=settings.batch_size, total_cap=None if cap is None else cap + settings.batch_size
-        )
+        # A cap a user sets bounds what is in hand, not only what runs: a worker told to run one job at a
+        # time does not sit on leased episodes another worker could be running.
+        self.scheduler = Scheduler(batch_size=settings.batch_size, total_cap=cap)
         #: Claims wait while this many jobs are claimed and not yet recorded.
         self.held_cap = _HELD_MAX if cap is None else _RECORD_MAX + cap + settings.batch_size
         self._asked: dict[str, int] = {}

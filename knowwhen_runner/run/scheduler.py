@@ -43,7 +43,7 @@ class Scheduler:
     """Per group: how many jobs to keep in hand (``target``) and how many to claim now (``quotas``)."""
 
     batch_size: int  # the most jobs one claim takes
-    total_cap: int | None = None  # the most jobs in hand across groups (``workers.concurrency`` + a batch)
+    total_cap: int | None = None  # the most jobs in hand across groups (``workers.concurrency``)
     _seen: dict[str, _Seen] = field(default_factory=dict)
     _turn: int = 0
 

@@ -237,7 +237,11 @@ class Worker(Recording):
             # An episode whose agent (or decider) is down cannot start: it is parked here, leased but
             # off the callers (so it is neither replayed nor claimed again at once), until its model
             # may be probed; other work goes on meanwhile.
-            claimed = self.holds.park(claimed)
+            kept = self.holds.park(claimed)
+            for job in claimed:
+                if job.id in self.holds.parked:
+                    self.lanes.left(job.model_id)  # parked: off its group's hand, which claims on
+            claimed = kept
             if claimed:
                 await self._dispatch(claimed, calls, outcomes)
             elif len(self._held) > len(self.holds.parked):
@@ -258,7 +262,6 @@ class Worker(Recording):
     async def _unpark(self, outcomes: Outcomes) -> None:
         """Parked episodes whose models may be probed again go back to the queue for whoever is free."""
         for job in self.holds.unpark():
-            self.lanes.left(job.model_id)
             await outcomes.send(Outcome(job, down=True))
 
     async def _dispatch(self, claimed: list[Job], calls: TaskGroup, outcomes: Outcomes) -> None:
