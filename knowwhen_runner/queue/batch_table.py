@@ -19,6 +19,7 @@ from . import schema as s
 from .batch_rows import OPEN_BATCH, PARKED_UNTIL, BatchRecord, batch_owner
 from .claims import JOB_COLUMNS, job_from_row
 from .engine import DbClock, OnOneThread
+from .leases import held_by
 
 __all__ = ["BatchTable"]
 
@@ -56,12 +57,7 @@ class BatchTable(OnOneThread):
         with self._engine.begin() as conn:
             parked = conn.execute(
                 update(s.jobs)
-                .where(
-                    s.jobs.c.run == self.run,
-                    s.jobs.c.id.in_(job_ids),
-                    s.jobs.c.lease_owner == worker,
-                    s.jobs.c.status == "running",
-                )
+                .where(*held_by(self.run, worker, job_ids))
                 .values(lease_owner=batch_owner(key), lease_expires=PARKED_UNTIL)
             )
             conn.execute(

@@ -19,7 +19,17 @@ from . import schema as s
 from .claims import claim_sql, job_from_row
 from .engine import DbClock, OnOneThread
 
-__all__ = ["LeaseTables"]
+__all__ = ["LeaseTables", "held_by"]
+
+
+def held_by(run: str, worker: str, job_ids: Sequence[str]) -> tuple[Any, ...]:
+    """The jobs of ``job_ids`` in ``run`` that ``worker`` holds and has not finished (its leases)."""
+    return (
+        s.jobs.c.run == run,
+        s.jobs.c.id.in_(job_ids),
+        s.jobs.c.lease_owner == worker,
+        s.jobs.c.status == "running",
+    )
 
 
 class LeaseTables(OnOneThread):
@@ -98,12 +108,7 @@ class LeaseTables(OnOneThread):
         with self._engine.begin() as conn:
             res = conn.execute(
                 update(s.jobs)
-                .where(
-                    s.jobs.c.run == self.run,
-                    s.jobs.c.id.in_(job_ids),
-                    s.jobs.c.lease_owner == worker,
-                    s.jobs.c.status == "running",
-                )
+                .where(*held_by(self.run, worker, job_ids))
                 .values(status="pending", lease_owner=None, attempts=greatest(s.jobs.c.attempts - 1, 0))
             )
         return int(res.rowcount or 0)
