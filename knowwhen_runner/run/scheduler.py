@@ -52,8 +52,7 @@ class Scheduler:
         what it starts before the next claim; within its in-flight cap and the next claim's worth."""
         if lane.down:
             return 1
-        seen = self._seen.get(lane.key)
-        if seen is not None and seen.hits > _CACHED:
+        if self._cached(lane.key):
             return self.batch_size
         if lane.rate_per_s is None:
             return lane.max_in_flight + self.batch_size
@@ -65,7 +64,8 @@ class Scheduler:
     def quotas(self, lanes: list[Lane], now: float) -> dict[str, int]:
         """How many jobs to claim now per group: up to its target, none for a group that cannot start one
         soon (paused, backing off, down and not to be probed) or had none pending a moment ago; within one
-        claim's size and the total cap, shared out evenly when they bind."""
+        claim's size and the total cap (which groups answered from the cache are outside), shared out
+        evenly when they bind."""
         want: dict[str, int] = {}
         for lane in lanes:
             seen = self._seen.get(lane.key)
@@ -75,10 +75,20 @@ class Scheduler:
             n = target - lane.in_hand
             if n > 0 and n >= target // 2:  # refill at half: claims of a few jobs each, not one by one
                 want[lane.key] = n
-        room = self.batch_size
-        if self.total_cap is not None:
-            room = min(room, self.total_cap - sum(lane.in_hand for lane in lanes))
-        return self._share(want, room)
+        if self.total_cap is None:
+            return self._share(want, self.batch_size)
+        # The cap bounds the jobs that wait for a call. A group answered from the cache is claimed in
+        # whole batches outside it: its jobs are answered as they arrive and never hold a caller.
+        cached = {k for k in want if self._cached(k)}
+        capped = {k: n for k, n in want.items() if k not in cached}
+        waiting = sum(lane.in_hand for lane in lanes if lane.key not in cached)
+        got = self._share(capped, min(self.batch_size, self.total_cap - waiting))
+        rest = self.batch_size - sum(got.values())
+        return {**got, **self._share({k: want[k] for k in cached}, rest)}
+
+    def _cached(self, key: str) -> bool:
+        seen = self._seen.get(key)
+        return seen is not None and seen.hits > _CACHED
 
     def _share(self, want: dict[str, int], room: int) -> dict[str, int]:
         """Water-filling: every group gets what it wants up to an equal share; the rest goes round."""

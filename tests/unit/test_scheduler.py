@@ -145,3 +145,17 @@ def test_a_group_that_came_back_empty_is_not_asked_again_at_once() -> None:
     scheduler.claimed("done", 4, 0, 0.0)
     assert scheduler.quotas([lane], 0.3) == {}
     assert scheduler.quotas([lane], 0.7)
+
+
+def test_a_group_answered_from_the_cache_is_claimed_in_whole_batches_under_a_total_cap() -> None:
+    """``workers.concurrency`` bounds the jobs waiting for a call: a replayed group's jobs are answered as
+    they arrive, so its claims are whole batches whatever the cap (a rerun is not slowed by it), while a
+    group that calls its model beside it stays within the cap."""
+    scheduler = Scheduler(batch_size=64, total_cap=32)
+    replay = Lane("replay", ("replay",), None, 64, None, 0)
+    assert scheduler.quotas([replay], 0.0) == {"replay": 32}  # nothing known yet: within the cap
+    for _ in range(20):
+        scheduler.answered("replay", cache_hit=True)
+    assert scheduler.quotas([replay], 0.1) == {"replay": 64}
+    calls = Lane("calls", ("calls",), 100.0, 64, 0.5, 28)
+    assert scheduler.quotas([replay, calls], 0.2) == {"calls": 4, "replay": 60}  # calls: 28 + 4 = the cap
