@@ -1,11 +1,20 @@
-"""What a call costs: one rule for the dry run's estimate and the run's recorded cost."""
+"""What a call costs: one rule for the dry run's estimate and the run's recorded cost.
+
+List prices are litellm's (``litellm.model_cost``). Importing litellm takes seconds, so a model's price
+is looked up there only when litellm lists its name: the names are read from litellm's price file
+without importing it, and a model it does not list (any model served on this machine) costs no import.
+"""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import json
+from pathlib import Path
 from typing import Any
 
 from ..config import ModelSpec
-from .litellm_loader import load_litellm
+from .litellm_loader import litellm_loaded, load_litellm
 
 __all__ = ["BATCH_FALLBACK_RATE", "batch_token_prices", "call_cost", "register_price", "token_prices"]
 
@@ -26,8 +35,7 @@ def token_prices(model: ModelSpec) -> tuple[float, float] | None:
     """
     if model.pricing is not None:
         return model.pricing.input_per_million / 1e6, model.pricing.output_per_million / 1e6
-    litellm = load_litellm()
-    info = litellm.model_cost.get(model.model) or litellm.model_cost.get(model.model.split("/", 1)[-1])
+    info = _listed(model)
     if info:
         return float(info.get("input_cost_per_token") or 0.0), float(info.get("output_cost_per_token") or 0.0)
     return (0.0, 0.0) if _is_local(model) else None
@@ -72,8 +80,7 @@ def batch_token_prices(model: ModelSpec) -> tuple[tuple[float, float], bool] | N
     synchronous price (``BATCH_FALLBACK_RATE``, not listed); None when the synchronous price is unknown.
     """
     if model.pricing is None:
-        litellm = load_litellm()
-        info = litellm.model_cost.get(model.model) or litellm.model_cost.get(model.model.split("/", 1)[-1])
+        info = _listed(model)
         if info and info.get("input_cost_per_token_batches") is not None:
             out = info.get("output_cost_per_token_batches")
             return (float(info["input_cost_per_token_batches"]), float(out or 0.0)), True
@@ -81,3 +88,28 @@ def batch_token_prices(model: ModelSpec) -> tuple[tuple[float, float], bool] | N
     if sync is None:
         return None
     return (sync[0] * BATCH_FALLBACK_RATE, sync[1] * BATCH_FALLBACK_RATE), False
+
+
+def _listed(model: ModelSpec) -> dict[str, Any] | None:
+    """litellm's price entry of the model (by its name, or its name without the provider), if any."""
+    names = (model.model, model.model.split("/", 1)[-1])
+    if not litellm_loaded():  # nothing registered yet: the file's names are the whole list
+        listed = _price_file_names()
+        if listed is not None and not any(name in listed for name in names):
+            return None
+    cost = load_litellm().model_cost
+    return cost.get(names[0]) or cost.get(names[1])
+
+
+@functools.cache
+def _price_file_names() -> frozenset[str] | None:
+    """The model names in litellm's price file, read without importing litellm (None: not found)."""
+    spec = importlib.util.find_spec("litellm")
+    folders = list(spec.submodule_search_locations or ()) if spec is not None else []
+    for folder in folders:
+        path = Path(folder) / "model_prices_and_context_window_backup.json"
+        try:
+            return frozenset(json.loads(path.read_bytes()))
+        except (OSError, ValueError):
+            continue
+    return None

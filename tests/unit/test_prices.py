@@ -33,3 +33,25 @@ def test_plan_prices_a_local_llm_instead_of_calling_the_estimate_unknown(tmp_pat
     qs = make_question_set(tmp_path / "qs", n_tasks=2)
     report = plan_report(write_config(tmp_path / "c.yaml", "http://127.0.0.1:8765", qs))
     assert report.calls_to_make > 0 and report.est_cost_usd == 0.0
+
+
+def test_pricing_a_model_litellm_does_not_list_imports_no_litellm() -> None:
+    """The price of a local model (and of a name nobody lists) is known without importing litellm, which
+    takes seconds; a listed name still gets litellm's own entry (aliases resolved), as before."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom knowwhen_runner.config import ModelSpec\n"
+        "from knowwhen_runner.provider import token_prices\n"
+        "m = lambda name, base: ModelSpec.model_validate("
+        "{'id': 'm', 'model': name, 'kind': 'decision', 'api_base': base})\n"
+        "assert token_prices(m('hosted_vllm/lexical', 'http://127.0.0.1:1')) == (0.0, 0.0)\n"
+        "assert token_prices(m('openai/no-such-model-anywhere', 'https://api.example.com/v1')) is None\n"
+        "print('litellm' in sys.modules)\n"
+        "p = token_prices(m('openai/gpt-4o-mini', None))\n"
+        "print('litellm' in sys.modules, p is not None and p[0] > 0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "True", "True"]
