@@ -8,7 +8,6 @@ fleet (the ledger is ``queue.limits.LimitLedger``).
 from __future__ import annotations
 
 import math
-import time
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -121,9 +120,8 @@ class FleetLimiter(Limiter):
                 await self._wait_turn(tokens)
                 self.waiting -= 1
                 started = True
-                began = time.monotonic()
-                yield
-                self._took(time.monotonic() - began)
+                with self._timed():
+                    yield
             finally:
                 with anyio.CancelScope(shield=True):
                     await self._release()

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import Protocol
 
@@ -105,8 +105,12 @@ class Limiter:
         """Requests it may start per second now (configured or learned); None: no rate limit."""
         return _MARGIN / self._interval if self._interval else None
 
-    def _took(self, seconds: float) -> None:
-        last = self.latency_s
+    @contextmanager
+    def _timed(self) -> Iterator[None]:
+        """The body is one request: its duration, on the limiter's clock, joins ``latency_s``."""
+        began = self._clock.now()
+        yield
+        seconds, last = self._clock.now() - began, self.latency_s
         self.latency_s = seconds if last is None else last + _LATENCY_WEIGHT * (seconds - last)
 
     @asynccontextmanager
@@ -119,9 +123,8 @@ class Limiter:
                 await self._wait_turn(tokens)
                 self.waiting -= 1
                 started = True
-                began = time.monotonic()
-                yield
-                self._took(time.monotonic() - began)
+                with self._timed():
+                    yield
         finally:
             if not started:
                 self.waiting -= 1

@@ -143,3 +143,33 @@ def test_the_old_double_reading_is_caught_by_the_fake_clock() -> None:
     except ValueError:
         return
     raise AssertionError("a negative sleep went unnoticed")
+
+
+def test_both_limiters_time_requests_on_their_own_clock() -> None:
+    """The latency the scheduler sizes work in hand from is measured on the limiter's clock: on a fake
+    clock, requests that take 0.3 s and then 0.8 s of it give a moving average between the two."""
+
+    async def go(limiter: Limiter, clock: FakeClock) -> list[float]:
+        seen = []
+        for took in (0.3, 0.3, 0.8):
+            async with limiter.slot():
+                await clock.sleep(took)
+            assert limiter.latency_s is not None
+            seen.append(limiter.latency_s)
+        return seen
+
+    for make in (
+        lambda c: Limiter("m", RateLimit(requests_per_minute=600), clock=c),
+        lambda c: FleetLimiter(
+            "m",
+            RateLimit(requests_per_minute=600),
+            key="k",
+            fleet=FleetLimits(FakeLedger(c, 0.0), "h"),
+            ttl=30.0,
+            clock=c,
+        ),
+    ):
+        clock = FakeClock([0.0])
+        first, second, third = anyio.run(go, make(clock), clock)
+        assert abs(first - 0.3) < 1e-9 and abs(second - 0.3) < 1e-9
+        assert 0.3 < third < 0.8
