@@ -16,10 +16,9 @@ from typing import Any, Literal, NamedTuple
 
 import orjson
 from sqlalchemy import text
-from sqlalchemy.engine import Engine
 
 from ..jobs import Job, job_cost
-from .engine import OnOneThread
+from .engine import RunStatements
 
 __all__ = [
     "AnswerOrder",
@@ -168,12 +167,8 @@ _POSTGRES = _Dialect(
 )
 
 
-class AnswerTables(OnOneThread):
+class AnswerTables(RunStatements):
     """``answers`` and ``spend`` of ``SqlQueue``."""
-
-    run: str
-    dialect: str
-    _engine: Engine
 
     @property
     def _spelled(self) -> _Dialect:

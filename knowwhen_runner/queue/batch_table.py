@@ -12,13 +12,12 @@ from typing import Any
 
 import orjson
 from sqlalchemy import select, update
-from sqlalchemy.engine import Engine
 
 from ..jobs import Job
 from . import schema as s
 from .batch_rows import OPEN_BATCH, PARKED_UNTIL, BatchRecord, batch_owner
 from .claims import JOB_COLUMNS, job_from_row
-from .engine import DbClock, OnOneThread
+from .engine import RunStatements
 from .leases import held_by
 
 __all__ = ["BatchTable"]
@@ -39,13 +38,8 @@ def _record(row: Any) -> BatchRecord:
     )
 
 
-class BatchTable(OnOneThread):
+class BatchTable(RunStatements):
     """Provider batch operations of ``SqlQueue``."""
-
-    run: str
-    dialect: str
-    _engine: Engine
-    _clock: DbClock
 
     async def batch_open(
         self, worker: str, key: str, model_id: str, job_ids: list[str], lease_s: float

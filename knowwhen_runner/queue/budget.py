@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sqlalchemy import select, update
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 
 from . import schema as s
-from .engine import OnOneThread
+from .engine import RunStatements
 
 __all__ = ["BudgetAsk", "BudgetTally", "ControlBudget", "MemoryBudget"]
 
@@ -48,19 +48,13 @@ def _over(row: BudgetTally, ask: BudgetAsk) -> bool:
     return usd or tok
 
 
-class ControlBudget(OnOneThread):
+class ControlBudget(RunStatements):
     """Budget operations of ``SqlQueue``."""
-
-    run: str
-    _engine: Engine
-
-    def _insert(self, table: object) -> object:
-        raise NotImplementedError
 
     def _tally(self, conn: Connection, scope: str, *, lock: bool) -> BudgetTally:
         t = s.budget
         conn.execute(
-            self._insert(t)  # type: ignore[attr-defined]
+            self._insert(t)
             .values(
                 run=self.run,
                 scope=scope,

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from sqlalchemy import delete, select
-from sqlalchemy.engine import Engine
 
 from . import schema as s
-from .engine import OnOneThread
+from .engine import RunStatements
 
 __all__ = ["CONTROL_STATES", "ControlState", "ControlTables", "ModelControl"]
 
@@ -34,14 +33,8 @@ class ModelControl:
     since: float
 
 
-class ControlTables(OnOneThread):
+class ControlTables(RunStatements):
     """Quarantine and pause rows of ``SqlQueue``."""
-
-    run: str
-    _engine: Engine
-
-    def _insert(self, table: Any) -> Any:
-        raise NotImplementedError
 
     async def set_control(self, model_id: str, state: ControlState, reason: str) -> bool:
         """Hold ``model_id`` back; False when it already was in this state (the first reason stays)."""

@@ -2,7 +2,8 @@
 
 Shared by the queue (``sql.py``) and the fleet's rate-limit ledger (``limits.py``), which open their own
 engines on the same URL. On PostgreSQL every time that other machines compare against (lease expiries,
-heartbeats, rate-limit slots) is the database server's clock, read in SQL.
+heartbeats, rate-limit slots) is the database server's clock, read in SQL. ``RunStatements`` is the
+plumbing the queue's mixins share (``sql.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from sqlalchemy import (
     text,
     update,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import ColumnElement
@@ -37,7 +39,15 @@ from ..exceptions import DatabaseUnavailable, QueueError, SchemaVersionError
 from . import schema as s
 from .outage import is_unavailable, wait_out
 
-__all__ = ["DbClock", "OnOneThread", "ensure_schema", "is_shared_url", "make_engine", "safe_url"]
+__all__ = [
+    "DbClock",
+    "OnOneThread",
+    "RunStatements",
+    "ensure_schema",
+    "is_shared_url",
+    "make_engine",
+    "safe_url",
+]
 
 # Leases and rate-limit slots are compared by processes on different machines. Their clocks drift (a
 # few seconds is common without NTP), and a worker whose clock runs ahead by more than a lease would
@@ -287,3 +297,52 @@ class OnOneThread:
             conn.execution_options(kw_read=True)
             with conn.begin():
                 yield conn
+
+
+def _sqlite_has_bulk() -> bool:
+    """UPDATE ... FROM (SQLite 3.33) and the JSON functions (built in from 3.38, usually before)."""
+    if sqlite3.sqlite_version_info < (3, 33, 0):
+        return False
+    probe = sqlite3.connect(":memory:")
+    try:
+        probe.execute("SELECT json_group_array(value) FROM json_each('[1]')")
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
+_SQLITE_BULK = _sqlite_has_bulk()
+
+
+class RunStatements(OnOneThread):
+    """The plumbing every run table's statements use: the run, its dialect and clock, and their spellings.
+
+    ``SqlQueue``'s mixins subclass it and keep only their own operations; ``SqlQueue.__init__`` sets the
+    attributes.
+    """
+
+    run: str
+    dialect: str
+    _clock: DbClock
+
+    def _insert(self, table: Any) -> Any:
+        return (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(table)
+
+    def _params(self, **values: Any) -> dict[str, Any]:
+        return {"run": self.run, **self._clock.params(), **values}
+
+    @property
+    def _placeholder(self) -> str:
+        return "?" if self.dialect == "sqlite" else "%s"
+
+    @property
+    def _bulk(self) -> bool:
+        """Whether writes of many rows go as one statement over a JSON array (SQLite 3.33 and later).
+
+        SQLite's driver lets go of the interpreter's lock for every row it steps; under a busy event loop
+        each such step then waits up to a few milliseconds to get it back, all while holding the file's
+        write lock that other processes wait for. One statement steps once.
+        """
+        return self.dialect == "sqlite" and _SQLITE_BULK

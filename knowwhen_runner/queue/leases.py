@@ -11,13 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 from sqlalchemy import func, or_, select, text, update
-from sqlalchemy.engine import Engine
 
 from ..jobs import Job
 from . import ClaimQuota
 from . import schema as s
 from .claims import claim_sql, job_from_row
-from .engine import DbClock, OnOneThread
+from .engine import RunStatements
 
 __all__ = ["LeaseTables", "held_by"]
 
@@ -32,22 +31,12 @@ def held_by(run: str, worker: str, job_ids: Sequence[str]) -> tuple[Any, ...]:
     )
 
 
-class LeaseTables(OnOneThread):
+class LeaseTables(RunStatements):
     """Claims, heartbeats, releases and requeues of ``SqlQueue``."""
-
-    run: str
-    dialect: str
-    _engine: Engine
-    _clock: DbClock
 
     if TYPE_CHECKING:
 
-        def _params(self, **values: Any) -> dict[str, Any]: ...
-
-        @property
-        def _bulk(self) -> bool: ...
-
-        def _unmark_finalized(self, conn: Any) -> None: ...
+        def _unmark_finalized(self, conn: Any) -> None: ...  # RunTables's
 
     async def claim(
         self, worker: str, n: int, lease_s: float, exclude_models: frozenset[str] = frozenset()

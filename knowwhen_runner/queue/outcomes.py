@@ -7,17 +7,16 @@ and ``_bulk``. A batch of results and failures is one transaction, serialised be
 from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from sqlalchemy import String, bindparam, func, select, text, update
-from sqlalchemy.engine import Engine
 
 from ..crashpoints import crashpoint
 from . import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult
 from . import schema as s
 from .claims import JOB_COLUMNS, job_from_row
-from .engine import DbClock, OnOneThread
+from .engine import RunStatements
 
 __all__ = ["OutcomeTables"]
 
@@ -34,23 +33,8 @@ _SQLITE_COMPLETE = (
 )
 
 
-class OutcomeTables(OnOneThread):
+class OutcomeTables(RunStatements):
     """Recording and reading back the outcomes of ``SqlQueue``'s jobs."""
-
-    run: str
-    dialect: str
-    _engine: Engine
-    _clock: DbClock
-
-    if TYPE_CHECKING:
-
-        def _params(self, **values: Any) -> dict[str, Any]: ...
-
-        @property
-        def _placeholder(self) -> str: ...
-
-        @property
-        def _bulk(self) -> bool: ...
 
     async def complete(self, worker: str, results: list[tuple[str, dict[str, Any]]]) -> int:
         return await self.record(worker, results, [])

@@ -9,39 +9,24 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from sqlalchemy import select, text, update
-from sqlalchemy.engine import Engine
 
 from ..exceptions import QueueError
 from ..jobs import Items, Job
 from . import ASIDE
 from . import schema as s
-from .engine import DbClock, OnOneThread, safe_url
+from .engine import RunStatements, safe_url
 
 __all__ = ["RunTables"]
 
 _OPEN = "('pending', 'running')"
 
 
-class RunTables(OnOneThread):
+class RunTables(RunStatements):
     """The run, its items and jobs as enqueued, and the stage and finalise claims of ``SqlQueue``."""
-
-    run: str
-    dialect: str
-    _engine: Engine
-    _clock: DbClock
-
-    if TYPE_CHECKING:
-
-        def _insert(self, table: Any) -> Any: ...
-
-        def _params(self, **values: Any) -> dict[str, Any]: ...
-
-        @property
-        def _placeholder(self) -> str: ...
 
     def single_run_name(self) -> str:
         """The name of the only run in this database (for commands given just a run folder)."""

@@ -8,28 +8,18 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.engine import Engine
 
 from . import schema as s
-from .engine import DbClock, OnOneThread
+from .engine import RunStatements
 
 __all__ = ["SideTables"]
 
-T = TypeVar("T")
 
-
-class SideTables(OnOneThread):
+class SideTables(RunStatements):
     """Worker operations of ``SqlQueue``."""
-
-    run: str
-    _engine: Engine
-    _clock: DbClock
-
-    def _insert(self, table: Any) -> Any:
-        raise NotImplementedError
 
     # -- workers --------------------------------------------------------------------------------------
 

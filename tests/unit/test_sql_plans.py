@@ -10,12 +10,14 @@ import orjson
 import pytest
 
 from knowwhen_runner.jobs import Job
+from knowwhen_runner.queue import engine as sql_engine
 from knowwhen_runner.queue import open_queue
 from knowwhen_runner.queue import outcomes as sql_outcomes
-from knowwhen_runner.queue import sql as sql_queue
 
 
-@pytest.mark.skipif(not sql_queue._SQLITE_BULK, reason="this SQLite has no UPDATE ... FROM or JSON functions")
+@pytest.mark.skipif(
+    not sql_engine._SQLITE_BULK, reason="this SQLite has no UPDATE ... FROM or JSON functions"
+)
 def test_a_batch_of_results_is_matched_by_primary_key(tmp_path: Path) -> None:
     """The one-statement completion walks the batch and looks each job up, never the run's jobs."""
     url = f"sqlite:///{tmp_path / 'q.db'}"
