@@ -6,7 +6,9 @@ model's achieved rate against its limit (target >= 90%).
 (b) many models with limits spread over 30-3,000 requests/min and answer latencies of 10 ms-3 s (the
 server's ``slow`` fault rule): each model's finish against its own bound (its jobs / what its limit
 and in-flight cap allow, plus start-up; target within 10%), and the sweep against the slowest model's
-bound (target within 5%). Job counts are scaled so the case takes a minute or two on a small machine.
+bound (target within 5%). The limits are scaled, all by one factor, until together they ask at most
+half of what this machine sustains (measured first: one model, no limit): beyond that the CPU, not the
+limits, sets the pace, which is not what the case measures. It prints the factor and the machine's rate.
 (d) twenty models whose limits the server enforces without stating them (``--no-limit-headers``):
 each model's achieved rate in its last minute against its limit (target >= 90% within 5 minutes) and
 the share of 429s (target <= 1%).
@@ -33,7 +35,7 @@ from knowwhen_runner.serve import ServerProcess, start_server_process
 
 __all__ = ["fair_share"]
 
-_START_S = 1.5  # what a model's bound allows for start-up (first claim, the first requests' latency)
+_START_S = 1.5  # what a model's bound allows from the run's first request to its own first one
 
 
 def _model(server: ServerProcess, name: str, rpm: float | None, in_flight: int = 16) -> dict[str, Any]:
@@ -122,38 +124,61 @@ def case_a(server: ServerProcess, work: Path, questions: int = 100) -> dict[str,
     return out
 
 
-def _spread(n: int, seed: int = 7) -> list[tuple[str, float, float]]:
-    """``n`` models: (name, limit per minute, latency in seconds), log-spread over 30-3,000/min and
-    10 ms-3 s, paired at random."""
+def _spread(n: int, scale: float = 1.0, seed: int = 7) -> list[tuple[str, float, float]]:
+    """``n`` models: (name, limit per minute, latency in seconds), log-spread over 30-3,000/min (times
+    ``scale``) and 10 ms-3 s, paired at random."""
     rng = random.Random(seed)
-    rpms = [30 * 100 ** (i / (n - 1)) for i in range(n)]
+    rpms = [30 * scale * 100 ** (i / (n - 1)) for i in range(n)]
     lats = [0.01 * 300 ** (i / (n - 1)) for i in range(n)]
     rng.shuffle(lats)
-    return [(f"b{i:02d}", round(r), round(lat, 3)) for i, (r, lat) in enumerate(zip(rpms, lats, strict=True))]
+    return [
+        (f"b{i:02d}", max(1, round(r)), round(lat, 3))
+        for i, (r, lat) in enumerate(zip(rpms, lats, strict=True))
+    ]
+
+
+def machine_rate(server: ServerProcess, work: Path, questions: int = 600) -> float:
+    """Requests per second one ``knowwhen run`` sustains here against the server: one model, no rate
+    limit, instant answers (what the runner and the server's CPU allow)."""
+    scenario = [{"id": "s", "path": str(write_states(work / "cal-qs", questions))}]
+    server.reset_stats()
+    _run(work, "calibrate", [_model(server, "b00", None, in_flight=64)], scenario, "--no-probe")
+    _finish, times = _finishes(server)
+    return _rate(times["b00"])
 
 
 def case_b(
     server: ServerProcess,
     work: Path,
     n_models: int = 40,
-    questions: int = 30,
+    questions: int = 8,
     pg: str | None = None,
     episodes: int = 1,
+    load: float = 0.5,
+    capacity: float | None = None,
 ) -> dict[str, Any]:
     """Many models with spread limits and latencies, the same ``questions`` each plus ``episodes``
     closed-loop DecisionGym episodes each (the simulated agent LLM at 3,000/min): each model against its
-    own bound, the sweep against the slowest's (30 questions at 30/min: about a minute and a half). A
-    model's bound: its requests at what its limit and in-flight cap allow, or its episode's chain of calls
-    one after another if longer, plus start-up. With ``pg`` (case c): on a throwaway PostgreSQL database,
-    worked by two processes."""
-    spread = _spread(n_models)
+    own bound, the sweep against the slowest's. A model's bound: its requests at what its limit and
+    in-flight cap allow, or its episode's chain of calls one after another if longer, plus start-up.
+
+    The limits are scaled (all by one factor, so the spread stays 100 x) until together they ask at
+    most ``load`` of what this machine sustains (``capacity``, measured first): beyond it the CPU, not
+    the limits, would set the pace. Times run from the first request sent (no pre-flight probe). With
+    ``pg`` (case c): on a throwaway PostgreSQL database, worked by two processes."""
+    if capacity is None:
+        capacity = machine_rate(server, work)
+    full = sum(rpm for _, rpm, _ in _spread(n_models)) / 60 + (50.0 if episodes else 0.0)
+    scale = min(1.0, load * capacity / full)
+    spread = _spread(n_models, scale)
     in_flight = 64
     scenarios = [{"id": "s", "path": str(write_states(work / "b-qs", questions))}]
     server.set_rpm_limits({name: rpm for name, rpm, _ in spread})
     server.set_faults([{"fault": "slow", "model": name, "delay_s": lat} for name, _, lat in spread])
     models = [_model(server, name, rpm, in_flight) for name, rpm, _ in spread]
+    agent_rpm = max(1, round(3000 * scale))
     agent = {"id": "agent-sim", "model": "openai/agent-sim", "kind": "llm", "api_base": f"{server.base_url}/v1",
-             "limit_group": "agent", "rate_limit": {"requests_per_minute": 3000, "max_in_flight": 64}}  # fmt: skip
+             "limit_group": "agent", "rate_limit": {"requests_per_minute": agent_rpm, "max_in_flight": 64}}  # fmt: skip
     if episodes:
         models.append(agent)
         scenarios.append({"id": "l3", "kind": "episodes", "agent": "agent-sim", "suite": "common",
@@ -161,30 +186,42 @@ def case_b(
     server.reset_stats()
     try:
         if pg is None:
-            wall = _run(work, "b", models, scenarios, modes=["model"])
+            wall = _run(work, "b", models, scenarios, "--no-probe", modes=["model"])
         else:
             from benchmarks.bench_fleet import _database
 
             with _database(pg, work) as db:
-                wall = _run(work, "c", models, scenarios, "--processes", "2", "--db", db, modes=["model"])
+                wall = _run(work, "c", models, scenarios, "--no-probe", "--processes", "2", "--db", db,
+                            modes=["model"])  # fmt: skip
     finally:
         server.clear_faults()
         server.set_rpm_limits({})
-    finish, times = _finishes(server)
+    named = [*spread, ("agent-sim", agent_rpm, 0.0)] if episodes else spread
+    latency = {name: lat for name, _, lat in named}
+    records = [r for r in server.stats()["records"] if r[3] == 200]
+    origin = min(at - latency.get(model, 0.0) for at, model, _e, _s in records)  # the first request sent
+    times: dict[str, list[float]] = {}
+    for at, model, _endpoint, _status in records:
+        times.setdefault(model, []).append(at - origin)
+    finish = {m: max(ts) for m, ts in times.items()}
     rows, worst, slowest_bound = [], 0.0, 0.0
-    for name, rpm, lat in [*spread, ("agent-sim", 3000, 0.0)] if episodes else spread:
+    for name, rpm, lat in named:
         requests = len(times.get(name, ()))
         chain = (requests - questions) / max(1, episodes) * (lat + 60 / rpm) if name != "agent-sim" else 0.0
         bound = max(requests / min(rpm / 60, in_flight / max(lat, 1e-3)), chain) + lat + _START_S
         slowest_bound = max(slowest_bound, bound)
-        ratio = finish.get(name, math.inf) / bound
-        worst = max(worst, ratio)
+        if name != "agent-sim":  # the agent LLM is paced by its episodes' decision models, each checked
+            worst = max(worst, finish.get(name, math.inf) / bound)
         rows.append(
             f"{name} {rpm}/min {lat * 1000:.0f} ms: {finish.get(name, math.inf):.1f} s / {bound:.1f} s"
         )
     sweep = max(finish.values())
     return {
         "models": n_models,
+        "machine_requests_per_s": round(capacity, 1),
+        "limit_scale": round(scale, 3),
+        "limits_per_min": [spread[0][1], spread[-1][1]],
+        "limits_total_per_s": round(full * scale, 1),
         "questions": questions * n_models,
         "episodes": episodes * n_models,
         "requests": sum(len(t) for t in times.values()),
@@ -266,11 +303,12 @@ def fair_share(work: Path, parts: str = "ab", quick: bool = False) -> dict[str, 
     with start_server_process(extra_args=aliases) as server:
         if "a" in parts:
             out["a"] = case_a(server, work, 20 if quick else 100)
+        capacity = machine_rate(server, work, 100 if quick else 600) if "b" in parts or "c" in parts else 0.0
         if "b" in parts:
-            out["b"] = case_b(server, work, 8 if quick else 40, 5 if quick else 30)
+            out["b"] = case_b(server, work, 8 if quick else 40, 3 if quick else 8, capacity=capacity)
         if "c" in parts:
             pg = os.environ.get("KNOWWHEN_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
-            out["c"] = case_b(server, work, 8 if quick else 40, 5 if quick else 30, pg=pg)
+            out["c"] = case_b(server, work, 8 if quick else 40, 3 if quick else 8, pg=pg, capacity=capacity)
         if "d" in parts:
             out["d"] = case_d(server, work, 4 if quick else 20, 30.0 if quick else 180.0)
     return out
