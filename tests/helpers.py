@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from knowwhen_runner.dataset.files import compute_qhash
+from tests.forkrun import run_cli, spawn_needed
 
 TOOLS = {
     "find_customer": "Look up a customer by e-mail address.",
@@ -93,8 +94,11 @@ def write_config(path: Path, base_url: str, scenario: Path, **overrides: Any) ->
 def knowwhen(
     *args: str, env: dict[str, str] | None = None, timeout: float = 300, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run the knowwhen CLI in a subprocess, as a user would."""
+    """Run the knowwhen CLI in a process of its own, as a user would (forked from a warm interpreter,
+    ``tests/forkrun.py``, unless the command needs a fresh one)."""
     full_env = {**os.environ, **(env or {})}
+    if not spawn_needed(env or {}):
+        return run_cli(list(args), full_env, cwd, timeout)
     return subprocess.run(
         [sys.executable, "-m", "knowwhen_runner", *args],
         capture_output=True,
