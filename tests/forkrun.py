@@ -1,15 +1,16 @@
-"""The CLI in a process of its own, forked from an interpreter that has imported it already.
+"""The CLI in a process of its own, forked from an interpreter that has imported its libraries already.
 
 Every ``knowwhen`` command a test runs is a separate process, as a user's is: its own pid, exit code,
 environment, working directory, stdout and stderr, and it can be killed. Started from scratch, each
-one first spends seconds of CPU importing litellm and the package, the largest part of what the suite
-costs. So each test process keeps one *fork server*: an interpreter that imported them once and forks
-a child per command (copy-on-write, a few milliseconds). The child sets the command's environment,
-directory and streams, re-reads what the package reads from the environment at import time
-(``crashpoints``), reseeds ``random``, runs ``python -m knowwhen_runner ARGS`` and exits as Python does.
+one first spends seconds of CPU importing litellm, the largest part of what the suite costs. So each
+test process keeps one *fork server*: an interpreter that imported the libraries once and forks a
+child per command (copy-on-write, a few milliseconds). The child sets the command's environment,
+directory and streams, reseeds ``random``, runs ``python -m knowwhen_runner ARGS`` (importing the
+package's own modules then, as a fresh process does) and exits as Python does.
 
 What a forked child cannot give is asked of a fresh interpreter instead (``spawn_needed``): variables
-Python or a library reads at start-up (``PYTHON*``, ``HF_*``). ``KNOWWHEN_TEST_SPAWN=1`` spawns every
+Python or a library reads at start-up (``PYTHON*``, ``HF_*``), and a command that starts worker
+processes of its own (they start fresh, so it does too). ``KNOWWHEN_TEST_SPAWN=1`` spawns every
 command, to check that nothing depends on the fork.
 """
 
@@ -34,9 +35,10 @@ ROOT = Path(__file__).resolve().parents[1]
 _STARTUP_PREFIXES = ("PYTHON", "HF_", "LITELLM_")
 
 
-def spawn_needed(env: dict[str, str]) -> bool:
-    """Whether the command needs a fresh interpreter: it changes a variable read at start-up."""
-    if os.environ.get("KNOWWHEN_TEST_SPAWN") == "1":
+def spawn_needed(env: dict[str, str], args: tuple[str, ...] | list[str] = ()) -> bool:
+    """Whether the command needs a fresh interpreter: it changes a variable read at start-up, or it
+    starts worker processes of its own (``--processes``), which start fresh: it starts as they do."""
+    if os.environ.get("KNOWWHEN_TEST_SPAWN") == "1" or "--processes" in args:
         return True
     return any(k.startswith(_STARTUP_PREFIXES) and os.environ.get(k) != v for k, v in env.items())
 
@@ -113,6 +115,16 @@ def run_cli(
 # -- the server and its children --------------------------------------------------------------------
 
 
+# What the server imports: the libraries only. The package's own modules are imported by each command,
+# as a fresh process would, so whatever they read from the environment when imported (the crash points,
+# a console's width) is the command's.
+_LIBRARIES = (
+    "litellm", "typer", "rich.console", "rich.table", "sqlalchemy", "sqlalchemy.dialects.sqlite",
+    "sqlalchemy.dialects.postgresql", "psycopg", "pydantic", "anyio", "httpx", "yaml", "orjson", "numpy",
+    "tenacity", "sqlite3", "statistics", "uvloop",
+)  # fmt: skip
+
+
 class _Child(BaseException):
     """Raised in a freshly forked child, out of the server's loop, to run one command."""
 
@@ -123,9 +135,11 @@ class _Child(BaseException):
 def _serve(path: str) -> None:
     import importlib
 
-    import knowwhen_runner.cli  # noqa: F401  (the package sets LITELLM_LOCAL_MODEL_COST_MAP first)
+    import knowwhen_runner  # noqa: F401  (sets LITELLM_LOCAL_MODEL_COST_MAP before litellm is imported)
 
-    importlib.import_module("litellm")
+    for name in _LIBRARIES:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
 
     gc.collect()
     gc.freeze()  # what is imported now stays out of the children's collections (and their pages shared)
@@ -166,11 +180,8 @@ def _tell(conn: socket.socket, number: int) -> None:
 
 
 def _child(request: dict[str, object]) -> None:
-    import importlib
     import random
     import runpy
-
-    import knowwhen_runner.crashpoints
 
     env = request["env"]
     assert isinstance(env, dict)
@@ -181,7 +192,6 @@ def _child(request: dict[str, object]) -> None:
         target = os.open(str(name), mode)
         os.dup2(target, fd)
         os.close(target)
-    importlib.reload(knowwhen_runner.crashpoints)  # it reads KNOWWHEN_CRASH_AT when imported
     random.seed()
     args = request["args"]
     assert isinstance(args, list)

@@ -97,7 +97,7 @@ def knowwhen(
     """Run the knowwhen CLI in a process of its own, as a user would (forked from a warm interpreter,
     ``tests/forkrun.py``, unless the command needs a fresh one)."""
     full_env = {**os.environ, **(env or {})}
-    if not spawn_needed(env or {}):
+    if not spawn_needed(env or {}, args):
         return run_cli(list(args), full_env, cwd, timeout)
     return subprocess.run(
         [sys.executable, "-m", "knowwhen_runner", *args],

@@ -30,7 +30,7 @@ def _models(base: str, **batch: object) -> list[dict[str, object]]:
             "model": "openai/lexical-llm",
             "kind": "llm",
             "api_base": f"{base}/v1",
-            "batch": {"max_requests": 20, "collect_s": 0.3, "poll_s": 0.2, **batch},
+            "batch": {"max_requests": 20, "collect_s": 2.0, "poll_s": 0.2, **batch},
         },
     ]
 

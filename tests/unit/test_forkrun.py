@@ -45,5 +45,6 @@ def test_start_up_variables_ask_for_a_fresh_interpreter(monkeypatch: pytest.Monk
     assert not spawn_needed({"KNOWWHEN_CRASH_AT": "claim:1", "COLUMNS": "200"})
     assert spawn_needed({"HF_HUB_OFFLINE": "1"}) == (os.environ.get("HF_HUB_OFFLINE") != "1")
     assert spawn_needed({"PYTHONPROFILEIMPORTTIME": "1"})
+    assert spawn_needed({}, ["run", "c.yaml", "--processes", "2"])
     monkeypatch.setenv("KNOWWHEN_TEST_SPAWN", "1")
     assert spawn_needed({})
