@@ -37,7 +37,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from ..exceptions import DatabaseUnavailable, QueueError, SchemaVersionError
 from . import schema as s
-from .outage import is_unavailable, wait_out
+from .outage import is_unavailable, wait_out, wait_out_blocking
 
 __all__ = [
     "DbClock",
@@ -235,7 +235,7 @@ class OnOneThread:
     The event loop never blocks on the database, and one connection's transactions never interleave.
     Driver errors become one-line ``QueueError``s naming the database (password hidden) and ``_what``;
     a database away for now (``outage.is_unavailable``) raises ``DatabaseUnavailable``, which ``_call``
-    waits out (``outage.wait_out``).
+    waits out (``outage.wait_out``), and ``_call_blocking`` too, on the caller's thread.
     """
 
     url: str
@@ -269,6 +269,10 @@ class OnOneThread:
             )
 
         return await wait_out(statement, safe_url(self.url))  # a database away for now is waited for
+
+    def _call_blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        """``_call`` on this thread, for the first statement of a command before its event loop runs."""
+        return wait_out_blocking(functools.partial(self._guarded, fn, *args), safe_url(self.url))
 
     def _guarded(self, fn: Callable[..., T], *args: Any) -> T:
         waits = _busy_waits()

@@ -7,14 +7,19 @@ again with a growing pause (every statement here is one transaction, so running 
 queue's writes are idempotent). The outage is one state per process, since when, shown by the progress
 line (``down_since``). After ``max_db_outage_s`` (``workers.max_db_outage_s``) the process stops with one
 sentence and exit code ``DatabaseUnavailable.exit_code``; its leases lapse, so its jobs are pending.
+A process that starts while its database is away waits the same way (``wait_out_blocking`` for a first
+statement made outside the event loop), with ``DEFAULT_MAX_DB_OUTAGE_S`` until its config is read.
 """
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 import sys
+import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -22,7 +27,14 @@ import anyio
 
 from ..exceptions import DatabaseUnavailable
 
-__all__ = ["DEFAULT_MAX_DB_OUTAGE_S", "down_since", "is_unavailable", "set_max_db_outage", "wait_out"]
+__all__ = [
+    "DEFAULT_MAX_DB_OUTAGE_S",
+    "down_since",
+    "is_unavailable",
+    "set_max_db_outage",
+    "wait_out",
+    "wait_out_blocking",
+]
 
 DEFAULT_MAX_DB_OUTAGE_S = 600.0
 _PAUSE_FIRST_S, _PAUSE_MAX_S = 0.2, 5.0
@@ -104,25 +116,71 @@ def _too_long(exc: DatabaseUnavailable, where: str) -> DatabaseUnavailable:
     )
 
 
-async def wait_out(statement: Callable[[], Awaitable[T]], where: str) -> T:
-    """Run ``statement``; while the database is away, wait and run it again, up to ``max_db_outage_s``."""
+def _pauses() -> Iterator[float]:
     pause = _PAUSE_FIRST_S
     while True:
-        if _STATE.gave_up is not None:
-            raise _STATE.gave_up  # this process stopped waiting: its last statements do not wait again
+        yield pause
+        pause = min(_PAUSE_MAX_S, pause * 2)
+
+
+def _not_given_up() -> None:
+    if _STATE.gave_up is not None:
+        raise _STATE.gave_up  # this process stopped waiting: its last statements do not wait again
+
+
+def _still_away(exc: DatabaseUnavailable, where: str) -> None:
+    """Note the outage (one line when it begins); past ``max_s``, give up with one sentence."""
+    _began(exc)
+    assert _STATE.since is not None
+    if time.monotonic() - _STATE.since >= _STATE.max_s:
+        _STATE.gave_up = _too_long(exc, where)
+        raise _STATE.gave_up from None
+
+
+async def wait_out(statement: Callable[[], Awaitable[T]], where: str) -> T:
+    """Run ``statement``; while the database is away, wait and run it again, up to ``max_db_outage_s``."""
+    pauses = _pauses()
+    while True:
+        _not_given_up()
         try:
             result = await statement()
         except DatabaseUnavailable as exc:
-            _began(exc)
-            assert _STATE.since is not None
-            if time.monotonic() - _STATE.since >= _STATE.max_s:
-                _STATE.gave_up = _too_long(exc, where)
-                raise _STATE.gave_up from None
-            await anyio.sleep(pause)
-            pause = min(_PAUSE_MAX_S, pause * 2)
+            _still_away(exc, where)
+            await anyio.sleep(next(pauses))
             continue
         _ended()
         return result
+
+
+def wait_out_blocking(statement: Callable[[], T], where: str) -> T:
+    """``wait_out`` for a statement made before the process runs its event loop (e.g. finding the run
+    a command names only by its database): a process that starts while its database is away waits too."""
+    pauses = _pauses()
+    with _ctrl_c_interrupts():
+        while True:
+            _not_given_up()
+            try:
+                result = statement()
+            except DatabaseUnavailable as exc:
+                _still_away(exc, where)
+                time.sleep(next(pauses))
+                continue
+            _ended()
+            return result
+
+
+@contextmanager
+def _ctrl_c_interrupts() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt here at once, even when called from a coroutine: the event loop's
+    own SIGINT handler only cancels its task, which a thread blocked in a wait would not notice."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _reset_for_tests() -> None:

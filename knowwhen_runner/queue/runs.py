@@ -30,7 +30,7 @@ class RunTables(RunStatements):
 
     def single_run_name(self) -> str:
         """The name of the only run in this database (for commands given just a run folder)."""
-        names = self._guarded(self._run_names)
+        names = self._call_blocking(self._run_names)  # waits out a database away for now
         if len(names) != 1:
             found = ", ".join(names) or "none"
             raise QueueError(f"{safe_url(self.url)}: expected one run, found {found}; name one with --run")

@@ -27,7 +27,7 @@ import anyio
 import anyio.to_thread
 
 from ..config import SweepConfig, load_config
-from ..exceptions import EXIT_REQUEUE, ConfigError, QueueError, SchemaVersionError
+from ..exceptions import EXIT_REQUEUE, ConfigError, DatabaseUnavailable, QueueError, SchemaVersionError
 from ..jobs import Items
 
 # litellm is imported before a fleet process claims anything: the import takes seconds of CPU, which a
@@ -172,9 +172,9 @@ async def _run_name(db: str, run: str | None, wait_s: float) -> str:
     while True:
         try:
             return find_run_name(db)
-        except SchemaVersionError:
-            raise
-        except QueueError:  # no run yet, or the database is not up yet
+        except (SchemaVersionError, DatabaseUnavailable):
+            raise  # a database away was waited for already, up to workers.max_db_outage_s
+        except QueueError:  # no run yet
             if time.monotonic() >= deadline:
                 raise
         await anyio.sleep(1.0)

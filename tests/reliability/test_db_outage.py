@@ -1,4 +1,5 @@
-"""A run database that goes away mid-run is waited out: PostgreSQL restarted, SQLite held locked.
+"""A run database that goes away mid-run, or is away when a worker starts, is waited out: PostgreSQL
+restarted or stopped, SQLite held locked.
 
 Real ``knowwhen run`` processes against the real local model server; the PostgreSQL server restarted
 is a private cluster of the test's own (never the shared one).
@@ -18,7 +19,7 @@ from typing import Any
 import psycopg
 
 from knowwhen_runner.serve import ServerProcess
-from tests.helpers import make_question_set, read_answers, write_config
+from tests.helpers import knowwhen, make_question_set, read_answers, write_config
 from tests.private_pg import private_cluster
 
 QUESTIONS = 72  # make_question_set(n_tasks=16)
@@ -83,6 +84,48 @@ def test_a_postgresql_restart_mid_run_is_waited_out(
             attempts = conn.execute("SELECT job_id, error FROM kw_attempts").fetchall()
     _check_complete(tmp_path, status, attempts)
     tally["results lost"] += QUESTIONS - status.get("done", 0)
+
+
+def _wait_for_line(path: Path, line: str, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60
+    while line not in path.read_text() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, path.read_text()
+
+
+def test_a_worker_started_while_postgresql_is_down_waits_for_it(
+    server: ServerProcess, tmp_path: Path, tally: Counter[str]
+) -> None:
+    """A run planned into the private cluster; the cluster stops; ``knowwhen worker --db URL`` starts
+    (as a Slurm array task would while the server restarts) and says it waits; the cluster starts again:
+    the worker carries on and exits 0 with every job done once, and no traceback."""
+    cfg = _config(tmp_path, server, rpm=6000)
+    with private_cluster() as pg:
+        planned = knowwhen("run", str(cfg), "-q", "--no-probe", "--plan-only", "--db", pg.url)
+        assert planned.returncode == 0, planned.stderr
+        pg.stop()
+        err_file = tmp_path / "worker.err"
+        with err_file.open("w") as err_out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "knowwhen_runner", "worker", "--db", pg.url, "-q"],
+                stdout=subprocess.PIPE,
+                stderr=err_out,
+                text=True,
+            )
+            _wait_for_line(err_file, "the run database is unreachable", proc)
+            time.sleep(1.0)  # still waiting, a while after it said so
+            assert proc.poll() is None, err_file.read_text()
+            pg.start()
+            proc.communicate(timeout=120)
+        err = err_file.read_text()
+        tally["database outages waited out"] += 1
+        assert proc.returncode == 0, err
+        assert "Traceback" not in err
+        assert "up to 600 s (workers.max_db_outage_s)" in err and "is back after" in err
+        with psycopg.connect(pg.url.replace("+psycopg", "")) as conn:
+            status = dict(conn.execute("SELECT status, count(*) FROM kw_jobs GROUP BY status").fetchall())
+            attempts = conn.execute("SELECT job_id, error FROM kw_attempts").fetchall()
+    _check_complete(tmp_path, status, attempts)
 
 
 _HOLD = textwrap.dedent(

@@ -4,13 +4,14 @@ and its own exit code; one that comes back within it is waited for."""
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 
 import anyio
 import pytest
 
 from knowwhen_runner.exceptions import DatabaseUnavailable, QueueError
-from knowwhen_runner.queue import database_down_since, open_queue, outage, set_max_db_outage
+from knowwhen_runner.queue import database_down_since, find_run_name, open_queue, outage, set_max_db_outage
 
 
 @pytest.fixture(autouse=True)
@@ -67,3 +68,27 @@ def test_a_wrong_statement_is_not_an_outage(tmp_path) -> None:
     assert is_unavailable(sqlite3.OperationalError("database is locked"))
     assert not is_unavailable(sqlite3.OperationalError("no such table: kw_jobs"))
     assert not is_unavailable(ValueError("x"))
+
+
+def test_a_command_that_starts_while_its_database_is_away_waits_too(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Finding the run a command names only by its database (``worker --db URL``, ``status --db URL``) is
+    its first statement, made before its event loop runs: it waits like any other, one line on stderr,
+    then the same sentence after the bound."""
+    set_max_db_outage(1.0)
+    started = time.monotonic()
+    with pytest.raises(DatabaseUnavailable, match=r"longer than workers.max_db_outage_s \(1 s\)"):
+        find_run_name(f"postgresql+psycopg://postgres@127.0.0.1:{_closed_port()}/x")
+    assert time.monotonic() - started >= 1.0
+    err = capsys.readouterr().err
+    assert err.count("the run database is unreachable") == 1 and "up to 1 s (workers.max_db_outage_s)" in err
+
+
+def test_a_host_name_that_does_not_resolve_is_a_wrong_url_at_once() -> None:
+    """A host name that does not resolve is a wrong URL far more often than an outage: no wait."""
+    started = time.monotonic()
+    with pytest.raises(QueueError) as caught:
+        find_run_name("postgresql+psycopg://postgres@no-such-host.invalid/x")
+    assert not isinstance(caught.value, DatabaseUnavailable)
+    assert time.monotonic() - started < 30 and database_down_since() is None
