@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,15 @@ import pytest
 import knowwhen_runner  # noqa: F401  (sets LITELLM_LOCAL_MODEL_COST_MAP before any test imports litellm)
 from knowwhen_runner.serve import ServerProcess, start_server_process
 from tests.reliability.tally import NAMES, TALLY
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: two test processes per core (at most 16). Most of a test's time is spent waiting for
+    the processes, servers and databases it drives, so one per core leaves the cores idle half the time.
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides when it is set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return min(16, 2 * (os.cpu_count() or 1))
 
 
 @pytest.fixture(scope="session", autouse=True)
