@@ -151,7 +151,8 @@ def _serve(path: str) -> None:
     waiting: dict[int, socket.socket] = {}  # child pid -> the connection that waits for its exit
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
-    while True:
+    parent = os.getppid()
+    while os.getppid() == parent:  # the test process is gone (killed, crashed): so is its server
         for _key, _ in selector.select(timeout=0.02):
             conn, _addr = listener.accept()
             request = json.loads(conn.makefile("r").readline())
@@ -204,4 +205,6 @@ if __name__ == "__main__":
         _serve(sys.argv[1])
     except _Child as child:  # the command runs outside the handler: its errors show no server frames
         forked = child.request
+    else:
+        sys.exit(0)  # the test process is gone
     _child(forked)
