@@ -165,6 +165,8 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
             row = self._rows.get(f.job_id)
             if row is None or row.status == "done":
                 continue
+            if any(e["attempt"] == row.attempts and e["worker"] == worker for e in row.errors):
+                continue  # recorded already (sent again after a reply lost in an outage)
             row.errors.append({"attempt": row.attempts, "worker": worker, "kind": f.kind, "error": f.error})
             if row.status != "running" or row.lease_owner != worker:
                 continue  # the lease moved on: the attempt is kept, the job is not ours

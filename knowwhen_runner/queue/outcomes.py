@@ -102,6 +102,17 @@ class OutcomeTables(RunStatements):
         ).first()
         if current is None or current.status == "done":
             return 0
+        a = s.attempts
+        seen = conn.execute(
+            select(a.c.attempt).where(
+                a.c.run == self.run,
+                a.c.job_id == f.job_id,
+                a.c.attempt == current.attempts,
+                a.c.worker == worker,
+            )
+        ).first()
+        if seen is not None:
+            return 0  # this failure is recorded already (sent again after a reply lost in an outage)
         conn.execute(
             s.attempts.insert().values(
                 run=self.run,

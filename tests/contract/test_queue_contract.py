@@ -138,6 +138,25 @@ def test_failures_keep_every_attempt(make_queue) -> None:
     assert len(run(q.claim, "a", 1, 30.0)) == 1
 
 
+def test_a_failure_sent_again_is_one_attempt(make_queue) -> None:
+    """A failure whose reply was lost (the database went away after the commit) is sent again: the
+    attempt is kept once, and the job stays where the first one left it."""
+    q = make_queue()
+    run(q.enqueue, _jobs(1), {})
+    job = run(q.claim, "a", 1, 30.0)[0]
+    failure = Failure(job.id, "HTTP 500", kind="retry")
+    assert run(q.fail, "a", [failure]) == 1
+    assert run(q.fail, "a", [failure]) == 0
+    assert [(e["attempt"], e["error"]) for e in run(q.attempt_errors, job.id)] == [(1, "HTTP 500")]
+    again = run(q.claim, "b", 1, 30.0)[0]
+    run(q.fail, "b", [Failure(job.id, "HTTP 502", kind="retry")])
+    assert [(e["attempt"], e["error"]) for e in run(q.attempt_errors, job.id)] == [
+        (1, "HTTP 500"),
+        (2, "HTTP 502"),
+    ]
+    assert again.attempts == 2
+
+
 def test_release_returns_unstarted_jobs(make_queue) -> None:
     """Jobs released on Ctrl-C are pending again and their claim is not counted as an attempt."""
     q = make_queue()
