@@ -22,6 +22,7 @@ import gc
 import json
 import os
 import selectors
+import shutil
 import socket
 import subprocess
 import sys
@@ -64,6 +65,7 @@ class _Server:
     def close(self) -> None:
         self.proc.kill()
         self.proc.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 _server: _Server | None = None
@@ -105,6 +107,8 @@ def run_cli(
             except TimeoutError:
                 os.kill(pid, 9)
                 raise subprocess.TimeoutExpired(argv, timeout) from None
+            if not status:
+                raise RuntimeError(f"the fork server went away while {argv[3:]} ran")
         stdout, stderr = Path(out).read_text(), Path(err).read_text()
     finally:
         for name in names:
