@@ -110,24 +110,14 @@ class FleetLimiter(Limiter):
         self._synced_at = -math.inf
 
     @asynccontextmanager
-    async def slot(self, tokens: int = 0) -> AsyncIterator[None]:
-        """Wait for a fleet permit and a fleet slot; the body is one request."""
-        self.waiting += 1
-        started = False
+    async def _permit(self) -> AsyncIterator[None]:
+        """One of the fleet's in-flight permits for this model (``Limiter.slot`` waits for it first)."""
+        await self._acquire()
         try:
-            await self._acquire()
-            try:
-                await self._wait_turn(tokens)
-                self.waiting -= 1
-                started = True
-                with self._timed():
-                    yield
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await self._release()
+            yield
         finally:
-            if not started:
-                self.waiting -= 1
+            with anyio.CancelScope(shield=True):
+                await self._release()
 
     # -- in flight --------------------------------------------------------------------------------------
 

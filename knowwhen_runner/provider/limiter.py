@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import Protocol
 
@@ -115,11 +115,11 @@ class Limiter:
 
     @asynccontextmanager
     async def slot(self, tokens: int = 0) -> AsyncIterator[None]:
-        """Wait for a request slot; the body is one request."""
+        """Wait for an in-flight permit and a request slot; the body is one request."""
         self.waiting += 1
         started = False
         try:
-            async with self._in_flight:
+            async with self._permit():
                 await self._wait_turn(tokens)
                 self.waiting -= 1
                 started = True
@@ -128,6 +128,10 @@ class Limiter:
         finally:
             if not started:
                 self.waiting -= 1
+
+    def _permit(self) -> AbstractAsyncContextManager[object]:
+        """One of the model's in-flight places, held for a request (this process's own cap)."""
+        return self._in_flight
 
     async def _wait_turn(self, tokens: int) -> None:
         await self._share_learned()
