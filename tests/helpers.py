@@ -73,6 +73,19 @@ def make_question_set(folder: Path, n_tasks: int = 10) -> Path:
     return folder
 
 
+def rated_lexical(base_url: str, rpm: int, in_flight: int) -> list[dict[str, Any]]:
+    """The models of a config with one decision model (``lexical``) at a rate limit and in-flight cap."""
+    return [
+        {
+            "id": "lexical",
+            "model": "hosted_vllm/lexical",
+            "kind": "decision",
+            "api_base": base_url,
+            "rate_limit": {"requests_per_minute": rpm, "max_in_flight": in_flight},
+        }
+    ]
+
+
 def write_config(path: Path, base_url: str, scenario: Path, **overrides: Any) -> Path:
     """A sweep config with one decision model and one LLM on the local server."""
     config: dict[str, Any] = {

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from knowwhen_runner.serve import ServerProcess
-from tests.helpers import knowwhen, make_question_set, write_config
+from tests.helpers import knowwhen, make_question_set, rated_lexical, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -15,15 +15,7 @@ pytestmark = pytest.mark.slow
 def test_requests_per_minute_hold_in_every_window(server: ServerProcess, tmp_path: Path) -> None:
     """At 600 requests/min no one-second window sees more than 10 (+1) requests, even while litellm loads."""
     scenario = make_question_set(tmp_path / "qs", n_tasks=8)  # 36 questions
-    models = [
-        {
-            "id": "lexical",
-            "model": "hosted_vllm/lexical",
-            "kind": "decision",
-            "api_base": server.base_url,
-            "rate_limit": {"requests_per_minute": 600, "max_in_flight": 16},
-        }
-    ]
+    models = rated_lexical(server.base_url, 600, 16)
     cfg = write_config(
         tmp_path / "c.yaml", server.base_url, scenario, models=models, workers={"concurrency": 16}
     )

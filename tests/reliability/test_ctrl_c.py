@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from knowwhen_runner.serve import ServerProcess
-from tests.helpers import knowwhen, make_question_set, read_answers, write_config
+from tests.helpers import knowwhen, make_question_set, rated_lexical, read_answers, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -23,15 +23,7 @@ def test_ctrl_c_stops_quickly_and_resume_completes(
 ) -> None:
     """SIGINT mid-run: exit within seconds with code 130, every finished call recorded, no job left leased."""
     scenario = make_question_set(tmp_path / "qs", n_tasks=16)  # 72 questions
-    models = [
-        {
-            "id": "lexical",
-            "model": "hosted_vllm/lexical",
-            "kind": "decision",
-            "api_base": server.base_url,
-            "rate_limit": {"requests_per_minute": 600, "max_in_flight": 4},
-        }
-    ]
+    models = rated_lexical(server.base_url, 600, 4)
     cfg = write_config(tmp_path / "c.yaml", server.base_url, scenario, models=models)
     proc = subprocess.Popen(
         [sys.executable, "-m", "knowwhen_runner", "run", str(cfg), "-q"],

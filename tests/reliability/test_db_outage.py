@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 
 from knowwhen_runner.serve import ServerProcess
-from tests.helpers import knowwhen, make_question_set, read_answers, write_config
+from tests.helpers import knowwhen, make_question_set, rated_lexical, read_answers, write_config
 from tests.private_pg import private_cluster
 
 QUESTIONS = 72  # make_question_set(n_tasks=16)
@@ -27,15 +27,7 @@ QUESTIONS = 72  # make_question_set(n_tasks=16)
 
 def _config(tmp_path: Path, server: ServerProcess, rpm: int) -> Path:
     scenario = make_question_set(tmp_path / "qs", n_tasks=16)
-    models = [
-        {
-            "id": "lexical",
-            "model": "hosted_vllm/lexical",
-            "kind": "decision",
-            "api_base": server.base_url,
-            "rate_limit": {"requests_per_minute": rpm, "max_in_flight": 4},
-        }
-    ]
+    models = rated_lexical(server.base_url, rpm, 4)
     return write_config(tmp_path / "c.yaml", server.base_url, scenario, models=models)
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from knowwhen_runner.exceptions import EXIT_REQUEUE
 from knowwhen_runner.serve import ServerProcess
-from tests.helpers import knowwhen, make_question_set, write_config
+from tests.helpers import knowwhen, make_question_set, rated_lexical, write_config
 from tests.pg import temporary_database
 
 pytestmark = pytest.mark.postgres
@@ -30,15 +30,7 @@ QUESTIONS = 72  # make_question_set(n_tasks=16)
 
 def _plan(tmp_path: Path, server: ServerProcess, url: str, lease_s: float) -> None:
     scenario = make_question_set(tmp_path / "qs", n_tasks=16)
-    models = [
-        {
-            "id": "lexical",
-            "model": "hosted_vllm/lexical",
-            "kind": "decision",
-            "api_base": server.base_url,
-            "rate_limit": {"requests_per_minute": 240, "max_in_flight": 4},
-        }
-    ]
+    models = rated_lexical(server.base_url, 240, 4)
     cfg = write_config(
         tmp_path / "c.yaml", server.base_url, scenario, models=models,
         workers={"concurrency": 4, "batch_size": 8, "lease_seconds": lease_s},

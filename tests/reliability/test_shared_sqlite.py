@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from knowwhen_runner.serve import ServerProcess
-from tests.helpers import make_question_set, read_answers, write_config
+from tests.helpers import make_question_set, rated_lexical, read_answers, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -21,15 +21,7 @@ def test_two_runs_on_one_file_share_the_work(
 ) -> None:
     """Both processes finish cleanly; each question is answered once and the server asked once per question."""
     scenario = make_question_set(tmp_path / "qs", n_tasks=20)  # 90 questions
-    models = [
-        {
-            "id": "lexical",
-            "model": "hosted_vllm/lexical",
-            "kind": "decision",
-            "api_base": server.base_url,
-            "rate_limit": {"requests_per_minute": 1800, "max_in_flight": 4},
-        }
-    ]
+    models = rated_lexical(server.base_url, 1800, 4)
     cfg = write_config(
         tmp_path / "c.yaml",
         server.base_url,
