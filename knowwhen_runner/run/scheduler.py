@@ -81,7 +81,7 @@ class Scheduler:
         # whole batches outside it: its jobs are answered as they arrive and never hold a caller.
         cached = {k for k in want if self._cached(k)}
         capped = {k: n for k, n in want.items() if k not in cached}
-        waiting = sum(lane.in_hand for lane in lanes if lane.key not in cached)
+        waiting = sum(lane.in_hand for lane in lanes if not self._cached(lane.key))
         got = self._share(capped, min(self.batch_size, self.total_cap - waiting))
         rest = self.batch_size - sum(got.values())
         return {**got, **self._share({k: want[k] for k in cached}, rest)}

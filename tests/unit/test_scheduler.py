@@ -159,3 +159,5 @@ def test_a_group_answered_from_the_cache_is_claimed_in_whole_batches_under_a_tot
     assert scheduler.quotas([replay], 0.1) == {"replay": 64}
     calls = Lane("calls", ("calls",), 100.0, 64, 0.5, 28)
     assert scheduler.quotas([replay, calls], 0.2) == {"calls": 4, "replay": 60}  # calls: 28 + 4 = the cap
+    busy_replay = Lane("replay", ("replay",), None, 64, None, 40)  # enough in hand: it asks for none
+    assert scheduler.quotas([busy_replay, calls], 0.3) == {"calls": 4}  # its hand is not the cap's
