@@ -19,10 +19,11 @@ others do not hold, and loses the share if it stops renewing it (a killed proces
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import anyio
 from sqlalchemy import Connection, text
 
 from ..provider.adaptive import LearnedLimit
@@ -71,18 +72,48 @@ class LimitLedger(OnOneThread):
         self._engine = make_engine(url, pool_size=1)
         self._clock = DbClock(self._engine.dialect.name)
         self._greatest = "GREATEST" if self._clock.server_side else "MAX"
+        self._kept: Connection | None = None
+
+    def _connection(self) -> Connection:
+        """The ledger's one connection, kept open between statements.
+
+        A request may wait for its slot's round trip, so a statement pays no pool checkout, liveness
+        ping or per-transaction setting (about 1 ms a reservation on PostgreSQL, against 0.15 ms kept).
+        Its commits do not wait for the disk: losing the last few milliseconds of reservations in a
+        server crash costs nothing worth a flush per request (the fleet would at worst start a few
+        requests one interval early, once).
+        """
+        if self._kept is None:
+            conn = self._engine.connect()
+            if self._clock.server_side:
+                conn.exec_driver_sql("SET synchronous_commit TO OFF")
+                conn.commit()
+            self._kept = conn
+        return self._kept
+
+    def _forget_connection(self) -> None:
+        conn, self._kept = self._kept, None
+        if conn is not None:
+            with suppress(Exception):  # a connection the server dropped may fail to close cleanly
+                conn.close()
 
     @contextmanager
     def _begin(self) -> Iterator[Connection]:
-        """A transaction that does not wait for its commit to reach the disk (PostgreSQL).
+        """One transaction on the kept connection; any failure drops it (the next call reconnects)."""
+        try:
+            conn = self._connection()
+            with conn.begin():
+                yield conn
+        except BaseException:
+            self._forget_connection()
+            raise
 
-        Losing the last few milliseconds of reservations in a server crash costs nothing worth a disk
-        flush per request: the fleet would at worst start a few requests one interval early, once.
-        """
-        with self._engine.begin() as conn:
-            if self._clock.server_side:
-                conn.execute(text("SET LOCAL synchronous_commit TO OFF"))
-            yield conn
+    async def close(self) -> None:
+        if self._limiter is None:
+            self._forget_connection()
+        else:  # after a statement still running on the ledger's thread, not beside it
+            await anyio.to_thread.run_sync(self._forget_connection, limiter=self._limiter)
+        await super().close()
 
     def _ensure_key(self, conn: Connection, key: str) -> None:
         conn.execute(
@@ -181,7 +212,7 @@ class LimitLedger(OnOneThread):
         return await self._call(self._learned)
 
     def _learned(self) -> dict[str, LearnedLimit]:
-        with self._engine.connect() as conn:
+        with self._begin() as conn:
             rows = conn.execute(text(f"SELECT key, {_LEARNED} FROM kw_learned_limits")).fetchall()
         return {row[0]: _learned_limit(row[1:]) for row in rows}
 
@@ -232,7 +263,7 @@ class LimitLedger(OnOneThread):
         await self._call(self._drop, holder)
 
     def _drop(self, holder: str) -> None:
-        with self._engine.begin() as conn:
+        with self._begin() as conn:
             conn.execute(text("DELETE FROM kw_limit_holds WHERE holder = :h"), {"h": holder})
 
 
