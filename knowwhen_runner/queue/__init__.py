@@ -155,8 +155,14 @@ class Queue(Protocol):
     async def claim(
         self, worker: str, n: int, lease_s: float, exclude_models: frozenset[str] = frozenset()
     ) -> list[Job]: ...
-    async def claim_each(self, worker: str, quotas: Sequence[ClaimQuota], lease_s: float) -> list[Job]:
-        """Up to each quota's ``n`` pending jobs of its models, in id order, in one transaction."""
+    async def claim_each(
+        self, worker: str, quotas: Sequence[ClaimQuota], lease_s: float, *, key: str | None = None
+    ) -> list[Job]:
+        """Up to each quota's ``n`` pending jobs of its models, in id order, in one transaction.
+
+        A claim sent again (its reply lost: the database went away after the commit) returns the jobs
+        the first one leased and leases no more; ``key`` names a claim so that its caller may send it
+        again, and one is made up otherwise."""
         ...
 
     async def heartbeat(self, worker: str, lease_s: float) -> int: ...

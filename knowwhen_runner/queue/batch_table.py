@@ -16,7 +16,7 @@ from sqlalchemy import select, update
 from ..jobs import Job
 from . import schema as s
 from .batch_rows import OPEN_BATCH, PARKED_UNTIL, BatchRecord, batch_owner
-from .claims import JOB_COLUMNS, job_from_row
+from .claims import job_from_row, jobs_where
 from .engine import RunStatements
 from .leases import held_by
 
@@ -128,9 +128,8 @@ class BatchTable(RunStatements):
         now = self._clock.expr()
         j = s.jobs.c
         mine = (j.run == self.run, j.lease_owner == batch_owner(key), j.status == "running")
-        cols = [getattr(j, c.strip()) for c in JOB_COLUMNS.split(",")]
         with self._engine.begin() as conn:
-            rows = conn.execute(select(*cols).where(*mine)).fetchall()
+            rows = conn.execute(jobs_where(*mine)).fetchall()
             conn.execute(update(s.jobs).where(*mine).values(lease_owner=worker, lease_expires=now + lease_s))
         return sorted((job_from_row(r) for r in rows), key=lambda job: job.id)
 

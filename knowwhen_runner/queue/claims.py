@@ -11,13 +11,20 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
+from sqlalchemy import Select, select
 
 from ..jobs import Job
 from . import ClaimQuota
+from . import schema as s
 
-__all__ = ["JOB_COLUMNS", "claim_sql", "job_from_row"]
+__all__ = ["JOB_COLUMNS", "claim_sql", "job_from_row", "jobs_where"]
 
 JOB_COLUMNS = "id, model_id, mode, scenario, item, payload, attempts"
+
+
+def jobs_where(*where: Any) -> Select[Any]:
+    """``SELECT JOB_COLUMNS FROM kw_jobs WHERE ...``, for ``job_from_row``."""
+    return select(*(s.jobs.c[name.strip()] for name in JOB_COLUMNS.split(","))).where(*where)
 
 
 def job_from_row(row: Any) -> Job:
@@ -76,7 +83,10 @@ def claim_sql(
 ) -> tuple[str, list[str]]:
     """The expiry statement and the claim's statements (one, or pick/lease/read when ``bulk``)."""
     arms = _arms(dialect, exclude, quotas, params)
-    lease = f"status = 'running', lease_owner = :w, lease_expires = {now} + :lease, updated_at = {now}"
+    lease = (
+        f"status = 'running', lease_owner = :w, lease_expires = {now} + :lease, updated_at = {now}, "
+        "claim_key = :ck"
+    )
     if dialect == "postgresql":
         return _postgres(arms, lease, now)
     # SQLite: BEGIN IMMEDIATE already serialises claims, so a plain subquery is exact.

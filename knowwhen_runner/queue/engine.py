@@ -201,7 +201,10 @@ def _migrate(conn: Connection, found: str) -> str:
     """Upgrade a database of an older schema version step by step while ``MIGRATIONS`` knows how."""
     while found.isdigit() and int(found) < s.SCHEMA_VERSION and int(found) in s.MIGRATIONS:
         for statement in s.MIGRATIONS[int(found)]:
-            conn.execute(text(statement))
+            if isinstance(statement, str):
+                conn.execute(text(statement))
+            else:
+                statement(conn)
         found = str(int(found) + 1)
         conn.execute(update(s.meta).where(s.meta.c.key == "schema_version").values(value=found))
     return found

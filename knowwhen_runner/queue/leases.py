@@ -6,6 +6,7 @@ and ``RunTables._unmark_finalized``. The claim's statements are built in ``claim
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -15,10 +16,26 @@ from sqlalchemy import func, or_, select, text, update
 from ..jobs import Job
 from . import ClaimQuota
 from . import schema as s
-from .claims import claim_sql, job_from_row
+from .claims import claim_sql, job_from_row, jobs_where
 from .engine import RunStatements
 
 __all__ = ["LeaseTables", "held_by"]
+
+
+class _Claim:
+    """One claim's key, and whether it is being sent again (a first try may have committed).
+
+    A claim the caller names (``key``) is looked up every time it is sent; an unnamed one only when the
+    database went away mid-claim and ``OnOneThread`` sends it again.
+    """
+
+    def __init__(self, key: str | None = None) -> None:
+        self.key = key or uuid.uuid4().hex
+        self._tries = 0 if key is None else 1
+
+    def sent_again(self) -> bool:
+        self._tries += 1
+        return self._tries > 1
 
 
 def held_by(run: str, worker: str, job_ids: Sequence[str]) -> tuple[Any, ...]:
@@ -41,13 +58,15 @@ class LeaseTables(RunStatements):
     async def claim(
         self, worker: str, n: int, lease_s: float, exclude_models: frozenset[str] = frozenset()
     ) -> list[Job]:
-        return await self._call(self._claim, worker, {"n": n}, lease_s, exclude_models, ())
+        return await self._call(self._claim, worker, {"n": n}, lease_s, exclude_models, (), _Claim())
 
-    async def claim_each(self, worker: str, quotas: Sequence[ClaimQuota], lease_s: float) -> list[Job]:
+    async def claim_each(
+        self, worker: str, quotas: Sequence[ClaimQuota], lease_s: float, *, key: str | None = None
+    ) -> list[Job]:
         quotas = [q for q in quotas if q.n > 0 and q.models]
         if not quotas:
             return []
-        return await self._call(self._claim, worker, {}, lease_s, None, quotas)
+        return await self._call(self._claim, worker, {}, lease_s, None, quotas, _Claim(key))
 
     def _claim(
         self,
@@ -56,18 +75,26 @@ class LeaseTables(RunStatements):
         lease_s: float,
         exclude: frozenset[str] | None,
         quotas: Sequence[ClaimQuota],
+        claim: _Claim,
     ) -> list[Job]:
-        params = self._params(w=worker, lease=lease_s, **extra)
-        expire, claim = claim_sql(
+        params = self._params(w=worker, lease=lease_s, ck=claim.key, **extra)
+        again = claim.sent_again()
+        expire, statements = claim_sql(
             self.dialect, self._clock.sql, params, exclude=exclude, quotas=quotas, bulk=self._bulk
         )
         with self._engine.begin() as conn:
+            if again:  # the first try may have committed, its reply lost: its jobs are ours already
+                j = s.jobs.c
+                mine = (j.run == self.run, j.lease_owner == worker, j.claim_key == claim.key)
+                rows = conn.execute(jobs_where(*mine, j.status == "running")).fetchall()
+                if rows:
+                    return sorted((job_from_row(r) for r in rows), key=lambda job: job.id)
             # A killed worker's expired leases return to pending in the claim's own transaction.
             conn.execute(text(expire), params)
-            if len(claim) == 1:
-                rows = conn.execute(text(claim[0]), params).fetchall()
+            if len(statements) == 1:
+                rows = conn.execute(text(statements[0]), params).fetchall()
             else:
-                pick, lease, read = claim
+                pick, lease, read = statements
                 params["ids"] = conn.execute(text(pick), params).scalar()
                 conn.execute(text(lease), params)
                 rows = orjson.loads(conn.execute(text(read), params).scalar() or "[]")

@@ -54,6 +54,7 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
         self._items: Items = {}
         self._workers: dict[str, dict[str, Any]] = {}
         self._stages: dict[str, str] = {}  # stage -> the process that plans it
+        self._claim_keys: dict[str, list[str]] = {}  # a named claim -> the jobs it leased
         self._init_batches()
 
     async def init_run(self, config_text: str, meta: dict[str, Any]) -> dict[str, Any]:
@@ -118,7 +119,19 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
                 out.append(replace(row.job, attempts=row.attempts))
         return out
 
-    async def claim_each(self, worker: str, quotas: Sequence[ClaimQuota], lease_s: float) -> list[Job]:
+    async def claim_each(
+        self, worker: str, quotas: Sequence[ClaimQuota], lease_s: float, *, key: str | None = None
+    ) -> list[Job]:
+        if key is not None and key in self._claim_keys:  # sent again: the jobs it leased, still ours
+            rows = [self._rows[i] for i in self._claim_keys[key]]
+            mine = [r for r in rows if r.status == "running" and r.lease_owner == worker]
+            return [replace(r.job, attempts=r.attempts) for r in mine]
+        out = self._claim_each(worker, quotas, lease_s)
+        if key is not None:
+            self._claim_keys[key] = [job.id for job in out]
+        return out
+
+    def _claim_each(self, worker: str, quotas: Sequence[ClaimQuota], lease_s: float) -> list[Job]:
         now = time.time()
         left = {model: i for i, q in enumerate(quotas) if q.n > 0 for model in q.models}
         room = [q.n for q in quotas]

@@ -10,8 +10,11 @@ is one of a newer version.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlalchemy import (
     Column,
+    Connection,
     Float,
     Index,
     Integer,
@@ -20,6 +23,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    inspect,
     text,
 )
 
@@ -51,12 +55,29 @@ __all__ = [
 #    ``create_all`` on upgrade.
 # 7: kw_jobs_pending_model, an index of pending jobs by model: a claim per model (``claim_each``)
 #    finds a model's few jobs among many of others' without walking past them.
-SCHEMA_VERSION = 7
+# 8: kw_jobs.claim_key, the claim that leased a running job: a claim sent again because its reply was
+#    lost (the database went away after its commit) returns the jobs the first one leased.
+SCHEMA_VERSION = 8
 _PENDING_BY_MODEL = (
     "CREATE INDEX IF NOT EXISTS kw_jobs_pending_model ON kw_jobs (run, model_id, id) WHERE status = 'pending'"
 )
-MIGRATIONS: dict[int, tuple[str, ...]] = {2: (), 3: (), 4: (), 5: (), 6: (_PENDING_BY_MODEL,)}
-"""Older version -> the statements that bring its tables to the next version (run in one transaction)."""
+
+
+def _add_claim_key(conn: Connection) -> None:
+    if "claim_key" not in {c["name"] for c in inspect(conn).get_columns("kw_jobs")}:
+        conn.execute(text("ALTER TABLE kw_jobs ADD COLUMN claim_key VARCHAR(32)"))
+
+
+MIGRATIONS: dict[int, tuple[str | Callable[[Connection], None], ...]] = {
+    2: (),
+    3: (),
+    4: (),
+    5: (),
+    6: (_PENDING_BY_MODEL,),
+    7: (_add_claim_key,),
+}
+"""Older version -> the statements (or steps) that bring its tables to the next version (run in one
+transaction)."""
 
 metadata = MetaData()
 
@@ -104,6 +125,7 @@ jobs = Table(
     Column("attempts", Integer, nullable=False, server_default="0"),
     Column("lease_owner", String(128)),
     Column("lease_expires", Float),
+    Column("claim_key", String(32)),  # the claim that leased it (a claim sent again finds its jobs)
     Column("result", Text),
     Column("error", Text),
     Column("updated_at", Float),

@@ -376,6 +376,34 @@ def test_a_database_of_the_previous_schema_version_is_upgraded_in_place(make_que
         engine.dispose()
 
 
+def test_a_version_7_database_gains_the_claim_key_in_place(make_queue, request) -> None:
+    """A run database of version 7 (jobs without ``claim_key``) is upgraded on open: its jobs are kept
+    and claimed, and a claim sent again finds them."""
+    q = make_queue()
+    url = _sql_url(q, request)
+    run(q.init_run, "name: r", {})
+    run(q.enqueue, _jobs(2), {})
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("ALTER TABLE kw_jobs DROP COLUMN claim_key"))
+            conn.execute(text("UPDATE kw_meta SET value = '7' WHERE key = 'schema_version'"))
+        again = open_queue(url, q.run)
+        try:
+            quota = [ClaimQuota(frozenset({"m"}), 5)]
+            first = anyio.run(lambda: again.claim_each("w", quota, 30.0, key="k"))
+            assert len(first) == 2
+            assert anyio.run(lambda: again.claim_each("w", quota, 30.0, key="k")) == first
+        finally:
+            run(again.close)
+        with engine.begin() as conn:
+            assert (
+                conn.execute(text("SELECT value FROM kw_meta WHERE key = 'schema_version'")).scalar() == "8"
+            )
+    finally:
+        engine.dispose()
+
+
 def test_workers_report_jobs_and_heartbeat_age(make_queue) -> None:
     """The worker registry counts recorded jobs per worker and says how long ago each was heard from."""
     q = make_queue()
@@ -621,6 +649,31 @@ def test_claim_each_takes_up_to_each_quota_in_one_claim(make_queue) -> None:
     assert Counter(j.model_id for j in again) == {"fast": 4, "slow": 1}
     assert not {j.id for j in got} & {j.id for j in again}
     assert run(q.claim_each, "v", [ClaimQuota(frozenset({"fast"}), 0)], 30.0) == []
+
+
+def test_a_claim_sent_again_returns_the_jobs_it_leased(make_queue) -> None:
+    """A claim whose reply was lost is sent again under its key: the same jobs come back, with the same
+    attempt, and no more are leased; a claim under a new key takes the next ones."""
+    q = make_queue()
+    run(q.enqueue, _jobs(6, "m"), {})
+    quota = [ClaimQuota(frozenset({"m"}), 2)]
+    first = anyio.run(lambda: q.claim_each("w", quota, 30.0, key="k1"))
+    again = anyio.run(lambda: q.claim_each("w", quota, 30.0, key="k1"))
+    assert (
+        [(j.id, j.attempts) for j in again]
+        == [(j.id, j.attempts) for j in first]
+        == [
+            ("m-0000", 1),
+            ("m-0001", 1),
+        ]
+    )
+    counts = {c.status: c.n for c in run(q.counts)}
+    assert counts == {"running": 2, "pending": 4}
+    other = anyio.run(lambda: q.claim_each("w", quota, 30.0, key="k2"))
+    assert [j.id for j in other] == ["m-0002", "m-0003"]
+    run(q.complete, "w", [("m-0000", {})])
+    later = anyio.run(lambda: q.claim_each("w", quota, 30.0, key="k1"))
+    assert [j.id for j in later] == ["m-0001"]  # what it leased and the worker still holds
 
 
 def test_claim_each_takes_back_expired_leases(make_queue) -> None:
