@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from knowwhen_runner.jobs import Job
-from knowwhen_runner.queue import ClaimQuota, Failure, open_queue, outage
+from knowwhen_runner.queue import ClaimQuota, Failure, Queue, open_queue, outage
 from tests.pg import temporary_database
 
 pytestmark = pytest.mark.postgres
@@ -83,7 +83,7 @@ class LosingProxy:
 
 
 @contextmanager
-def _queue_behind_proxy() -> Iterator[tuple[object, LosingProxy, str]]:
+def _queue_behind_proxy() -> Iterator[tuple[Queue, LosingProxy, str]]:
     outage._reset_for_tests()
     with temporary_database() as url:
         parsed = make_url(url)
@@ -111,10 +111,10 @@ def test_a_claim_whose_reply_is_lost_returns_the_jobs_it_leased() -> None:
     """The claim commits, its reply is lost: sent again, it returns the jobs it leased, and no job is
     left leased to the worker that it does not know it holds (which its heartbeat would keep forever)."""
     with _queue_behind_proxy() as (queue, proxy, url):
-        anyio.run(queue.enqueue, _jobs(8), {})  # type: ignore[attr-defined]
+        anyio.run(queue.enqueue, _jobs(8), {})
         proxy.arm()
         quota = [ClaimQuota(frozenset({"m"}), 3)]
-        got = anyio.run(lambda: queue.claim_each("w", quota, 60.0))  # type: ignore[attr-defined]
+        got = anyio.run(lambda: queue.claim_each("w", quota, 60.0))
         assert proxy.dropped == 1  # the reply was lost, the statement sent again
         leased = _rows(url, "SELECT id, attempts FROM kw_jobs WHERE status = 'running' ORDER BY id")
         assert [(j.id, j.attempts) for j in got] == [(str(i), a) for i, a in leased]
@@ -124,10 +124,10 @@ def test_a_claim_whose_reply_is_lost_returns_the_jobs_it_leased() -> None:
 def test_a_failure_whose_reply_is_lost_is_one_attempt() -> None:
     """A failed attempt is recorded, its reply lost, sent again: one attempt row, one attempt counted."""
     with _queue_behind_proxy() as (queue, proxy, url):
-        anyio.run(queue.enqueue, _jobs(1), {})  # type: ignore[attr-defined]
-        job = anyio.run(queue.claim, "w", 1, 60.0)[0]  # type: ignore[attr-defined]
+        anyio.run(queue.enqueue, _jobs(1), {})
+        job = anyio.run(queue.claim, "w", 1, 60.0)[0]
         proxy.arm()
-        anyio.run(queue.fail, "w", [Failure(job.id, "HTTP 500", kind="retry")])  # type: ignore[attr-defined]
+        anyio.run(queue.fail, "w", [Failure(job.id, "HTTP 500", kind="retry")])
         assert proxy.dropped == 1
         assert _rows(url, "SELECT job_id, error FROM kw_attempts") == [(job.id, "HTTP 500")]
         assert _rows(url, "SELECT status, attempts FROM kw_jobs") == [("pending", 1)]
