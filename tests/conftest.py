@@ -56,13 +56,11 @@ def serve() -> Iterator[ServerProcess]:
 
 
 @pytest.fixture
-def server(serve: ServerProcess) -> ServerProcess:
+def server(serve: ServerProcess) -> Iterator[ServerProcess]:
     """The session's server with no faults (batch faults too), no rate limits and zeroed stats."""
-    serve.clear_faults()
-    serve.set_batch_faults()
-    serve.set_rpm_limits({})
-    serve.reset_stats()
-    return serve
+    serve.reset()
+    yield serve
+    serve.reset()  # a module's shared run (a fixture of its own on ``serve``) never sees this test's faults
 
 
 # ---------------------------------------------------------------------------------------------------

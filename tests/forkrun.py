@@ -23,11 +23,13 @@ import json
 import os
 import selectors
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 __all__ = ["run_cli", "spawn_needed"]
@@ -105,8 +107,8 @@ def run_cli(
             try:
                 status = replies.readline()
             except TimeoutError:
-                os.kill(pid, 9)
-                raise subprocess.TimeoutExpired(argv, timeout) from None
+                _dump_and_kill(pid)
+                raise TimedOut(argv, timeout, Path(out).read_text(), Path(err).read_text()) from None
             if not status:
                 raise RuntimeError(f"the fork server went away while {argv[3:]} ran")
         stdout, stderr = Path(out).read_text(), Path(err).read_text()
@@ -114,6 +116,23 @@ def run_cli(
         for name in names:
             Path(name).unlink(missing_ok=True)
     return subprocess.CompletedProcess(argv, int(status), stdout, stderr)
+
+
+class TimedOut(subprocess.TimeoutExpired):
+    """A command killed for taking too long; its message ends with what it printed, stacks included."""
+
+    def __str__(self) -> str:
+        said = self.stderr if isinstance(self.stderr, str) else ""
+        return f"{super().__str__()}; the end of its stderr:\n{said[-12000:]}"
+
+
+def _dump_and_kill(pid: int) -> None:
+    """Ask a command that hangs where it is (``_dump_stacks``, given a second and a half), then kill it."""
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGUSR2)
+    time.sleep(1.5)
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
 
 
 # -- the server and its children --------------------------------------------------------------------
@@ -198,10 +217,28 @@ def _child(request: dict[str, object]) -> None:
         os.dup2(target, fd)
         os.close(target)
     random.seed()
+    signal.signal(signal.SIGUSR2, _dump_stacks)
     args = request["args"]
     assert isinstance(args, list)
     sys.argv = ["knowwhen", *args]
     runpy.run_module("knowwhen_runner", run_name="__main__", alter_sys=True)
+
+
+def _dump_stacks(_signum: int, _frame: object) -> None:
+    """SIGUSR2 (sent by a test that gave up waiting): every thread's stack and every asyncio task's, to
+    stderr, so a command that hung says where."""
+    import asyncio
+    import faulthandler
+
+    sys.stderr.write("\n--- SIGUSR2: the threads' stacks ---\n")
+    sys.stderr.flush()
+    faulthandler.dump_traceback(all_threads=True)
+    loop = asyncio._get_running_loop()
+    if loop is not None:
+        for task in asyncio.all_tasks(loop):
+            sys.stderr.write(f"--- task {task.get_name()} ---\n")
+            task.print_stack(limit=12, file=sys.stderr)
+    sys.stderr.flush()
 
 
 if __name__ == "__main__":

@@ -98,6 +98,13 @@ class ServerProcess:
         """Zero the request counts and records."""
         self._call("POST", "/admin/reset")
 
+    def reset(self) -> None:
+        """As started: no fault rules, no batch faults, no enforced limits, zeroed counts."""
+        self.clear_faults()
+        self.set_batch_faults()
+        self.set_rpm_limits({})
+        self.reset_stats()
+
     # -- lifetime --------------------------------------------------------------------------------
 
     def alive(self) -> bool:

@@ -72,7 +72,7 @@ def _config(folder: Path, base: str, *, episodes: int = 0, concurrency: int = 8)
 @pytest.fixture(scope="module")
 def finished_run(serve: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A finished run with questions (two models, two modes) and closed-loop episodes."""
-    serve.clear_faults()
+    serve.reset()
     folder = tmp_path_factory.mktemp("viewed")
     done = knowwhen("run", str(_config(folder, serve.base_url, episodes=3)), "-q")
     assert done.returncode == 0, done.stderr

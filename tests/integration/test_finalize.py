@@ -40,8 +40,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def out(serve: ServerProcess, tmp_path_factory: pytest.TempPathFactory, scenario: Path) -> Path:
     """One finished run shared by the module's tests (they only read it, or finalise it again)."""
-    serve.clear_faults()
-    serve.set_rpm_limits({})
+    serve.reset()
     return _run(serve, tmp_path_factory.mktemp("run"), scenario)
 
 

@@ -39,6 +39,7 @@ def questions(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def reference(serve: ServerProcess, questions: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """Answers of a single process on its own SQLite file: what every fleet must reproduce."""
+    serve.reset()
     folder = tmp_path_factory.mktemp("reference")
     config = write_config(folder / "c.yaml", serve.base_url, questions)
     done = knowwhen("run", str(config), "-q")

@@ -28,8 +28,7 @@ def _rows(path: Path) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def run(serve: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished run with one isolated and one states scenario, both models answering both."""
-    serve.clear_faults()
-    serve.set_rpm_limits({})
+    serve.reset()
     tmp_path = tmp_path_factory.mktemp("isolated-run")
     states = make_question_set(tmp_path / "qs", n_tasks=2)
     config = write_config(

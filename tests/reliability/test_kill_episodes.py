@@ -72,6 +72,7 @@ def _episodes(out: Path) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def reference(serve: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    serve.reset()
     cfg = _config(tmp_path_factory.mktemp("l3ref") / "c.yaml", serve.base_url)
     done = knowwhen("run", str(cfg), "-q", env={"KNOWWHEN_CACHE_DIR": str(cfg.parent / "cache")})
     assert done.returncode == 0, done.stderr

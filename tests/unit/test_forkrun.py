@@ -35,9 +35,11 @@ def test_a_crash_point_set_for_one_command_kills_that_command_only(tmp_path: Pat
     assert killed.returncode == -9, killed.stderr[-2000:]
 
 
-def test_a_command_past_its_timeout_is_killed() -> None:
-    with pytest.raises(subprocess.TimeoutExpired):
+def test_a_command_past_its_timeout_is_killed_and_says_where_it_waited() -> None:
+    with pytest.raises(subprocess.TimeoutExpired) as caught:
         run_cli(["serve", "--port", "0"], dict(os.environ), None, timeout=3)
+    said = str(caught.value)
+    assert "the threads' stacks" in said and "--- task " in said  # its threads' and asyncio tasks' stacks
 
 
 def test_start_up_variables_ask_for_a_fresh_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
