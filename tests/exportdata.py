@@ -4,7 +4,10 @@ synthetic AgentDecisionBench folder, answered by hand, then finalised by the rea
 It holds what an export must carry whatever the values: a decision model ``dm`` with probabilities and one
 job failed for good (its file does not sort first), an LLM ``agent`` whose rows have no confidence or
 probabilities at all (its file sorts first), the common states and the shift in every variant (main,
-nosurf, nodist), an isolated (L1) scenario, and closed-loop episodes. Deterministic and a few seconds.
+nosurf, nodist), an isolated (L1) scenario, and closed-loop episodes in every mode, with repeats and a τ
+fitted on the shadow episodes of a fit set (planned in two stages, as ``run`` plans them). Episodes hold
+what their files must type whatever the values: arguments as objects and as a bare string, a turn with
+no call, a decision model's unusable answer. Deterministic and a few seconds.
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ from knowwhen_runner.config import load_config
 from knowwhen_runner.dataset.answer_rows import answer_row
 from knowwhen_runner.dataset.files import load_question_set
 from knowwhen_runner.jobs import Job
+from knowwhen_runner.plan import plan
 from knowwhen_runner.queue import Failure, open_queue
 from knowwhen_runner.results.finalize import finalize_run
+from knowwhen_runner.run.fits import compute_fits
 from knowwhen_runner.run.stored import run_meta
-from knowwhen_runner.run.sweep import load_and_plan
+from knowwhen_runner.scenarios import load_scenario
 from tests.benchdata import make_dataset
-from tests.golden.builders import decision, episode
 
 L1 = Path(__file__).resolve().parent / "fixtures" / "isolated"
 VARIANTS = {"shift": "main", "shift-nosurf": "nosurf", "shift-nodist": "nodist"}
@@ -33,6 +37,21 @@ MODELS = [
     {"id": "dm", "model": "hosted_vllm/dm", "kind": "decision", "api_base": "http://127.0.0.1:9"},
 ]
 FAILED_ERROR = "HTTP 400: bad request"
+EPISODES = {"agent": "agent", "suite": "common"}
+EPISODE_SCENARIOS = [
+    {"id": "eps-fit", "kind": "episodes", **EPISODES, "split": "fit", "n": 3, "modes": []},
+    {
+        "id": "eps",
+        "kind": "episodes",
+        **EPISODES,
+        "split": "bench",
+        "n": 2,
+        "repeats": 2,
+        "modes": ["llm", "model", "gated"],
+        "tau": {"fit": "eps-fit", "target": 0.6, "min_support": 3},
+    },
+]
+"""A fit set of three tasks whose shadow episodes fit τ, and two tasks twice each in llm, model and gated."""
 
 
 def state_scenarios(dataset: Path) -> list[dict[str, Any]]:
@@ -47,9 +66,7 @@ def write_run_config(path: Path, dataset: Path, *, name: str, episodes: bool = T
     """A config of the two models over the states, the L1 fixture and (``episodes``) two DecisionGym tasks."""
     scenarios = [*state_scenarios(dataset), {"id": "l1", "kind": "isolated", "path": str(L1)}]
     if episodes:
-        scenarios.append(
-            {"id": "eps", "kind": "episodes", "agent": "agent", "suite": "common", "split": "bench", "n": 2}
-        )
+        scenarios += EPISODE_SCENARIOS
     config = {
         "name": name,
         "output": str(path.parent / name),
@@ -101,36 +118,108 @@ def _question_result(job: Job, item: dict[str, Any], gold: str | None, i: int) -
     )
 
 
+def _decision(job: Job, i: int, step: int) -> dict[str, Any]:
+    """One decision: the model's confidence cycles through four levels and is mostly right when high."""
+    conf = round(0.35 + 0.2 * ((i + step) % 4), 2)
+    correct = conf >= 0.55 or (i + step) % 5 == 0
+    unusable = job.mode != "llm" and (i + step) % 7 == 3  # an answer with no confidence: a fallback
+    tau = job.payload.get("tau")
+    by_model = job.mode == "model" or (job.mode == "gated" and not unusable and conf >= tau)
+    choice = None if job.mode == "llm" else ("get_orders" if correct else "cancel_order")
+    tool = choice if by_model else ("get_orders" if (i + step) % 3 else "find_customer_by_email")
+    return {
+        "step": step,
+        "decided_by": "model" if by_model and not unusable else "llm",
+        "tool": tool,
+        "model_choice": choice,
+        "model_confidence": None if job.mode == "llm" or unusable else conf,
+        "model_reported_confidence": None,
+        "llm_choice": None if by_model and not unusable else tool,
+        "acceptable": ["get_orders"],
+        "model_correct": None if choice is None else correct,
+        "llm_correct": None if by_model and not unusable else tool == "get_orders",
+        "fallback": unusable and job.mode in ("model", "gated"),
+        "error": "invalid answer: no confidence" if unusable else None,
+        "stratum": "on_plan" if step == 0 else "after_off_plan",
+    }
+
+
+def _call(step: int, tool: str | None, i: int) -> dict[str, Any]:
+    if tool is None:
+        return {"step": step, "tool": None, "arguments": None, "observation": None, "text": "Anything else?"}
+    arguments: Any = {"customer_id": f"C-{i}", "limit": step} if step % 2 == 0 else "customer C-7"
+    return {"step": step, "tool": tool, "arguments": arguments, "observation": f"result {i}.{step}"}
+
+
 def _episode_result(job: Job, i: int) -> dict[str, Any]:
-    by = "llm" if job.mode == "llm" else "model"
-    result = episode(
-        job.item, job.mode, None, i % 3 != 0, [decision(0, by), decision(1, by, correct=i % 2 == 0)]
-    )
-    return {**result, "decision_model": None if job.mode == "llm" else "dm", "llm": "agent"}
+    """A recorded episode in the closed loop's own format (``episode._result``), varied by ``i``."""
+    decisions = [_decision(job, i, step) for step in range(2 + i % 2)]
+    if i % 4 == 1:  # the agent wrote text instead of a call at the last step
+        decisions[-1].update(tool=None, llm_choice=None, llm_correct=False, decided_by="llm")
+    by_model = [d for d in decisions if d["decided_by"] == "model"]
+    decider = job.payload.get("decision_model")
+    return {
+        "kind": "episode",
+        "scenario": job.scenario_id,
+        "task_id": job.item,
+        "mode": job.mode,
+        "decision_model": job.model_id,
+        "llm": job.payload["agent"],
+        "tau": job.payload.get("tau"),
+        "success": i % 3 != 0,
+        "steps": len(decisions),
+        "max_steps": job.payload["max_steps"],
+        "budget_exhausted": i % 5 == 0,
+        "decisions": decisions,
+        "coverage": len(by_model) / len(decisions),
+        "llm_calls": len(decisions),
+        "llm_calls_saved": len(by_model),
+        "decision_calls": len(decisions) if decider else 0,
+        "fallbacks": sum(d["fallback"] for d in decisions),
+        "cost_usd": {"decision": 0.0001 * len(decisions) if decider else 0.0, "llm": 0.0021 * (1 + i % 3)},
+        "latency_ms": {"decision": 30.0 + i if decider else 0.0, "llm": 700.0 + 13.0 * i},
+        "cache_hits": i % 2,
+        "extra_tool_calls": 1 if i % 6 == 2 else 0,
+        "extra_calls": [],
+        "fit": job.payload.get("fit"),
+        "repeat": int(job.payload.get("repeat") or 0),
+        "seed": job.payload.get("seed"),
+        "trajectory": [_call(d["step"], d["tool"], i) for d in decisions],
+        "reply": "Your order is on its way." if i % 3 != 0 else None,
+    }
+
+
+def _answer(job: Job, i: int, items: dict[tuple[str, str], Any], golds: dict[str, str]) -> dict[str, Any]:
+    item = items[(job.scenario_id, job.item)]
+    gold = item["gold"][0] if job.scenario_id == "l1" and item.get("gold") else golds.get(job.item)
+    return _question_result(job, item, gold, i)
 
 
 async def _fill(config_path: Path, text: str, golds: dict[str, str]) -> None:
+    """Plan, answer every job, fit τ from the shadow episodes, plan the gated stage, answer it, finalise."""
     config = load_config(config_path)
-    _scenarios, plan = load_and_plan(config)
+    scenarios = {spec.id: load_scenario(spec) for spec in config.scenarios}
     async with open_queue(config.db_url, config.name) as queue:
         await queue.init_run(text, run_meta(config_path, text))
-        await queue.enqueue(plan.jobs, plan.items)
-        claimed = await queue.claim("w", len(plan.jobs), 600.0)
-        results, failures, failed = [], [], set()
-        for i, job in enumerate(sorted(claimed, key=lambda j: (j.scenario_id, j.model_id, j.item))):
-            if job.payload.get("kind") == "episode":
-                results.append((job.id, _episode_result(job, i)))
-            elif job.model_id == "dm" and job.scenario_id in {"common", "shift-nosurf"} - failed:
-                failed.add(job.scenario_id)  # one job of each failed for good
-                failures.append(Failure(job.id, FAILED_ERROR, "fatal", True))
-            else:
-                item = plan.items[(job.scenario_id, job.item)]
-                gold = (
-                    item["gold"][0] if job.scenario_id == "l1" and item.get("gold") else golds.get(job.item)
-                )
-                results.append((job.id, _question_result(job, item, gold, i)))
-        await queue.complete("w", results)
-        await queue.fail("w", failures)
+        fits: dict[str, Any] = {}
+        failed: set[str] = set()
+        for stage in range(2):
+            the_plan = plan(config, scenarios, fits)
+            await queue.enqueue(the_plan.jobs, the_plan.items, whole_plan=the_plan.job_ids())
+            claimed = await queue.claim("w", len(the_plan.jobs), 600.0)
+            results, failures = [], []
+            for i, job in enumerate(sorted(claimed, key=lambda j: (j.scenario_id, j.model_id, j.item, j.id))):
+                if job.payload.get("kind") == "episode":
+                    results.append((job.id, _episode_result(job, i + 100 * stage)))
+                elif job.model_id == "dm" and job.scenario_id in {"common", "shift-nosurf"} - failed:
+                    failed.add(job.scenario_id)  # one job of each failed for good
+                    failures.append(Failure(job.id, FAILED_ERROR, "fatal", True))
+                else:
+                    results.append((job.id, _answer(job, i, the_plan.items, golds)))
+            await queue.complete("w", results)
+            await queue.fail("w", failures)
+            fits = await compute_fits(config, queue)
+        assert fits and all(f["tau"] is not None for f in fits.values()), fits
         await finalize_run(config, queue)
 
 

@@ -121,9 +121,28 @@ def _column_of(annotation: Any) -> Column:
     return _DTYPES[annotation]
 
 
+def _nested(annotation: Any) -> tuple[str, type[BaseModel]] | None:
+    """``("struct", M)`` for a field of row model ``M`` (optional or not), ``("list", M)`` for a list of them."""
+    inner = [a for a in get_args(annotation) if a is not type(None)] or [annotation]
+    kind, model = (
+        ("list", get_args(annotation)[0]) if get_origin(annotation) is list else ("struct", inner[0])
+    )
+    if len(inner) == 1 and isinstance(model, type) and issubclass(model, BaseModel):
+        return kind, model
+    return None
+
+
 def features_of_model(model: type[BaseModel]) -> list[Feature]:
-    """The features of a flat pydantic row model (``AnswerRow``): the schema and the card cannot drift."""
-    return [_feature(name, _column_of(f.annotation)) for name, f in model.model_fields.items()]
+    """The features of a pydantic row model (``AnswerRow``, ``EpisodeRow``): the schema and the card cannot
+    drift. A field that is a row model is a struct of its features; a list of them, a ``list`` of those."""
+    out = []
+    for name, f in model.model_fields.items():
+        nested = _nested(f.annotation)
+        if nested is not None:
+            out.append({"name": name, nested[0]: features_of_model(nested[1])})
+        else:
+            out.append(_feature(name, _column_of(f.annotation)))
+    return out
 
 
 def _typed(value: Any, dtype: str) -> Any:

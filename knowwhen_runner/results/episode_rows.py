@@ -5,21 +5,37 @@ replaying the recorded calls in a fresh DecisionGym environment; ``None`` when t
 rebuilt or the replay stops matching the record), who decided, the decision model's answer and
 confidence (also in shadow mode, where it was never acted on), the LLM's pick, the call made, the tool's
 result, and the episode's outcome. The model in the file name is the one whose manifest holds the cell.
+
+One schema whatever the values, so Hugging Face ``datasets`` types the files from the card's declared
+features: a call's free-form arguments are JSON text, costs and latencies are ``{decision, llm}``. A row
+keeps everything the finaliser reads of an episode, so ``episode_result`` gives back the recorded result
+(``knowwhen import`` of an export finalises into the same closed-loop cells).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from ..jobs import Items
-from ..jsonio import write_jsonl
+from ..jsonio import dumps, loads, write_jsonl
 
-__all__ = ["EPISODE_ROW_SCHEMA_VERSION", "EpisodeRow", "EpisodeStep", "episode_row", "write_episode_files"]
+__all__ = [
+    "EPISODE_ROW_SCHEMA_VERSION",
+    "EpisodeRow",
+    "EpisodeSpend",
+    "EpisodeStep",
+    "episode_result",
+    "episode_row",
+    "read_episode_row",
+    "write_episode_files",
+]
 
-EPISODE_ROW_SCHEMA_VERSION = 1
+EPISODE_ROW_SCHEMA_VERSION = 2
+"""2: arguments as JSON text, costs and latencies as ``{decision, llm}``, repeat, seed and call counts."""
 
 
 class EpisodeStep(BaseModel):
@@ -46,11 +62,21 @@ class EpisodeStep(BaseModel):
     error: str | None = None
     tool: str | None = None
     """The tool called."""
-    arguments: Any = None
+    arguments: str | None = None
+    """The call's arguments as JSON text (an object, or the string the LLM wrote when it was no object)."""
     observation: str | None = None
     """The tool's result."""
     text: str | None = None
     """What the agent wrote instead of a call, when it made none."""
+
+
+class EpisodeSpend(BaseModel):
+    """What an episode's decision-model calls and its agent LLM's calls cost (USD) or took (ms)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: float = 0.0
+    llm: float = 0.0
 
 
 class EpisodeRow(BaseModel):
@@ -58,7 +84,7 @@ class EpisodeRow(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     scenario: str
     task_id: str
     mode: str
@@ -71,7 +97,17 @@ class EpisodeRow(BaseModel):
     budget_exhausted: bool
     max_steps: int | None = None
     coverage: float
-    cost_usd: dict[str, float]
+    repeat: int = 0
+    """The repeat of this task in its cell (0 for a scenario without repeats)."""
+    seed: int | None = None
+    """The seed the agent LLM was sent (repeats > 0), None for none."""
+    llm_calls: int = 0
+    decision_calls: int = 0
+    cache_hits: int = 0
+    extra_tool_calls: int = 0
+    """Tool calls the LLM made beside the first of a turn (never acted on)."""
+    cost_usd: EpisodeSpend
+    latency_ms: EpisodeSpend
     reply: str | None = None
     steps: list[EpisodeStep]
 
@@ -96,35 +132,46 @@ def _states(item: dict[str, Any] | None, trajectory: list[dict[str, Any]]) -> di
     return out
 
 
+def _json_text(value: Any) -> str | None:
+    return None if value is None else dumps(value).decode()
+
+
+def _spend(value: Any) -> EpisodeSpend:
+    parts = value if isinstance(value, Mapping) else {}
+    return EpisodeSpend(**{k: float(parts.get(k) or 0.0) for k in ("decision", "llm")})
+
+
+def _step(d: Mapping[str, Any], call: Mapping[str, Any], state: str | None) -> EpisodeStep:
+    return EpisodeStep(
+        step=int(d["step"]),
+        state=state,
+        decided_by=d.get("decided_by", "llm"),
+        stratum=d.get("stratum"),
+        acceptable=list(d.get("acceptable") or []),
+        model_choice=d.get("model_choice"),
+        model_confidence=d.get("model_confidence"),
+        model_correct=d.get("model_correct"),
+        llm_choice=d.get("llm_choice"),
+        llm_correct=d.get("llm_correct"),
+        fallback=bool(d.get("fallback")),
+        error=d.get("error"),
+        tool=d.get("tool", call.get("tool")),
+        arguments=_json_text(call.get("arguments")),
+        observation=call.get("observation"),
+        text=call.get("text"),
+    )
+
+
 def episode_row(model: str, result: dict[str, Any], item: dict[str, Any] | None = None) -> EpisodeRow:
     """The file row of one recorded episode result (``episode._result``)."""
     trajectory = result.get("trajectory") or []
     calls = {int(t["step"]): t for t in trajectory}
     states = _states(item, trajectory)
-    steps = []
-    for d in result.get("decisions") or []:
-        n = int(d["step"])
-        call = calls.get(n, {})
-        steps.append(
-            EpisodeStep(
-                step=n,
-                state=states.get(n),
-                decided_by=d.get("decided_by", "llm"),
-                stratum=d.get("stratum"),
-                acceptable=list(d.get("acceptable") or []),
-                model_choice=d.get("model_choice"),
-                model_confidence=d.get("model_confidence"),
-                model_correct=d.get("model_correct"),
-                llm_choice=d.get("llm_choice"),
-                llm_correct=d.get("llm_correct"),
-                fallback=bool(d.get("fallback")),
-                error=d.get("error"),
-                tool=d.get("tool", call.get("tool")),
-                arguments=call.get("arguments"),
-                observation=call.get("observation"),
-                text=call.get("text"),
-            )
-        )
+    steps = [
+        _step(d, calls.get(int(d["step"]), {}), states.get(int(d["step"])))
+        for d in result.get("decisions") or []
+    ]
+    extra = result.get("extra_tool_calls")
     return EpisodeRow(
         scenario=str(result.get("scenario") or ""),
         task_id=str(result.get("task_id")),
@@ -137,10 +184,81 @@ def episode_row(model: str, result: dict[str, Any], item: dict[str, Any] | None 
         budget_exhausted=bool(result.get("budget_exhausted")),
         max_steps=result.get("max_steps"),
         coverage=float(result.get("coverage") or 0.0),
-        cost_usd={k: float(v or 0.0) for k, v in (result.get("cost_usd") or {}).items()},
+        repeat=int(result.get("repeat") or 0),
+        seed=result.get("seed"),
+        llm_calls=int(result.get("llm_calls") or 0),
+        decision_calls=int(result.get("decision_calls") or 0),
+        cache_hits=int(result.get("cache_hits") or 0),
+        extra_tool_calls=extra if isinstance(extra, int) else len(extra or []),
+        cost_usd=_spend(result.get("cost_usd")),
+        latency_ms=_spend(result.get("latency_ms")),
         reply=result.get("reply"),
         steps=steps,
     )
+
+
+def read_episode_row(row: Mapping[str, Any]) -> EpisodeRow:
+    """A row of an episodes file of either schema (1: arguments as they were, costs keyed freely)."""
+    if row.get("schema_version") == 1:
+        steps = [{**s, "arguments": _json_text(s.get("arguments"))} for s in row.get("steps") or []]
+        row = {
+            **row,
+            "schema_version": 2,
+            "steps": steps,
+            "cost_usd": _spend(row.get("cost_usd")),
+            "latency_ms": _spend(row.get("latency_ms")),
+        }
+    return EpisodeRow.model_validate(row)
+
+
+def _share(flags: list[bool]) -> float | None:
+    return sum(flags) / len(flags) if flags else None
+
+
+def episode_result(row: EpisodeRow, fit: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The recorded result of an episode file's row, as the closed loop records it (``episode._result``):
+    every field the finaliser and the τ fit read. ``fit`` is the gated job's fit record (its payload's)."""
+    decisions = [
+        {
+            **s.model_dump(include={"step", "decided_by", "tool", "model_choice", "model_confidence"}),
+            "model_reported_confidence": None,
+            **s.model_dump(include={"llm_choice", "acceptable", "model_correct", "llm_correct"}),
+            **s.model_dump(include={"fallback", "error", "stratum"}),
+        }
+        for s in row.steps
+    ]
+    by_model = [d for d in decisions if d["decided_by"] == "model"]
+    by_llm = [d for d in decisions if d["decided_by"] == "llm"]
+    trajectory = [
+        {"step": s.step, "tool": s.tool, "arguments": None if s.arguments is None else loads(s.arguments),
+         "observation": s.observation, **({"text": s.text} if s.tool is None else {})}
+        for s in row.steps
+    ]  # fmt: skip
+    return {
+        "kind": "episode",
+        **row.model_dump(include={"scenario", "task_id", "mode", "decision_model", "llm", "tau", "success"}),
+        "steps": len(decisions),
+        "max_steps": row.max_steps,
+        "budget_exhausted": row.budget_exhausted,
+        "decisions": decisions,
+        "coverage": row.coverage,
+        "model_accuracy": _share([bool(d["model_correct"]) for d in by_model]),
+        "llm_accuracy": _share([bool(d["llm_correct"]) for d in by_llm]),
+        "llm_calls": row.llm_calls,
+        "llm_calls_saved": len(by_model),
+        "decision_calls": row.decision_calls,
+        "fallbacks": sum(d["fallback"] for d in decisions),
+        "cost_usd": row.cost_usd.model_dump(),
+        "latency_ms": row.latency_ms.model_dump(),
+        "cache_hits": row.cache_hits,
+        "extra_tool_calls": row.extra_tool_calls,
+        "extra_calls": [],
+        "fit": fit,
+        "repeat": row.repeat,
+        "seed": row.seed,
+        "trajectory": trajectory,
+        "reply": row.reply,
+    }
 
 
 def write_episode_files(
@@ -158,7 +276,7 @@ def write_episode_files(
             grouped.setdefault((scenario, owner), []).append(row)
     written = []
     for (scenario, owner), rows in sorted(grouped.items()):
-        rows.sort(key=lambda r: (r.mode, r.tau is not None, r.tau or 0.0, r.task_id))
+        rows.sort(key=lambda r: (r.mode, r.tau is not None, r.tau or 0.0, r.task_id, r.repeat))
         path = output / scenario / f"episodes_{owner}.jsonl.gz"
         path.parent.mkdir(parents=True, exist_ok=True)
         write_jsonl(path, (r.model_dump(mode="json") for r in rows))

@@ -24,6 +24,7 @@ from ..dataset.features import ISOLATED_COLUMNS, MODEL_COLUMNS, TASK_COLUMNS, ty
 from ..dataset.files import find_answer_files, read_questions
 from ..exceptions import ScenarioError
 from ..jsonio import find_jsonl, iter_jsonl, write_jsonl
+from .episode_rows import read_episode_row
 from .manifest import manifest_path
 
 __all__ = ["ExportSummary", "RunSource", "set_folder_name", "write_export"]
@@ -191,9 +192,10 @@ def _write_episodes(source: RunSource, out: Path) -> list[Path]:
     for spec in source.config.scenarios:
         folder = source.config.output / spec.id
         for path in sorted(folder.glob("episodes_*.jsonl.gz")) if spec.kind == "episodes" else []:
+            # rewritten in the current episode schema, whatever release finalised the run
+            rows = (read_episode_row(row).model_dump(mode="json") for _line, row in iter_jsonl(path))
             dest = out / "episodes" / spec.id / path.name
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, dest)
+            write_jsonl(dest, rows)
             written.append(dest)
     return written
 

@@ -24,6 +24,7 @@ from ..dataset.features import (
     infer_features,
 )
 from ..jsonio import atomic_write_bytes, file_sha256, iter_jsonl
+from .episode_rows import EPISODE_ROW_SCHEMA_VERSION, EpisodeRow
 from .manifest import load_manifest
 
 if TYPE_CHECKING:
@@ -33,6 +34,8 @@ __all__ = ["CARD_MARK", "CardConfig", "card_configs", "write_card"]
 
 CARD_MARK = "pretty_name: knowwhen run "
 """How a card written by an export begins its name (an export replaces only a folder whose card has it)."""
+EPISODE_FILES = "episodes/*/episodes_*.jsonl.gz"
+"""The closed-loop episodes of every episodes scenario and model: the card's ``episodes`` config."""
 LICENCE = "cc-by-4.0"
 """The licence of the bundled DecisionGym question sets and answer keys (AgentDecisionBench's)."""
 
@@ -78,6 +81,8 @@ def card_configs(out: Path, sets: list[str]) -> list[CardConfig]:
         ("models", "models.jsonl.gz", MODEL_COLUMNS),
     ]
     configs += [CardConfig(n, p, features_of_columns(c)) for n, p, c in fixed if (out / p).is_file()]
+    if any(out.glob(EPISODE_FILES)):
+        configs.append(CardConfig("episodes", EPISODE_FILES, features_of_model(EpisodeRow)))
     return configs
 
 
@@ -148,8 +153,9 @@ def _body(source: RunSource, configs: list[CardConfig], summary: ExportSummary) 
         "field; `variant` is `main`, `nosurf` or `nodist`; `probabilities` is a list aligned with the "
         "question's `options` (null for models that give none). Question sets: "
         + (", ".join(f"`{sc}` -> `{folder}/`" for sc, folder in summary.sets.items()) or "none")
-        + ". Closed-loop episodes are in `episodes/<scenario>/episodes_<model>.jsonl.gz` "
-        "(one line per episode, every step), the run's CXS manifests in `manifests/`. "
+        + ". Closed-loop episodes are in `episodes/<scenario>/episodes_<model>.jsonl.gz` (config `episodes`, "
+        f"episode schema {EPISODE_ROW_SCHEMA_VERSION}: one line per episode with every step; a call's "
+        "free-form arguments are JSON text), the run's CXS manifests in `manifests/`. "
         "`leaderboard` holds the run's headline numbers; its L1 and L2 rows are scored from these files "
         "(a failed job counts as wrong), so `knowwhen score --leaderboard FOLDER` recomputes them.",
         "",

@@ -8,8 +8,9 @@ and tables for the published models as for any run, and ``knowwhen compare`` set
 A ``states`` scenario takes the answers of the dataset folder with its path's name (a config pointing
 at ``<dataset>/shift`` reads ``<dataset>/shift/answers_*``), for the questions it holds; an ``isolated``
 scenario takes every published L1 row (argument questions included, so pooled accuracy is the published
-one). Episodes have no published results and are left to ``run``. A published model missing from the
-config joins it as ``model: imported/<id>`` when the import creates the run; an existing run keeps its
+one). An ``episodes`` scenario takes the episodes of ``episodes/<its id>/`` of an export
+(``episode_import``: answered closed-loop jobs, gated ones once τ is refitted from the imported shadow
+episodes). A published model missing from the config joins it as ``model: imported/<id>`` when the import creates the run; an existing run keeps its
 stored config, and such models are reported as skipped. Completion never overwrites a recorded result.
 """
 
@@ -229,7 +230,7 @@ def import_dataset(
         base_config = anyio.run(lambda: config_from_run(Path(str(into)), db=db))
     base_config = with_db(base_config, db)
     published = _published(root, base_config, models)
-    if not published:
+    if not published and not _has_episodes(root, base_config):
         raise ScenarioError(f"{root}: no published answers for any scenario of the config")
     kinds = _model_kinds(root)
     present = {m.id for m in base_config.models}
@@ -243,23 +244,39 @@ def import_dataset(
         text = _with_models(text, extra)
     summary = ImportSummary(base_config.name, base_config.output)
     created = anyio.run(
-        _import, base_config, text, None if config is None else Path(config), published, summary
+        _import, base_config, text, None if config is None else Path(config), (root, published), summary
     )
     if created:
         summary.added_models = [m for m in extra if any(m in r for r in summary.published.values())]
     return summary
 
 
+def _has_episodes(root: Path, config: SweepConfig) -> bool:
+    return any(
+        any((root / "episodes" / spec.id).glob("episodes_*.jsonl*"))
+        for spec in config.scenarios
+        if spec.kind == "episodes"
+    )
+
+
 async def _import(
     base: SweepConfig,
     text: str | None,
     config_path: Path | None,
-    published: dict[str, Published],
+    source: tuple[Path, dict[str, Published]],
     summary: ImportSummary,
 ) -> bool:
+    from .episode_import import record_episodes
+
+    root, published = source
     base.output.mkdir(parents=True, exist_ok=True)
     async with open_queue(base.db_url, base.name) as queue:
         stored, created = await _stored_config(queue, text, config_path)
         stored = stored.model_copy(update={"db": base.db}) if base.db else stored
         await _record(queue, stored, published, summary)
+        episodes = await record_episodes(queue, stored, root)
+        summary.published.update(episodes.published)
+        summary.recorded.update(episodes.recorded)
+        summary.jobs_added += episodes.jobs_added
+        summary.skipped += episodes.skipped
         return created

@@ -172,7 +172,7 @@ const VIEWS = {
       ${s.model_confidence == null ? '' : `${bar(s.model_confidence, d.tau)} ${pct(s.model_confidence)}`}
       · LLM: ${s.llm_choice == null ? '–' : `${esc(s.llm_choice)} ${mark(s.llm_correct)}`} · key: ${s.acceptable.map(esc).join(', ')}
       ${s.error ? `<br><span class="bad">${esc(s.error)}</span>` : ''}
-      ${s.arguments == null ? '' : `<br>arguments <code>${esc(JSON.stringify(s.arguments))}</code>`}
+      ${s.arguments == null ? '' : `<br>arguments <code>${esc(s.arguments)}</code>`}
       ${s.observation == null ? '' : `<pre>${esc(s.observation)}</pre>`}${s.text ? `<pre>${esc(s.text)}</pre>` : ''}
       ${s.state == null ? '' : `<details><summary>state</summary><pre>${esc(s.state)}</pre></details>`}</div>`).join('');
     $('#kw-view').innerHTML = `<h2>Episode ${esc(d.task_id)} <span class="muted">${esc(d.scenario)} · ${esc(d.mode)} · ${esc(d.model)}</span></h2>

@@ -198,13 +198,16 @@ def test_leaderboard_rows_are_recomputed_from_the_files(exported: tuple[Path, Pa
 
 
 def test_models_and_tasks(exported: tuple[Path, Path, Path]) -> None:
-    """models lists each model's kind and levels; tasks lists the episodes' DecisionGym tasks with seeds."""
+    """models lists each model's kind and levels; tasks lists the DecisionGym tasks (with seeds) of the
+    episodes and of the fit set."""
     _dataset, _run, out = exported
     models = {r["id"]: r for _l, r in iter_jsonl(out / "models.jsonl.gz")}
     assert models["dm"]["kind"] == "decision" and models["agent"]["kind"] == "llm"
     assert models["dm"]["levels"] == ["L1", "L2", "L3"]
     tasks = [r for _l, r in iter_jsonl(out / "tasks" / "decisiongym_tasks.jsonl.gz")]
-    assert len(tasks) == 2 and all(t["set"] == "eps" and isinstance(t["seed"], int) for t in tasks)
+    assert sorted(t["set"] for t in tasks) == ["eps", "eps", "eps-fit", "eps-fit", "eps-fit"]
+    assert all(isinstance(t["seed"], int) for t in tasks)
+    assert {t["used_for"] for t in tasks if t["set"] == "eps-fit"} == {"L3 shadow episodes (τ fit)"}
 
 
 def test_card_states_provenance_and_licence(exported: tuple[Path, Path, Path]) -> None:
