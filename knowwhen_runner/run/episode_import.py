@@ -11,6 +11,7 @@ refitted one is reported, never recorded under a τ it was not run at.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,16 +78,12 @@ def published_episodes(root: Path, config: SweepConfig) -> dict[EpisodeKey, Epis
     return out
 
 
-def _usable(job: Job, row: EpisodeRow, skipped: list[str]) -> bool:
-    """Whether the row is this job's episode: a gated row must have been run at the job's τ."""
+def _at_its_tau(job: Job, row: EpisodeRow) -> bool:
+    """Whether the row was run at the job's τ (a gated job's; any other has none)."""
     tau = job.payload.get("tau")
-    if job.mode == "gated" and (row.tau is None or tau is None or abs(float(row.tau) - float(tau)) > 1e-12):
-        skipped.append(
-            f"{job.model_id} x gated x {job.scenario_id} task {job.item}: episode run at τ {row.tau}, "
-            f"the refitted τ is {tau}"
-        )
-        return False
-    return True
+    if job.mode != "gated":
+        return True
+    return row.tau is not None and tau is not None and abs(float(row.tau) - float(tau)) <= 1e-12
 
 
 async def _record_stage(
@@ -98,13 +95,20 @@ async def _record_stage(
 ) -> None:
     """Record the rows of this stage's planned episode jobs, per scenario and model."""
     groups: dict[tuple[str, str], list[tuple[Job, EpisodeRow]]] = {}
+    elsewhere: Counter[tuple[str, str, float | None, Any]] = Counter()
     for job in the_plan.jobs:
         key = _job_key(job)
         if job.kind != "episode" or key in used or key not in rows:
             continue
         used.add(key)
-        if _usable(job, rows[key], found.skipped):
+        if _at_its_tau(job, rows[key]):
             groups.setdefault((job.scenario_id, rows[key].model), []).append((job, rows[key]))
+        else:
+            elsewhere[(job.model_id, job.scenario_id, rows[key].tau, job.payload.get("tau"))] += 1
+    found.skipped += [
+        f"{model} x gated x {scenario}: {n} episodes run at τ {was}, not at the refitted τ {now}"
+        for (model, scenario, was, now), n in sorted(elsewhere.items(), key=str)
+    ]
     for (scenario, model), matched in sorted(groups.items()):
         found.jobs_added += await queue.enqueue([job for job, _row in matched], the_plan.items)
         results = [(job.id, episode_result(row, job.payload.get("fit"))) for job, row in matched]

@@ -293,3 +293,113 @@ def test_cli_dry_run_lists_what_would_be_uploaded(exported: tuple[Path, Path, Pa
             export_run(run, target)
     assert (foreign / "README.md").is_file()
     export_run(run, tmp_path / "x")  # an earlier export is replaced
+
+
+@pytest.fixture(scope="module")
+def reimported(exported: tuple[Path, Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh run made of the export alone, episodes included: import, then finalise. Its models' addresses
+    have nothing behind them (port 9), so any model call would fail the import or the finalise."""
+    _dataset, _run, out = exported
+    root = tmp_path_factory.mktemp("reimport")
+    config = write_run_config(root / "again.yaml", out, name="again")
+    summary = import_dataset(out, config=config)
+    assert summary.added_models == [] and summary.skipped == []
+    assert summary.published["eps"] == {"agent": 4, "dm": 8} and summary.published["eps-fit"] == {"dm": 3}
+    finalize_config(root / "again")
+    return root / "again"
+
+
+def _without_title(path: Path) -> list[str]:
+    """The file's lines but its title (``# <run>: ...`` in Markdown, ``% <run>: ...`` in LaTeX)."""
+    return [line for line in path.read_text().splitlines() if not line.startswith(("# ", "% "))]
+
+
+def test_import_of_the_export_reproduces_every_table_and_manifest_cell(
+    exported: tuple[Path, Path, Path], reimported: Path
+) -> None:
+    """Every table (CSV, Markdown, LaTeX; the run's name aside), every closed-loop, open-loop and L1 cell of
+    every manifest and every episode file of the re-imported run equal the original run's."""
+    _dataset, run, _out = exported
+    tables = sorted(p.name for p in (run / "tables").iterdir())
+    assert {"closed-loop.csv", "comparison.csv", "details.csv", "gated.csv"} <= set(tables)
+    for name in tables:
+        assert _without_title(reimported / "tables" / name) == _without_title(run / "tables" / name), name
+    assert _without_title(reimported / "table.md") == _without_title(run / "table.md")
+    cells = 0
+    for model in ("agent", "dm"):
+        before = load_manifest(run / "manifests" / f"{model}.cxs.json")
+        after = load_manifest(reimported / "manifests" / f"{model}.cxs.json")
+        for part in ("closed_loop", "open_loop", "isolated"):
+            assert [c.model_dump() for c in getattr(after, part)] == [
+                c.model_dump() for c in getattr(before, part)
+            ], (model, part)
+            cells += len(getattr(before, part))
+        assert after.jobs.failed == 0 or after.jobs.failed == before.jobs.failed
+    assert cells == 4 + 2 * (4 + 1)  # four closed-loop cells; four open-loop and one L1 cell per model
+    for path in sorted(run.glob("eps*/episodes_*.jsonl.gz")):
+        again = reimported / path.parent.name / path.name
+        assert list(iter_jsonl(again)) == list(iter_jsonl(path)), path.name
+
+
+def test_import_refits_tau_from_the_imported_shadow_episodes(
+    exported: tuple[Path, Path, Path], reimported: Path
+) -> None:
+    """The gated cell's τ is refitted from the three imported shadow episodes (same fit record as the run's),
+    and its episodes are recorded under the planner's own job ids for that fit, repeats included."""
+    _dataset, run, _out = exported
+    gated = [
+        c for c in load_manifest(reimported / "manifests" / "dm.cxs.json").closed_loop if c.mode == "gated"
+    ]
+    assert len(gated) == 1 and gated[0].tau is not None and gated[0].repeats == 2 and gated[0].episodes == 4
+    fit = gated[0].fit
+    assert fit is not None and fit["episodes"] == 3 and fit["tau"] == gated[0].tau and fit["reachable"]
+    original = next(
+        c for c in load_manifest(run / "manifests" / "dm.cxs.json").closed_loop if c.mode == "gated"
+    )
+    assert original.fit == fit
+
+
+def test_episodes_config_loads_with_datasets_offline(exported: tuple[Path, Path, Path], hf: Any) -> None:
+    """The card's episodes config loads every episode with `datasets`: free-form arguments (an object, a bare
+    string, none) as JSON text of one string column, costs as a struct, null confidences beside numbers."""
+    _dataset, _run, out = exported
+    ds = _load(hf, out, "episodes")
+    assert len(ds) == _lines(out, "episodes/*/episodes_*.jsonl.gz") == 3 + 3 * 4
+    assert sorted(set(ds["mode"])) == ["gated", "llm", "model", "shadow"]
+    assert sorted(set(ds["repeat"])) == [0, 1]
+    steps = [s for row in ds for s in _steps(row["steps"])]
+    arguments = [s["arguments"] for s in steps]
+    assert str(ds.features["cost_usd"]["llm"].dtype) == "float64"
+    parsed = [json.loads(a) for a in arguments if a is not None]
+    assert any(isinstance(a, dict) for a in parsed) and any(isinstance(a, str) for a in parsed)
+    assert None in arguments and any(s["text"] for s in steps)
+    confidences = {type(s["model_confidence"]) for s in steps}
+    assert confidences == {float, type(None)}
+
+
+def _steps(steps: Any) -> list[dict[str, Any]]:
+    """A row's steps as `datasets` gives them: a list of dicts, or (older releases) a dict of lists."""
+    if isinstance(steps, dict):
+        return [dict(zip(steps, values, strict=True)) for values in zip(*steps.values(), strict=True)]
+    return list(steps)
+
+
+def test_import_refuses_gated_episodes_run_at_another_tau(
+    exported: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """Gated episodes whose τ is not the one refitted from the shadow episodes are reported and left out,
+    never recorded under a τ they were not run at."""
+    import shutil
+
+    from knowwhen_runner.jsonio import write_jsonl
+
+    _dataset, _run, out = exported
+    copy = tmp_path / "exported"
+    shutil.copytree(out, copy)
+    path = copy / "episodes" / "eps" / "episodes_dm.jsonl.gz"
+    rows = [r for _l, r in iter_jsonl(path)]
+    write_jsonl(path, [{**r, "tau": 0.999} if r["mode"] == "gated" else r for r in rows])
+    config = write_run_config(tmp_path / "c.yaml", copy, name="c")
+    summary = import_dataset(copy, config=config)
+    assert summary.published["eps"] == {"agent": 4, "dm": 4}
+    assert summary.skipped == ["dm x gated x eps: 4 episodes run at τ 0.999, not at the refitted τ 0.35"]
