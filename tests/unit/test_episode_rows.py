@@ -80,3 +80,54 @@ def test_states_are_rebuilt_by_replay_and_stop_at_a_mismatch() -> None:
     assert broken.steps[0].state == item["states"][0]
     assert [s.state for s in broken.steps[1:]] == [None, None]
     assert all(s.state is None for s in episode_row("dm", result, None).steps)
+
+
+def test_a_row_gives_back_every_closed_loop_figure_of_its_result() -> None:
+    """episode_result(episode_row(r)) makes the same closed-loop cell as the recorded results themselves:
+    repeats, costs, latencies, call counts, fallbacks and both accuracies survive the file."""
+    from knowwhen_runner.results.cells import closed_loop_cell
+    from knowwhen_runner.results.episode_rows import episode_result, read_episode_row
+
+    results = []
+    for i, (success, calls) in enumerate([(True, 2), (False, 3), (True, 1), (False, 2)]):
+        result, _item = _played(2000000 + i % 2, [("list_orders", {"customer_id": f"C-{i}"})] * calls)
+        result["decisions"][0].update(decided_by="model", llm_choice=None, llm_correct=None, fallback=i == 1)
+        result |= {"success": success, "repeat": i // 2, "seed": i // 2 or None, "llm_calls": calls,
+                   "decision_calls": calls, "cache_hits": i, "extra_tool_calls": i % 2, "steps": calls,
+                   "cost_usd": {"decision": 0.001 * i, "llm": 0.01 + i}, "latency_ms": {"decision": 3.0, "llm": 9.5 * i},
+                   "llm_calls_saved": 1, "fallbacks": int(i == 1)}  # fmt: skip
+        results.append(result)
+    fit = {"tau": 0.4, "episodes": 3}
+    again = [
+        episode_result(read_episode_row(episode_row("dm", r).model_dump(mode="json")), fit) for r in results
+    ]
+    assert again[1]["trajectory"][0]["arguments"] == {"customer_id": "C-1"}
+    before = closed_loop_cell("eps", "shadow", None, [{**r, "fit": fit} for r in results], 0)
+    after = closed_loop_cell("eps", "shadow", None, again, 0)
+    assert after.model_dump() == before.model_dump()
+    assert after.repeats == 2 and after.fallbacks == 1 and after.cost_total_usd > 0
+
+
+def test_rows_of_schema_1_are_read_with_their_arguments_as_json_text() -> None:
+    """An episodes file written by schema 1 (arguments as they were, costs keyed freely) still reads: its
+    arguments become JSON text, its costs the {decision, llm} pair."""
+    from knowwhen_runner.results.episode_rows import read_episode_row
+
+    result, _item = _played(2000000, [("list_orders", {"customer_id": "C-1"})])
+    old = episode_row("dm", result).model_dump(mode="json")
+    old |= {"schema_version": 1, "cost_usd": {"llm": 0.5}}
+    old["steps"][0]["arguments"] = {"customer_id": "C-1"}
+    for name in (
+        "repeat",
+        "seed",
+        "llm_calls",
+        "decision_calls",
+        "cache_hits",
+        "extra_tool_calls",
+        "latency_ms",
+    ):
+        del old[name]
+    row = read_episode_row(old)
+    assert row.schema_version == EPISODE_ROW_SCHEMA_VERSION == 2
+    assert json.loads(row.steps[0].arguments or "") == {"customer_id": "C-1"}
+    assert (row.cost_usd.decision, row.cost_usd.llm) == (0.0, 0.5)
