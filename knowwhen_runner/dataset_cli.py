@@ -22,7 +22,12 @@ def _tolerance(value: str) -> Literal["exact", "ci"]:
 
 
 def score(
-    path: Annotated[Path, typer.Argument(help="Question-set folder; with --leaderboard, the dataset root.")],
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="Question-set folder, or a folder of episode files; with --leaderboard, the dataset root."
+        ),
+    ],
     model: Annotated[str | None, typer.Option("--model", help="Model id to score.")] = None,
     variant: Annotated[str, typer.Option(help="Question variant: main, nosurf or nodist.")] = "main",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -37,9 +42,15 @@ def score(
         ),
     ] = "exact",
 ) -> None:
-    """Score existing answer files as the benchmark does, or check the leaderboard against them."""
-    from .dataset.score_folder import run_score
+    """Score existing answer files as the benchmark does, or check the leaderboard against them.
 
+    A folder of episode files (an export's ``episodes/<scenario>/``, or the export itself when it has no
+    questions file) gives the closed-loop success per model, mode and τ with the manifest's intervals."""
+    from .dataset.score_folder import run_score
+    from .results.episode_scores import episode_files, l3_recompute, run_episode_score
+
+    if not leaderboard and not any(path.glob("questions*.jsonl*")) and episode_files(path):
+        raise typer.Exit(run_episode_score(path, model=model, as_json=as_json, console=out))
     code = run_score(
         path,
         model=model,
@@ -51,6 +62,7 @@ def score(
         leaderboard=leaderboard,
         tolerance=_tolerance(tolerance),
         console=out,
+        l3=l3_recompute(path) if leaderboard else None,
     )
     raise typer.Exit(code)
 

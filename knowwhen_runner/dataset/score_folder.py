@@ -8,22 +8,34 @@ and the table can never disagree.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from rich.console import Console
-from rich.table import Table
 
 from ..exceptions import ScenarioError
 from ..jsonio import dumps, find_jsonl
-from .files import AnswerTable, QuestionSet, load_answers, load_question_set, read_isolated_answers
+from .files import (
+    AnswerTable,
+    LeaderboardRow,
+    QuestionSet,
+    load_answers,
+    load_question_set,
+    read_isolated_answers,
+)
 from .files import read_leaderboard as _read_leaderboard
 from .leaderboard_ci import l1_interval, l2_interval
+from .score_render import render_all, render_leaderboard, render_model
 from .scoring import compile_key, gated_open_loop, score_l1, score_l2
+
+if TYPE_CHECKING:
+    from ..intervals import Interval
 
 __all__ = [
     "VARIANTS",
+    "L3Recompute",
     "LeaderboardCheck",
     "LeaderboardTarget",
     "check_leaderboard",
@@ -222,9 +234,17 @@ class _Recomputer:
         return score.pooled if kind == "pooled" else score.bfcl_tool_choice
 
 
-def check_leaderboard(root: Path, *, tolerance: Tolerance = "exact") -> list[LeaderboardCheck]:
-    """Recompute every L1/L2 leaderboard row the files allow and compare at the printed precision; with
-    ``tolerance="ci"`` a number that differs is still accepted inside the recomputation's 95% interval."""
+L3Recompute = Callable[[str, str, str, str], "tuple[float | None, Interval | None] | None"]
+"""(model, level, task set, metric) -> the recomputed number (percent) and its 95% interval, or None when
+the row is not one it recomputes: how a caller that reads episode files checks the L3 rows."""
+
+
+def check_leaderboard(
+    root: Path, *, tolerance: Tolerance = "exact", l3: L3Recompute | None = None
+) -> list[LeaderboardCheck]:
+    """Recompute every L1/L2 leaderboard row the files allow (and, with ``l3``, the L3 rows) and compare at
+    the printed precision; with ``tolerance="ci"`` a number that differs is still accepted inside the
+    recomputation's 95% interval."""
     root = Path(root)
     path = find_jsonl(root / "leaderboard", "headline_numbers")
     if path is None:
@@ -234,23 +254,39 @@ def check_leaderboard(root: Path, *, tolerance: Tolerance = "exact") -> list[Lea
     for row in _read_leaderboard(path):
         published, decimals = _published(row.value, row.value_num)
         base = (row.line, row.model, row.level, row.task_set, row.metric, published)
-        target = leaderboard_target(row.level, row.task_set, row.metric)
-        if target is None:
+        found = _recomputed(recompute, l3, row)
+        if found is None:
             out.append(LeaderboardCheck(*base, None, "not recomputable", "no data for this level or metric"))
             continue
-        got = recompute.value(target, row.model)
+        got, interval, note = found
         if got is None or published is None:
             note = "no answers for this model" if got is None else "no published number"
             out.append(LeaderboardCheck(*base, got, "no data", note))
             continue
         slack = 0.5 * 10.0**-decimals + 1e-9  # the printed number is rounded
         same = abs(got - published) <= slack
-        note = "/".join(filter(None, target))
         if tolerance == "exact":
             out.append(LeaderboardCheck(*base, got, "match" if same else "differs", note))
             continue
-        out.append(_within(base, published, got, same, note, recompute.interval(target, row.model), slack))
+        out.append(_within(base, published, got, same, note, interval(), slack))
     return out
+
+
+def _recomputed(
+    recompute: _Recomputer, l3: L3Recompute | None, row: LeaderboardRow
+) -> tuple[float | None, Callable[[], Any], str] | None:
+    """(number, its interval when asked for, what recomputed it) of a leaderboard row, or None."""
+    target = leaderboard_target(row.level, row.task_set, row.metric)
+    if target is not None:
+        return (
+            recompute.value(target, row.model),
+            lambda: recompute.interval(target, row.model),
+            "/".join(filter(None, target)),
+        )
+    closed = l3(row.model, row.level, row.task_set, row.metric) if l3 else None
+    if closed is None:
+        return None
+    return closed[0], lambda: closed[1], f"episodes/{row.task_set}"
 
 
 def _within(
@@ -281,9 +317,11 @@ def _within(
     return replace(check, status=status, note=note, low=interval.low, high=interval.high, miss=off)
 
 
-def leaderboard_report(root: Path, *, tolerance: Tolerance = "exact") -> dict[str, Any]:
+def leaderboard_report(
+    root: Path, *, tolerance: Tolerance = "exact", l3: L3Recompute | None = None
+) -> dict[str, Any]:
     """JSON-able leaderboard check: every row and a count per status."""
-    rows = check_leaderboard(root, tolerance=tolerance)
+    rows = check_leaderboard(root, tolerance=tolerance, l3=l3)
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.status] = counts.get(r.status, 0) + 1
@@ -293,74 +331,6 @@ def leaderboard_report(root: Path, *, tolerance: Tolerance = "exact") -> dict[st
         "counts": counts,
         "rows": [asdict(r) for r in rows],
     }
-
-
-# --- rendering -------------------------------------------------------------------------------------------
-
-
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{value:.1f}"
-
-
-def _render_model(report: dict[str, Any], console: Console) -> None:
-    table = Table(title=f"{report['model']} on {report['dataset']} ({report['variant']})")
-    for column in ("subset", "accuracy %", "tasks", "occurrences"):
-        table.add_column(column, justify="left" if column == "subset" else "right", overflow="fold")
-    table.add_row(
-        "all states", _pct(report["accuracy"]), str(report["n_tasks"]), str(report["n_occurrences"])
-    )
-    table.add_row("must-ask", _pct(report["must_ask"]), "", str(report["n_must_ask"]))
-    for name, s in report["strata"].items():
-        table.add_row(name, _pct(s["accuracy"]), str(s["n_tasks"]), str(s["n_occurrences"]))
-    console.print(table)
-    if report["n_unanswered"]:
-        console.print(f"{report['n_unanswered']} occurrences have no answer (scored wrong)")
-    if "gate" in report:
-        _render_gate(report["gate"], console)
-
-
-def _render_gate(gate: dict[str, Any], console: Console) -> None:
-    console.print(
-        f"gated over {gate['llm']}: LLM alone {100 * gate['llm_accuracy']:.1f}%, "
-        f"model alone {100 * gate['model_accuracy']:.1f}%, ECE {gate['ece']:.3f}, AURC {gate['aurc']:.3f}"
-    )
-    fit, at = gate["fit"], gate["at_fit"]
-    if fit and fit["reachable"] and at:
-        console.print(
-            f"target {fit['target']}: τ = {fit['threshold']:.4f}, coverage {100 * at['coverage']:.1f}%, "
-            f"gated accuracy {100 * at['accuracy']:.1f}%"
-        )
-    elif fit:
-        console.print(f"target {fit['target']}: unreachable (no threshold reaches it)")
-
-
-def _render_all(report: dict[str, Any], console: Console) -> None:
-    table = Table(title=f"{report['dataset']} ({report['variant']})")
-    strata = sorted({s for r in report["models"].values() for s in r["strata"]})
-    for column in ("model", "accuracy %", "must-ask %", *strata, "unanswered"):
-        table.add_column(column, justify="left" if column == "model" else "right", overflow="fold")
-    for name, r in report["models"].items():
-        cells = [_pct(r["strata"][s]["accuracy"]) if s in r["strata"] else "–" for s in strata]
-        table.add_row(name, _pct(r["accuracy"]), _pct(r["must_ask"]), *cells, str(r["n_unanswered"]))
-    console.print(table)
-
-
-def _render_leaderboard(report: dict[str, Any], console: Console) -> None:
-    table = Table(title=f"leaderboard check: {report['dataset']}")
-    ci = report.get("tolerance") == "ci"
-    columns = ["line", "model", "level", "task set", "metric", "published", "recomputed"]
-    for column in [*columns, *(["95% interval", "miss"] if ci else []), "status"]:
-        table.add_column(column, overflow="fold")
-    for r in report["rows"]:
-        cells = [str(c) for c in (r["line"], r["model"], r["level"], r["task_set"], r["metric"])]
-        cells += [_pct(r["published"]), _pct(r["recomputed"])]
-        if ci:
-            known = r["low"] is not None
-            cells += [f"[{r['low']:.1f}, {r['high']:.1f}]" if known else "–"]
-            cells += [f"{r['miss']:+.2f}" if known and r["miss"] else "–"]
-        table.add_row(*cells, r["status"])
-    console.print(table)
-    console.print(", ".join(f"{n} {status}" for status, n in sorted(report["counts"].items())))
 
 
 def run_score(
@@ -375,11 +345,12 @@ def run_score(
     leaderboard: bool = False,
     tolerance: Tolerance = "exact",
     console: Console | None = None,
+    l3: L3Recompute | None = None,
 ) -> int:
     """Everything ``knowwhen score`` does; returns the exit code (1 when a leaderboard row differs)."""
     console = console or Console()
     if leaderboard:
-        report = leaderboard_report(target_dir, tolerance=tolerance)
+        report = leaderboard_report(target_dir, tolerance=tolerance, l3=l3)
         code = 1 if report["counts"].get("differs") else 0
     else:
         report = score_report(
@@ -395,9 +366,9 @@ def run_score(
         # Raw JSON, not rich's pretty printer: a pipe must get exactly one parseable document.
         console.file.write(dumps(report).decode() + "\n")
     elif leaderboard:
-        _render_leaderboard(report, console)
+        render_leaderboard(report, console)
     elif all_models:
-        _render_all(report, console)
+        render_all(report, console)
     else:
-        _render_model(report, console)
+        render_model(report, console)
     return code

@@ -193,9 +193,9 @@ def _write_episodes(source: RunSource, out: Path) -> list[Path]:
         folder = source.config.output / spec.id
         for path in sorted(folder.glob("episodes_*.jsonl.gz")) if spec.kind == "episodes" else []:
             # rewritten in the current episode schema, whatever release finalised the run
-            rows = (read_episode_row(row).model_dump(mode="json") for _line, row in iter_jsonl(path))
+            episodes = (read_episode_row(r).model_dump(mode="json") for _line, r in iter_jsonl(path))
             dest = out / "episodes" / spec.id / path.name
-            write_jsonl(dest, rows)
+            write_jsonl(dest, episodes)
             written.append(dest)
     return written
 

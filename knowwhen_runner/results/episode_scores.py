@@ -1,0 +1,165 @@
+"""Closed-loop (L3) numbers from episode files alone: ``knowwhen score`` on an export's episodes, and the
+L3 rows of ``knowwhen score --leaderboard``.
+
+Each cell is the manifest's own: ``closed_loop_cell`` over the results the rows give back
+(``episode_result``), so success, pass^k and the 95% interval are computed as the finaliser computes them.
+The files hold the episodes that ran to the end; an episode whose job failed for good is not in them, so a
+cell with failed jobs scores its finished episodes only (the manifest then has no ``success_rate``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ..dataset.score_folder import L3Recompute
+from ..exceptions import ScenarioError
+from ..intervals import Interval
+from ..jsonio import dumps, iter_jsonl
+from .cells import closed_loop_cell
+from .episode_rows import episode_result, read_episode_row
+from .manifest import ClosedLoopCell
+
+__all__ = ["CellKey", "episode_cells", "episode_files", "l3_recompute", "run_episode_score", "score_episodes"]
+
+CellKey = tuple[str, str, str, float | None]
+"""(model whose manifest holds the cell, scenario, mode, τ)."""
+_METRIC = re.compile(r"success \((\w+)(?:, τ ([^)]+))?\)")
+"""An L3 leaderboard metric as the export writes it: ``success (gated, τ 0.35)``."""
+
+
+def episode_files(path: Path) -> list[Path]:
+    """The episode files of a folder that holds them, or of an export (``episodes/<scenario>/``)."""
+    path = Path(path)
+    own = sorted(path.glob("episodes_*.jsonl*"))
+    return own or sorted(path.glob("episodes/*/episodes_*.jsonl*"))
+
+
+def _rows(files: list[Path]) -> Iterator[tuple[CellKey, dict[str, Any]]]:
+    for path in files:
+        for line, data in iter_jsonl(path):
+            try:
+                row = read_episode_row(data)
+            except ValueError as exc:
+                first = (str(exc).splitlines()[1:2] or [str(exc)])[0].strip()
+                raise ScenarioError(f"{path}:{line}: not an episode row ({first})") from None
+            yield (row.model, row.scenario, row.mode, row.tau), episode_result(row)
+
+
+def episode_cells(path: Path) -> dict[CellKey, ClosedLoopCell]:
+    """Every closed-loop cell of the episode files under ``path``, as the finaliser builds it."""
+    grouped: dict[CellKey, list[dict[str, Any]]] = {}
+    for key, result in _rows(episode_files(path)):
+        grouped.setdefault(key, []).append(result)
+    return {
+        key: closed_loop_cell(key[1], key[2], key[3], results, 0)
+        for key, results in sorted(grouped.items(), key=lambda kv: str(kv[0]))
+    }
+
+
+def _percent_interval(cell: ClosedLoopCell) -> Interval | None:
+    found = cell.intervals.success_rate if cell.intervals else None
+    if found is None:
+        return None
+    scaled = {k: 100 * getattr(found, k) for k in ("estimate", "low", "high")}
+    return Interval(
+        **scaled, method=found.method, level=found.level, n=found.n, reps=found.reps, seed=found.seed
+    )
+
+
+def score_episodes(path: Path, *, model: str | None = None) -> dict[str, Any]:
+    """JSON-able closed-loop scores of the episode files under ``path`` (one model's, or every model's)."""
+    cells = episode_cells(path)
+    if not cells:
+        raise ScenarioError(f"{path}: no episode files (episodes_<model>.jsonl.gz, or episodes/<scenario>/)")
+    if model is not None and not any(key[0] == model for key in cells):
+        found = sorted({key[0] for key in cells})
+        raise ScenarioError(f"{path}: no episodes of model '{model}'; found: {', '.join(found)}")
+    rows = []
+    for (owner, scenario, mode, tau), cell in cells.items():
+        if model is not None and owner != model:
+            continue
+        interval = _percent_interval(cell)
+        rows.append(
+            {
+                "model": owner,
+                "scenario": scenario,
+                "mode": mode,
+                "tau": tau,
+                "episodes": cell.episodes,
+                "repeats": cell.repeats,
+                "success_pct": None if cell.success_rate is None else 100 * cell.success_rate,
+                "interval_pct": None if interval is None else [interval.low, interval.high],
+                "interval_method": None if interval is None else interval.method,
+                "coverage_pct": None if cell.coverage is None else 100 * cell.coverage,
+                "pass_hat_k": cell.pass_hat_k,
+            }
+        )
+    return {"dataset": str(path), "cells": rows}
+
+
+def l3_recompute(root: Path) -> L3Recompute:
+    """What ``score --leaderboard`` checks L3 rows with: success per model, scenario, mode and τ (printed
+    as the export prints it) from the export's episode files; rows it does not name are left alone."""
+    cells: dict[CellKey, ClosedLoopCell] | None = None
+
+    def recompute(
+        model: str, level: str, task_set: str, metric: str
+    ) -> tuple[float | None, Interval | None] | None:
+        nonlocal cells
+        found = _METRIC.fullmatch(metric.strip())
+        if level.strip().upper() != "L3" or found is None:
+            return None
+        cells = episode_cells(root) if cells is None else cells
+        mode, tau = found.group(1), found.group(2)
+        for (owner, scenario, m, t), cell in cells.items():
+            same_tau = (t is None and tau is None) or (
+                t is not None and tau is not None and f"{t:.4g}" == tau
+            )
+            if (owner, scenario, m) == (model, task_set, mode) and same_tau:
+                rate = cell.success_rate
+                return (None if rate is None else 100 * rate), _percent_interval(cell)
+        return (None, None)
+
+    return recompute
+
+
+def run_episode_score(path: Path, *, model: str | None, as_json: bool, console: Console) -> int:
+    """``knowwhen score`` on episode files: print the closed-loop cells (a table, or one JSON object)."""
+    report = score_episodes(path, model=model)
+    if as_json:
+        console.file.write(dumps(report).decode() + "\n")
+        return 0
+    table = Table(title=f"closed loop: {report['dataset']}")
+    for column in (
+        "model",
+        "scenario",
+        "mode",
+        "τ",
+        "episodes",
+        "repeats",
+        "success %",
+        "95% interval",
+        "coverage %",
+    ):
+        table.add_column(column, justify="left" if column in ("model", "scenario", "mode") else "right")
+    for r in report["cells"]:
+        low_high = r["interval_pct"]
+        table.add_row(
+            r["model"],
+            r["scenario"],
+            r["mode"],
+            "–" if r["tau"] is None else f"{r['tau']:.4g}",
+            str(r["episodes"]),
+            str(r["repeats"]),
+            "–" if r["success_pct"] is None else f"{r['success_pct']:.1f}",
+            "–" if low_high is None else f"[{low_high[0]:.1f}, {low_high[1]:.1f}]",
+            "–" if r["coverage_pct"] is None else f"{r['coverage_pct']:.1f}",
+        )
+    console.print(table)
+    return 0
