@@ -189,12 +189,48 @@ def test_card_snippet_equals_knowwhen_score_for_every_model_and_variant(
 
 
 def test_leaderboard_rows_are_recomputed_from_the_files(exported: tuple[Path, Path, Path]) -> None:
-    """Every L1 and L2 headline number matches what `knowwhen score --leaderboard` recomputes from the files."""
+    """Every L1, L2 and L3 headline number matches what `knowwhen score --leaderboard` recomputes from the
+    files (L3 from the episode files); without them the L3 rows cannot be recomputed."""
     _dataset, _run, out = exported
-    checks = check_leaderboard(out)
-    recomputable = [c for c in checks if c.level in ("L1", "L2")]
-    assert len(recomputable) >= 2 * (2 + 4) and all(c.status == "match" for c in recomputable)
-    assert {c.level for c in checks} == {"L1", "L2", "L3"}
+    done = knowwhen("score", str(out), "--leaderboard", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["rows"]
+    assert len([r for r in rows if r["level"] in ("L1", "L2")]) >= 2 * (2 + 4)
+    l3 = [r for r in rows if r["level"] == "L3"]
+    assert len(l3) == 4 and {r["note"] for r in l3} == {"episodes/eps", "episodes/eps-fit"}
+    assert all(r["status"] == "match" for r in rows), [r for r in rows if r["status"] != "match"]
+    assert {c.status for c in check_leaderboard(out) if c.level == "L3"} == {"not recomputable"}
+
+
+def test_score_gives_the_manifests_closed_loop_cells_from_episode_files(
+    exported: tuple[Path, Path, Path],
+) -> None:
+    """`knowwhen score DIR/episodes/SCENARIO` gives each model's success per mode and τ with the manifest's
+    95% interval and coverage, from the episode files alone (every closed-loop cell of the run)."""
+    _dataset, run, out = exported
+    cells = []
+    for scenario in ("eps", "eps-fit"):
+        done = knowwhen("score", str(out / "episodes" / scenario), "--json")
+        assert done.returncode == 0, done.stderr
+        cells += json.loads(done.stdout)["cells"]
+    manifest = {
+        (m, c.scenario, c.mode, c.tau): c
+        for m in ("agent", "dm")
+        for c in load_manifest(run / "manifests" / f"{m}.cxs.json").closed_loop
+    }
+    assert {(c["model"], c["scenario"], c["mode"], c["tau"]) for c in cells} == set(manifest)
+    for c in cells:
+        cell = manifest[(c["model"], c["scenario"], c["mode"], c["tau"])]
+        interval = cell.intervals.success_rate if cell.intervals else None
+        assert interval is not None and cell.success_rate is not None and cell.coverage is not None
+        assert c["success_pct"] == pytest.approx(100 * cell.success_rate)
+        assert c["interval_pct"] == pytest.approx([100 * interval.low, 100 * interval.high])
+        assert c["coverage_pct"] == pytest.approx(100 * cell.coverage)
+        assert (c["episodes"], c["repeats"], c["pass_hat_k"]) == (
+            cell.episodes,
+            cell.repeats,
+            cell.pass_hat_k,
+        )
 
 
 def test_models_and_tasks(exported: tuple[Path, Path, Path]) -> None:
