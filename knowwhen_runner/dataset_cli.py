@@ -101,7 +101,8 @@ def import_(
         bool, typer.Option("--fetch", help="Download the dataset into DATASET first if it is not there.")
     ] = False,
 ) -> None:
-    """Load the dataset's published answers into a run as if answered (no model calls); then finalize."""
+    """Load the dataset's published answers (and an export's episodes) into a run as if answered (no model
+    calls); then finalize."""
     from .dataset.hub import resolve_dataset
     from .run import import_dataset
 
@@ -110,9 +111,8 @@ def import_(
     summary = import_dataset(root, config=config, into=into, db=db, models=wanted)
     for scenario, per_model in summary.published.items():
         new = sum(summary.recorded[scenario].values())
-        out.print(
-            f"{scenario}: {sum(per_model.values())} published answers of {len(per_model)} models ({new} new)"
-        )
+        what = "episodes" if scenario in summary.episode_scenarios else "published answers"
+        out.print(f"{scenario}: {sum(per_model.values())} {what} of {len(per_model)} models ({new} new)")
     if summary.added_models:
         out.print(f"joined the run as imported/<id>: {', '.join(summary.added_models)}")
     for note in summary.skipped:

@@ -57,6 +57,7 @@ class ImportSummary:
     added_models: list[str] = field(default_factory=list)  # joined the new run as imported/<id>
     jobs_added: int = 0
     skipped: list[str] = field(default_factory=list)
+    episode_scenarios: list[str] = field(default_factory=list)  # of ``published``: episodes, not answers
 
 
 # --- reading the published files -------------------------------------------------------------------------
@@ -276,6 +277,7 @@ async def _import(
         await _record(queue, stored, published, summary)
         episodes = await record_episodes(queue, stored, root)
         summary.published.update(episodes.published)
+        summary.episode_scenarios += list(episodes.published)
         summary.recorded.update(episodes.recorded)
         summary.jobs_added += episodes.jobs_added
         summary.skipped += episodes.skipped

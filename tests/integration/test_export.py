@@ -403,7 +403,7 @@ def test_episodes_config_loads_with_datasets_offline(exported: tuple[Path, Path,
     assert len(ds) == _lines(out, "episodes/*/episodes_*.jsonl.gz") == 3 + 3 * 4
     assert sorted(set(ds["mode"])) == ["gated", "llm", "model", "shadow"]
     assert sorted(set(ds["repeat"])) == [0, 1]
-    steps = [s for row in ds for s in _steps(row["steps"])]
+    steps = [s for row in ds for s in row["steps"]]
     arguments = [s["arguments"] for s in steps]
     assert str(ds.features["cost_usd"]["llm"].dtype) == "float64"
     parsed = [json.loads(a) for a in arguments if a is not None]
@@ -411,13 +411,6 @@ def test_episodes_config_loads_with_datasets_offline(exported: tuple[Path, Path,
     assert None in arguments and any(s["text"] for s in steps)
     confidences = {type(s["model_confidence"]) for s in steps}
     assert confidences == {float, type(None)}
-
-
-def _steps(steps: Any) -> list[dict[str, Any]]:
-    """A row's steps as `datasets` gives them: a list of dicts, or (older releases) a dict of lists."""
-    if isinstance(steps, dict):
-        return [dict(zip(steps, values, strict=True)) for values in zip(*steps.values(), strict=True)]
-    return list(steps)
 
 
 def test_import_refuses_gated_episodes_run_at_another_tau(
