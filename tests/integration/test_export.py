@@ -432,3 +432,12 @@ def test_import_refuses_gated_episodes_run_at_another_tau(
     summary = import_dataset(copy, config=config)
     assert summary.published["eps"] == {"agent": 4, "dm": 4}
     assert summary.skipped == ["dm x gated x eps: 4 episodes run at τ 0.999, not at the refitted τ 0.35"]
+
+
+def test_run_after_the_import_has_nothing_left_to_call(reimported: Path) -> None:
+    """`knowwhen run` on the re-imported config finds every job of its plan done, the gated stage of the
+    refitted τ included (the imported jobs are the planner's own), and makes no model call."""
+    done = knowwhen("run", str(reimported.parent / "again.yaml"), "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = " ".join(done.stdout.split())
+    assert "(0 new)" in said and "0 model calls, 0 requests" in said and "failed 0" in said
