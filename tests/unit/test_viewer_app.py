@@ -11,6 +11,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from knowwhen_runner.config import SweepConfig
+from knowwhen_runner.results.episode_rows import EPISODE_ROW_SCHEMA_VERSION
 from knowwhen_runner.view import RunData, viewer_app
 from knowwhen_runner.view.app import TOKEN_HEADER, is_loopback
 from knowwhen_runner.view.page import PAGE
@@ -60,7 +61,10 @@ def test_live_counts_and_episodes(data: RunData) -> None:
     episodes = client.get("/api/episodes").json()["rows"]
     assert len(episodes) == 11
     first = client.get("/api/episode", params={"id": episodes[0]["id"]}).json()
-    assert len(first["steps"]) == episodes[0]["steps"] and first["schema_version"] == 1
+    assert (
+        len(first["steps"]) == episodes[0]["steps"]
+        and first["schema_version"] == EPISODE_ROW_SCHEMA_VERSION == 2
+    )
 
 
 def test_the_page_makes_no_network_reference() -> None:
