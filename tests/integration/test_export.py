@@ -441,3 +441,33 @@ def test_run_after_the_import_has_nothing_left_to_call(reimported: Path) -> None
     assert done.returncode == 0, done.stdout + done.stderr
     said = " ".join(done.stdout.split())
     assert "(0 new)" in said and "0 model calls, 0 requests" in said and "failed 0" in said
+
+
+def test_leaderboard_l3_rows_off_by_some_points_are_judged_by_the_episodes_interval(
+    exported: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """With --tolerance ci, an L3 number that differs from the episodes' is accepted inside the success
+    interval the manifest gives and refused outside it; a row naming a cell the files lack has no data."""
+    import shutil
+
+    from knowwhen_runner.jsonio import write_jsonl
+    from knowwhen_runner.results.episode_scores import l3_recompute
+
+    _dataset, _run, out = exported
+    copy = tmp_path / "exported"
+    shutil.copytree(out, copy)
+    path = copy / "leaderboard" / "headline_numbers.jsonl.gz"
+    rows = [r for _l, r in iter_jsonl(path)]
+    shadow = next(r for r in rows if r["level"] == "L3" and r["metric"] == "success (shadow)")
+    model = next(r for r in rows if r["level"] == "L3" and r["metric"] == "success (model)")
+    extra = {**model, "metric": "success (gated, τ 0.5)"}
+    changed = [{**shadow, "value": "60.0"}, {**model, "value": "10.0"}, extra]
+    write_jsonl(path, [r for r in rows if r not in (shadow, model)] + changed)
+    checks = {
+        c.metric: c for c in check_leaderboard(copy, tolerance="ci", l3=l3_recompute(copy)) if c.level == "L3"
+    }
+    inside, outside = checks["success (shadow)"], checks["success (model)"]
+    assert inside.status == "within interval" and inside.low is not None and inside.low <= 60.0
+    assert outside.status == "differs" and "below the 95% interval" in outside.note
+    assert checks["success (gated, τ 0.5)"].status == "no data"
+    assert checks["success (llm)"].status == "match"
