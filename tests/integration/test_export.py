@@ -22,7 +22,7 @@ from knowwhen_runner.results.manifest import load_manifest
 from knowwhen_runner.run import finalize_config, import_dataset
 from knowwhen_runner.run.export import export_run
 from tests.card_snippet import card_score
-from tests.exportdata import FAILED_ERROR, VARIANTS, make_run, write_run_config
+from tests.exportdata import EPISODE_SCENARIOS, FAILED_ERROR, MODELS, VARIANTS, make_run, write_run_config
 from tests.helpers import knowwhen
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "answer-row.schema.json").read_text())
@@ -471,3 +471,24 @@ def test_leaderboard_l3_rows_off_by_some_points_are_judged_by_the_episodes_inter
     assert outside.status == "differs" and "below the 95% interval" in outside.note
     assert checks["success (gated, τ 0.5)"].status == "no data"
     assert checks["success (llm)"].status == "match"
+
+
+def test_episodes_import_into_postgresql_gives_the_same_closed_loop(
+    exported: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """Imported into a run on a real PostgreSQL database, the export's episodes finalise into the run's own
+    closed-loop cells, the refitted τ included."""
+    from tests.pg import temporary_database
+
+    _dataset, run, out = exported
+    config = tmp_path / "pg.yaml"  # the episodes alone: the open loop's import is the same on any queue
+    settings = {"name": "pg", "output": str(tmp_path / "pg"), "modes": ["model", "llm"], "models": MODELS}
+    config.write_text(yaml.safe_dump({**settings, "scenarios": EPISODE_SCENARIOS}, sort_keys=False))
+    with temporary_database() as url:
+        summary = import_dataset(out, config=config, db=url)
+        assert summary.published["eps"] == {"agent": 4, "dm": 8} and summary.skipped == []
+        finalize_config(tmp_path / "pg", db=url)
+    for model in ("agent", "dm"):
+        before = load_manifest(run / "manifests" / f"{model}.cxs.json").closed_loop
+        after = load_manifest(tmp_path / "pg" / "manifests" / f"{model}.cxs.json").closed_loop
+        assert [c.model_dump() for c in after] == [c.model_dump() for c in before], model
