@@ -14,14 +14,15 @@ keeps everything the finaliser reads of an episode, so ``episode_result`` gives 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..exceptions import ScenarioError
 from ..jobs import Items
-from ..jsonio import dumps, loads, write_jsonl
+from ..jsonio import dumps, iter_jsonl, loads, write_jsonl
 
 __all__ = [
     "EPISODE_ROW_SCHEMA_VERSION",
@@ -30,6 +31,7 @@ __all__ = [
     "EpisodeStep",
     "episode_result",
     "episode_row",
+    "read_episode_file",
     "read_episode_row",
     "write_episode_files",
 ]
@@ -209,6 +211,17 @@ def read_episode_row(row: Mapping[str, Any]) -> EpisodeRow:
             "latency_ms": _spend(row.get("latency_ms")),
         }
     return EpisodeRow.model_validate(row)
+
+
+def read_episode_file(path: Path) -> Iterator[tuple[int, EpisodeRow]]:
+    """(line, row) of an episodes file of either schema; a line that is no episode row is named."""
+    for line, data in iter_jsonl(path):
+        try:
+            yield line, read_episode_row(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "row"
+            raise ScenarioError(f"{path}:{line}: not an episode row ({where}: {first['msg']})") from None
 
 
 def _share(flags: list[bool]) -> float | None:

@@ -20,9 +20,9 @@ from rich.table import Table
 from ..dataset.score_folder import L3Recompute
 from ..exceptions import ScenarioError
 from ..intervals import Interval
-from ..jsonio import dumps, iter_jsonl
+from ..jsonio import dumps
 from .cells import closed_loop_cell
-from .episode_rows import episode_result, read_episode_row
+from .episode_rows import episode_result, read_episode_file
 from .manifest import ClosedLoopCell
 
 __all__ = ["CellKey", "episode_cells", "episode_files", "l3_recompute", "run_episode_score", "score_episodes"]
@@ -42,12 +42,7 @@ def episode_files(path: Path) -> list[Path]:
 
 def _rows(files: list[Path]) -> Iterator[tuple[CellKey, dict[str, Any]]]:
     for path in files:
-        for line, data in iter_jsonl(path):
-            try:
-                row = read_episode_row(data)
-            except ValueError as exc:
-                first = (str(exc).splitlines()[1:2] or [str(exc)])[0].strip()
-                raise ScenarioError(f"{path}:{line}: not an episode row ({first})") from None
+        for _line, row in read_episode_file(path):
             yield (row.model, row.scenario, row.mode, row.tau), episode_result(row)
 
 

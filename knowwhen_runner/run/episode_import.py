@@ -19,10 +19,9 @@ from typing import Any
 from ..config import SweepConfig
 from ..exceptions import ScenarioError
 from ..jobs import Job
-from ..jsonio import iter_jsonl
 from ..plan import Plan, plan
 from ..queue import Queue
-from ..results.episode_rows import EpisodeRow, episode_result, read_episode_row
+from ..results.episode_rows import EpisodeRow, episode_result, read_episode_file
 from ..scenarios import load_scenario
 from .fits import compute_fits
 
@@ -62,12 +61,7 @@ def published_episodes(root: Path, config: SweepConfig) -> dict[EpisodeKey, Epis
         if spec.kind != "episodes" or not folder.is_dir():
             continue
         for path in sorted(folder.glob("episodes_*.jsonl*")):
-            for line, data in iter_jsonl(path):
-                try:
-                    row = read_episode_row(data)
-                except ValueError as exc:
-                    first = str(exc).splitlines()[1:2] or [str(exc)]
-                    raise ScenarioError(f"{path}:{line}: not an episode row ({first[0].strip()})") from None
+            for line, row in read_episode_file(path):
                 if row.scenario != spec.id:
                     raise ScenarioError(f"{path}:{line}: an episode of scenario {row.scenario!r} in {folder}")
                 if _row_key(row) in out:

@@ -131,3 +131,24 @@ def test_rows_of_schema_1_are_read_with_their_arguments_as_json_text() -> None:
     assert row.schema_version == EPISODE_ROW_SCHEMA_VERSION == 2
     assert json.loads(row.steps[0].arguments or "") == {"customer_id": "C-1"}
     assert (row.cost_usd.decision, row.cost_usd.llm) == (0.0, 0.5)
+
+
+def test_a_broken_episode_line_is_named_by_file_line_and_field(tmp_path: Path) -> None:
+    """score (and import) on an episodes file with a bad line stop with one sentence naming the file, the
+    line and the field, and score an intact file's cells."""
+    import pytest
+
+    from knowwhen_runner.exceptions import ScenarioError
+    from knowwhen_runner.jsonio import write_jsonl
+    from knowwhen_runner.results.episode_scores import score_episodes
+
+    result, _item = _played(2000000, [("list_orders", {"customer_id": "C-1"})])
+    good = episode_row("dm", result).model_dump(mode="json")
+    broken = {**good, "steps": [{**good["steps"][0], "decided_by": None}]}
+    write_jsonl(tmp_path / "episodes_dm.jsonl.gz", [good])
+    assert [c["episodes"] for c in score_episodes(tmp_path)["cells"]] == [1]
+    write_jsonl(tmp_path / "episodes_dm.jsonl.gz", [good, broken])
+    with pytest.raises(
+        ScenarioError, match=r"episodes_dm\.jsonl\.gz:2: not an episode row \(steps\.0\.decided_by: "
+    ):
+        score_episodes(tmp_path)
