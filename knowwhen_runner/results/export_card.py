@@ -157,7 +157,8 @@ def _body(source: RunSource, configs: list[CardConfig], summary: ExportSummary) 
         f"episode schema {EPISODE_ROW_SCHEMA_VERSION}: one line per episode with every step; a call's "
         "free-form arguments are JSON text), the run's CXS manifests in `manifests/`. "
         "`leaderboard` holds the run's headline numbers; its L1 and L2 rows are scored from these files "
-        "(a failed job counts as wrong), so `knowwhen score --leaderboard FOLDER` recomputes them.",
+        "(a failed job counts as wrong) and its L3 rows from the episodes, so `knowwhen score --leaderboard "
+        "FOLDER` recomputes them, and `knowwhen import` turns the folder back into the run's tables.",
         "",
         "## Licence",
         "",
