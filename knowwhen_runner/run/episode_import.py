@@ -12,6 +12,7 @@ refitted one is reported, never recorded under a τ it was not run at.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,8 +54,11 @@ def _job_key(job: Job) -> EpisodeKey:
     return (job.scenario_id, job.mode, job.model_id, str(payload.get("agent")), job.item, repeat)
 
 
-def published_episodes(root: Path, config: SweepConfig) -> dict[EpisodeKey, EpisodeRow]:
-    """Every episode of ``root/episodes/<scenario>/`` for the config's episodes scenarios, by its key."""
+def published_episodes(
+    root: Path, config: SweepConfig, models: Collection[str] | None = None
+) -> dict[EpisodeKey, EpisodeRow]:
+    """Every episode of ``root/episodes/<scenario>/`` for the config's episodes scenarios, by its key
+    (with ``models``, only the episodes whose cell those models' manifests hold)."""
     out: dict[EpisodeKey, EpisodeRow] = {}
     for spec in config.scenarios:
         folder = root / "episodes" / spec.id
@@ -62,6 +66,8 @@ def published_episodes(root: Path, config: SweepConfig) -> dict[EpisodeKey, Epis
             continue
         for path in sorted(folder.glob("episodes_*.jsonl*")):
             for line, row in read_episode_file(path):
+                if models is not None and row.model not in models:
+                    continue
                 if row.scenario != spec.id:
                     raise ScenarioError(f"{path}:{line}: an episode of scenario {row.scenario!r} in {folder}")
                 if _row_key(row) in out:
@@ -112,10 +118,12 @@ async def _record_stage(
             per_model[model] = per_model.get(model, 0) + n
 
 
-async def record_episodes(queue: Queue, config: SweepConfig, root: Path) -> EpisodeImport:
+async def record_episodes(
+    queue: Queue, config: SweepConfig, root: Path, models: Collection[str] | None = None
+) -> EpisodeImport:
     """Record the episodes under ``root`` as the config's answered closed-loop jobs, stage by stage."""
     found = EpisodeImport()
-    rows = published_episodes(root, config)
+    rows = published_episodes(root, config, models)
     if not rows:
         return found
     specs = [spec for spec in config.scenarios if spec.kind == "episodes"]

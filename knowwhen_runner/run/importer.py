@@ -245,11 +245,25 @@ def import_dataset(
         text = _with_models(text, extra)
     summary = ImportSummary(base_config.name, base_config.output)
     created = anyio.run(
-        _import, base_config, text, None if config is None else Path(config), (root, published), summary
+        _import,
+        base_config,
+        text,
+        None if config is None else Path(config),
+        _Source(root, published, models),
+        summary,
     )
     if created:
         summary.added_models = [m for m in extra if any(m in r for r in summary.published.values())]
     return summary
+
+
+@dataclass(frozen=True)
+class _Source:
+    """What an import reads: the dataset folder, its answers per scenario, and the models asked for."""
+
+    root: Path
+    published: dict[str, Published]
+    models: Collection[str] | None
 
 
 def _has_episodes(root: Path, config: SweepConfig) -> bool:
@@ -264,18 +278,17 @@ async def _import(
     base: SweepConfig,
     text: str | None,
     config_path: Path | None,
-    source: tuple[Path, dict[str, Published]],
+    source: _Source,
     summary: ImportSummary,
 ) -> bool:
     from .episode_import import record_episodes
 
-    root, published = source
     base.output.mkdir(parents=True, exist_ok=True)
     async with open_queue(base.db_url, base.name) as queue:
         stored, created = await _stored_config(queue, text, config_path)
         stored = stored.model_copy(update={"db": base.db}) if base.db else stored
-        await _record(queue, stored, published, summary)
-        episodes = await record_episodes(queue, stored, root)
+        await _record(queue, stored, source.published, summary)
+        episodes = await record_episodes(queue, stored, source.root, source.models)
         summary.published.update(episodes.published)
         summary.episode_scenarios += list(episodes.published)
         summary.recorded.update(episodes.recorded)

@@ -492,3 +492,16 @@ def test_episodes_import_into_postgresql_gives_the_same_closed_loop(
         before = load_manifest(run / "manifests" / f"{model}.cxs.json").closed_loop
         after = load_manifest(tmp_path / "pg" / "manifests" / f"{model}.cxs.json").closed_loop
         assert [c.model_dump() for c in after] == [c.model_dump() for c in before], model
+
+
+def test_import_of_chosen_models_takes_only_their_episodes(
+    exported: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """`import --models dm` takes the episodes dm's manifest holds (model, gated, its shadow fit set) and
+    leaves the LLM's own episodes to `run`."""
+    _dataset, _run, out = exported
+    config = tmp_path / "c.yaml"
+    settings = {"name": "c", "output": str(tmp_path / "c"), "modes": ["model", "llm"], "models": MODELS}
+    config.write_text(yaml.safe_dump({**settings, "scenarios": EPISODE_SCENARIOS}, sort_keys=False))
+    summary = import_dataset(out, config=config, models={"dm"})
+    assert summary.published == {"eps": {"dm": 8}, "eps-fit": {"dm": 3}} and summary.skipped == []
