@@ -53,8 +53,18 @@ def episode_cells(path: Path) -> dict[CellKey, ClosedLoopCell]:
         grouped.setdefault(key, []).append(result)
     return {
         key: closed_loop_cell(key[1], key[2], key[3], results, 0)
-        for key, results in sorted(grouped.items(), key=lambda kv: str(kv[0]))
+        for key, results in sorted(grouped.items(), key=lambda kv: _order(kv[0]))
     }
+
+
+_MODES = ("llm", "model", "shadow", "gated")
+
+
+def _order(key: CellKey) -> tuple[Any, ...]:
+    """Model, scenario, then the manifests' order of modes (llm, model, shadow, gated) and τ."""
+    model, scenario, mode, tau = key
+    rank = _MODES.index(mode) if mode in _MODES else len(_MODES)
+    return (model, scenario, rank, mode, tau is not None, tau or 0.0)
 
 
 def _percent_interval(cell: ClosedLoopCell) -> Interval | None:
