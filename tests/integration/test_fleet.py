@@ -124,15 +124,26 @@ def test_a_killed_workers_jobs_are_finished_by_the_others(
         server.base_url,
         questions,
         models=_rated(server.base_url, 1200),
-        workers={"concurrency": 4, "lease_seconds": 3, "batch_size": 4},
+        workers={"concurrency": 4, "lease_seconds": 10, "batch_size": 4},
     )
     # No pre-flight probe: a job whose question it answered is a cache hit, recorded within milliseconds,
     # possibly between reading the victim's leases and killing it (leases are what this test is about).
+    # Each answer takes half a second, so the main process alone would need about 20 s: on a loaded
+    # machine the workers, fresh interpreters, may take that long to start, and must find work left. The
+    # lease (10 s) is long enough that a live worker's heartbeat renews it under load, so only the
+    # killed worker's jobs are asked twice.
+    server.set_faults([{"fault": "slow", "delay_s": 0.5}])
     main = _spawn("run", str(config), "-q", "--db", pg, "--no-probe")
     workers = [_spawn("worker", "--db", pg, "--run", "t", "-q", "--wait", "60") for _ in range(3)]
     victim = workers[0]
-    held = _wait_for_leases(pg, victim.pid)  # job id -> lease expiry (database clock)
+    _wait_for_leases(pg, victim.pid)
+    # Frozen first, then read: what it holds at the kill, with the expiries its last heartbeat wrote (a
+    # job read as held while it ran could otherwise be finished by the victim before the kill lands).
+    victim.send_signal(signal.SIGSTOP)
+    time.sleep(0.5)  # a statement it sent before it froze is committed or rolled back by then
+    held = _leases(pg, victim.pid)  # job id -> lease expiry (database clock)
     victim.send_signal(signal.SIGKILL)
+    assert held, "the frozen worker held no job"
     for proc in [main, *workers[1:]]:
         assert proc.wait(timeout=180) == 0, proc.stderr.read().decode() if proc.stderr else ""
     victim.wait()
@@ -148,7 +159,7 @@ def test_a_killed_workers_jobs_are_finished_by_the_others(
     assert "jobs/s" in status.stdout and status.stdout.count("stopped") == 3  # not the killed one
 
 
-def _wait_for_leases(pg: str, pid: int, timeout: float = 60.0) -> dict[str, float]:
+def _wait_for_leases(pg: str, pid: int, timeout: float = 120.0) -> dict[str, float]:
     """The jobs a worker process holds and their lease expiries, once it holds some mid-run."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -157,14 +168,20 @@ def _wait_for_leases(pg: str, pid: int, timeout: float = 60.0) -> dict[str, floa
             (done,) = _sql(pg, "SELECT count(*) FROM kw_jobs WHERE status = 'done'")
         except ProgrammingError:
             continue  # the run's tables are not created yet
-        held = _sql(
-            pg,
-            "SELECT j.id, j.lease_expires FROM kw_jobs j JOIN kw_workers w ON j.lease_owner = w.id "
-            f"WHERE j.status = 'running' AND w.pid = {pid}",
-        )
+        held = _leases(pg, pid)
         if done[0] >= 20 and held:
-            return {job_id: expires for job_id, expires in held}
+            return held
     raise AssertionError("the worker never held a job mid-run")
+
+
+def _leases(pg: str, pid: int) -> dict[str, float]:
+    """The running jobs a worker process holds, with their lease expiries."""
+    held = _sql(
+        pg,
+        "SELECT j.id, j.lease_expires FROM kw_jobs j JOIN kw_workers w ON j.lease_owner = w.id "
+        f"WHERE j.status = 'running' AND w.pid = {pid}",
+    )
+    return {job_id: expires for job_id, expires in held}
 
 
 def _sql(pg: str, query: str) -> list[Any]:
