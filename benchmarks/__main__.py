@@ -31,6 +31,7 @@ TARGETS = {
     "processes": "2 processes >= 1.7 x one (steady jobs/s)",
     "rate_limit": ">= 95% of the limit with zero 429s",
     "scoring": "scoring 153,621 rows <= 5 s",
+    "screen": "simulated 40-model screen, 200 seeds: calls <= 40 % of the full sweep (top 5, floor 0.80); seeds with a wrong decision <= alpha",
     "fair_share": (
         "(a) fast models beside a 60/min one <= 1.1 x their time alone, the slow one >= 90% of its limit; "
         "(b, c on PostgreSQL with 2 processes) each model <= 1.1 x its own bound, the sweep <= 1.05 x the slowest's; (d) limits not told: >= 90% within 5 min, <= 1% 429s"
@@ -106,6 +107,10 @@ def main() -> None:
     if "scoring" in wanted:
         extra = ["--models", "3", "--questions", "200"] if q else []
         results["cases"]["scoring"] = _script("bench_scoring.py", *extra)
+    if "screen" in wanted:
+        results["cases"]["screen"] = _script(
+            "bench_screen.py", *(["--seeds", "2", "--models", "10"] if q else [])
+        )
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     for name, figures in results["cases"].items():
         print(f"\n== {name}  (target: {TARGETS[name]})")

@@ -33,6 +33,7 @@ def test_python_m_benchmarks_quick_writes_every_case(tmp_path: Path) -> None:
         "rate_limit",
         "processes",
         "scoring",
+        "screen",
     }
     assert cases["overhead"]["calls"] == 200
     for kind in ("decision", "llm"):
@@ -52,3 +53,5 @@ def test_python_m_benchmarks_quick_writes_every_case(tmp_path: Path) -> None:
         assert processes["figures"]["sqlite"][n]["jobs"] == 200
         assert processes["figures"]["sqlite"][n]["jobs_per_s"] > 0  # steady needs more jobs than this
     assert cases["scoring"]["exit"] == 0, cases["scoring"]["stderr"]
+    assert cases["screen"]["exit"] == 0, cases["screen"]["stderr"]
+    assert any("top: 5" in line and "calls" in line for line in cases["screen"]["output"])

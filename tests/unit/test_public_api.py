@@ -133,6 +133,21 @@ PUBLIC = {
         "set_max_db_outage",
     ],
     "scenarios": ["Scenario", "load_scenario"],
+    "screening": [
+        "Bounds",
+        "ConfidenceSequence",
+        "Decision",
+        "Floor",
+        "NotWorseThan",
+        "RaceOutcome",
+        "Rule",
+        "TopK",
+        "alpha_each",
+        "betting_cs",
+        "decide",
+        "paired_cs",
+        "race",
+    ],
 }
 
 
@@ -197,7 +212,7 @@ def test_only_the_transport_imports_litellm() -> None:
 # --- layers -------------------------------------------------------------------------------------------
 
 LAYERS: list[tuple[str, ...]] = [
-    ("knowwhen_runner", "exceptions", "crashpoints", "intervals"),
+    ("knowwhen_runner", "exceptions", "crashpoints", "intervals", "screening"),
     ("jsonio",),
     ("jobs",),
     ("config",),

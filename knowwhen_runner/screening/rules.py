@@ -1,0 +1,115 @@
+"""The questions a screen settles, and when the bounds settle them.
+
+A screen asks one of three questions of every model it races: is it among the best ``k`` (``TopK``), is
+its accuracy at least a floor (``Floor``), is it not worse than a reference model by more than a margin
+(``NotWorseThan``, on the paired difference over the same tasks). ``decide`` reads each model's
+current bounds and returns the models whose answer is settled: kept or dropped. The bounds must hold
+together for every model at once, so each model's sequence gets ``alpha`` divided by the number of
+sequences raced (``alpha_each``); then every decision is right with probability at least ``1 - alpha``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+__all__ = ["Bounds", "Decision", "Floor", "NotWorseThan", "Rule", "TopK", "alpha_each", "decide"]
+
+
+class Decision(StrEnum):
+    """What a screen settled for one model."""
+
+    KEEP = "keep"
+    DROP = "drop"
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """A model's current confidence-sequence bounds (on its accuracy, or on its difference to the reference)."""
+
+    lower: float
+    upper: float
+
+
+@dataclass(frozen=True, slots=True)
+class TopK:
+    """Keep the ``k`` models with the highest accuracy; with ``within``, also any model surely no more than
+    ``within`` below the ``k``-th best (models that close cannot be told apart without nearly every task)."""
+
+    k: int
+    within: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Floor:
+    """Keep the models whose accuracy is at least ``value``."""
+
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class NotWorseThan:
+    """Keep the models whose accuracy is at least the ``reference`` model's less ``margin`` (paired bounds)."""
+
+    reference: str
+    margin: float
+
+
+Rule = TopK | Floor | NotWorseThan
+
+
+def alpha_each(rule: Rule, models: int, alpha: float) -> float:
+    """The level of each sequence, so that all of them hold at once with probability ``1 - alpha`` (Bonferroni)."""
+    sequences = models - 1 if isinstance(rule, NotWorseThan) else models
+    return alpha / max(sequences, 1)
+
+
+def decide(rule: Rule, bounds: Mapping[str, Bounds]) -> dict[str, Decision]:
+    """The models whose answer the bounds settle now; the others stay open.
+
+    For ``NotWorseThan`` the bounds are those of each model's difference to the reference (the reference
+    itself is not in them).
+    """
+    if isinstance(rule, Floor):
+        return _by_threshold(bounds, rule.value)
+    if isinstance(rule, NotWorseThan):
+        return _by_threshold(bounds, -rule.margin)
+    return _top_k(rule, bounds)
+
+
+def _by_threshold(bounds: Mapping[str, Bounds], threshold: float) -> dict[str, Decision]:
+    settled: dict[str, Decision] = {}
+    for name, b in bounds.items():
+        if b.lower >= threshold:
+            settled[name] = Decision.KEEP
+        elif b.upper < threshold:
+            settled[name] = Decision.DROP
+    return settled
+
+
+def _top_k(rule: TopK, bounds: Mapping[str, Bounds]) -> dict[str, Decision]:
+    """Kept: surely above all but ``k - 1`` others, or (with ``within``) surely no more than ``within`` below
+    the ``k``-th best, whose accuracy is at most the ``k``-th highest upper bound; dropped: surely below ``k``
+    others. Without ``within``, once ``k`` are kept the rest are dropped, and once all but ``k`` are dropped
+    the rest are kept. Exact ties at the boundary stay open."""
+    names, k = list(bounds), rule.k
+    if k >= len(names):
+        return dict.fromkeys(names, Decision.KEEP)
+    kth_upper = sorted((b.upper for b in bounds.values()), reverse=True)[k - 1]
+    settled: dict[str, Decision] = {}
+    for name in names:
+        b = bounds[name]
+        below = sum(1 for other in names if other != name and bounds[other].upper < b.lower)
+        above = sum(1 for other in names if other != name and bounds[other].lower > b.upper)
+        if below >= len(names) - k or (rule.within > 0 and b.lower >= kth_upper - rule.within):
+            settled[name] = Decision.KEEP
+        elif above >= k:
+            settled[name] = Decision.DROP
+    kept = [n for n, d in settled.items() if d is Decision.KEEP]
+    dropped = [n for n, d in settled.items() if d is Decision.DROP]
+    if len(kept) == k and rule.within == 0:
+        return {n: Decision.KEEP if n in kept else Decision.DROP for n in names}
+    if len(dropped) == len(names) - k:
+        return {n: Decision.DROP if n in dropped else Decision.KEEP for n in names}
+    return settled

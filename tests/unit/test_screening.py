@@ -1,0 +1,182 @@
+"""Screening's statistics: confidence sequences valid at every look, and the rules that stop a model."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from knowwhen_runner.screening import (
+    Bounds,
+    Decision,
+    Floor,
+    NotWorseThan,
+    TopK,
+    alpha_each,
+    betting_cs,
+    decide,
+    paired_cs,
+    race,
+)
+
+N = 100
+ALPHA = 0.1
+SHAPES = [(40.0, 1.0), (8.0, 2.0), (1.0, 1.0), (0.3, 0.3)]  # near 1, skewed, flat, at both ends
+
+
+def _draws(seed: int, sequences: int) -> tuple[np.ndarray, np.ndarray]:
+    """Populations of N task accuracies of several shapes, each in a random order, and their means."""
+    rng = np.random.default_rng(seed)
+    shapes = [SHAPES[i % len(SHAPES)] for i in range(sequences)]
+    population = np.stack([rng.beta(a, b, size=N) for a, b in shapes])
+    order = np.argsort(rng.random(population.shape), axis=1)
+    return np.take_along_axis(population, order, axis=1), population.mean(axis=1)
+
+
+def _betting(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    cs = betting_cs(x, N, ALPHA, grid=500)
+    return cs.lower, cs.upper
+
+
+def _fixed_sample(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A fixed-sample normal interval (with the finite-population correction), as if looked at only once."""
+    t = np.arange(1, x.shape[-1] + 1)
+    mean = np.cumsum(x, axis=-1) / t
+    sd = np.sqrt(np.maximum(np.cumsum(x * x, axis=-1) / t - mean**2, 1e-12))
+    half = 1.6449 * sd / np.sqrt(t) * np.sqrt(np.maximum(N - t, 0) / max(N - 1, 1))
+    return mean - half, mean + half
+
+
+def _ever_missed(interval, seed: int = 7, sequences: int = 240) -> float:  # type: ignore[no-untyped-def]
+    x, mu = _draws(seed, sequences)
+    lower, upper = interval(x)
+    looks = slice(4, N - 1)  # from the fifth task on, before the last (where every interval is exact)
+    missed = (lower[:, looks] > mu[:, None] + 1e-9) | (upper[:, looks] < mu[:, None] - 1e-9)
+    return float(missed.any(axis=1).mean())
+
+
+def test_the_sequences_cover_the_mean_at_every_look_at_once() -> None:
+    """Over many populations, the share whose bounds ever leave the true mean, at any look, is at most alpha."""
+    assert _ever_missed(_betting) <= ALPHA
+
+
+def test_a_fixed_sample_interval_looked_at_every_task_does_not() -> None:
+    """The same check catches a fixed-sample interval monitored after every task: it misses far more than alpha."""
+    assert _ever_missed(_fixed_sample) > 2 * ALPHA
+
+
+def test_every_task_seen_gives_the_exact_mean_and_the_bounds_only_narrow() -> None:
+    """Without replacement, all N tasks seen pin the mean; before that the bounds never widen."""
+    x, mu = _draws(3, 8)
+    cs = betting_cs(x, N, ALPHA, grid=500)
+    assert np.allclose(cs.lower[:, -1], mu) and np.allclose(cs.upper[:, -1], mu)
+    assert (np.diff(cs.lower, axis=1) >= 0).all() and (np.diff(cs.upper, axis=1) <= 0).all()
+    assert (cs.upper - cs.lower)[:, 50].mean() < (cs.upper - cs.lower)[:, 10].mean() < 1
+
+
+def test_a_sample_too_big_for_its_population_is_refused() -> None:
+    """More draws than tasks cannot be a sample without replacement."""
+    with pytest.raises(ValueError, match="population of 3"):
+        betting_cs(np.ones(4), 3, 0.05)
+
+
+def test_the_paired_difference_covers_the_difference_of_means() -> None:
+    """Bounds on a - b over the same drawn tasks hold the true difference at every look."""
+    rng = np.random.default_rng(11)
+    difficulty = rng.normal(0, 1, size=(120, N))
+    a = 1 / (1 + np.exp(-(difficulty + 1.0)))
+    b = 1 / (1 + np.exp(-(difficulty + 0.7)))
+    cs = paired_cs(a, b, N, ALPHA)
+    truth = (a - b).mean(axis=1)
+    missed = (cs.lower > truth[:, None] + 1e-9) | (cs.upper < truth[:, None] - 1e-9)
+    assert missed.any(axis=1).mean() <= ALPHA
+    assert np.allclose(cs.lower[:, -1], truth)
+
+
+def test_a_floor_keeps_and_drops_only_what_the_bounds_settle() -> None:
+    """Above the floor is kept, below it dropped, straddling it left open."""
+    bounds = {"a": Bounds(0.85, 0.95), "b": Bounds(0.5, 0.79), "c": Bounds(0.7, 0.9)}
+    assert decide(Floor(0.8), bounds) == {"a": Decision.KEEP, "b": Decision.DROP}
+
+
+def test_top_k_settles_membership_and_completes_the_set() -> None:
+    """A model surely above all but k-1 is kept; surely below k others, dropped; k kept drops the rest."""
+    bounds = {
+        "best": Bounds(0.90, 0.95),
+        "good": Bounds(0.85, 0.92),
+        "mid": Bounds(0.60, 0.80),
+        "low": Bounds(0.10, 0.30),
+    }
+    assert decide(TopK(2), bounds) == {
+        "best": Decision.KEEP,
+        "good": Decision.KEEP,
+        "mid": Decision.DROP,
+        "low": Decision.DROP,
+    }
+    open_race = {"a": Bounds(0.80, 0.95), "b": Bounds(0.82, 0.93), "c": Bounds(0.1, 0.2)}
+    assert decide(TopK(1), open_race) == {"c": Decision.DROP}
+
+
+def test_top_k_within_keeps_models_too_close_to_tell_apart() -> None:
+    """With ``within``, a model surely no more than that below the k-th best is kept without a full ranking."""
+    bounds = {"a": Bounds(0.97, 0.995), "b": Bounds(0.975, 0.99), "c": Bounds(0.5, 0.6)}
+    assert decide(TopK(1), bounds) == {"c": Decision.DROP}
+    assert decide(TopK(1, within=0.03), bounds) == {
+        "a": Decision.KEEP,
+        "b": Decision.KEEP,
+        "c": Decision.DROP,
+    }
+
+
+def test_not_worse_than_reads_the_difference_to_the_reference() -> None:
+    """Kept when the difference is surely above minus the margin, dropped when surely below."""
+    rule = NotWorseThan("prior", 0.02)
+    bounds = {"x": Bounds(-0.01, 0.03), "y": Bounds(-0.10, -0.05), "z": Bounds(-0.04, 0.0)}
+    assert decide(rule, bounds) == {"x": Decision.KEEP, "y": Decision.DROP}
+    assert alpha_each(rule, 5, 0.05) == pytest.approx(0.0125)
+    assert alpha_each(TopK(2), 5, 0.05) == pytest.approx(0.01)
+
+
+def _clustered(seed: int, accuracies: list[float]) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    difficulty = rng.normal(0, 1, N)
+    order = rng.permutation(N)
+    return {
+        f"m{i}": (1 / (1 + np.exp(-(math.log(a / (1 - a)) + difficulty))))[order]
+        for i, a in enumerate(accuracies)
+    }
+
+
+def test_a_race_stops_the_clearly_worse_models_early_and_decides_rightly() -> None:
+    """Models far from the question stop after a fraction of the tasks; every decision matches the full means."""
+    values = _clustered(1, [0.95, 0.9, 0.5, 0.2, 0.1])
+    outcome = race(Floor(0.7), values, 0.05)
+    truth = {n: float(v.mean()) for n, v in values.items()}
+    for name, decision in outcome.decisions.items():
+        assert decision is (Decision.KEEP if truth[name] >= 0.7 else Decision.DROP)
+    assert outcome.tasks["m4"] < N / 3 and outcome.tasks["m3"] < N / 2
+    assert outcome.bounds["m4"].upper < 0.7 <= outcome.bounds["m0"].lower
+
+
+def test_the_reference_of_a_comparison_runs_as_long_as_any_comparison() -> None:
+    """The reference answers every task its comparisons need and is never dropped."""
+    values = _clustered(2, [0.8, 0.79, 0.3])
+    outcome = race(NotWorseThan("m0", 0.05), values, 0.05)
+    assert outcome.decisions["m0"] is Decision.KEEP
+    assert outcome.decisions["m2"] is Decision.DROP
+    assert outcome.tasks["m0"] == max(outcome.tasks["m1"], outcome.tasks["m2"])
+
+
+def test_races_over_many_seeds_make_a_wrong_decision_at_most_alpha_of_the_time() -> None:
+    """Simultaneous validity: across seeds, the share with any decision the full sweep contradicts is <= alpha."""
+    wrong = 0
+    seeds = 30
+    for seed in range(seeds):
+        values = _clustered(100 + seed, [0.9, 0.85, 0.8, 0.75, 0.7, 0.6])
+        truth = {n: float(v.mean()) for n, v in values.items()}
+        outcome = race(Floor(0.78), values, ALPHA)
+        wrong += any(
+            d is not None and (d is Decision.KEEP) != (truth[n] >= 0.78) for n, d in outcome.decisions.items()
+        )
+    assert wrong / seeds <= ALPHA
