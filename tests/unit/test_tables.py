@@ -19,9 +19,10 @@ from knowwhen_runner.dataset.files import load_answers, load_question_set
 from knowwhen_runner.dataset.scoring import score_l2
 from knowwhen_runner.results.compare import compare_runs
 from knowwhen_runner.results.finalize import finalize_run
+from knowwhen_runner.results.gated_tables import gated_table
 from knowwhen_runner.results.manifest import CxsManifest, load_manifest, manifest_path
 from knowwhen_runner.results.plots import write_plots
-from knowwhen_runner.results.tables import MISSING, Column, Table, comparison_table, gated_table
+from knowwhen_runner.results.tables import MISSING, Column, Table, comparison_table
 from tests.golden.builders import finished_queue, small_config
 
 
@@ -44,7 +45,7 @@ def _md(path: Path) -> dict[str, dict[str, str]]:
     lines = [line for line in path.read_text().splitlines() if line.startswith("| ")]
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[1:]]
-    return {row[0]: dict(zip(header, row, strict=True)) for row in rows}
+    return {row[header.index("model")]: dict(zip(header, row, strict=True)) for row in rows}
 
 
 def test_comparison_cells_equal_the_scoring_modules_numbers(
@@ -88,7 +89,7 @@ def test_missing_cells_are_dashes_never_zero(run: tuple[SweepConfig, list[CxsMan
         assert table["dm"]["L1 isolated"] == table["dm"]["L2 must-ask"] == MISSING
         assert table["llm"]["coverage @ τ"] == MISSING
     tex = (config.output / "tables" / "comparison.tex").read_text()
-    assert "llm & llm & – & – (1 failed) & – & 75.0 [30.1, 95.4] & – &" in tex
+    assert "– & llm & llm & – & – (1 failed) & – & 75.0 [30.1, 95.4] & – &" in tex
 
 
 def test_latex_escapes_specials_and_writes_tau_in_math() -> None:
