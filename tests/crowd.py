@@ -22,10 +22,11 @@ WEAK = [f"weak-{k:02d}" for k in range(20)]
 LLM = "agent-llm"
 
 
-def crowd_config(tmp: Path, report: dict[str, Any] | None = None) -> SweepConfig:
-    """40 decision models (weak and strong interleaved, so config order is not the ranking) and one LLM."""
+def crowd_config(tmp: Path, report: dict[str, Any] | None = None, *, pairs: int = 20) -> SweepConfig:
+    """2 × ``pairs`` decision models (weak and strong interleaved, so config order is not the ranking) and
+    one LLM."""
     qs = make_question_set(tmp / "qs", n_tasks=8)
-    interleaved = [m for pair in zip(WEAK, STRONG, strict=True) for m in pair]
+    interleaved = [m for pair in zip(WEAK[:pairs], STRONG[:pairs], strict=True) for m in pair]
     models = [{"id": m, "model": f"hosted_vllm/lexical@{m}", "kind": "decision"} for m in interleaved]
     models.append({"id": LLM, "model": "openai/agent-sim", "kind": "llm"})
     doc: dict[str, Any] = {

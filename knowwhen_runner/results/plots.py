@@ -34,6 +34,13 @@ def _others_key(chart: Canvas, focus: Focus, drawn: int) -> None:
         chart.key(f"{drawn} other{'s' if drawn != 1 else ''} (grey)", GREY, style="-")
 
 
+def _drawing_order(manifests: Sequence[CxsManifest], focus: Focus) -> list[CxsManifest]:
+    """Folded models first (underneath), then the named ones in ranking order (the legend's order)."""
+    return sorted(
+        manifests, key=lambda m: focus.named.index(m.model.id) if focus.is_named(m.model.id) else -1
+    )
+
+
 def _coverage_plot(
     manifests: Sequence[CxsManifest], scenario: str, focus: Focus, make: CanvasFactory
 ) -> Canvas:
@@ -45,7 +52,7 @@ def _coverage_plot(
         "accuracy (%)",
     )
     folded = 0
-    for m in sorted(manifests, key=lambda m: m.model.id in focus.named):  # folded first, underneath
+    for m in _drawing_order(manifests, focus):
         cell = m.cell(scenario)
         if cell is None or cell.accuracy_pct is None or cell.failed_rows():
             continue
@@ -66,15 +73,15 @@ def _coverage_plot(
         if not named:
             folded += 1
             continue
-        _coverage_details(chart, m, scenario, color)
+        _coverage_details(chart, m, scenario, color, tau_text=len(focus.named) <= 4)
     if folded < len(manifests):
-        chart.key("dotted: gated over the LLM; band: 95%; dot: fitted τ", "#555555", style=":")
+        chart.key("dotted: gated; band: 95%; dot: fitted τ", "#555555", style=":")
     _others_key(chart, focus, folded)
     return chart
 
 
-def _coverage_details(chart: Canvas, m: CxsManifest, scenario: str, color: str) -> None:
-    """A named model's band, gated curve and fitted τ with its intervals."""
+def _coverage_details(chart: Canvas, m: CxsManifest, scenario: str, color: str, *, tau_text: bool) -> None:
+    """A named model's band, gated curve and fitted τ with its intervals (written out when few are named)."""
     cell = m.cell(scenario)
     assert cell is not None
     band = cell.intervals.coverage_band if cell.intervals else []
@@ -87,15 +94,16 @@ def _coverage_details(chart: Canvas, m: CxsManifest, scenario: str, color: str) 
         chart.line(xs, ys, color, width=1.2, style=":")
     if cell.fit is not None and cell.fit.reachable and cell.fit.accuracy is not None:
         x, y = 100 * cell.fit.coverage, 100 * cell.fit.accuracy
-        tau_text = f"τ={cell.fit.threshold:.3f}"
+        text = f"τ={cell.fit.threshold:.3f}"
         ci = cell.intervals
         if ci is not None and ci.coverage_at_tau is not None:
             cov = ci.coverage_at_tau
             chart.errorbar(x, y, color, xerr=(min(x, 100 * cov.low), max(x, 100 * cov.high)))
         chart.marker(x, y, "o", color, size=4.5)
         if ci is not None and ci.tau is not None:
-            tau_text += f" [{ci.tau.low:.3f}, {ci.tau.high:.3f}]"
-        chart.annotate(tau_text, x, y, color, dy=-14 if cell.fit.accuracy > 0.95 else 6)
+            text += f" [{ci.tau.low:.3f}, {ci.tau.high:.3f}]"
+        if tau_text:
+            chart.annotate(text, x, y, color, dy=-14 if cell.fit.accuracy > 0.95 else 6)
 
 
 def _reliability_plot(
@@ -104,7 +112,7 @@ def _reliability_plot(
     chart = make(f"{scenario}: reliability", (0, 1), (0, 1), "confidence of the chosen option", "accuracy")
     chart.line([0, 1], [0, 1], "#888888", width=1.0, style="--", label="perfect calibration")
     folded = 0
-    for m in sorted(manifests, key=lambda m: m.model.id in focus.named):
+    for m in _drawing_order(manifests, focus):
         cell = m.cell(scenario)
         if cell is None or cell.calibration is None or not cell.calibration.bins:
             continue

@@ -145,3 +145,22 @@ def test_rank_by_and_highlight_name_what_the_config_has(tmp_path: Path) -> None:
         parse_config(base + "report: {rank_by: nope}\n", base=tmp_path, source="c.yaml", check_files=False)
     with pytest.raises(ConfigError, match=r"c\.yaml.*report.*highlight.*'zz' is not the id of a model"):
         parse_config(base + "report: {highlight: [zz]}\n", base=tmp_path, source="c.yaml", check_files=False)
+
+
+def test_a_three_model_run_names_every_model_in_every_plot(tmp_path: Path) -> None:
+    """With few models nothing is folded: each plot's legend names all of them, and no "others" entry,
+    small multiples or Pareto plot is drawn."""
+    config = crowd_config(tmp_path, pairs=1)
+
+    async def go() -> None:
+        await finalize_run(config, await crowd_queue(config))
+
+    anyio.run(go)
+    plots = sorted((config.output / "plots").glob("*.svg"))
+    assert [p.stem for p in plots] == ["cost-success", "coverage-common", "reliability-common"]
+    for path in plots:
+        texts = " | ".join(_legend(path))
+        expected = ["weak-00", "strong-00"] + ([] if path.stem.startswith("reliability") else [LLM])
+        assert all(m in texts for m in expected) and "other" not in texts, path.stem
+    report = (config.output / "report.html").read_text()
+    assert all(f'data-model="{m.id}"' in report for m in config.models)
