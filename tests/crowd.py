@@ -55,8 +55,8 @@ def _response(model: str, i: int, gold: str) -> dict[str, Any]:
     return {"choice": gold if right else WRONG, "confidence": round(conf, 3), "probabilities": None}
 
 
-async def crowd_queue(config: SweepConfig) -> Queue:
-    """A memory queue holding every answer of the 41 models, all recorded."""
+async def crowd_queue(config: SweepConfig, url: str = "memory://") -> Queue:
+    """A queue (in memory unless ``url`` says) holding every answer of the run's models, all recorded."""
     spec = config.scenarios[0]
     assert spec.path is not None
     qset = load_question_set(spec.path)
@@ -88,7 +88,7 @@ async def crowd_queue(config: SweepConfig) -> Queue:
             results.append(
                 (Job(f"{m.id}-{i:03d}", m.id, mode, spec.id, occ.qhash, {"kind": "question"}), row)
             )
-    queue = open_queue("memory://", config.name)
+    queue = open_queue(url, config.name)
     await queue.init_run("name: crowd\n", META)
     await queue.enqueue([job for job, _ in results], {})
     claimed = await queue.claim("w", len(results), 60.0)

@@ -75,7 +75,7 @@ def _coverage_plot(
             continue
         _coverage_details(chart, m, scenario, color, tau_text=len(focus.named) <= 4)
     if folded < len(manifests):
-        chart.key("dotted: gated; band: 95%; dot: fitted τ", "#555555", style=":")
+        chart.key("dotted: gated; band: 95%; dot: τ", "#555555", style=":")
     _others_key(chart, focus, folded)
     return chart
 
