@@ -164,3 +164,15 @@ def test_a_three_model_run_names_every_model_in_every_plot(tmp_path: Path) -> No
         assert all(m in texts for m in expected) and "other" not in texts, path.stem
     report = (config.output / "report.html").read_text()
     assert all(f'data-model="{m.id}"' in report for m in config.models)
+
+
+def test_the_report_block_changes_no_job_and_no_plan_stamp(tmp_path: Path) -> None:
+    """Ranking and highlighting are presentation: the same jobs, and the same plan stamp, whatever they say."""
+    from knowwhen_runner.plan import plan, plan_stamp
+    from knowwhen_runner.scenarios import load_scenario
+
+    plain = crowd_config(tmp_path, pairs=2)
+    shown = crowd_config(tmp_path, {"rank_by": "common", "highlight": ["weak-01"], "named": 3}, pairs=2)
+    assert plan_stamp(plain, None) == plan_stamp(shown, None)
+    scenarios = {s.id: load_scenario(s) for s in plain.scenarios}
+    assert [j.id for j in plan(plain, scenarios).jobs] == [j.id for j in plan(shown, scenarios).jobs]
