@@ -172,6 +172,8 @@ def _panels(ps: PanelSet, fmt: FigureFormat) -> bytes:
     for ax in axes.flat[len(ps.panels) :]:
         ax.set_visible(False)
     for ax, p in zip(axes.flat, ps.panels, strict=False):
+        if p.band is not None:
+            ax.fill_between(*p.band, color=p.color, alpha=0.15, linewidth=0)
         if p.llm is not None:
             ax.axhline(p.llm, color="#777777", linestyle="--", linewidth=0.8)
         if p.gated is not None:

@@ -34,6 +34,8 @@ class Panel:
     gated: tuple[list[float], list[float]] | None = None
     tau: tuple[float, float] | None = None
     llm: float | None = None
+    band: tuple[list[float], list[float], list[float]] | None = None
+    """The covered accuracy's 95% band: coverage, low, high (percent)."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,15 @@ def _panel(m: CxsManifest, scenario: str, rank: int | None, color: str) -> Panel
     if cell.fit is not None and cell.fit.reachable and cell.fit.accuracy is not None:
         tau = (100 * cell.fit.coverage, 100 * cell.fit.accuracy)
     title = f"{rank}. {m.model.id}" if rank is not None else m.model.id
-    return Panel(title, color, curve, gated, tau, llm)
+    points = cell.intervals.coverage_band if cell.intervals else []
+    band = None
+    if points:
+        band = (
+            [100 * b.coverage for b in points],
+            [100 * b.low for b in points],
+            [100 * b.high for b in points],
+        )
+    return Panel(title, color, curve, gated, tau, llm, band)
 
 
 def panel_sets(
@@ -81,7 +91,9 @@ def panel_sets(
             if p is not None:
                 panels.append(p)
         if panels:
-            title = f"{sc}: coverage vs accuracy per model (ranked; dashed: the LLM; dotted: gated)"
+            title = (
+                f"{sc}: coverage vs accuracy per model (ranked; band: 95%; dashed: the LLM; dotted: gated)"
+            )
             out.append((f"panels-{slug(sc)}", PanelSet(title, "coverage (%)", "accuracy (%)", panels)))
     return out
 
@@ -116,6 +128,11 @@ def _panel_svg(p: Panel, ox: float, oy: float, ps: PanelSet) -> list[str]:
         out.append(
             f'<text x="{_f(ox + _L - 3)}" y="{py(v)}" dy="3" font-size="8" text-anchor="end">{_f(v)}</text>'
         )
+    if p.band is not None:
+        xs, lows, highs = p.band
+        edge = [f"{px(a)},{py(b)}" for a, b in zip(xs, highs, strict=True)]
+        edge += [f"{px(a)},{py(b)}" for a, b in zip(xs[::-1], lows[::-1], strict=True)]
+        out.append(f'<polygon points="{" ".join(edge)}" fill="{p.color}" fill-opacity="0.15" stroke="none"/>')
     if p.llm is not None:
         out.append(poly([x0, x1], [p.llm, p.llm], 'stroke="#777" stroke-width="0.8" stroke-dasharray="4,3"'))
     if p.gated is not None:

@@ -26,6 +26,7 @@ __all__ = ["HEIGHT", "WIDTH", "PlotSpec", "plot_specs", "write_plots"]
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">")
 _THIN = 0.7
+_FEW = 4  # named models up to which a coverage plot draws each one's band and writes out its τ
 
 
 def _others_key(chart: Canvas, focus: Focus, drawn: int) -> None:
@@ -73,19 +74,23 @@ def _coverage_plot(
         if not named:
             folded += 1
             continue
-        _coverage_details(chart, m, scenario, color, tau_text=len(focus.named) <= 4)
+        _coverage_details(chart, m, scenario, color, few=len(focus.named) <= _FEW)
     if folded < len(manifests):
-        chart.key("dotted: gated; band: 95%; dot: τ", "#555555", style=":")
+        what = (
+            "dotted: gated; band: 95%; dot: τ" if len(focus.named) <= _FEW else "dotted: gated; dot: fitted τ"
+        )
+        chart.key(what, "#555555", style=":")
     _others_key(chart, focus, folded)
     return chart
 
 
-def _coverage_details(chart: Canvas, m: CxsManifest, scenario: str, color: str, *, tau_text: bool) -> None:
-    """A named model's band, gated curve and fitted τ with its intervals (written out when few are named)."""
+def _coverage_details(chart: Canvas, m: CxsManifest, scenario: str, color: str, *, few: bool) -> None:
+    """A named model's gated curve and fitted τ with its intervals; with few named, its 95% band and τ
+    written out too (with more, the bands would hide each other: each model's is in the small multiples)."""
     cell = m.cell(scenario)
     assert cell is not None
     band = cell.intervals.coverage_band if cell.intervals else []
-    if band:
+    if band and few:
         xs = [100 * b.coverage for b in band]
         chart.band(xs, [100 * b.low for b in band], [100 * b.high for b in band], color)
     if cell.gate is not None:
@@ -102,7 +107,7 @@ def _coverage_details(chart: Canvas, m: CxsManifest, scenario: str, color: str, 
         chart.marker(x, y, "o", color, size=4.5)
         if ci is not None and ci.tau is not None:
             text += f" [{ci.tau.low:.3f}, {ci.tau.high:.3f}]"
-        if tau_text:
+        if few:
             chart.annotate(text, x, y, color, dy=-14 if cell.fit.accuracy > 0.95 else 6)
 
 
