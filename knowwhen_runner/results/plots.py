@@ -52,10 +52,11 @@ def _coverage_plot(
         "coverage: decisions handed to the decision model (%)",
         "accuracy (%)",
     )
-    folded = 0
+    folded = failed = 0
     for m in _drawing_order(manifests, focus):
         cell = m.cell(scenario)
         if cell is None or cell.accuracy_pct is None or cell.failed_rows():
+            failed += cell is not None and cell.failed_rows() > 0
             continue
         named, color = focus.is_named(m.model.id), color_of(focus, m.model.id)
         if m.model.kind == "llm":
@@ -81,6 +82,8 @@ def _coverage_plot(
         )
         chart.key(what, "#555555", style=":")
     _others_key(chart, focus, folded)
+    if failed:  # no figure to draw (a job failed for good), as in the tables: said, not dropped
+        chart.key(f"{failed} not drawn: a job failed for good", "#888888")
     return chart
 
 

@@ -202,3 +202,11 @@ def test_compare_without_manifests_is_one_error_line(tmp_path: Path) -> None:
 
     done = knowwhen("compare", str(tmp_path), str(tmp_path))
     assert done.returncode == 2 and "no CXS manifests" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_model_left_out_of_a_plot_is_said_in_its_legend(run: tuple[SweepConfig, list[CxsManifest]]) -> None:
+    """The LLM's L2 cell has a failed job, so the coverage plot draws no line for it, and its legend says so."""
+    config, _ = run
+    root = ElementTree.fromstring((config.output / "plots" / "coverage-qs.svg").read_bytes())
+    texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert "dm" in texts and "1 not drawn: a job failed for good" in texts and "LLM llm" not in texts
