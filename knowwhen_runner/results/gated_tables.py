@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .manifest import CxsManifest, Gate, GatePoint, OpenLoopIntervals
+from .manifest import ConfidenceInterval, CxsManifest, Gate, GatePoint, OpenLoopIntervals
 from .ranking import Ranking, rank_models
 from .tables import CI, Column, Table
 
@@ -29,7 +29,15 @@ def _summary_row(m: CxsManifest, scenario: str, gate: Gate, ci: OpenLoopInterval
     if ci is not None:
         row |= {"tau" + CI: ci.tau, "coverage" + CI: ci.coverage_at_tau}
         row["accuracy" + CI] = ci.gated_accuracy_at_tau
+        row["gain" + CI] = _points(ci.gain_at_tau)
     return row
+
+
+def _points(ci: ConfidenceInterval | None) -> ConfidenceInterval | None:
+    """A difference of fractions as percentage points."""
+    if ci is None:
+        return None
+    return ci.model_copy(update={"estimate": 100 * ci.estimate, "low": 100 * ci.low, "high": 100 * ci.high})
 
 
 def gated_summary_table(manifests: Sequence[CxsManifest], ranking: Ranking | None = None) -> Table:
@@ -44,7 +52,7 @@ def gated_summary_table(manifests: Sequence[CxsManifest], ranking: Ranking | Non
         Column("coverage", "coverage (%)", "frac", ci=True),
         Column("accuracy", "gated accuracy (%)", "frac", ci=True),
         Column("llm_accuracy", "LLM alone (%)", "frac"),
-        Column("gain", "gain over the LLM (pp)", "pct"),
+        Column("gain", "gain over the LLM (pp)", "pct", ci=True),
     ]
     rows = [
         {"rank": ranking.rank(m.model.id), **_summary_row(m, c.scenario, c.gate, c.intervals)}
@@ -55,7 +63,8 @@ def gated_summary_table(manifests: Sequence[CxsManifest], ranking: Ranking | Non
     note = (
         "At the τ fitted for the target accuracy: the decision model answers where its confidence ≥ τ, the "
         "LLM elsewhere; accuracy per task then mean. [low, high]: 95% interval, the whole fit redone on each "
-        "bootstrap resample of tasks; the gain is the gated accuracy less the LLM's on the same questions. "
+        "bootstrap resample of tasks; the gain is the gated accuracy less the LLM's on the same questions, its "
+        "interval paired (both on each resample). "
         "The whole curve of each model: gated.csv."
     )
     title = f"{_run_name(manifests)}: gated at the fitted τ"
