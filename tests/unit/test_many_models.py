@@ -48,7 +48,7 @@ def _md_rows(path: Path) -> list[dict[str, str]]:
 
 
 def test_every_table_ranks_all_41_models_best_first(crowd: tuple[SweepConfig, list[CxsManifest]]) -> None:
-    """table.md and comparison.md/.csv/.tex hold every model once, by falling L2 accuracy, ranks 1.. with
+    """table.md, comparison.md/.csv/.tex and details.csv hold every model once, by falling L2 accuracy, ranks 1.. with
     ties sharing a rank; the strong twenty (and the LLM among them) come before the weak twenty."""
     config, manifests = crowd
     accuracy = {m.model.id: m.open_loop[0].accuracy_pct for m in manifests}
@@ -64,6 +64,8 @@ def test_every_table_ranks_all_41_models_best_first(crowd: tuple[SweepConfig, li
     # ranking changes no figure: every cell is still its model's own score
     for r in rows:
         assert float(r["L2 all states"]) == pytest.approx(accuracy[r["model"]], abs=1e-6)
+    details = [r["model"] for r in _csv(config.output / "tables" / "details.csv")]
+    assert details == [r["model"] for r in rows]  # one row per model and scenario, in the same order
     tex = (config.output / "tables" / "comparison.tex").read_text()
     assert all(f"{m} &" in tex.replace("\\_", "_") for m in every)
 
