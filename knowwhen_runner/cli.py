@@ -23,6 +23,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from .cache_cli import cache_app
 from .dataset_cli import compare, fetch_dataset, import_, score
@@ -58,7 +59,8 @@ def main() -> None:
                 raise
             raise known from None
     except KnowwhenError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        # escaped: a message may hold brackets ("pip install 'knowwhen-runner[figures]'") that are not markup
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         console.print("interrupted")

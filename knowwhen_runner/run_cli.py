@@ -209,12 +209,28 @@ def finalize(
     db: Annotated[
         str | None, typer.Option(help="Database URL (default: SQLite file in the run folder).")
     ] = None,
+    figures: Annotated[
+        str | None,
+        typer.Option(
+            help="Also draw each plot as a pdf, pgf or png figure beside its SVG (needs the figures extra)."
+        ),
+    ] = None,
 ) -> None:
     """Write the run's answers files and tables from what is recorded (idempotent)."""
     from .run import finalize_config
 
+    if figures is not None:  # say what to install before any work is done
+        from .results.figures import figure_format, require_matplotlib
+
+        fmt = figure_format(figures)
+        require_matplotlib(fmt)
     output = finalize_config(config, db=db)
     out.print(f"finalised: {output}")
+    if figures is not None:
+        from .run.outputs import write_run_figures
+
+        drawn = write_run_figures(config, fmt, db=db)
+        out.print(f"figures: {len(drawn)} {fmt} files in {output / 'plots'}")
 
 
 def worker(

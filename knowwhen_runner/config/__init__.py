@@ -17,7 +17,16 @@ from .fields import CONFIG_SCHEMA_VERSION, CachePolicy
 from .loader import config_hash, load_config, parse_config
 from .model_spec import BatchSettings, ModelSpec, Pricing, RateLimit
 from .scenario_spec import DEFAULT_MAX_STEPS, IsolatedSource, ScenarioSpec, TauFit
-from .settings import Budget, CacheSettings, Cap, GateSettings, Notify, ServeSettings, WorkerSettings
+from .settings import (
+    Budget,
+    CacheSettings,
+    Cap,
+    GateSettings,
+    Notify,
+    ReportSettings,
+    ServeSettings,
+    WorkerSettings,
+)
 from .sweep_config import SweepConfig
 
 __all__ = [
@@ -27,6 +36,7 @@ __all__ = [
     "ModelSpec",
     "Pricing",
     "RateLimit",
+    "ReportSettings",
     "ScenarioSpec",
     "ServeSettings",
     "SweepConfig",

@@ -1,4 +1,5 @@
-"""How a sweep runs: the response cache, workers, the local server, gates, caps, the budget, notifications."""
+"""How a sweep runs: the response cache, workers, the local server, gates, caps, the budget, notifications,
+and how its report ranks and highlights the models."""
 
 from __future__ import annotations
 
@@ -106,6 +107,29 @@ class GateSettings(_Frozen):
 
     llm: str = Field(description="Model id of the LLM whose answers fill in below the threshold.")
     target: float | Literal["llm"] = Field(0.99, description="Accuracy the fitted threshold must reach.")
+
+
+class ReportSettings(_Frozen):
+    """How the tables, plots, report and viewer order and name the models; no figure changes with it."""
+
+    rank_by: str | None = Field(
+        None,
+        description=(
+            "The scenario id whose headline figure ranks the models, best first (states: L2 accuracy; "
+            "episodes: L3 success in the model's own mode; isolated: L1 pooled accuracy). Default: the "
+            "first states scenario, else the first episodes scenario, else the first isolated one."
+        ),
+    )
+    highlight: list[str] = Field(
+        default_factory=list,
+        description="Model ids every plot names, whatever their rank (beside the top of the ranking).",
+    )
+    named: int = Field(
+        10,
+        ge=1,
+        le=40,
+        description="How many models a plot names at most, pinned ones and the LLMs included.",
+    )
 
 
 class Cap(_Frozen):

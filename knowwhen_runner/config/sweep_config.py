@@ -11,7 +11,15 @@ from ..jobs import Mode
 from .fields import _ID, _Frozen
 from .model_spec import ModelSpec
 from .scenario_spec import ScenarioSpec, TauFit
-from .settings import Budget, CacheSettings, GateSettings, Notify, ServeSettings, WorkerSettings
+from .settings import (
+    Budget,
+    CacheSettings,
+    GateSettings,
+    Notify,
+    ReportSettings,
+    ServeSettings,
+    WorkerSettings,
+)
 
 
 class SweepConfig(_Frozen):
@@ -32,6 +40,10 @@ class SweepConfig(_Frozen):
     notify: Notify | None = Field(
         None, description="A command or URL told of finish, failure, budget, quarantine."
     )
+    report: ReportSettings = Field(
+        default_factory=lambda: ReportSettings(),
+        description="How the tables, plots and report rank and highlight the models.",
+    )
 
     @model_validator(mode="after")
     def _unique_ids(self) -> SweepConfig:
@@ -46,7 +58,16 @@ class SweepConfig(_Frozen):
             raise ValueError(f"gate.llm {self.gate.llm!r} is not the id of an llm-kind model")
         self._check_episodes()
         self._check_budget()
+        self._check_report()
         return self
+
+    def _check_report(self) -> None:
+        """The report ranks by a scenario of this config and highlights its models."""
+        if self.report.rank_by is not None and self.report.rank_by not in {s.id for s in self.scenarios}:
+            raise ValueError(f"report.rank_by: {self.report.rank_by!r} is not the id of a scenario")
+        for i, model_id in enumerate(self.report.highlight):
+            if model_id not in {m.id for m in self.models}:
+                raise ValueError(f"report.highlight.{i}: {model_id!r} is not the id of a model")
 
     def _check_budget(self) -> None:
         """Budget caps name models and limit groups of this config."""

@@ -7,7 +7,7 @@ config as loaded (after ``${VAR}`` expansion and path resolution), the job-id sc
 release, the thresholds fitted so far, and each scenario file's name, size and modification time
 (its folder's files, recursively, for a folder). After a plan is enqueued its stamp is kept with the
 run; a run whose stamp is already kept works the queue as it stands, with the items stored there.
-Touching or editing any scenario file, or any change to the config, plans again.
+Touching or editing any scenario file, or any change to the config but its ``report`` block, plans again.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def _sources(config: SweepConfig) -> dict[str, list[tuple[str, int, int]]]:
 def plan_stamp(config: SweepConfig, fits: dict[str, Any] | None) -> str:
     """sha256 over everything the plan of ``config`` (at these fitted thresholds) is made from."""
     ident = {
-        "config": config.model_dump(mode="json"),
+        # how the report ranks and names models decides no job: changing it plans nothing again
+        "config": config.model_dump(mode="json", exclude={"report"}),
         "job_id_version": JOB_ID_VERSION,
         "knowwhen_runner": __version__,
         "fits": fits,

@@ -91,6 +91,7 @@ def open_loop_intervals(
         tau=to_manifest(found.tau) if found.tau else None,
         coverage_at_tau=to_manifest(found.coverage) if found.coverage else None,
         gated_accuracy_at_tau=to_manifest(found.gated_accuracy) if found.gated_accuracy else None,
+        gain_at_tau=to_manifest(found.gain) if found.gain else None,
         ece=to_manifest(found.ece),
         aurc=to_manifest(found.aurc),
         coverage_band=[

@@ -19,7 +19,7 @@ from importlib.metadata import version as dist_version
 from pathlib import Path
 from typing import Any
 
-from ..config import ScenarioSpec, SweepConfig
+from ..config import ReportSettings, ScenarioSpec, SweepConfig
 from ..crashpoints import crashpoint
 from ..dataset.answer_rows import file_row
 from ..dataset.files import AnswerTable, QuestionSet, load_answers, load_question_set
@@ -136,7 +136,8 @@ async def finalize_run(
     provenance = _run_provenance(config, await queue.run_info() or {}, await queue.workers())
     scenarios = [_scenario_provenance(spec) for spec in config.scenarios]
     manifests = [_manifest(config, m.id, records, folders, provenance, scenarios) for m in config.models]
-    write_outputs(config.output, manifests, await drilldown(manifests) if drilldown is not None else "")
+    shown = await drilldown(manifests) if drilldown is not None else ""
+    write_outputs(config.output, manifests, shown, config.report)
     _write_table(config, manifests)
     return scores
 
@@ -324,12 +325,18 @@ def _prune(folder: Path, pattern: str, keep: set[Path]) -> None:
             path.unlink()
 
 
-def write_outputs(output: Path, manifests: Sequence[CxsManifest], drilldown: str = "") -> None:
-    """Write the manifests, then the tables, plots and report built from them (and the report's drill-down)."""
+def write_outputs(
+    output: Path, manifests: Sequence[CxsManifest], drilldown: str = "", report: ReportSettings | None = None
+) -> None:
+    """Write the manifests, then the tables, plots and report built from them (and the report's drill-down),
+    models ranked and plots focused as ``report`` says."""
     from .plots import write_plots
+    from .ranking import rank_models
     from .report import write_report
-    from .tables import write_tables
+    from .table_files import write_tables
 
+    report = report or ReportSettings()
+    ranking = rank_models(manifests, report.rank_by)
     written = set()
     for manifest in manifests:
         path = manifest_path(output, manifest.model.id)
@@ -337,17 +344,18 @@ def write_outputs(output: Path, manifests: Sequence[CxsManifest], drilldown: str
         written.add(path)
         crashpoint("finalize")
     _prune(output / "manifests", "*.cxs.json", written)
-    tables = write_tables(output / "tables", manifests)
-    plots = write_plots(output / "plots", manifests)
+    tables = write_tables(output / "tables", manifests, ranking)
+    plots = write_plots(output / "plots", manifests, ranking, report)
     _prune(output / "plots", "*.svg", set(plots.values()))
     _prune(output / "plots", "*.png", set())  # drawn by releases before the plots were SVG
-    write_report(output / "report.html", manifests, tables, plots, drilldown)
+    write_report(output / "report.html", manifests, tables, plots, drilldown, ranking)
 
 
 def _write_table(config: SweepConfig, manifests: Sequence[CxsManifest]) -> None:
+    from .ranking import rank_models
     from .tables import headline_table
 
-    text = headline_table(manifests).to_markdown()
+    text = headline_table(manifests, rank_models(manifests, config.report.rank_by)).to_markdown()
     scopes = {c.scenario: c.scope for m in manifests for c in m.open_loop if c.scope and c.scope.subset}
     if scopes:
         notes = [f"- {sc}: a subset was scored, {scope.describe()}" for sc, scope in scopes.items()]

@@ -1,5 +1,5 @@
-"""Bootstrap over tasks of everything fitted on a cell's confidences: τ, coverage and gated accuracy at τ,
-ECE and AURC, each refitted on every resample.
+"""Bootstrap over tasks of everything fitted on a cell's confidences: τ, coverage and gated accuracy at τ
+(and its gain over the LLM), ECE and AURC, each refitted on every resample.
 
 A resample draws whole tasks with replacement (``intervals.draw_cluster_weights``: the very resamples of
 ``intervals.bootstrap_over_clusters`` with the same seed, so the two agree number for number). Vectorised:
@@ -58,6 +58,8 @@ class FitIntervals:
     aurc: Interval
     band: tuple[tuple[float, Interval], ...] = ()
     """(coverage, interval of the accuracy of the most confident items covering it), per ``BAND_COVERAGES``."""
+    gain: Interval | None = None
+    """Gated accuracy at τ less the LLM's own, both on the same resample (a paired interval)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +128,8 @@ def _block(s: _Sorted, counts: Floats, target: float | Literal["llm"] | None) ->
     if llm_accuracy is not None and s.delta is not None:
         # Delegating the items up to τ changes the LLM's accuracy by their weighted (model − LLM).
         covered = np.arange(weights.shape[1]) <= np.where(found, s.ends[last], -1)[:, None]
-        out["gated"] = llm_accuracy + np.where(covered, weights, 0.0) @ s.delta / n_tasks
+        gain = np.where(covered, weights, 0.0) @ s.delta / n_tasks
+        out["gated"], out["gain"] = llm_accuracy + gain, gain
     return out
 
 
@@ -176,9 +179,9 @@ def fit_intervals(data: FitData, *, reps: int = 500, seed: int = 0, level: float
         return _interval(point[name][0], boot[name], n=n_tasks, reps=reps, seed=seed, level=level)
 
     reachable = not np.isnan(point["tau"][0])
-    gated = None
+    gated = gain = None
     if "gated" in point and reachable:
-        gated = interval("gated")
+        gated, gain = interval("gated"), interval("gain")
     fitted = data.target is not None
     return FitIntervals(
         tau=interval("tau") if reachable else None,
@@ -187,4 +190,5 @@ def fit_intervals(data: FitData, *, reps: int = 500, seed: int = 0, level: float
         ece=interval("ece"),
         aurc=interval("aurc"),
         band=band,
+        gain=gain,
     )

@@ -143,21 +143,22 @@ class BandPoint(_Model):
 
 
 class OpenLoopIntervals(_Model):
-    """Intervals of an open-loop cell: accuracy and must-ask (bootstrap over tasks, per task then mean);
-    τ, coverage and gated accuracy at τ (the whole fit redone on each resample of the tasks); ECE and
-    AURC (bootstrap over tasks)."""
+    """Intervals of an open-loop cell: accuracy and must-ask (bootstrap over tasks, per task then mean); τ,
+    coverage, gated accuracy and its gain over the LLM (paired, a fraction) at τ (the whole fit redone on
+    each resample of the tasks); ECE and AURC (bootstrap over tasks)."""
 
     accuracy_pct: ConfidenceInterval | None = None
     must_ask_pct: ConfidenceInterval | None = None
     tau: ConfidenceInterval | None = None
     coverage_at_tau: ConfidenceInterval | None = None
     gated_accuracy_at_tau: ConfidenceInterval | None = None
+    gain_at_tau: ConfidenceInterval | None = None
     ece: ConfidenceInterval | None = None
     aurc: ConfidenceInterval | None = None
     coverage_band: list[BandPoint] = Field(
         default_factory=list,
-        description="The band around the coverage curve: covered accuracy at every 5% of coverage, "
-        "with its interval (same bootstrap as ``tau``).",
+        description="The band around the coverage curve: covered accuracy at every 5% of coverage, with its "
+        "interval (same bootstrap as ``tau``).",
     )
 
 
@@ -271,8 +272,7 @@ class Gate(_Model):
     """Open-loop gating over ``llm``: the model's answer where its confidence ≥ τ, the LLM's elsewhere.
 
     Accuracies are per task then mean (as L2 is scored), as fractions. ``curve`` may be thinned like the
-    coverage curve; ``at_thresholds`` are exact, at a few fixed τ.
-    """
+    coverage curve; ``at_thresholds`` are exact, at a few fixed τ."""
 
     llm: str
     llm_accuracy: float

@@ -1,7 +1,8 @@
 """The run's static HTML report: one self-contained file with the tables, the plots and the provenance.
 
-Everything is inline (CSS, a few lines of JS to sort table columns, plots as base64 data URIs); the page
-makes no network request, so it opens the same offline, attached to an e-mail or years later.
+Everything is inline (CSS, a few lines of JS to sort any table column on click and to narrow every table's
+rows by model id, plots as base64 data URIs); the page makes no network request, so it opens the same
+offline, attached to an e-mail or years later. Models are ranked (``ranking``), best first, in every table.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from ..jsonio import atomic_write_bytes
 from .manifest import CxsManifest, ScenarioProvenance
+from .ranking import Ranking, rank_models
 from .tables import Table
 
 __all__ = ["render_report", "write_report"]
@@ -39,6 +41,8 @@ figure img{width:100%;height:auto;display:block}figcaption{color:#5a6270;font-si
 dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:0}dt{color:#5a6270}
 dd{margin:0;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
 footer{color:#5a6270;font-size:12px;margin-top:30px}
+.filter{margin:14px 0 0;font-size:13px}.filter input{font:inherit;padding:3px 7px;width:260px;
+ border:1px solid #c3c9d2;border-radius:4px}details{margin:10px 0}summary{cursor:pointer;color:#33507a}
 """
 
 _JS = """
@@ -47,13 +51,20 @@ document.querySelectorAll("table.sortable th").forEach(th => th.addEventListener
   const dir = th.dataset.dir === "asc" ? -1 : 1;
   th.closest("tr").querySelectorAll("th").forEach(h => delete h.dataset.dir);
   th.dataset.dir = dir > 0 ? "asc" : "desc";
-  const v = r => { const t = r.cells[i].textContent.trim(), n = Number(t);
-    return t === "\\u2013" ? null : (t !== "" && !isNaN(n) ? n : t); };
+  const v = r => { const c = r.cells[i], t = c.textContent.trim();
+    if (c.dataset.v !== undefined) return Number(c.dataset.v);
+    return t.startsWith("\\u2013") ? null : t; };
   rows.sort((a, b) => { const x = v(a), y = v(b);
     if (x === null) return y === null ? 0 : 1; if (y === null) return -1;
     return (x < y ? -1 : x > y ? 1 : 0) * dir; });
   rows.forEach(r => body.appendChild(r));
 }));
+const kwFilter = document.getElementById("model-filter");
+if (kwFilter) kwFilter.addEventListener("input", () => {
+  const q = kwFilter.value.trim().toLowerCase();
+  document.querySelectorAll("table.sortable tbody tr[data-model]").forEach(r => {
+    r.hidden = q !== "" && !r.dataset.model.toLowerCase().includes(q); });
+});
 """
 
 
@@ -65,10 +76,14 @@ def _table_html(table: Table) -> str:
     for row in table.rows:
         cells = []
         for c in table.columns:
-            text = table.cell(row, c)
-            cls = ("" if c.fmt == "text" else "num") + (" missing" if text == "–" else "")
-            cells.append(f'<td class="{cls.strip()}">{escape(text)}</td>')
-        body.append("<tr>" + "".join(cells) + "</tr>")
+            text, value = table.cell(row, c), row.get(c.key)
+            cls = ("" if c.fmt == "text" else "num") + (" missing" if text.startswith("–") else "")
+            # a figure sorts by its number, not by its text with the interval after it
+            number = f' data-v="{value!r}"' if isinstance(value, int | float) and c.fmt != "text" else ""
+            cells.append(f'<td class="{cls.strip()}"{number}>{escape(text)}</td>')
+        model = row.get("model")
+        attr = f' data-model="{escape(str(model))}"' if model is not None else ""
+        body.append(f"<tr{attr}>" + "".join(cells) + "</tr>")
     note = f'<p class="note">{escape(table.note)}</p>' if table.note else ""
     return (
         f'{note}<div class="wrap"><table class="sortable"><thead><tr>{head}</tr></thead>'
@@ -83,6 +98,9 @@ def _figure_html(name: str, path: Path) -> str:
         "dashed: the LLM alone.",
         "reliability": "Reliability: accuracy per confidence bin (10 equal-width bins).",
         "cost": "Cost against accuracy (L2) or task success (L3); only cells with a known price.",
+        "panels": "One small panel per decision model, in ranking order, on shared axes.",
+        "pareto": "The ranking's figure against cost or latency; dashed: the Pareto frontier (no other "
+        "model is both cheaper or faster and better).",
     }.get(name.split("-", 1)[0], "")
     return (
         f'<figure><img alt="{escape(name)}" src="data:image/svg+xml;base64,{data}">'
@@ -140,11 +158,29 @@ def _provenance(manifests: Sequence[CxsManifest]) -> str:
 
 
 _SECTIONS = {
-    "comparison": "Comparison",
-    "gated": "Gated curve",
+    "comparison": "Leaderboard",
+    "gated-summary": "Gated at the fitted τ",
     "closed-loop": "Closed loop",
     "details": "Open-loop details",
 }
+
+_FILTER = (
+    '<p class="filter"><label>Filter models: <input id="model-filter" type="search" '
+    'placeholder="part of a model id" autocomplete="off"></label> '
+    "(every table; click a column header to sort by it)</p>"
+)
+
+
+def _gated_html(tables: Mapping[str, Table]) -> str:
+    """The one-row-per-model summary, and every model's whole curve behind a fold."""
+    summary, curve = tables.get("gated-summary"), tables.get("gated")
+    out = f"<h2>{_SECTIONS['gated-summary']}</h2>{_table_html(summary)}" if summary and summary.rows else ""
+    if curve is not None and curve.rows:
+        out += (
+            f"<details><summary>The whole gated curve of every model ({len(curve.rows)} rows; also in "
+            f"tables/gated.csv)</summary>{_table_html(curve)}</details>"
+        )
+    return out
 
 
 def render_report(
@@ -152,15 +188,19 @@ def render_report(
     tables: Mapping[str, Table],
     plots: Mapping[str, Path],
     drilldown: str = "",
+    ranking: Ranking | None = None,
 ) -> str:
     """The report as one HTML string; ``drilldown`` is the self-contained question and episode section."""
     if not manifests:
         return "<!doctype html><html><body><p>No models in this run.</p></body></html>\n"
     run = manifests[0].run
-    sections = []
+    ranking = ranking or rank_models(manifests)
+    sections = [_FILTER]
     for name, title in _SECTIONS.items():
         table = tables.get(name)
-        if table is not None and (table.rows or name == "comparison"):
+        if name == "gated-summary":
+            sections.append(_gated_html(tables))
+        elif table is not None and (table.rows or name == "comparison"):
             sections.append(f"<h2>{title}</h2>{_table_html(table)}")
         if name == "comparison" and plots:
             figures = "".join(_figure_html(n, p) for n, p in plots.items())
@@ -173,8 +213,8 @@ def render_report(
             f"<title>{escape(run.name)}: knowwhen report</title><style>{_CSS}</style></head>",
             "<body><main>",
             f"<h1>{escape(run.name)}</h1>",
-            f'<p class="meta">Coverage × success of {len(manifests)} models; config '
-            f"{escape(run.config_file or '–')}, created {escape(run.created or '–')}.</p>",
+            f'<p class="meta">Coverage × success of {len(manifests)} models, {escape(ranking.label)}; '
+            f"config {escape(run.config_file or '–')}, created {escape(run.created or '–')}.</p>",
             *sections,
             drilldown,
             f"<h2>Provenance</h2>{_provenance(manifests)}",
@@ -191,6 +231,7 @@ def write_report(
     tables: Mapping[str, Table],
     plots: Mapping[str, Path],
     drilldown: str = "",
+    ranking: Ranking | None = None,
 ) -> None:
     """Write ``report.html``."""
-    atomic_write_bytes(path, render_report(manifests, tables, plots, drilldown).encode())
+    atomic_write_bytes(path, render_report(manifests, tables, plots, drilldown, ranking).encode())

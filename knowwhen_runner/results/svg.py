@@ -160,9 +160,9 @@ class Chart:
         )
         self._marks.append(f'<path d="{_marker_path(shape, self.x(x), self.y(y), size)}" {fill}/>')
 
-    def key(self, label: str, color: str, *, marker: str | None = None) -> None:
-        """A legend entry for marks drawn one by one (hollow when a marker is given)."""
-        self._keys.append(_Key(label, color, marker=marker, hollow=True))
+    def key(self, label: str, color: str, *, marker: str | None = None, style: str | None = None) -> None:
+        """A legend entry of its own: a hollow marker (marks drawn one by one) and/or a line of ``style``."""
+        self._keys.append(_Key(label, color, dash=style, marker=marker, hollow=True))
 
     def errorbar(
         self,
@@ -239,25 +239,28 @@ class Chart:
         return out
 
     def _legend(self) -> list[str]:
+        """Every entry, closer together when there are many: no entry is ever dropped."""
         out = []
-        for i, k in enumerate(self._keys[:24]):
-            y = _TOP + 8 + 16 * i
+        step = min(16.0, (_BOTTOM + 40 - _TOP) / max(1, len(self._keys)))
+        for i, k in enumerate(self._keys):
+            y = _TOP + 8 + step * i
             x = _RIGHT + 14
             if k.swatch is not None:
                 out.append(
-                    f'<rect x="{x}" y="{y - 5}" width="22" height="10" fill="{k.color}" fill-opacity="{k.swatch}"/>'
+                    f'<rect x="{x}" y="{_fmt(y - 5)}" width="22" height="10" fill="{k.color}" '
+                    f'fill-opacity="{k.swatch}"/>'
                 )
             elif k.dash is not None:
                 dash = _DASHES.get(k.dash)
                 extra = f' stroke-dasharray="{dash}"' if dash else ""
-                out.append(f'<path d="M{x} {y}h22" stroke="{k.color}" stroke-width="1.5"{extra}/>')
+                out.append(f'<path d="M{x} {_fmt(y)}h22" stroke="{k.color}" stroke-width="1.5"{extra}/>')
             if k.marker is not None:
                 fill = (
                     f'fill="none" stroke="{k.color}" stroke-width="1.4"' if k.hollow else f'fill="{k.color}"'
                 )
                 out.append(f'<path d="{_marker_path(k.marker, x + 11, y, 4)}" {fill}/>')
             label = k.label if len(k.label) <= 36 else k.label[:35] + "…"
-            out.append(f'<text x="{x + 28}" y="{y}" dy="3.5" font-size="10">{escape(label)}</text>')
+            out.append(f'<text x="{x + 28}" y="{_fmt(y)}" dy="3.5" font-size="10">{escape(label)}</text>')
         return out
 
     def svg(self) -> bytes:

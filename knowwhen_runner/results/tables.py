@@ -14,11 +14,10 @@ import csv
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from ..jsonio import atomic_write_bytes
-from .manifest import ConfidenceInterval, CxsManifest, Gate, GatePoint, OpenLoopIntervals
+from .manifest import ConfidenceInterval, CxsManifest
+from .ranking import Ranking, headline_figure, rank_models
 
 __all__ = [
     "MISSING",
@@ -27,9 +26,7 @@ __all__ = [
     "closed_loop_table",
     "comparison_table",
     "details_table",
-    "gated_table",
     "headline_table",
-    "write_tables",
 ]
 
 MISSING = "–"
@@ -195,8 +192,16 @@ def _own_cells(m: CxsManifest) -> dict[str, Any]:
     return out
 
 
-def comparison_table(manifests: Sequence[CxsManifest]) -> Table:
-    """One row per model: the paper's columns, coverage at the fitted τ, cost and latency.
+_COMPARISON_NOTE = (
+    "Accuracy and success in %, L2 per task then mean over the eligible tasks; coverage: share of "
+    "decisions at or above the threshold fitted for the target accuracy. [low, high]: 95% interval "
+    "(L2: bootstrap over tasks; L1: Wilson; L3: Wilson, or bootstrap over tasks with repeats; "
+    "coverage: bootstrap over tasks of the whole fit)."
+)
+
+
+def comparison_table(manifests: Sequence[CxsManifest], ranking: Ranking | None = None) -> Table:
+    """One row per model, ranked: the paper's columns, coverage at the fitted τ, cost and latency.
 
     Cost and latency are per 1,000 decisions (open loop and isolated) when the run has decisions, and
     per episode for each closed-loop scenario a model ran in its own mode.
@@ -205,7 +210,8 @@ def comparison_table(manifests: Sequence[CxsManifest]) -> Table:
     # An episodes scenario gets an L3 column when some model ran it in its own mode (not a fit set).
     eps = [sc for sc in _scenarios(manifests, "episodes") if any(sc in _own_cells(m) for m in manifests)]
     decisions = any(m.totals.decisions for m in manifests) or not eps
-    cols = [Column("model", "model"), Column("kind", "kind")]
+    ranking = ranking or rank_models(manifests)
+    cols = [Column("rank", "rank", "int"), Column("model", "model"), Column("kind", "kind")]
     cols += [Column(f"l1:{sc}", "L1 isolated" + _suffix(iso, sc), "pct", ci=True) for sc in iso or [""]]
     for sc in states:
         cols += [
@@ -223,7 +229,7 @@ def comparison_table(manifests: Sequence[CxsManifest]) -> Table:
         ]
     rows = []
     for m in manifests:
-        row: dict[str, Any] = {"model": m.model.id, "kind": m.model.kind}
+        row: dict[str, Any] = {"rank": ranking.rank(m.model.id), "model": m.model.id, "kind": m.model.kind}
         for cell in m.isolated:
             row[f"l1:{cell.scenario}"] = cell.pooled_pct
             row[f"l1:{cell.scenario}{CI}"] = cell.intervals.pooled_pct if cell.intervals else None
@@ -247,44 +253,38 @@ def comparison_table(manifests: Sequence[CxsManifest]) -> Table:
             row[f"l3:{sc}{CI}"] = e.intervals.success_rate if e.intervals else None
         row["cost"], row["p50"] = m.totals.cost.per_1k_decisions_usd, m.totals.latency.p50_ms
         rows.append(row)
-    note = (
-        "Accuracy and success in %, L2 per task then mean over the eligible tasks; coverage: share of "
-        "decisions at or above the threshold fitted for the target accuracy. [low, high]: 95% interval "
-        "(L2: bootstrap over tasks; L1: Wilson; L3: Wilson, or bootstrap over tasks with repeats; "
-        "coverage: bootstrap over tasks of the whole fit)."
-    )
-    return Table("comparison", f"{_run_name(manifests)}: comparison", cols, rows, note)
+    note = f"{_ranked_note(ranking)} {_COMPARISON_NOTE}" if ranking.scenario else _COMPARISON_NOTE
+    return Table("comparison", f"{_run_name(manifests)}: comparison", cols, ranking.sorted_rows(rows), note)
 
 
-def headline_table(manifests: Sequence[CxsManifest]) -> Table:
-    """``table.md``: one column per scenario with its headline figure, one row per model that has one.
+def headline_table(manifests: Sequence[CxsManifest], ranking: Ranking | None = None) -> Table:
+    """``table.md``: one column per scenario with its headline figure, one row per model that has one,
+    ranked (best first, with the rank).
 
     States: L2 accuracy (benchmark rule); isolated: L1 pooled accuracy; episodes: L3 success in the
     model's own mode. A scenario no model has a figure for gets no column.
     """
+    ranking = ranking or rank_models(manifests)
     values: dict[str, dict[str, Any]] = {}
+    order = [s.id for s in manifests[0].scenarios] if manifests else []
     for m in manifests:
         row: dict[str, Any] = {}
-        for c in m.open_loop:
-            if c.scenario not in row:
-                row[c.scenario] = _unless_failed(c.accuracy_pct, c.failed_rows())
-                row[c.scenario + CI] = c.intervals.accuracy_pct if c.intervals else None
-        for i in m.isolated:
-            if i.scenario not in row:
-                row[i.scenario] = i.pooled_pct
-                row[i.scenario + CI] = i.intervals.pooled_pct if i.intervals else None
-        for sc, e in _own_cells(m).items():
-            if sc not in row:
-                success = None if e.success_rate is None else 100 * e.success_rate
-                row[sc] = _unless_failed(success, e.failed)
-                row[sc + CI] = _percent(e.intervals.success_rate if e.intervals else None)
+        for sc in order:
+            figure = headline_figure(m, sc)
+            if figure is not None:
+                row[sc] = _unless_failed(figure.value, figure.failed)
+                row[sc + CI] = figure.interval
         values[m.model.id] = row
-    order = [s.id for s in manifests[0].scenarios] if manifests else []
     shown = [sc for sc in order if any(row.get(sc) is not None for row in values.values())]
     kinds = {s.kind for s in manifests[0].scenarios if s.id in shown} if manifests else set()
-    cols = [Column("model", "model"), *(Column(sc, sc, "pct", ci=True) for sc in shown)]
-    rows = [{"model": m, **row} for m, row in values.items() if any(row.get(sc) is not None for sc in shown)]
-    notes = []
+    cols = [Column("rank", "rank", "int"), Column("model", "model")]
+    cols += [Column(sc, sc, "pct", ci=True) for sc in shown]
+    rows = [
+        {"rank": ranking.rank(m), "model": m, **row}
+        for m, row in values.items()
+        if any(row.get(sc) is not None for sc in shown)
+    ]
+    notes = [_ranked_note(ranking)] if ranking.scenario else []
     if "states" in kinds:
         notes.append("Per task, then mean over the eligible tasks (AgentDecisionBench rule).")
     if "isolated" in kinds:
@@ -292,79 +292,19 @@ def headline_table(manifests: Sequence[CxsManifest]) -> Table:
     if "episodes" in kinds:
         notes.append("Episodes (L3): task success in the model's own mode.")
     what = "accuracy and success" if "episodes" in kinds else "accuracy"
-    return Table("table", f"{_run_name(manifests)}: {what} (%)", cols, rows, "\n".join(notes))
+    title = f"{_run_name(manifests)}: {what} (%)"
+    return Table("table", title, cols, ranking.sorted_rows(rows), "\n".join(notes))
 
 
-def _percent(ci: ConfidenceInterval | None) -> ConfidenceInterval | None:
-    """A fraction's interval in percent."""
-    if ci is None:
-        return None
-    return ci.model_copy(update={"estimate": 100 * ci.estimate, "low": 100 * ci.low, "high": 100 * ci.high})
+def _ranked_note(ranking: Ranking) -> str:
+    return f"Ranked by {ranking.scenario}, best first; ties broken by the 95% interval's lower bound."
 
 
 def _run_name(manifests: Sequence[CxsManifest]) -> str:
     return manifests[0].run.name if manifests else "run"
 
 
-def _gate_rows(
-    model: str, scenario: str, gate: Gate, intervals: OpenLoopIntervals | None
-) -> list[dict[str, Any]]:
-    def row(point: str, p: GatePoint) -> dict[str, Any]:
-        delta = 100 * (p.accuracy - gate.llm_accuracy)
-        ci: dict[str, Any] = {}
-        if point == "fitted" and intervals is not None:
-            ci = {
-                "tau" + CI: intervals.tau,
-                "coverage" + CI: intervals.coverage_at_tau,
-                "accuracy" + CI: intervals.gated_accuracy_at_tau,
-            }
-        return {
-            **ci,
-            "model": model,
-            "scenario": scenario,
-            "llm": gate.llm,
-            "point": point,
-            "tau": p.threshold,
-            "coverage": p.coverage,
-            "accuracy": p.accuracy,
-            "delta": delta,
-        }
-
-    llm_alone = GatePoint(threshold=gate.curve[0].threshold, coverage=0.0, accuracy=gate.llm_accuracy)
-    model_alone = GatePoint(threshold=0.0, coverage=1.0, accuracy=gate.model_accuracy)
-    fixed = [("fixed", p) for p in gate.at_thresholds]
-    fitted = [("fitted", gate.at_fit)] if gate.at_fit else []
-    points = sorted([*fixed, *fitted], key=lambda item: -item[1].threshold)
-    return [row("LLM alone", llm_alone), *(row(n, p) for n, p in points), row("model alone", model_alone)]
-
-
-def gated_table(manifests: Sequence[CxsManifest]) -> Table:
-    """The gated curve of each decision model and scenario at a few τ, the fitted τ, and both ends."""
-    cols = [
-        Column("model", "model"),
-        Column("scenario", "scenario"),
-        Column("llm", "LLM"),
-        Column("point", "point"),
-        Column("tau", "τ", "tau", ci=True),
-        Column("coverage", "coverage (%)", "frac", ci=True),
-        Column("accuracy", "gated accuracy (%)", "frac", ci=True),
-        Column("delta", "vs LLM (pp)", "pct"),
-    ]
-    rows = [
-        r
-        for m in manifests
-        for c in m.open_loop
-        if c.gate is not None
-        for r in _gate_rows(m.model.id, c.scenario, c.gate, c.intervals)
-    ]
-    note = (
-        "The decision model answers where its confidence ≥ τ, the LLM elsewhere; accuracy per task then mean. "
-        "[low, high] at the fitted τ: 95% interval, the whole fit redone on each bootstrap resample of tasks."
-    )
-    return Table("gated", f"{_run_name(manifests)}: gated curve", cols, rows, note)
-
-
-def closed_loop_table(manifests: Sequence[CxsManifest]) -> Table:
+def closed_loop_table(manifests: Sequence[CxsManifest], ranking: Ranking | None = None) -> Table:
     """Every closed-loop cell: success, coverage, what the model saved and what it cost."""
     cols = [
         Column("model", "model"),
@@ -391,10 +331,11 @@ def closed_loop_table(manifests: Sequence[CxsManifest]) -> Table:
         for m in manifests
         for c in m.closed_loop
     ]
+    rows = (ranking or rank_models(manifests)).sorted_rows(rows)
     return Table("closed-loop", f"{_run_name(manifests)}: closed loop", cols, rows)
 
 
-def details_table(manifests: Sequence[CxsManifest]) -> Table:
+def details_table(manifests: Sequence[CxsManifest], ranking: Ranking | None = None) -> Table:
     """Per model and scenario: validity, calibration, the curve's area, latency, tokens and cache hits."""
     cols = [
         Column("model", "model"),
@@ -437,6 +378,7 @@ def details_table(manifests: Sequence[CxsManifest]) -> Table:
                     "cache_hits": c.cache_hits,
                 }
             )
+    rows = (ranking or rank_models(manifests)).sorted_rows(rows)
     return Table("details", f"{_run_name(manifests)}: open-loop details", cols, rows)
 
 
@@ -445,16 +387,3 @@ def _area(aurc: ConfidenceInterval | None) -> ConfidenceInterval | None:
     if aurc is None:
         return None
     return aurc.model_copy(update={"estimate": 1 - aurc.estimate, "low": 1 - aurc.high, "high": 1 - aurc.low})
-
-
-def write_tables(folder: Path, manifests: Sequence[CxsManifest]) -> dict[str, Table]:
-    """Write each table as ``<name>.md``, ``.csv`` and ``.tex``; the closed-loop one only when it has rows."""
-    tables = [comparison_table(manifests), gated_table(manifests), details_table(manifests)]
-    closed = closed_loop_table(manifests)
-    if closed.rows:
-        tables.append(closed)
-    for table in tables:
-        atomic_write_bytes(folder / f"{table.name}.md", table.to_markdown().encode())
-        atomic_write_bytes(folder / f"{table.name}.csv", table.to_csv().encode())
-        atomic_write_bytes(folder / f"{table.name}.tex", table.to_latex().encode())
-    return {t.name: t for t in tables}

@@ -8,14 +8,18 @@ run finished, ``knowwhen finalize``) comes through here, so their reports are th
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import anyio
 
 if TYPE_CHECKING:
     from ..config import SweepConfig
     from ..queue import Queue
     from ..results import CxsManifest
+    from ..results.figures import FigureFormat
 
-__all__ = ["finalize_with_drilldown"]
+__all__ = ["finalize_with_drilldown", "write_run_figures"]
 
 
 async def finalize_with_drilldown(config: SweepConfig, queue: Queue) -> dict[str, Any]:
@@ -28,3 +32,23 @@ async def finalize_with_drilldown(config: SweepConfig, queue: Queue) -> dict[str
         return await drilldown_html(RunData(queue, given_config=config), manifests)
 
     return await finalize_run(config, queue, drilldown)
+
+
+def write_run_figures(target: str | Path, fmt: FigureFormat, *, db: str | None = None) -> dict[str, Path]:
+    """Draw a finalised run's plots as ``fmt`` figures beside their SVG files, ranked and highlighted as
+    its config's ``report`` says; ``target`` is the run folder or its config file."""
+    from ..config import load_config
+    from ..results import load_manifest, manifest_path
+    from ..results.figures import write_figures
+    from ..stored_run import with_db
+    from .stored import config_from_run
+
+    target = Path(target)
+
+    async def config_of() -> SweepConfig:
+        return await config_from_run(target, db=db) if target.is_dir() else with_db(load_config(target), db)
+
+    config = anyio.run(config_of)
+    paths = [manifest_path(config.output, m.id) for m in config.models]
+    manifests = [load_manifest(p) for p in paths if p.is_file()]
+    return write_figures(config.output / "plots", manifests, config.report, fmt)

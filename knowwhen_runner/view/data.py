@@ -68,6 +68,8 @@ class RunData:
     _counts: tuple[float, list[JobCounts]] | None = None
     done_samples: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=600))
     """(time, jobs finished) at each live read, for the rate."""
+    standings: tuple[tuple[int, ...], Any] | None = None
+    """The ranking of the last finalise and the manifests' times it was read at (``leaderboard``)."""
 
     async def config(self) -> SweepConfig:
         if self._config is None and self.given_config is not None:

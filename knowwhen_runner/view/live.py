@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..queue import SET_ASIDE, ModelControl, describe_workers
 from ..queue.pace import PACE_WINDOW_S, model_pace, spent_models
+from .leaderboard import standings
 
 if TYPE_CHECKING:
     from .data import RunData
@@ -41,11 +42,15 @@ async def live_view(data: RunData) -> dict[str, Any]:
     controls = await data.queue.controls()
     models = _models(cells.values(), spend, controls)
     await _add_pace(data, models, controls)
+    ranked = await standings(data)
+    for t in models:
+        t.update(ranked.describe(t["model"]))
     return {
         "run": data.queue.run,
         "now": now,
-        "cells": sorted(cells.values(), key=lambda c: (c["model"], c["scenario"])),
-        "models": models,
+        "ranked_by": ranked.ranked_by,
+        "cells": sorted(cells.values(), key=lambda c: (ranked.position(c["model"]), c["scenario"])),
+        "models": sorted(models, key=lambda t: ranked.position(t["model"])),
         "done": done,
         "open": open_jobs,
         "rate_per_s": rate,

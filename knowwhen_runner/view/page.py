@@ -67,7 +67,8 @@ const VIEWS = {
   async live() {
     const d = await get('api/live');
     const held = x => ['paused', 'quarantined'].map(k => x[k] ? `<span class="tag paused" title="${esc(x[k + '_reason'])}">${k}</span>` : '').join(' ');
-    const m = d.models.map(x => `<tr><td>${esc(x.model)} ${held(x)}</td>
+    const who = x => `${x.rank == null ? '' : `<span class="muted">#${x.rank}</span> `}${x.named ? `<b>${esc(x.model)}</b>` : esc(x.model)}${x.pinned ? ' <span title="pinned by report.highlight">★</span>' : ''}`;
+    const m = d.models.map(x => `<tr data-model="${esc(x.model)}" data-rank="${x.rank == null ? '' : x.rank}"><td>${who(x)} ${held(x)}</td>
       <td class="n">${num(x.done)}</td><td class="n">${num(x.pending)}</td><td class="n">${num(x.running)}</td>
       <td class="n">${num(x.failed)}</td><td class="n" data-spend="${esc(x.model)}">${x.spend_usd == null ? '…' : usd(x.spend_usd)}</td>
       <td>${esc(x.pace || '')}</td></tr>`).join('');
@@ -80,7 +81,8 @@ const VIEWS = {
     $('#kw-view').innerHTML = `<h2>Run ${esc(d.run)}</h2>
       <p>done <b id="done-total" data-n="${d.done}">${num(d.done)}</b> · open ${num(d.open)} ·
       rate ${d.rate_per_s == null ? '–' : d.rate_per_s.toFixed(1) + '/s'} · ETA ${eta(d.eta_s)} · spend <span id="spend-total">${d.spend_usd == null ? '…' : usd(d.spend_usd)}</span></p>
-      <table><tr><th>model</th><th>done</th><th>pending</th><th>running</th><th>failed</th><th>spend</th><th>pace</th></tr>${m}</table>
+      ${d.ranked_by ? `<p class="muted" id="ranked-by">models ranked by ${esc(d.ranked_by)}, best first, as in the report (bold: named in its plots)</p>` : ''}
+      <table id="live-models"><tr><th>model</th><th>done</th><th>pending</th><th>running</th><th>failed</th><th>spend</th><th>pace</th></tr>${m}</table>
       <table><tr><th>model</th><th>scenario</th><th>progress</th><th>done</th><th>pending</th><th>running</th><th>failed</th><th>set aside</th></tr>${c}</table>
       <h3>Workers</h3><table><tr><th>worker</th><th>host</th><th>pid</th><th>state</th><th>last heartbeat</th><th>jobs</th></tr>${w}</table>`;
     if (!spending) {  // spend reads every result's cost: asked for after the view is painted, one at a time

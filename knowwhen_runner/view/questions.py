@@ -19,6 +19,7 @@ from ..config import SweepConfig
 from ..queue import AnswerQuery, RecordedAnswer
 from ..results import CxsManifest
 from .answer_keys import KeyEntry
+from .leaderboard import standings
 
 if TYPE_CHECKING:
     from .data import RunData
@@ -161,7 +162,7 @@ async def question_page(data: RunData, chosen: QuestionFilter) -> dict[str, Any]
         "offset": chosen.offset,
         "limit": chosen.limit,
         "options": {
-            "model": sorted(m.id for m in config.models),
+            "model": sorted((m.id for m in config.models), key=(await standings(data)).position),
             "scenario": states,
             "stratum": sorted({e[0].stratum for qs in keys.values() for e in qs.values() if e}),
         },

@@ -42,7 +42,8 @@ def test_finalising_twice_gives_identical_intervals(tmp_path: Path) -> None:
 
 
 def test_open_loop_intervals_surround_the_cells_own_figures(manifests: dict[str, CxsManifest]) -> None:
-    """Each interval's estimate is the figure beside it (accuracy, τ, coverage, gated accuracy, ECE, AURC)."""
+    """Each interval's estimate is the figure beside it (accuracy, τ, coverage, gated accuracy and its gain
+    over the LLM, ECE, AURC)."""
     cell = manifests["dm"].open_loop[0]
     ci = cell.intervals
     assert ci is not None and cell.fit is not None and cell.gate is not None and cell.gate.at_fit
@@ -52,6 +53,7 @@ def test_open_loop_intervals_surround_the_cells_own_figures(manifests: dict[str,
         (ci.tau, cell.fit.threshold),
         (ci.coverage_at_tau, cell.fit.coverage),
         (ci.gated_accuracy_at_tau, cell.gate.at_fit.accuracy),
+        (ci.gain_at_tau, cell.gate.at_fit.accuracy - cell.gate.llm_accuracy),
         (ci.ece, cell.calibration.ece),
         (ci.aurc, cell.curve.aurc),
     ]
@@ -126,11 +128,18 @@ def _without_intervals(m: CxsManifest) -> CxsManifest:
 def test_the_plots_draw_the_intervals(manifests: dict[str, CxsManifest]) -> None:
     """The coverage plot's band and τ bars and the cost plot's error bars change the drawn images."""
     from knowwhen_runner.results.plots import _cost_plot, _coverage_plot
+    from knowwhen_runner.results.ranking import plot_focus, rank_models
+    from knowwhen_runner.results.svg import Chart
+
+    def svg(chart: object) -> bytes:
+        assert isinstance(chart, Chart)
+        return chart.svg()
 
     cell = manifests["dm"].open_loop[0]
     ok = cell.model_copy(update={"validity": cell.validity.model_copy(update={"failed_rate": 0.0})})
     drawn = [manifests["dm"].model_copy(update={"open_loop": [ok]}), manifests["llm"]]
     bare = [_without_intervals(m) for m in drawn]
     assert ok.intervals is not None and len(ok.intervals.coverage_band) == 20
-    assert _coverage_plot(drawn, "qs") != _coverage_plot(bare, "qs")
-    assert _cost_plot(drawn) != _cost_plot(bare)
+    focus = plot_focus(drawn, rank_models(drawn))
+    assert svg(_coverage_plot(drawn, "qs", focus, Chart)) != svg(_coverage_plot(bare, "qs", focus, Chart))
+    assert svg(_cost_plot(drawn, focus, Chart)) != svg(_cost_plot(bare, focus, Chart))

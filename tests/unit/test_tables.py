@@ -19,9 +19,10 @@ from knowwhen_runner.dataset.files import load_answers, load_question_set
 from knowwhen_runner.dataset.scoring import score_l2
 from knowwhen_runner.results.compare import compare_runs
 from knowwhen_runner.results.finalize import finalize_run
+from knowwhen_runner.results.gated_tables import gated_table
 from knowwhen_runner.results.manifest import CxsManifest, load_manifest, manifest_path
 from knowwhen_runner.results.plots import write_plots
-from knowwhen_runner.results.tables import MISSING, Column, Table, comparison_table, gated_table
+from knowwhen_runner.results.tables import MISSING, Column, Table, comparison_table
 from tests.golden.builders import finished_queue, small_config
 
 
@@ -44,7 +45,7 @@ def _md(path: Path) -> dict[str, dict[str, str]]:
     lines = [line for line in path.read_text().splitlines() if line.startswith("| ")]
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[1:]]
-    return {row[0]: dict(zip(header, row, strict=True)) for row in rows}
+    return {row[header.index("model")]: dict(zip(header, row, strict=True)) for row in rows}
 
 
 def test_comparison_cells_equal_the_scoring_modules_numbers(
@@ -88,7 +89,7 @@ def test_missing_cells_are_dashes_never_zero(run: tuple[SweepConfig, list[CxsMan
         assert table["dm"]["L1 isolated"] == table["dm"]["L2 must-ask"] == MISSING
         assert table["llm"]["coverage @ τ"] == MISSING
     tex = (config.output / "tables" / "comparison.tex").read_text()
-    assert "llm & llm & – & – (1 failed) & – & 75.0 [30.1, 95.4] & – &" in tex
+    assert "– & llm & llm & – & – (1 failed) & – & 75.0 [30.1, 95.4] & – &" in tex
 
 
 def test_latex_escapes_specials_and_writes_tau_in_math() -> None:
@@ -201,3 +202,11 @@ def test_compare_without_manifests_is_one_error_line(tmp_path: Path) -> None:
 
     done = knowwhen("compare", str(tmp_path), str(tmp_path))
     assert done.returncode == 2 and "no CXS manifests" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_model_left_out_of_a_plot_is_said_in_its_legend(run: tuple[SweepConfig, list[CxsManifest]]) -> None:
+    """The LLM's L2 cell has a failed job, so the coverage plot draws no line for it, and its legend says so."""
+    config, _ = run
+    root = ElementTree.fromstring((config.output / "plots" / "coverage-qs.svg").read_bytes())
+    texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert "dm" in texts and "1 not drawn: a job failed for good" in texts and "LLM llm" not in texts

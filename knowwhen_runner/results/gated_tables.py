@@ -1,0 +1,130 @@
+"""The gated curve as tables: ``gated-summary`` (one row per decision model and scenario, at its fitted τ:
+coverage, gated accuracy and the gain over the LLM, with intervals) and ``gated`` (each model's whole curve:
+the LLM alone, a few fixed τ, the fitted τ, the model alone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .manifest import ConfidenceInterval, CxsManifest, Gate, GatePoint, OpenLoopIntervals
+from .ranking import Ranking, rank_models
+from .tables import CI, Column, Table
+
+__all__ = ["gated_summary_table", "gated_table"]
+
+
+def _run_name(manifests: Sequence[CxsManifest]) -> str:
+    return manifests[0].run.name if manifests else "run"
+
+
+def _summary_row(m: CxsManifest, scenario: str, gate: Gate, ci: OpenLoopIntervals | None) -> dict[str, Any]:
+    row: dict[str, Any] = {"model": m.model.id, "scenario": scenario, "llm": gate.llm}
+    row["llm_accuracy"] = gate.llm_accuracy
+    if gate.at_fit is None:
+        return {**row, "tau": "not reached"}
+    row |= {"tau": gate.at_fit.threshold, "coverage": gate.at_fit.coverage, "accuracy": gate.at_fit.accuracy}
+    row["gain"] = 100 * (gate.at_fit.accuracy - gate.llm_accuracy)
+    if ci is not None:
+        row |= {"tau" + CI: ci.tau, "coverage" + CI: ci.coverage_at_tau}
+        row["accuracy" + CI] = ci.gated_accuracy_at_tau
+        row["gain" + CI] = _points(ci.gain_at_tau)
+    return row
+
+
+def _points(ci: ConfidenceInterval | None) -> ConfidenceInterval | None:
+    """A difference of fractions as percentage points."""
+    if ci is None:
+        return None
+    return ci.model_copy(update={"estimate": 100 * ci.estimate, "low": 100 * ci.low, "high": 100 * ci.high})
+
+
+def gated_summary_table(manifests: Sequence[CxsManifest], ranking: Ranking | None = None) -> Table:
+    """One row per decision model and scenario at its fitted τ, ranked: the gated curve in one line."""
+    ranking = ranking or rank_models(manifests)
+    cols = [
+        Column("rank", "rank", "int"),
+        Column("model", "model"),
+        Column("scenario", "scenario"),
+        Column("llm", "LLM"),
+        Column("tau", "fitted τ", "tau", ci=True),
+        Column("coverage", "coverage (%)", "frac", ci=True),
+        Column("accuracy", "gated accuracy (%)", "frac", ci=True),
+        Column("llm_accuracy", "LLM alone (%)", "frac"),
+        Column("gain", "gain over the LLM (pp)", "pct", ci=True),
+    ]
+    rows = [
+        {"rank": ranking.rank(m.model.id), **_summary_row(m, c.scenario, c.gate, c.intervals)}
+        for m in manifests
+        for c in m.open_loop
+        if c.gate is not None
+    ]
+    note = (
+        "At the τ fitted for the target accuracy: the decision model answers where its confidence ≥ τ, the "
+        "LLM elsewhere; accuracy per task then mean. [low, high]: 95% interval, the whole fit redone on each "
+        "bootstrap resample of tasks; the gain is the gated accuracy less the LLM's on the same questions, its "
+        "interval paired (both on each resample). "
+        "The whole curve of each model: gated.csv."
+    )
+    title = f"{_run_name(manifests)}: gated at the fitted τ"
+    return Table("gated-summary", title, cols, ranking.sorted_rows(rows), note)
+
+
+def _gate_rows(
+    model: str, scenario: str, gate: Gate, intervals: OpenLoopIntervals | None
+) -> list[dict[str, Any]]:
+    def row(point: str, p: GatePoint) -> dict[str, Any]:
+        delta = 100 * (p.accuracy - gate.llm_accuracy)
+        ci: dict[str, Any] = {}
+        if point == "fitted" and intervals is not None:
+            ci = {
+                "tau" + CI: intervals.tau,
+                "coverage" + CI: intervals.coverage_at_tau,
+                "accuracy" + CI: intervals.gated_accuracy_at_tau,
+            }
+        return {
+            **ci,
+            "model": model,
+            "scenario": scenario,
+            "llm": gate.llm,
+            "point": point,
+            "tau": p.threshold,
+            "coverage": p.coverage,
+            "accuracy": p.accuracy,
+            "delta": delta,
+        }
+
+    llm_alone = GatePoint(threshold=gate.curve[0].threshold, coverage=0.0, accuracy=gate.llm_accuracy)
+    model_alone = GatePoint(threshold=0.0, coverage=1.0, accuracy=gate.model_accuracy)
+    fixed = [("fixed", p) for p in gate.at_thresholds]
+    fitted = [("fitted", gate.at_fit)] if gate.at_fit else []
+    points = sorted([*fixed, *fitted], key=lambda item: -item[1].threshold)
+    return [row("LLM alone", llm_alone), *(row(n, p) for n, p in points), row("model alone", model_alone)]
+
+
+def gated_table(manifests: Sequence[CxsManifest], ranking: Ranking | None = None) -> Table:
+    """The gated curve of each decision model and scenario at a few τ, the fitted τ, and both ends."""
+    cols = [
+        Column("model", "model"),
+        Column("scenario", "scenario"),
+        Column("llm", "LLM"),
+        Column("point", "point"),
+        Column("tau", "τ", "tau", ci=True),
+        Column("coverage", "coverage (%)", "frac", ci=True),
+        Column("accuracy", "gated accuracy (%)", "frac", ci=True),
+        Column("delta", "vs LLM (pp)", "pct"),
+    ]
+    rows = [
+        r
+        for m in manifests
+        for c in m.open_loop
+        if c.gate is not None
+        for r in _gate_rows(m.model.id, c.scenario, c.gate, c.intervals)
+    ]
+    rows = (ranking or rank_models(manifests)).sorted_rows(rows)
+    note = (
+        "The decision model answers where its confidence ≥ τ, the LLM elsewhere; accuracy per task then mean. "
+        "[low, high] at the fitted τ: 95% interval, the whole fit redone on each bootstrap resample of tasks."
+    )
+    return Table("gated", f"{_run_name(manifests)}: gated curve", cols, rows, note)
