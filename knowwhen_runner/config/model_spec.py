@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
+from ..redaction import secret_digest
 from .fields import _ENV_NAME, _ID, _KEY_SHAPE, _RUNNER_PARAMS, _Frozen
 
 
@@ -150,8 +151,12 @@ class ModelSpec(_Frozen):
         return host not in ("127.0.0.1", "localhost", "::1")
 
     def limit_key(self) -> str:
-        """Which models share a limit: the explicit group, else provider + base URL + key variable."""
+        """Which models share a limit: the explicit group, else provider + base URL + key variable.
+
+        The base URL and the key variable enter as a digest: the key is stored (``kw_limits``) and shown,
+        and a base may carry a credential or a secret path."""
         if self.limit_group:
             return f"group:{self.limit_group}"
         provider = self.model.split("/", 1)[0]
-        return f"{provider}|{self.api_base or ''}|{self.api_key_env or ''}|{self.model}"
+        where = secret_digest(f"{self.api_base or ''}|{self.api_key_env or ''}")
+        return f"{provider}|{self.model}|{where}"

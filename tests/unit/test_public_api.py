@@ -197,7 +197,7 @@ def test_only_the_transport_imports_litellm() -> None:
 # --- layers -------------------------------------------------------------------------------------------
 
 LAYERS: list[tuple[str, ...]] = [
-    ("knowwhen_runner", "exceptions", "crashpoints", "intervals"),
+    ("knowwhen_runner", "exceptions", "crashpoints", "intervals", "redaction"),
     ("jsonio",),
     ("jobs",),
     ("config",),

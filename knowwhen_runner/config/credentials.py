@@ -1,0 +1,200 @@
+"""Credentials in a config: given as ``${VAR}`` references, never written; found when they are written.
+
+A field that can carry a credential (a model's params such as ``extra_headers`` and ``extra_query``, a
+URL's password, query or path, a notify hook's command or URL, a database or cache URL) takes its value
+from an environment variable through ``${NAME}``. A credential written literally is refused by
+``literal_credential``, which names the field and a variable to use. Every value read from the
+environment into such a field is registered with the one redaction (``knowwhen_runner.redaction``).
+A model's params keep their references: they are expanded by ``resolve_params`` only when a request is
+sent, so job ids, cache keys and manifests hold the variable's name, never its value.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+from urllib.parse import urlsplit
+
+from ..exceptions import ConfigError
+from ..redaction import add_secret, credential_name, url_secrets
+from .model_spec import ModelSpec
+
+__all__ = ["ENV_REF", "Literal", "expand_env", "literal_credential", "params_env_refs", "resolve_params"]
+
+ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_TOKEN_SEGMENT = re.compile(r"^(?=.*[a-z])(?=.*[A-Z])(?=.*\d)[A-Za-z0-9_\-]{16,}$|^[0-9a-fA-F]{32,}$")
+_SCHEMES = re.compile(r"\b(Bearer|Basic|Token)\b", re.IGNORECASE)
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"']+")
+_FLAG = re.compile(r"(?:^|\s)-{0,2}([A-Za-z][A-Za-z0-9_\-]*)(?:=([^\s\"']+)|\s+([^\s\"'\-/.~][^\s\"']*))")
+_HEADER_IN_TEXT = re.compile(r"([A-Za-z][A-Za-z0-9\-]*):[ \t]*([^\"'\n]*)")
+
+
+class Literal(NamedTuple):
+    """A credential written in a config: what it is and the variable suggested in its place."""
+
+    what: str
+    variable: str
+
+
+def expand_env(value: str, where: str, *, secret: str | None = None) -> str:
+    """``value`` with ``${VAR}`` (and ``${VAR:-default}``) expanded; ``secret`` says what to register.
+
+    ``secret="url"`` registers the credentials of the resulting URL (password, query, non-plain path),
+    ``"db"`` only its password and query, ``"text"`` every value read from the environment.
+    """
+    read: list[str] = []
+
+    def sub(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in os.environ:
+            read.append(os.environ[name])
+            return os.environ[name]
+        if default is not None:
+            return default
+        raise ConfigError(f"{where}: environment variable {name} is not set")
+
+    expanded = ENV_REF.sub(sub, value)
+    if secret and read:
+        _register(expanded, read, secret)
+    return expanded
+
+
+def _register(expanded: str, read: list[str], secret: str) -> None:
+    if secret == "text":
+        for value in read:
+            add_secret(value)
+        return
+    found = url_secrets(expanded)
+    if secret == "db":
+        parts = urlsplit(expanded)
+        found = [f for f in found if f == parts.password or f in parts.query]
+    for value in found:
+        add_secret(value)
+
+
+def _literal_part(text: str) -> str:
+    return ENV_REF.sub("", text)
+
+
+def _url_literal(text: str) -> str | None:
+    """What in a URL's written (not ``${VAR}``) part is a credential, or None."""
+    try:
+        parts = urlsplit(text.strip())
+        password = parts.password
+    except ValueError:
+        return None
+    if password:
+        return "a password in the URL"
+    for pair in filter(None, parts.query.split("&")):
+        name, _, value = pair.partition("=")
+        if value and credential_name(name):
+            return f"the query parameter {name}"
+    if any(_TOKEN_SEGMENT.match(seg) for seg in parts.path.split("/")):
+        return "a token in the URL's path"
+    return None
+
+
+def _command_literal(text: str) -> str | None:
+    for url in _URL_IN_TEXT.findall(text):
+        found = _url_literal(url)
+        if found:
+            return found
+    for name, value in _HEADER_IN_TEXT.findall(text):
+        if credential_name(name) and _SCHEMES.sub("", value).strip():
+            return f"the header {name}"
+    for match in _FLAG.finditer(text):
+        value = match.group(2) or match.group(3)
+        if value and credential_name(match.group(1)) and _SCHEMES.sub("", value).strip():
+            return f"the value of {match.group(1)}"
+    return None
+
+
+def _variable(loc: tuple[Any, ...]) -> str:
+    words = [str(p) for p in loc if not isinstance(p, int) and str(p) not in ("models", "params")]
+    words = words[-1:] if "params" in loc else words[-2:]
+    name = re.sub(r"[^A-Za-z0-9]+", "_", "_".join(words)).strip("_").upper()
+    return name if name and not name[0].isdigit() else f"KW_{name}"
+
+
+def _params_literals(value: Any, loc: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], str]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, str) and credential_name(str(key)):
+                if _SCHEMES.sub("", _literal_part(item)).strip():
+                    yield (*loc, key), f"the value of {key}"
+            else:
+                yield from _params_literals(item, (*loc, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _params_literals(item, (*loc, i))
+    elif isinstance(value, str) and "://" in value:
+        found = _url_literal(_literal_part(value))
+        if found:
+            yield loc, found
+
+
+def _fields(data: dict[str, Any]) -> Iterator[tuple[tuple[Any, ...], Any, str]]:
+    """(location, value, kind) of every field of a raw config that can carry a credential."""
+    models = data.get("models")
+    for i, model in enumerate(models if isinstance(models, list) else []):
+        if isinstance(model, dict):
+            yield ("models", i, "api_base"), model.get("api_base"), "url"
+            yield ("models", i, "params"), model.get("params"), "params"
+    yield ("db",), data.get("db"), "url"
+    for section, kind in (("cache", "url"), ("notify", "url"), ("notify", "command")):
+        part = data.get(section)
+        if isinstance(part, dict):
+            yield (section, kind), part.get(kind), "url" if kind == "url" else "command"
+
+
+def literal_credential(data: dict[str, Any]) -> tuple[tuple[Any, ...], Literal] | None:
+    """The first credential written literally in a raw (unexpanded) config: its location and a remedy."""
+    for loc, value, kind in _fields(data):
+        if kind == "params":
+            for where, what in _params_literals(value, loc):
+                return where, Literal(what, _variable(where))
+            continue
+        if not isinstance(value, str):
+            continue
+        text = _literal_part(value)
+        found = _url_literal(text) if kind == "url" else _command_literal(text)
+        if found:
+            return loc, Literal(found, _variable(loc))
+    return None
+
+
+def params_env_refs(model: ModelSpec) -> list[str]:
+    """The environment variables a model's params name (``${VAR}`` without a default), in order."""
+    names = [m.group(1) for m in _matches(model.params) if m.group(2) is None]
+    return list(dict.fromkeys(names))
+
+
+def _matches(value: Any) -> Iterator[re.Match[str]]:
+    if isinstance(value, str):
+        yield from ENV_REF.finditer(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _matches(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _matches(item)
+
+
+def resolve_params(model: ModelSpec) -> dict[str, Any]:
+    """A model's params with their ``${VAR}`` references expanded, for the request only (never stored)."""
+
+    def walk(value: Any, where: str) -> Any:
+        if isinstance(value, str):
+            return expand_env(value, where, secret="text") if "${" in value else value
+        if isinstance(value, dict):
+            return {k: walk(v, f"{where}.{k}") for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v, f"{where}.{i}") for i, v in enumerate(value)]
+        return value
+
+    if not any(True for _ in _matches(model.params)):
+        return model.params
+    resolved: dict[str, Any] = walk(model.params, f"model {model.id!r}: params")
+    return resolved
