@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+from typing import Any
 from urllib.parse import urlsplit
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "credential_name",
     "public_url",
     "redact",
+    "redact_all",
     "secret_digest",
     "url_secrets",
 ]
@@ -124,3 +126,14 @@ def redact(text: str) -> str:
     for pattern, replacement in _SHAPES:
         text = pattern.sub(replacement, text)
     return _QUERY.sub(_query, text)
+
+
+def redact_all(value: Any) -> Any:
+    """``value`` (a report: dicts, lists, strings, numbers) with ``redact`` applied to every string in it."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: redact_all(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_all(v) for v in value]
+    return value

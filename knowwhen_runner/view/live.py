@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..queue import SET_ASIDE, ModelControl, describe_workers
 from ..queue.pace import PACE_WINDOW_S, model_pace, spent_models
+from ..redaction import redact_all
 
 if TYPE_CHECKING:
     from .data import RunData
@@ -41,18 +42,20 @@ async def live_view(data: RunData) -> dict[str, Any]:
     controls = await data.queue.controls()
     models = _models(cells.values(), spend, controls)
     await _add_pace(data, models, controls)
-    return {
-        "run": data.queue.run,
-        "now": now,
-        "cells": sorted(cells.values(), key=lambda c: (c["model"], c["scenario"])),
-        "models": models,
-        "done": done,
-        "open": open_jobs,
-        "rate_per_s": rate,
-        "eta_s": open_jobs / rate if rate and open_jobs else None,
-        "spend_usd": None if spend is None else sum(spend.values()),
-        "workers": [_worker(w) for w in describe_workers(await data.queue.workers())],
-    }
+    return redact_all(  # served to a browser: stored texts pass the one redaction once more
+        {
+            "run": data.queue.run,
+            "now": now,
+            "cells": sorted(cells.values(), key=lambda c: (c["model"], c["scenario"])),
+            "models": models,
+            "done": done,
+            "open": open_jobs,
+            "rate_per_s": rate,
+            "eta_s": open_jobs / rate if rate and open_jobs else None,
+            "spend_usd": None if spend is None else sum(spend.values()),
+            "workers": [_worker(w) for w in describe_workers(await data.queue.workers())],
+        }
+    )
 
 
 async def spend_view(data: RunData) -> dict[str, Any]:
