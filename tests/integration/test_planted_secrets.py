@@ -23,10 +23,13 @@ from typing import Any
 import psycopg
 import pytest
 import yaml
+from starlette.testclient import TestClient
 
 from knowwhen_runner.config import load_config
 from knowwhen_runner.exceptions import ConfigError
+from knowwhen_runner.run import open_existing
 from knowwhen_runner.serve import ServerProcess
+from knowwhen_runner.view import RunData, viewer_app
 from tests.helpers import knowwhen, make_question_set, write_config
 from tests.pg import temporary_database
 
@@ -101,6 +104,17 @@ def _hits(haystacks: dict[str, bytes]) -> list[str]:
         for what, value in PLANTED.items()
         if value.encode() in data
     ]
+
+
+def _served(out: Path, db: str | None, env: dict[str, str]) -> dict[str, bytes]:
+    """What the viewer serves of the run (``/api/live``, ``/api/questions``), read in-process."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        queue, _name = open_existing(out, db, None)
+        data = RunData(queue, output=out if db is None else None)
+        with TestClient(viewer_app(data)) as client:
+            return {f"served {p}": client.get(p).content for p in ("/api/live", "/api/questions")}
 
 
 def _models(base: str) -> list[dict[str, Any]]:
@@ -226,7 +240,9 @@ def test_planted_credentials_appear_nowhere(
         assert "lexical-llm" in cache_rows  # the cache store (password in its URL) holds answers
         assert ("lexical-llm" in run_rows) == (backend == "postgresql")
 
-        haystacks = {
+        served = _served(out, env["KW_PLANT_DB"] if backend == "postgresql" else None, env)
+        assert b"/***/v1" in served["served /api/live"]  # the quarantine reason, with the base's public form
+        haystacks = served | {
             str(p): _text(p) for p in _files(tmp_path, Path(os.environ["KNOWWHEN_CACHE_DIR"]), skip=hook_log)
         }
         haystacks |= {"cache tables": cache_rows.encode(), "run tables": run_rows.encode()}
