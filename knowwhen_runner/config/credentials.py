@@ -21,7 +21,15 @@ from ..exceptions import ConfigError
 from ..redaction import add_secret, credential_name, url_secrets
 from .model_spec import ModelSpec
 
-__all__ = ["ENV_REF", "Literal", "expand_env", "literal_credential", "params_env_refs", "resolve_params"]
+__all__ = [
+    "ENV_REF",
+    "Literal",
+    "expand_env",
+    "literal_credential",
+    "params_env_refs",
+    "register_written",
+    "resolve_params",
+]
 
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _TOKEN_SEGMENT = re.compile(r"^(?=.*[a-z])(?=.*[A-Z])(?=.*\d)[A-Za-z0-9_\-]{16,}$|^[0-9a-fA-F]{32,}$")
@@ -96,19 +104,19 @@ def _url_literal(text: str) -> str | None:
     return None
 
 
-def _command_literal(text: str) -> str | None:
+def _command_literals(text: str) -> Iterator[tuple[str, list[str]]]:
+    """What in a command's written part is a credential, with the secret values themselves."""
     for url in _URL_IN_TEXT.findall(text):
         found = _url_literal(url)
         if found:
-            return found
+            yield found, url_secrets(url)
     for name, value in _HEADER_IN_TEXT.findall(text):
         if credential_name(name) and _SCHEMES.sub("", value).strip():
-            return f"the header {name}"
+            yield f"the header {name}", [_SCHEMES.sub("", value).strip()]
     for match in _FLAG.finditer(text):
         value = match.group(2) or match.group(3)
         if value and credential_name(match.group(1)) and _SCHEMES.sub("", value).strip():
-            return f"the value of {match.group(1)}"
-    return None
+            yield f"the value of {match.group(1)}", [_SCHEMES.sub("", value).strip()]
 
 
 def _variable(loc: tuple[Any, ...]) -> str:
@@ -118,12 +126,13 @@ def _variable(loc: tuple[Any, ...]) -> str:
     return name if name and not name[0].isdigit() else f"KW_{name}"
 
 
-def _params_literals(value: Any, loc: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], str]]:
+def _params_literals(value: Any, loc: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], str, list[str]]]:
     if isinstance(value, dict):
         for key, item in value.items():
             if isinstance(item, str) and credential_name(str(key)):
-                if _SCHEMES.sub("", _literal_part(item)).strip():
-                    yield (*loc, key), f"the value of {key}"
+                rest = _SCHEMES.sub("", _literal_part(item)).strip()
+                if rest:
+                    yield (*loc, key), f"the value of {key}", [rest]
             else:
                 yield from _params_literals(item, (*loc, key))
     elif isinstance(value, list):
@@ -132,7 +141,7 @@ def _params_literals(value: Any, loc: tuple[Any, ...]) -> Iterator[tuple[tuple[A
     elif isinstance(value, str) and "://" in value:
         found = _url_literal(_literal_part(value))
         if found:
-            yield loc, found
+            yield loc, found, url_secrets(value)
 
 
 def _fields(data: dict[str, Any]) -> Iterator[tuple[tuple[Any, ...], Any, str]]:
@@ -149,20 +158,31 @@ def _fields(data: dict[str, Any]) -> Iterator[tuple[tuple[Any, ...], Any, str]]:
             yield (section, kind), part.get(kind), "url" if kind == "url" else "command"
 
 
-def literal_credential(data: dict[str, Any]) -> tuple[tuple[Any, ...], Literal] | None:
-    """The first credential written literally in a raw (unexpanded) config: its location and a remedy."""
+def _literals(data: dict[str, Any]) -> Iterator[tuple[tuple[Any, ...], str, list[str]]]:
+    """(location, what, secret values) of every credential written in a raw (unexpanded) config."""
     for loc, value, kind in _fields(data):
         if kind == "params":
-            for where, what in _params_literals(value, loc):
-                return where, Literal(what, _variable(where))
-            continue
-        if not isinstance(value, str):
-            continue
-        text = _literal_part(value)
-        found = _url_literal(text) if kind == "url" else _command_literal(text)
-        if found:
-            return loc, Literal(found, _variable(loc))
+            yield from _params_literals(value, loc)
+        elif isinstance(value, str) and kind == "url":
+            found = _url_literal(_literal_part(value))
+            if found:
+                yield loc, found, url_secrets(value)
+        elif isinstance(value, str):
+            yield from ((loc, what, values) for what, values in _command_literals(_literal_part(value)))
+
+
+def literal_credential(data: dict[str, Any]) -> tuple[tuple[Any, ...], Literal] | None:
+    """The first credential written literally in a raw (unexpanded) config: its location and a remedy."""
+    for loc, what, _values in _literals(data):
+        return loc, Literal(what, _variable(loc))
     return None
+
+
+def register_written(data: dict[str, Any]) -> None:
+    """Redact the credentials written in a config stored by an earlier release (which did not refuse them)."""
+    for _loc, _what, values in _literals(data):
+        for value in values:
+            add_secret(value)
 
 
 def params_env_refs(model: ModelSpec) -> list[str]:

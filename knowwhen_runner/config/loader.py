@@ -11,7 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from ..exceptions import ConfigError
-from .credentials import ENV_REF, expand_env, literal_credential
+from .credentials import ENV_REF, expand_env, literal_credential, register_written
 from .fields import _KEY_SHAPE, _SECRET_FIELDS
 from .sweep_config import SweepConfig
 
@@ -133,8 +133,9 @@ def load_config(path: str | Path) -> SweepConfig:
     return parse_config(text, base=path.parent, source=str(path))
 
 
-def _refuse_written_secrets(root: yaml.Node, data: dict[str, Any], path: str) -> None:
-    """A key or credential written in the config (not given through the environment) stops the load."""
+def _refuse_written_secrets(root: yaml.Node, data: dict[str, Any], path: str, stored: bool) -> None:
+    """A key or credential written in the config (not given through the environment) stops the load;
+    in a config stored by an earlier release, a written credential is only registered for redaction."""
     secret = _find_literal_secret(root)
     if secret:
         loc, node = secret
@@ -142,6 +143,9 @@ def _refuse_written_secrets(root: yaml.Node, data: dict[str, Any], path: str) ->
             f"{path}:{node.start_mark.line + 1}: {_dotted(loc)}: literal API keys are not allowed in a config; "
             "put the key in an environment variable and name it with api_key_env"
         )
+    if stored:
+        register_written(data)
+        return
     written = literal_credential(data)
     if written:
         loc, found = written
@@ -151,11 +155,14 @@ def _refuse_written_secrets(root: yaml.Node, data: dict[str, Any], path: str) ->
         )
 
 
-def parse_config(text: str, *, base: Path, source: str, check_files: bool = True) -> SweepConfig:
+def parse_config(
+    text: str, *, base: Path, source: str, check_files: bool = True, stored: bool = False
+) -> SweepConfig:
     """Validate config text; relative paths resolve against ``base``; ``source`` names it in errors.
 
     ``check_files=False`` skips checking that scenario paths exist (a config stored with a run, read on
-    a machine that has none of its files).
+    a machine that has none of its files). ``stored=True`` reads a config stored with a run: one an
+    earlier release stored with a credential written in it still opens, the credential redacted.
     """
     path = source
     try:
@@ -168,7 +175,7 @@ def parse_config(text: str, *, base: Path, source: str, check_files: bool = True
         raise ConfigError(f"{path}{where}: not valid YAML ({problem})") from None
     if not isinstance(data, dict) or root is None:
         raise ConfigError(f"{path}:1: a config is a YAML mapping (models, scenarios, output, ...)")
-    _refuse_written_secrets(root, data, path)
+    _refuse_written_secrets(root, data, path, stored)
     data = _resolve_paths(data, base, source)
     try:
         config = SweepConfig.model_validate(data)

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from knowwhen_runner.config import load_config, resolve_params
+from knowwhen_runner.config import load_config, parse_config, resolve_params
 from knowwhen_runner.exceptions import ConfigError
 from knowwhen_runner.provider import Secrets, cache_key
 from knowwhen_runner.redaction import REDACTED, public_url, redact
+from knowwhen_runner.results.export_card import _public_config
+from knowwhen_runner.stored_run import stored_config
 
 BASE = """\
 name: t
@@ -157,3 +159,26 @@ def test_redact_replaces_known_shapes_never_registered() -> None:
     """A bearer token, a URL password and a credential query value are replaced even when unknown."""
     text = "Bearer abcdefgh12 http://u:pw1@h/x?api_key=zz1&page=2 sk-abcdefghijkl"
     assert redact(text) == f"Bearer {REDACTED} http://{REDACTED}@h/x?api_key={REDACTED}&page=2 {REDACTED}"
+
+
+def test_a_config_stored_with_a_written_credential_still_opens_redacted(tmp_path: Path) -> None:
+    """A run stored by an earlier release, with a header token written in its config, still opens
+    (finalize, status, workers), and the token is redacted from then on."""
+    text = BASE.format(
+        api_base="http://127.0.0.1:9/v1", params="{extra_headers: {X-Api-Token: oldWrittenTok3n}}", extra=""
+    )
+    with pytest.raises(ConfigError):
+        parse_config(text, base=tmp_path, source="c.yaml")
+    config = stored_config({"name": "t", "config_text": text, "meta": {"base_dir": str(tmp_path)}})
+    assert config.models[0].params["extra_headers"]["X-Api-Token"] == "oldWrittenTok3n"
+    assert redact("echoed oldWrittenTok3n") == f"echoed {REDACTED}"
+
+
+def test_the_export_cards_config_has_no_database_url_hook_or_credential() -> None:
+    """The card's config drops db, notify and cache.url, and redacts what an earlier release stored."""
+    text = BASE.format(
+        api_base="http://kw:cardPw77@127.0.0.1:9/v1", params="{}", extra="cache: {url: 'sqlite:///x.db'}\n"
+    )
+    shown = _public_config(text + "db: postgresql://kw@h/d\nnotify: {url: 'http://h/x'}\n")
+    assert "cardPw77" not in shown and "sqlite" not in shown and "postgresql" not in shown
+    assert "notify" not in shown and "api_base" in shown
