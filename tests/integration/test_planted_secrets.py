@@ -113,7 +113,8 @@ def _served(out: Path, db: str | None, env: dict[str, str]) -> dict[str, bytes]:
             patch.setenv(name, value)
         queue, _name = open_existing(out, db, None)
         data = RunData(queue, output=out if db is None else None)
-        with TestClient(viewer_app(data)) as client:
+        # A loopback Host, as a browser on this machine sends it.
+        with TestClient(viewer_app(data), base_url="http://127.0.0.1:8000") as client:
             return {f"served {p}": client.get(p).content for p in ("/api/live", "/api/questions")}
 
 
