@@ -20,13 +20,15 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
+import anyio
 import psycopg
 import pytest
 import yaml
 from starlette.testclient import TestClient
 
-from knowwhen_runner.config import load_config
+from knowwhen_runner.config import ModelSpec, load_config
 from knowwhen_runner.exceptions import ConfigError
+from knowwhen_runner.provider import LitellmTransport, llm_body
 from knowwhen_runner.run import open_existing
 from knowwhen_runner.serve import ServerProcess
 from knowwhen_runner.view import RunData, viewer_app
@@ -47,13 +49,14 @@ PLANTED = {
 
 
 @pytest.fixture
-def listener() -> Iterator[tuple[str, list[tuple[str, bytes]]]]:
-    """A loopback hook receiver that keeps the path and body of every post."""
-    posted: list[tuple[str, bytes]] = []
+def listener() -> Iterator[tuple[str, list[tuple[str, bytes, dict[str, str]]]]]:
+    """A loopback hook receiver that keeps the path, body and headers of every post."""
+    posted: list[tuple[str, bytes, dict[str, str]]] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            posted.append((self.path, self.rfile.read(int(self.headers["Content-Length"]))))
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            posted.append((self.path, body, dict(self.headers.items())))
             self.send_response(204)
             self.end_headers()
 
@@ -185,7 +188,10 @@ def _assert_written_ones_refused(tmp_path: Path, config: dict[str, Any], env: di
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def test_planted_credentials_appear_nowhere(
-    server: ServerProcess, tmp_path: Path, listener: tuple[str, list[tuple[str, bytes]]], backend: str
+    server: ServerProcess,
+    tmp_path: Path,
+    listener: tuple[str, list[tuple[str, bytes, dict[str, str]]]],
+    backend: str,
 ) -> None:
     """Every planted credential is refused when written, used when referenced, and found 0 times after
     run, status, finalize, export and cache export, in files, database rows, hook messages and output."""
@@ -236,7 +242,7 @@ def test_planted_credentials_appear_nowhere(
         # Each credential was in use, so finding none of them below means something.
         assert "ghost" in said and f"{base}/***/v1" in said  # quarantined through its secret path
         assert PLANTED["hook_token"] in hook_log.read_text()  # the hook got its token
-        assert posted and all(p == f"/hook/{PLANTED['hook_url']}" for p, _ in posted)
+        assert posted and all(p == f"/hook/{PLANTED['hook_url']}" for p, _, _ in posted)
         cache_rows, run_rows = _dump_pg(cache_db), _dump_pg(run_db)
         assert "lexical-llm" in cache_rows  # the cache store (password in its URL) holds answers
         assert ("lexical-llm" in run_rows) == (backend == "postgresql")
@@ -251,6 +257,33 @@ def test_planted_credentials_appear_nowhere(
             "printed": said.encode(),
             "hook log": hook_log.read_bytes().replace(f"--token={PLANTED['hook_token']}".encode(), b""),
         }
-        haystacks |= {f"posted {i}": body for i, (_, body) in enumerate(posted)}
+        haystacks |= {f"posted {i}": body for i, (_, body, _) in enumerate(posted)}
         assert any(p.name == "README.md" for p in (tmp_path / "export").rglob("*"))
         assert _hits(haystacks) == []
+
+
+def test_a_header_reference_is_sent_with_its_value(
+    monkeypatch: pytest.MonkeyPatch, listener: tuple[str, list[tuple[str, bytes, dict[str, str]]]]
+) -> None:
+    """The provider receives the header's value from the environment; the model keeps only the reference."""
+    base, posted = listener
+    monkeypatch.setenv("KW_PLANT_HEADER", PLANTED["header"])
+    model = ModelSpec(
+        id="h",
+        model="openai/lexical-llm",
+        kind="llm",
+        api_base=f"{base}/v1",
+        params={"extra_headers": {"X-Api-Token": "${KW_PLANT_HEADER}"}},
+    )
+    body = llm_body({"state": "TASK: x", "options": ["a_tool", "b_tool"], "descriptions": ["a", "b"]})
+
+    async def send() -> None:
+        transport = LitellmTransport()
+        await transport.prepare(model)
+        with pytest.raises(Exception):  # noqa: B017 - the receiver answers no completion
+            await transport.send(model, "llm", body, None)
+
+    anyio.run(send)
+    sent = {k.lower(): v for k, v in posted[0][2].items()} if posted else {}
+    assert sent.get("x-api-token") == PLANTED["header"]
+    assert model.params["extra_headers"]["X-Api-Token"] == "${KW_PLANT_HEADER}"
