@@ -72,7 +72,10 @@ def expand_env(value: str, where: str, *, secret: str | None = None) -> str:
 def _register(expanded: str, read: list[str], secret: str) -> None:
     if secret == "text":
         for value in read:
-            add_secret(value)
+            # A variable naming a file or folder (``${HOME}/bin/hook``) is no credential: blanking it
+            # out would hide every path printed under it.
+            if not os.path.exists(value):
+                add_secret(value)
         return
     found = url_secrets(expanded)
     if secret == "db":

@@ -182,3 +182,14 @@ def test_the_export_cards_config_has_no_database_url_hook_or_credential() -> Non
     shown = _public_config(text + "db: postgresql://kw@h/d\nnotify: {url: 'http://h/x'}\n")
     assert "cardPw77" not in shown and "sqlite" not in shown and "postgresql" not in shown
     assert "notify" not in shown and "api_base" in shown
+
+
+def test_a_folder_named_in_a_hook_command_is_not_taken_for_a_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """${VAR} naming an existing folder in notify.command stays readable in messages; a token is redacted."""
+    monkeypatch.setenv("KW_HOOK_HOME", str(tmp_path))
+    monkeypatch.setenv("KW_HOOK_TOK", "hookTok3nValue")
+    _load(tmp_path, extra="notify: {command: '${KW_HOOK_HOME}/hook.sh --token=${KW_HOOK_TOK}'}\n")
+    assert redact(f"wrote {tmp_path}/table.md") == f"wrote {tmp_path}/table.md"
+    assert redact("got hookTok3nValue") == f"got {REDACTED}"
