@@ -5,7 +5,7 @@ into a field that can carry a credential (a header, a query param, a URL's passw
 notify hook), is registered with ``add_secret`` when it is read, and replaced wherever it appears. Known
 shapes (``Bearer`` tokens, provider key prefixes, a URL's password, a credential query param) are
 replaced even when their value was never registered. ``public_url`` is the form of a URL that may leave
-the process: no user, no password, no query, and each path segment that is not a plain word hidden.
+the process: no user, no password, no query, and each path segment shaped like a token hidden.
 """
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ _CREDENTIAL_WORDS = frozenset(
     }
 )
 _WORD_SPLIT = re.compile(r"[-_.\s]+|(?<=[a-z])(?=[A-Z])")
-_PLAIN_SEGMENT = re.compile(r"^(?:[a-z]{1,12}|v\d+[a-z]*\d*)$")
+# A path segment shaped like a token: letters and digits mixed, or long. Words, versions and model names
+# (``openai``, ``v1``, ``gpt-4o-2024-08-06``) are not.
+_TOKEN_SEGMENT = re.compile(r"^(?=.*\d)(?=.*[A-Za-z])[A-Za-z0-9_~]{8,}$|^[A-Za-z0-9_~\-.=+]{24,}$")
 _SHAPES = (
     (re.compile(r"(Bearer\s+)[A-Za-z0-9._~+/=\-]{6,}"), r"\1" + REDACTED),
     (re.compile(r"(Basic\s+)[A-Za-z0-9+/=]{8,}"), r"\1" + REDACTED),
@@ -81,19 +83,19 @@ def add_secret(value: str | None) -> None:
 
 
 def url_secrets(url: str) -> list[str]:
-    """The parts of a URL that are credentials: its password, query values and non-plain path segments."""
+    """The parts of a URL that are credentials: its password, query values and token-shaped path segments."""
     try:
         parts = urlsplit(url.strip())
     except ValueError:
         return [url]
     found = [parts.password or ""]
-    found += [seg for seg in parts.path.split("/") if seg and not _PLAIN_SEGMENT.match(seg)]
+    found += [seg for seg in parts.path.split("/") if _TOKEN_SEGMENT.match(seg)]
     found += [m.group(3) for m in _QUERY.finditer("?" + parts.query)] if parts.query else []
     return [f for f in found if len(f) >= _MIN_LEN]
 
 
 def public_url(url: str | None) -> str:
-    """A URL as it may be shown: scheme, host and port, plain path words; the rest replaced by ``***``."""
+    """A URL as it may be shown: scheme, host, port and path, token-shaped path segments as ``***``."""
     if not url:
         return ""
     try:
@@ -103,7 +105,7 @@ def public_url(url: str | None) -> str:
         return REDACTED
     if not parts.scheme or not parts.hostname:
         return REDACTED
-    path = "/".join(s if not s or _PLAIN_SEGMENT.match(s) else "***" for s in parts.path.split("/"))
+    path = "/".join("***" if _TOKEN_SEGMENT.match(s) else s for s in parts.path.split("/"))
     return f"{parts.scheme}://{parts.hostname}{port}{path}{'?***' if parts.query else ''}"
 
 

@@ -147,11 +147,15 @@ def test_limit_key_holds_no_part_of_the_base(tmp_path: Path, monkeypatch: pytest
     [
         ("http://u:pw@127.0.0.1:8765/v1", "http://127.0.0.1:8765/v1"),
         ("https://api.example.com/Pa7hS3cretXYZabc/v1?key=z", "https://api.example.com/***/v1?***"),
+        (
+            "https://x.example.com/openai/deployments/gpt-4o-2024-08-06",
+            "https://x.example.com/openai/deployments/gpt-4o-2024-08-06",
+        ),
         ("not a url", REDACTED),
     ],
 )
 def test_public_url_drops_user_password_query_and_secret_path(url: str, shown: str) -> None:
-    """A URL is shown with its host and plain path words only."""
+    """A URL is shown without user, password, query and token-shaped path segments; words and model names stay."""
     assert public_url(url) == shown
 
 
