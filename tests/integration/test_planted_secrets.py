@@ -11,9 +11,11 @@ every line printed is then searched for each credential: 0 hits. Each credential
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
+import sqlite3
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -89,6 +91,12 @@ def _dump_pg(url: str) -> str:
             )
         ]
         return "\n".join(str(row[0]) for t in tables for row in conn.execute(f'SELECT t::text FROM "{t}" t'))
+
+
+def _dump_sqlite(path: Path) -> bytes:
+    """A SQLite file as SQL text (a value spilling over pages is whole here, unlike in the raw bytes)."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return "\n".join(conn.iterdump()).encode()
 
 
 def _files(*folders: Path, skip: Path) -> list[Path]:
@@ -253,6 +261,9 @@ def test_planted_credentials_appear_nowhere(
             str(p): _text(p) for p in _files(tmp_path, Path(os.environ["KNOWWHEN_CACHE_DIR"]), skip=hook_log)
         }
         haystacks |= {"cache tables": cache_rows.encode(), "run tables": run_rows.encode()}
+        dumped = {f"{p} dumped": _dump_sqlite(p) for p in map(Path, list(haystacks)) if p.suffix == ".db"}
+        assert dumped or backend == "postgresql"
+        haystacks |= dumped
         haystacks |= {
             "printed": said.encode(),
             "hook log": hook_log.read_bytes().replace(f"--token={PLANTED['hook_token']}".encode(), b""),
