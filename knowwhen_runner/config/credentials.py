@@ -23,7 +23,7 @@ from .model_spec import ModelSpec
 
 __all__ = [
     "ENV_REF",
-    "Literal",
+    "WrittenCredential",
     "expand_env",
     "literal_credential",
     "params_env_refs",
@@ -35,11 +35,15 @@ ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _TOKEN_SEGMENT = re.compile(r"^(?=.*[a-z])(?=.*[A-Z])(?=.*\d)[A-Za-z0-9_\-]{16,}$|^[0-9a-fA-F]{32,}$")
 _SCHEMES = re.compile(r"\b(Bearer|Basic|Token)\b", re.IGNORECASE)
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"']+")
-_FLAG = re.compile(r"(?:^|\s)-{0,2}([A-Za-z][A-Za-z0-9_\-]*)(?:=([^\s\"']+)|\s+([^\s\"'\-/.~][^\s\"']*))")
+# ``--token=x``, ``TOKEN=x`` and ``--token x``; a value naming a shell variable or a path is none.
+_FLAGS = (
+    re.compile(r"(?:^|\s)-{0,2}([A-Za-z][A-Za-z0-9_\-]*)=([^\s\"'$][^\s\"']*)"),
+    re.compile(r"(?:^|\s)-{1,2}([A-Za-z][A-Za-z0-9_\-]*)\s+([^\s\"'\-/.~$][^\s\"']*)"),
+)
 _HEADER_IN_TEXT = re.compile(r"([A-Za-z][A-Za-z0-9\-]*):[ \t]*([^\"'\n]*)")
 
 
-class Literal(NamedTuple):
+class WrittenCredential(NamedTuple):
     """A credential written in a config: what it is and the variable suggested in its place."""
 
     what: str
@@ -116,10 +120,10 @@ def _command_literals(text: str) -> Iterator[tuple[str, list[str]]]:
     for name, value in _HEADER_IN_TEXT.findall(text):
         if credential_name(name) and _SCHEMES.sub("", value).strip():
             yield f"the header {name}", [_SCHEMES.sub("", value).strip()]
-    for match in _FLAG.finditer(text):
-        value = match.group(2) or match.group(3)
-        if value and credential_name(match.group(1)) and _SCHEMES.sub("", value).strip():
-            yield f"the value of {match.group(1)}", [_SCHEMES.sub("", value).strip()]
+    for pattern in _FLAGS:
+        for name, value in pattern.findall(text):
+            if credential_name(name) and _SCHEMES.sub("", value).strip():
+                yield f"the value of {name}", [_SCHEMES.sub("", value).strip()]
 
 
 def _variable(loc: tuple[Any, ...]) -> str:
@@ -174,10 +178,10 @@ def _literals(data: dict[str, Any]) -> Iterator[tuple[tuple[Any, ...], str, list
             yield from ((loc, what, values) for what, values in _command_literals(_literal_part(value)))
 
 
-def literal_credential(data: dict[str, Any]) -> tuple[tuple[Any, ...], Literal] | None:
+def literal_credential(data: dict[str, Any]) -> tuple[tuple[Any, ...], WrittenCredential] | None:
     """The first credential written literally in a raw (unexpanded) config: its location and a remedy."""
     for loc, what, _values in _literals(data):
-        return loc, Literal(what, _variable(loc))
+        return loc, WrittenCredential(what, _variable(loc))
     return None
 
 

@@ -197,3 +197,21 @@ def test_a_folder_named_in_a_hook_command_is_not_taken_for_a_secret(
     _load(tmp_path, extra="notify: {command: '${KW_HOOK_HOME}/hook.sh --token=${KW_HOOK_TOK}'}\n")
     assert redact(f"wrote {tmp_path}/table.md") == f"wrote {tmp_path}/table.md"
     assert redact("got hookTok3nValue") == f"got {REDACTED}"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sh -c 'echo $KNOWWHEN_EVENT >> events.txt'",
+        "tmux send-keys -t session x",
+        "hook.sh --token $HOOK_TOKEN --key-file /etc/hook.key",
+        "curl -H 'Authorization: Bearer ${HOOK_TOKEN}' -d @- http://127.0.0.1:9/hook",
+    ],
+)
+def test_a_hook_command_without_a_written_credential_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """Shell variables, file paths, ${VAR} and words that merely follow a flag are not taken for credentials."""
+    monkeypatch.setenv("HOOK_TOKEN", "hookTokenValue9")
+    config = _load(tmp_path, extra=f'notify: {{command: "{command}"}}\n')
+    assert config.notify is not None and config.notify.command is not None
