@@ -30,6 +30,7 @@ from .dataset_cli import compare, fetch_dataset, import_, score
 from .exceptions import KnowwhenError
 from .export_cli import export
 from .gym_cli import gym_app
+from .redaction import redact
 from .run_cli import EXIT_BUDGET, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PENDING, finalize, plan, run, worker
 from .serve_cli import serve, view
 from .status_cli import pause, resume, status
@@ -60,7 +61,7 @@ def main() -> None:
             raise known from None
     except KnowwhenError as exc:
         # escaped: a message may hold brackets ("pip install 'knowwhen-runner[figures]'") that are not markup
-        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        console.print(f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         console.print("interrupted")

@@ -32,6 +32,7 @@ def stored_config(info: dict[str, Any], db: str | None = None, *, require_files:
         base=Path((info.get("meta") or {}).get("base_dir", ".")),
         source=f"run {info['name']!r} (stored config)",
         check_files=require_files,
+        stored=True,
     )
     return with_db(config, db)
 

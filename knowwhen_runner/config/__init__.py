@@ -2,17 +2,19 @@
 
 Typed, frozen pydantic models with a docstring per field; ``load_config`` turns every problem into a
 ``ConfigError`` of the form ``file:line: field: message``. Secrets never live here: a model names the
-environment variable that holds its key (``api_key_env``), and a literal key is refused.
+environment variable that holds its key (``api_key_env``), every other credential (a header, a URL's
+password or secret path, a hook's token) is a ``${VAR}`` reference, and a literal one is refused.
 Relative paths resolve against the folder of the config file, so a config can be run from anywhere.
 
 The models live in one module per concern, read in this order: ``fields`` (the frozen base and shared
 shapes), ``model_spec`` (a model: rate limits, prices, provider batches), ``scenario_spec`` (a scenario
 and its τ), ``settings`` (cache, workers, server, gates, caps, budget, notifications), ``sweep_config``
-(the whole sweep) and ``loader`` (files, ``${VAR}`` expansion, line numbers, errors).
+(the whole sweep), ``credentials`` (``${VAR}`` references, literal credentials found) and ``loader`` (files, ``${VAR}`` expansion, line numbers, errors).
 """
 
 from __future__ import annotations
 
+from .credentials import params_env_refs, resolve_params
 from .fields import CONFIG_SCHEMA_VERSION, CachePolicy
 from .loader import config_hash, load_config, parse_config
 from .model_spec import BatchSettings, ModelSpec, Pricing, RateLimit
@@ -43,7 +45,9 @@ __all__ = [
     "TauFit",
     "WorkerSettings",
     "load_config",
+    "params_env_refs",
     "parse_config",
+    "resolve_params",
 ]
 
 # Importable from here as before, though outside the pinned list above.

@@ -1,9 +1,8 @@
-"""Loading a config file: ``${VAR}`` expansion, relative paths, literal-key refusal, ``file:line: field`` errors."""
+"""Loading a config file: ``${VAR}`` expansion, relative paths, literal credentials refused, ``file:line`` errors."""
 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -12,22 +11,9 @@ import yaml
 from pydantic import ValidationError
 
 from ..exceptions import ConfigError
+from .credentials import ENV_REF, expand_env, literal_credential, register_written
 from .fields import _KEY_SHAPE, _SECRET_FIELDS
 from .sweep_config import SweepConfig
-
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
-
-def _expand_env(value: str, where: str) -> str:
-    def sub(match: re.Match[str]) -> str:
-        name, default = match.group(1), match.group(2)
-        if name in os.environ:
-            return os.environ[name]
-        if default is not None:
-            return default
-        raise ConfigError(f"{where}: environment variable {name} is not set")
-
-    return _ENV_REF.sub(sub, value)
 
 
 def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
@@ -54,7 +40,8 @@ def _find_literal_secret(
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
             name = str(getattr(key, "value", ""))
-            if name.lower() in _SECRET_FIELDS:
+            # Under params, a header or query credential gets its own sentence (``literal_credential``).
+            if name.lower() in _SECRET_FIELDS and "params" not in path and not _only_refs(value):
                 return (*path, name), key
             found = _find_literal_secret(value, (*path, name))
             if found:
@@ -74,6 +61,14 @@ def _find_literal_secret(
     return None
 
 
+def _only_refs(node: yaml.Node) -> bool:
+    """A value given wholly through ``${VAR}`` (an auth scheme word such as ``Bearer`` aside)."""
+    if not isinstance(node, yaml.ScalarNode) or not isinstance(node.value, str):
+        return False
+    rest = re.sub(r"\b(Bearer|Basic|Token)\b", "", ENV_REF.sub("", node.value), flags=re.IGNORECASE)
+    return bool(ENV_REF.search(node.value)) and not rest.strip()
+
+
 def _dotted(loc: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in loc) or "(top level)"
 
@@ -86,36 +81,43 @@ def _as_list(value: Any) -> list[Any]:
 def _resolve_paths(data: dict[str, Any], base: Path, source: str) -> dict[str, Any]:
     data = dict(data)
     if isinstance(data.get("output"), str):
-        data["output"] = str((base / _expand_env(data["output"], f"{source}: output")).resolve())
+        data["output"] = str((base / expand_env(data["output"], f"{source}: output")).resolve())
     if isinstance(data.get("db"), str):
-        data["db"] = _expand_env(data["db"], f"{source}: db")
+        data["db"] = expand_env(data["db"], f"{source}: db", secret="db")
     scenarios = []
     for i, sc in enumerate(_as_list(data.get("scenarios"))):
         if isinstance(sc, dict) and isinstance(sc.get("path"), str):
             sc = dict(sc)
-            sc["path"] = str((base / _expand_env(sc["path"], f"{source}: scenarios.{i}.path")).resolve())
+            sc["path"] = str((base / expand_env(sc["path"], f"{source}: scenarios.{i}.path")).resolve())
         if isinstance(sc, dict) and isinstance(sc.get("exclude"), str):
             sc = dict(sc)
             where = f"{source}: scenarios.{i}.exclude"
-            sc["exclude"] = str((base / _expand_env(sc["exclude"], where)).resolve())
+            sc["exclude"] = str((base / expand_env(sc["exclude"], where)).resolve())
         scenarios.append(sc)
     if scenarios:
         data["scenarios"] = scenarios
     cache = data.get("cache")
     if isinstance(cache, dict) and isinstance(cache.get("path"), str):
-        cache = {**cache, "path": str((base / _expand_env(cache["path"], f"{source}: cache.path")).resolve())}
+        cache = {**cache, "path": str((base / expand_env(cache["path"], f"{source}: cache.path")).resolve())}
     if isinstance(cache, dict) and isinstance(cache.get("url"), str):
-        cache = {**cache, "url": _expand_env(cache["url"], f"{source}: cache.url")}
+        cache = {**cache, "url": expand_env(cache["url"], f"{source}: cache.url", secret="db")}
     if cache is not None:
         data["cache"] = cache
     models = []
     for i, m in enumerate(_as_list(data.get("models"))):
         if isinstance(m, dict) and isinstance(m.get("api_base"), str):
             m = dict(m)
-            m["api_base"] = _expand_env(m["api_base"], f"{source}: models.{i}.api_base")
+            m["api_base"] = expand_env(m["api_base"], f"{source}: models.{i}.api_base", secret="url")
         models.append(m)
     if models:
         data["models"] = models
+    notify = data.get("notify")
+    if isinstance(notify, dict):
+        notify = dict(notify)
+        for field, kind in (("command", "text"), ("url", "url")):
+            if isinstance(notify.get(field), str):
+                notify[field] = expand_env(notify[field], f"{source}: notify.{field}", secret=kind)
+        data["notify"] = notify
     return data
 
 
@@ -131,11 +133,36 @@ def load_config(path: str | Path) -> SweepConfig:
     return parse_config(text, base=path.parent, source=str(path))
 
 
-def parse_config(text: str, *, base: Path, source: str, check_files: bool = True) -> SweepConfig:
+def _refuse_written_secrets(root: yaml.Node, data: dict[str, Any], path: str, stored: bool) -> None:
+    """A key or credential written in the config (not given through the environment) stops the load;
+    in a config stored by an earlier release, a written credential is only registered for redaction."""
+    secret = _find_literal_secret(root)
+    if secret:
+        loc, node = secret
+        raise ConfigError(
+            f"{path}:{node.start_mark.line + 1}: {_dotted(loc)}: literal API keys are not allowed in a config; "
+            "put the key in an environment variable and name it with api_key_env"
+        )
+    if stored:
+        register_written(data)
+        return
+    written = literal_credential(data)
+    if written:
+        loc, found = written
+        raise ConfigError(
+            f"{path}:{_line_of(root, loc)}: {_dotted(loc)}: a credential is written in the config "
+            f"({found.what}); put it in an environment variable and write ${{{found.variable}}} in its place"
+        )
+
+
+def parse_config(
+    text: str, *, base: Path, source: str, check_files: bool = True, stored: bool = False
+) -> SweepConfig:
     """Validate config text; relative paths resolve against ``base``; ``source`` names it in errors.
 
     ``check_files=False`` skips checking that scenario paths exist (a config stored with a run, read on
-    a machine that has none of its files).
+    a machine that has none of its files). ``stored=True`` reads a config stored with a run: one an
+    earlier release stored with a credential written in it still opens, the credential redacted.
     """
     path = source
     try:
@@ -148,13 +175,7 @@ def parse_config(text: str, *, base: Path, source: str, check_files: bool = True
         raise ConfigError(f"{path}{where}: not valid YAML ({problem})") from None
     if not isinstance(data, dict) or root is None:
         raise ConfigError(f"{path}:1: a config is a YAML mapping (models, scenarios, output, ...)")
-    secret = _find_literal_secret(root)
-    if secret:
-        loc, node = secret
-        raise ConfigError(
-            f"{path}:{node.start_mark.line + 1}: {_dotted(loc)}: literal API keys are not allowed in a config; "
-            "put the key in an environment variable and name it with api_key_env"
-        )
+    _refuse_written_secrets(root, data, path, stored)
     data = _resolve_paths(data, base, source)
     try:
         config = SweepConfig.model_validate(data)

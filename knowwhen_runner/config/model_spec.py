@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
+from ..redaction import secret_digest
 from .fields import _ENV_NAME, _ID, _KEY_SHAPE, _RUNNER_PARAMS, _Frozen
 
 
@@ -61,7 +62,13 @@ class ModelSpec(_Frozen):
     id: str = Field(pattern=_ID, description="Short id used in files and tables, e.g. 'e12'.")
     model: str = Field(min_length=1, description="litellm model string, e.g. 'hosted_vllm/lexical'.")
     kind: Literal["decision", "llm"] = Field(description="'decision' (System One) or 'llm' (chat + tools).")
-    api_base: str | None = Field(None, description="Base URL; ${VAR} is expanded from the environment.")
+    api_base: str | None = Field(
+        None,
+        description=(
+            "Base URL; ${VAR} is expanded from the environment. A password, a credential query param or a "
+            "secret path must come from a variable; only the base's public form is ever shown."
+        ),
+    )
     api_key_env: str | None = Field(None, description="Name of the environment variable holding the key.")
     rate_limit: RateLimit = Field(
         default_factory=lambda: RateLimit(), description="Requests/tokens per minute, in flight."
@@ -69,7 +76,13 @@ class ModelSpec(_Frozen):
     limit_group: str | None = Field(None, description="Models with the same group share one rate limit.")
     timeout_s: float = Field(60.0, gt=0, description="Per-request timeout in seconds (runtime knob).")
     pricing: Pricing | None = Field(None, description="Price override; default: litellm's price list.")
-    params: dict[str, Any] = Field(default_factory=dict, description="Output-affecting request params.")
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "Output-affecting request params. A credential in them (an extra_headers token, an extra_query "
+            "key) is written ${VAR}: expanded only when a request is sent, never stored or hashed."
+        ),
+    )
     batch: BatchSettings | None = Field(
         None, description="LLMs: answer open-loop questions through the provider's Batch API (runtime knob)."
     )
@@ -150,8 +163,12 @@ class ModelSpec(_Frozen):
         return host not in ("127.0.0.1", "localhost", "::1")
 
     def limit_key(self) -> str:
-        """Which models share a limit: the explicit group, else provider + base URL + key variable."""
+        """Which models share a limit: the explicit group, else provider + base URL + key variable.
+
+        The base URL and the key variable enter as a digest: the key is stored (``kw_limits``) and shown,
+        and a base may carry a credential or a secret path."""
         if self.limit_group:
             return f"group:{self.limit_group}"
         provider = self.model.split("/", 1)[0]
-        return f"{provider}|{self.api_base or ''}|{self.api_key_env or ''}|{self.model}"
+        where = secret_digest(f"{self.api_base or ''}|{self.api_key_env or ''}")
+        return f"{provider}|{self.model}|{where}"

@@ -27,7 +27,11 @@ class CacheSettings(_Frozen):
     )
     path: Path | None = Field(None, description="A SQLite file to keep the cache in (instead of store).")
     url: str | None = Field(
-        None, description="A database URL to keep the cache in (instead of store); ${VAR} is expanded."
+        None,
+        description=(
+            "A database URL to keep the cache in (instead of store); ${VAR} is expanded (a password must "
+            "come from one)."
+        ),
     )
 
     @model_validator(mode="after")
@@ -156,7 +160,11 @@ class Notify(_Frozen):
         None,
         description=(
             "A command run on each event (split like a shell would, not run by one), with "
-            "KNOWWHEN_EVENT, KNOWWHEN_RUN and KNOWWHEN_MESSAGE in its environment."
+            "KNOWWHEN_EVENT, KNOWWHEN_RUN and KNOWWHEN_MESSAGE in its environment; a token in it is "
+            "written ${VAR}."
         ),
     )
-    url: str | None = Field(None, description="A URL the event is posted to as JSON {run, event, message}.")
+    url: str | None = Field(
+        None,
+        description="A URL the event is posted to as JSON {run, event, message}; ${VAR} is expanded.",
+    )

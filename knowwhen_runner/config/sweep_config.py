@@ -28,7 +28,13 @@ class SweepConfig(_Frozen):
     schema_version: Literal[1] = Field(1, description="Config format version.")
     name: str = Field(pattern=_ID, description="Run name; also the run's key in a shared database.")
     output: Path = Field(description="Run folder (answers, manifests, tables, the SQLite database).")
-    db: str | None = Field(None, description="Database URL; default: sqlite file in the run folder.")
+    db: str | None = Field(
+        None,
+        description=(
+            "Database URL; default: sqlite file in the run folder. ${VAR} is expanded (a password must come "
+            "from one)."
+        ),
+    )
     models: list[ModelSpec] = Field(min_length=1)
     modes: list[Mode] = Field(default_factory=lambda: cast(list[Mode], ["model", "llm"]))
     scenarios: list[ScenarioSpec] = Field(min_length=1)

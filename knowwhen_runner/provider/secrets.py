@@ -1,11 +1,16 @@
-"""API keys: read from the environment variables a config names, and redacted from every message kept."""
+"""API keys: read from the environment variables a config names, and redacted from every message kept.
+
+The redaction itself is ``knowwhen_runner.redaction.redact``, the one function every boundary uses; the
+keys read here are registered with it, as the config loader registers every credential it expands.
+"""
 
 from __future__ import annotations
 
 import os
-import re
 
-from ..config import ModelSpec
+from ..config import ModelSpec, params_env_refs
+from ..exceptions import ConfigError
+from ..redaction import add_secret, redact
 
 __all__ = ["Secrets"]
 
@@ -15,19 +20,28 @@ class Secrets:
 
     def __init__(self, models: list[ModelSpec]) -> None:
         self._env = {m.id: m.api_key_env for m in models}
-        values = {os.environ.get(m.api_key_env, "") for m in models if m.api_key_env}
-        self._values = sorted((v for v in values if len(v) >= 4), key=len, reverse=True)
+        self._refs = {m.id: params_env_refs(m) for m in models}
+        for m in models:
+            add_secret(os.environ.get(m.api_key_env or "", ""))
+            for name in self._refs[m.id]:
+                add_secret(os.environ.get(name, ""))
 
     def missing(self) -> list[tuple[str, str]]:
-        """(model id, variable) for every model whose key variable is not set."""
-        return [(mid, env) for mid, env in self._env.items() if env and not os.environ.get(env)]
+        """(model id, variable) for every model whose key variable, or a variable its params name, is unset."""
+        needed = [(mid, env) for mid, env in self._env.items() if env]
+        needed += [(mid, name) for mid, names in self._refs.items() for name in names]
+        return [(mid, env) for mid, env in needed if not os.environ.get(env)]
+
+    def require(self, where: str = "") -> None:
+        """Raise ``ConfigError`` naming the first model and variable that ``missing`` finds."""
+        for model_id, env in self.missing():
+            what = "its API key in " if env == self._env[model_id] else ""
+            raise ConfigError(
+                f"model {model_id!r} needs {what}the environment variable {env}, which is not set{where}"
+            )
 
     def key_for(self, model: ModelSpec) -> str | None:
         return os.environ.get(model.api_key_env) if model.api_key_env else None
 
     def redact(self, text: str) -> str:
-        for value in self._values:
-            text = text.replace(value, "[REDACTED]")
-        # Keys echoed back by providers often arrive truncated or in a header.
-        text = re.sub(r"(Bearer\s+)[A-Za-z0-9._\-]{8,}", r"\1[REDACTED]", text)
-        return re.sub(r"\b(sk-|sk_|gsk_|xai-|hf_)[A-Za-z0-9_\-]{6,}", "[REDACTED]", text)
+        return redact(text)

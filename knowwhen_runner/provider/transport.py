@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol
 import anyio.to_thread
 import orjson
 
-from ..config import ModelSpec
+from ..config import ModelSpec, resolve_params
 from .adaptive import LimitNews, read_limit_headers
 from .batch_wire import BatchState, LineResult, result_line
 from .bodies import QUESTION_NAME
@@ -125,7 +125,7 @@ class LitellmTransport:
                 api_base=model.api_base,
                 api_key=key,
                 timeout=model.timeout_s,
-                **model.params,
+                **resolve_params(model),
             )
             return Reply(decision_response(model, resp), _limit_news(resp))
         resp = await litellm.acompletion(
@@ -137,7 +137,7 @@ class LitellmTransport:
             tools=body["tools"],
             tool_choice=body["tool_choice"],
             max_retries=0,  # the OpenAI SDK would retry on its own; retries are ours (classify)
-            **{**model.params, **({"seed": body["seed"]} if "seed" in body else {})},
+            **{**resolve_params(model), **({"seed": body["seed"]} if "seed" in body else {})},
         )
         return Reply(llm_response(model, resp), _limit_news(resp))
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from ..exceptions import ErrorKind
 from ..jobs import Items, Job
+from ..redaction import redact
 from .answers import AnswerPage, AnswerQuery, RecordedAnswer
 from .batch_rows import BatchRecord
 from .budget import BudgetAsk, BudgetTally
@@ -109,6 +110,9 @@ class Failure:
     error: str
     kind: AttemptKind = "error"
     final: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "error", redact(self.error))  # stored, printed and served: never a secret
 
 
 @dataclass(frozen=True, slots=True)

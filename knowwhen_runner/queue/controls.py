@@ -14,6 +14,7 @@ from typing import Literal
 
 from sqlalchemy import delete, select
 
+from ..redaction import redact
 from . import schema as s
 from .engine import RunStatements
 
@@ -41,6 +42,7 @@ class ControlTables(RunStatements):
         return await self._call(self._set_control, model_id, state, reason)
 
     def _set_control(self, model_id: str, state: str, reason: str) -> bool:
+        reason = redact(reason)
         row = {"run": self.run, "model_id": model_id, "state": state, "reason": reason, "since": time.time()}
         with self._engine.begin() as conn:
             stmt = self._insert(s.model_controls).values(**row).on_conflict_do_nothing()
@@ -83,7 +85,7 @@ class MemoryControls:
     async def set_control(self, model_id: str, state: ControlState, reason: str) -> bool:
         if (model_id, state) in self._controls:
             return False
-        self._controls[(model_id, state)] = ModelControl(model_id, state, reason, time.time())
+        self._controls[(model_id, state)] = ModelControl(model_id, state, redact(reason), time.time())
         return True
 
     async def clear_controls(self, state: ControlState, model_id: str | None = None) -> int:

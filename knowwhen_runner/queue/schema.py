@@ -176,7 +176,8 @@ workers = Table(
     Column("stopped_at", Float),
 )
 
-# Fleet-wide rate limits, one row per limit key (provider + base + key variable + model, or a group).
+# Fleet-wide rate limits, one row per limit key (provider + model + a digest of base and key variable, or
+# a group: ``ModelSpec.limit_key``).
 # ``next_slot`` is the GCRA "theoretical arrival time" in database-clock seconds: reserving k requests
 # moves it k intervals on; ``next_token`` does the same for tokens per minute.
 limits = Table(

@@ -24,6 +24,7 @@ from ..dataset.features import (
     infer_features,
 )
 from ..jsonio import atomic_write_bytes, file_sha256, iter_jsonl
+from ..redaction import redact
 from .episode_rows import EPISODE_ROW_SCHEMA_VERSION, EpisodeRow
 from .manifest import load_manifest
 
@@ -120,19 +121,22 @@ def _provenance(source: RunSource, out: Path) -> list[str]:
     if run:
         lines.append("- versions: " + ", ".join(f"{k} {v}" for k, v in run.packages.items()))
     lines += ["- manifests (sha256):", *(f"  - `{p.name}`: `{file_sha256(p)}`" for p in manifests)]
-    lines += ["", "The run's config (its database URL and notify hooks left out):", ""]
+    lines += ["", "The run's config (its database URLs and notify hooks left out):", ""]
     return [*lines, "```yaml", _public_config(source.info.get("config_text") or ""), "```", ""]
 
 
 _PRIVATE = ("db", "notify")
-"""Config keys that may hold a password or a hook's token: never written into a card."""
+"""Config keys that may hold a password or a hook's token: never written into a card (nor ``cache.url``)."""
 
 
 def _public_config(text: str) -> str:
     data = yaml.safe_load(text) or {}
     if isinstance(data, dict):
         data = {k: v for k, v in data.items() if k not in _PRIVATE}
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip()
+        if isinstance(data.get("cache"), dict):
+            data["cache"] = {k: v for k, v in data["cache"].items() if k != "url"}
+    # A config stored by an earlier release may hold a credential written in it.
+    return redact(yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip())
 
 
 def _body(source: RunSource, configs: list[CardConfig], summary: ExportSummary) -> list[str]:

@@ -17,6 +17,7 @@ import threading
 import httpx
 
 from ..config import SweepConfig
+from ..redaction import redact
 
 __all__ = ["flush_notices", "notify"]
 
@@ -25,7 +26,7 @@ _pending: list[threading.Thread] = []  # hooks started with wait=False, not yet 
 
 
 def _say(what: str) -> None:
-    print(f"knowwhen: notify: {what}", file=sys.stderr, flush=True)
+    print(redact(f"knowwhen: notify: {what}"), file=sys.stderr, flush=True)
 
 
 def _run_command(command: str, env: dict[str, str]) -> None:
@@ -58,6 +59,7 @@ def notify(config: SweepConfig, event: str, message: str, *, wait: bool = True) 
         return
     if wait:
         flush_notices()  # earlier notices arrive first: a quarantine's before the run's end
+    message = redact(message)  # a hook may forward it anywhere: no secret goes with it
     env = {"KNOWWHEN_EVENT": event, "KNOWWHEN_RUN": config.name, "KNOWWHEN_MESSAGE": message}
     body = {"run": config.name, "event": event, "message": message}
     jobs = []

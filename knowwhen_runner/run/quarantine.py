@@ -12,6 +12,7 @@ from collections import Counter
 
 from ..config import ModelSpec
 from ..exceptions import ProviderError
+from ..redaction import public_url
 
 __all__ = ["InvalidAnswers", "quarantine_reason"]
 
@@ -22,7 +23,7 @@ _PRICE = ("pricing", "price", "cost_per_token", "isn't mapped yet")
 
 
 def _where(model: ModelSpec) -> str:
-    return f" at {model.api_base}" if model.api_base else ""
+    return f" at {public_url(model.api_base)}" if model.api_base else ""
 
 
 def quarantine_reason(model: ModelSpec, exc: ProviderError) -> str | None:

@@ -19,6 +19,7 @@ from ..provider import CacheMode, LearnedLimit
 from ..provider.prices import BATCH_FALLBACK_RATE, batch_token_prices
 from ..queue import SET_ASIDE, BudgetTally, open_ledger, open_queue
 from ..queue.pace import PACE_WINDOW_S, model_pace, spent_models
+from ..redaction import redact_all
 from .batch_lane import batch_outcomes, batch_rows
 from .calls import question_call
 from .forecast import Forecast, forecast
@@ -166,8 +167,9 @@ def probe_report(config_path: str | Path, *, db: str | None = None) -> list[Prob
 
 
 def status_report(run_dir: str | Path, *, db: str | None = None, run: str | None = None) -> dict[str, Any]:
-    """Done / pending / failed per model, cost and calls so far, workers."""
-    return anyio.run(_status, Path(run_dir), db, run)
+    """Done / pending / failed per model, cost and calls so far, workers (every text redacted)."""
+    report: dict[str, Any] = redact_all(anyio.run(_status, Path(run_dir), db, run))
+    return report
 
 
 async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, Any]:

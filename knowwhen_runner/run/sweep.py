@@ -66,12 +66,7 @@ def load_and_plan(config: SweepConfig) -> tuple[dict[str, Scenario], Plan]:
 def check_keys(config: SweepConfig, where: str = "") -> Secrets:
     """The run's secrets; a model whose key variable is unset stops the run before any call."""
     secrets = Secrets(config.models)
-    missing = secrets.missing()
-    if missing:
-        model_id, env = missing[0]
-        raise ConfigError(
-            f"model {model_id!r} needs its API key in the environment variable {env}, which is not set{where}"
-        )
+    secrets.require(where)
     return secrets
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..queue import SET_ASIDE, ModelControl, describe_workers
 from ..queue.pace import PACE_WINDOW_S, model_pace, spent_models
 from .leaderboard import standings
+from ..redaction import redact_all
 
 if TYPE_CHECKING:
     from .data import RunData
@@ -45,19 +46,21 @@ async def live_view(data: RunData) -> dict[str, Any]:
     ranked = await standings(data)
     for t in models:
         t.update(ranked.describe(t["model"]))
-    return {
-        "run": data.queue.run,
-        "now": now,
-        "ranked_by": ranked.ranked_by,
-        "cells": sorted(cells.values(), key=lambda c: (ranked.position(c["model"]), c["scenario"])),
-        "models": sorted(models, key=lambda t: ranked.position(t["model"])),
-        "done": done,
-        "open": open_jobs,
-        "rate_per_s": rate,
-        "eta_s": open_jobs / rate if rate and open_jobs else None,
-        "spend_usd": None if spend is None else sum(spend.values()),
-        "workers": [_worker(w) for w in describe_workers(await data.queue.workers())],
-    }
+    return redact_all(  # served to a browser: stored texts pass the one redaction once more
+        {
+            "run": data.queue.run,
+            "now": now,
+            "ranked_by": ranked.ranked_by,
+            "cells": sorted(cells.values(), key=lambda c: (ranked.position(c["model"]), c["scenario"])),
+            "models": sorted(models, key=lambda t: ranked.position(t["model"])),
+            "done": done,
+            "open": open_jobs,
+            "rate_per_s": rate,
+            "eta_s": open_jobs / rate if rate and open_jobs else None,
+            "spend_usd": None if spend is None else sum(spend.values()),
+            "workers": [_worker(w) for w in describe_workers(await data.queue.workers())],
+        }
+    )
 
 
 async def spend_view(data: RunData) -> dict[str, Any]:

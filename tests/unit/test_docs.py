@@ -140,7 +140,8 @@ def _unknown(value: Any, prefix: str) -> list[str]:
     for key, inner in value.items():
         path = f"{prefix}.{key}" if prefix else str(key)
         if path in _paths():
-            out += _unknown(inner, path)
+            # A key with no keys below it whose value is a mapping is a free one (a model's params).
+            out += _unknown(inner, path) if any(p.startswith(path + ".") for p in _paths()) else []
         elif f"{prefix}.<key>" in {p.rsplit(".", 1)[0] for p in _paths()}:
             out += _unknown(inner, f"{prefix}.<key>")
         else:

@@ -212,7 +212,7 @@ def test_only_the_transport_imports_litellm() -> None:
 # --- layers -------------------------------------------------------------------------------------------
 
 LAYERS: list[tuple[str, ...]] = [
-    ("knowwhen_runner", "exceptions", "crashpoints", "intervals", "screening"),
+    ("knowwhen_runner", "exceptions", "crashpoints", "intervals", "screening", "redaction"),
     ("jsonio",),
     ("jobs",),
     ("config",),
