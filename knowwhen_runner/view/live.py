@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..queue import SET_ASIDE, ModelControl, describe_workers
 from ..queue.pace import PACE_WINDOW_S, model_pace, spent_models
-from .leaderboard import standings
 from ..redaction import redact_all
+from .leaderboard import standings
 
 if TYPE_CHECKING:
     from .data import RunData
