@@ -32,7 +32,7 @@ from typing import Any, get_args
 from ..config import IsolatedSource, ScenarioSpec
 from ..exceptions import ScenarioError
 from ..jsonio import file_sha256, iter_jsonl, loads
-from . import Scenario
+from . import MissingSource, Scenario
 
 __all__ = [
     "ASK_OPTION",
@@ -265,19 +265,43 @@ def _unique(raws: Iterable[_Raw]) -> dict[str, _Raw]:
     return out
 
 
+def _missing(spec: ScenarioSpec, caps: dict[str, int]) -> list[MissingSource]:
+    """The asked-for sources whose files are absent (planned without them, never an error on their own)."""
+    assert spec.path is not None
+    out: list[MissingSource] = []
+    gone = [
+        c for c in BFCL_CATEGORIES if caps[c] and not (spec.path / "bfcl" / f"BFCL_v4_{c}.json").is_file()
+    ]
+    if gone:
+        source = "bfcl" if len(gone) == len(BFCL_CATEGORIES) else "bfcl:" + ",".join(gone)
+        where = str(spec.path / "bfcl")
+        fetch = f"knowwhen fetch-l1 --out {spec.path} --source bfcl"
+        out.append(MissingSource(source, where, sum(caps[c] for c in gone), fetch))
+    w2c = spec.path / "when2call"
+    if caps["when2call"] and not any((w2c / n).is_file() for n in _W2C_FILES):
+        fetch = f"knowwhen fetch-l1 --out {spec.path} --source when2call"
+        out.append(MissingSource("when2call", str(w2c), caps["when2call"], fetch))
+    return out
+
+
 def load_isolated(spec: ScenarioSpec) -> Scenario:
-    """Load the BFCL categories and When2Call items of a folder (see the module docstring for its layout)."""
+    """Load the BFCL categories and When2Call items of a folder (see the module docstring for its layout).
+
+    A source whose files are absent is left out and named in ``Scenario.missing``; the rest is loaded.
+    """
     if spec.path is None or not spec.path.is_dir():
         raise ScenarioError(f"scenario {spec.id!r}: an isolated scenario's path must be a folder")
     caps = dict(DEFAULT_CAPS)
     for source, cap in (spec.caps or {}).items():
         caps[source] = cap
+    missing = _missing(spec, caps)
+    absent = {c for m in missing for c in _sources_of(m.source)}
     files: dict[str, str] = {}
     raws: list[_Raw] = []
     for category in BFCL_CATEGORIES:
-        if caps[category]:
+        if caps[category] and category not in absent:
             raws += _read_bfcl(spec.path / "bfcl", category, caps[category], files)
-    if caps["when2call"]:
+    if caps["when2call"] and "when2call" not in absent:
         raws += _read_when2call(spec.path / "when2call", caps["when2call"], files)
     by_id = _unique(raws)
     if spec.exclude is not None:
@@ -286,6 +310,15 @@ def load_isolated(spec: ScenarioSpec) -> Scenario:
         files[spec.exclude.name] = file_sha256(spec.exclude)
     ids = sorted(by_id)[: spec.limit] if spec.limit is not None else sorted(by_id)
     if not ids:
-        raise ScenarioError(f"scenario {spec.id!r}: no isolated items left (check caps and exclude)")
+        hint = f"; fetch the data with `knowwhen fetch-l1 --out {spec.path}`" if missing else ""
+        raise ScenarioError(f"scenario {spec.id!r}: no isolated items left (check caps and exclude){hint}")
     items = {i: isolated_item(by_id[i]) for i in ids}
-    return Scenario(id=spec.id, kind="isolated", version=spec.version, items=items, files=files)
+    return Scenario(
+        id=spec.id, kind="isolated", version=spec.version, items=items, files=files, missing=tuple(missing)
+    )
+
+
+def _sources_of(source: str) -> list[str]:
+    if source == "bfcl":
+        return list(BFCL_CATEGORIES)
+    return source.removeprefix("bfcl:").split(",")
