@@ -70,6 +70,11 @@ def _correct(row: Mapping[str, Any], gold: Sequence[str]) -> bool:
     return _norm(str(answer)) in {_norm(g) for g in gold}
 
 
+def _named(answer: Any, names: Mapping[str, str]) -> Any:
+    """An option label as the benchmark names it (``math_factorial`` -> ``math.factorial``)."""
+    return names.get(_norm(answer), answer) if isinstance(answer, str) else answer
+
+
 def isolated_row(model: ModelSpec, row: Mapping[str, Any], item: Mapping[str, Any] | None) -> dict[str, Any]:
     """The run's answer row with the isolated fields added, scored against the item's gold.
 
@@ -82,14 +87,15 @@ def isolated_row(model: ModelSpec, row: Mapping[str, Any], item: Mapping[str, An
         return out
     item_id = str(row.get("qhash"))
     gold = list(item.get("gold") or []) if item else []
+    names: dict[str, str] = dict(item.get("names") or {}) if item else {}
     out.update(
         id=item_id,
         source=item.get("source", "") if item else "",
         dp=item.get("dp", "tool_select") if item else "tool_select",
         category=item.get("category", "") if item else "",
         param=None,
-        pred=row.get("answer"),
-        gold=gold,
+        pred=_named(row.get("answer"), names),
+        gold=sorted({_norm(names.get(g, g)) for g in gold}),
         correct=_correct(row, gold) if item else False,
         conf=row.get("confidence"),
         error=row.get("error")

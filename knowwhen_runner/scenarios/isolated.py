@@ -127,7 +127,7 @@ def isolated_item(raw: _Raw) -> dict[str, Any]:
         raise ScenarioError(
             f"{raw.source} item {raw.id}: gold function {missing[0]!r} is not one of its tools"
         )
-    return {
+    item: dict[str, Any] = {
         "state": _render_state(raw.messages),
         "options": labels,
         "descriptions": descriptions,
@@ -136,6 +136,12 @@ def isolated_item(raw: _Raw) -> dict[str, Any]:
         "category": raw.category,
         "dp": "tool_select",
     }
+    renamed = {label.lower(): name for name, label in by_name.items() if label != name}
+    if (
+        renamed
+    ):  # provider-safe labels -> the benchmark's names, to write answers as the benchmark spells them
+        item["names"] = renamed
+    return item
 
 
 # --- BFCL ------------------------------------------------------------------------------------------------
