@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 __all__ = ["HubRepo", "local_hub"]
@@ -29,14 +30,31 @@ class HubRepo:
     revisions: tuple[str, ...] = ("main",)
     requests: list[str] = field(default_factory=list)
 
+    @classmethod
+    def from_folder(cls, repo_id: str, commit: str, folder: Path) -> HubRepo:
+        """A repository holding every file under ``folder``, at their paths relative to it."""
+        files = {
+            p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+        }
+        return cls(repo_id, commit, files)
+
     def knows(self, rev: str) -> bool:
         return rev == self.commit or rev in self.revisions
 
 
-def _handler(repo: HubRepo) -> type[BaseHTTPRequestHandler]:
-    info_prefix = f"/api/datasets/{repo.repo_id}/revision/"
-    file_prefix = f"/datasets/{repo.repo_id}/resolve/"
+def _route(repos: tuple[HubRepo, ...], path: str) -> tuple[HubRepo | None, str, str]:
+    """(repo, "info" or "file", the rest of the path) of a request; (None, "", "") for any other path."""
+    for repo in repos:
+        for kind, prefix in (
+            ("info", f"/api/datasets/{repo.repo_id}/revision/"),
+            ("file", f"/datasets/{repo.repo_id}/resolve/"),
+        ):
+            if path.startswith(prefix):
+                return repo, kind, path.removeprefix(prefix)
+    return None, "", ""
 
+
+def _handler(repos: tuple[HubRepo, ...]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: object) -> None:  # quiet in tests
             pass
@@ -51,10 +69,13 @@ def _handler(repo: HubRepo) -> type[BaseHTTPRequestHandler]:
 
         def _answer(self, with_body: bool) -> None:
             path = unquote(urlsplit(self.path).path)
+            repo, kind, rest = _route(repos, path)
+            if repo is None:
+                return self._send(404, b"{}", {"Content-Type": "application/json"}, with_body)
             repo.requests.append(f"{self.command} {path}")
             missing = {"X-Error-Code": "RevisionNotFound", "Content-Type": "application/json"}
-            if path.startswith(info_prefix):
-                rev = path.removeprefix(info_prefix)
+            if kind == "info":
+                rev = rest
                 if not repo.knows(rev):
                     return self._send(404, b'{"error": "Invalid rev id"}', missing, with_body)
                 body = json.dumps(
@@ -66,8 +87,8 @@ def _handler(repo: HubRepo) -> type[BaseHTTPRequestHandler]:
                     }
                 ).encode()
                 return self._send(200, body, {"Content-Type": "application/json"}, with_body)
-            if path.startswith(file_prefix):
-                rev, _, name = path.removeprefix(file_prefix).partition("/")
+            if kind == "file":
+                rev, _, name = rest.partition("/")
                 if not repo.knows(rev):
                     return self._send(404, b'{"error": "Invalid rev id"}', missing, with_body)
                 if name not in repo.files:
@@ -89,9 +110,9 @@ def _handler(repo: HubRepo) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def local_hub(repo: HubRepo) -> Iterator[str]:
-    """Serve ``repo`` on a free loopback port; yields the endpoint to put in ``HF_ENDPOINT``."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(repo))
+def local_hub(*repos: HubRepo) -> Iterator[str]:
+    """Serve ``repos`` on a free loopback port; yields the endpoint to put in ``HF_ENDPOINT``."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(repos))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -14,28 +13,8 @@ from knowwhen_runner.config import ScenarioSpec
 from knowwhen_runner.dataset.l1_fetch import BFCL_RELEASE, L1_MANIFEST, WHEN2CALL_FILE, WHEN2CALL_REPO
 from knowwhen_runner.scenarios import load_scenario
 from tests.helpers import knowwhen
-from tests.hub_server import HubRepo, local_hub
-
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "isolated"
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
-
-
-def make_wheel(folder: Path, version: str = BFCL_RELEASE, prefix: str = "BFCL_v4_") -> Path:
-    """A bfcl-eval wheel holding the fixture's BFCL files (named ``prefix``) and a METADATA with ``version``."""
-    path = folder / f"bfcl_eval-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as wheel:
-        wheel.writestr(f"bfcl_eval-{version}.dist-info/METADATA", f"Name: bfcl-eval\nVersion: {version}\n")
-        wheel.writestr("bfcl_eval/__init__.py", "")
-        for file in sorted((FIXTURE / "bfcl").rglob("*.json")):
-            rel = file.relative_to(FIXTURE / "bfcl").as_posix().replace("BFCL_v4_", prefix)
-            wheel.writestr(f"bfcl_eval/data/{rel}", file.read_bytes())
-    return path
-
-
-def when2call_repo() -> HubRepo:
-    """nvidia/When2Call as the local hub serves it: the fixture's test file at one commit."""
-    data = (FIXTURE / "when2call" / "when2call_test_mcq.jsonl").read_bytes()
-    return HubRepo(WHEN2CALL_REPO, COMMIT, {WHEN2CALL_FILE: data, "README.md": b"# When2Call\n"})
+from tests.hub_server import local_hub
+from tests.l1data import COMMIT, FIXTURE, make_wheel, when2call_repo
 
 
 def _manifest(out: Path) -> dict:
