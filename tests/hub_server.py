@@ -1,7 +1,8 @@
 """A local HTTP server that answers the Hugging Face Hub's API for one dataset repository's files.
 
-It speaks what ``huggingface_hub`` asks of a dataset (``/api/datasets/<repo>/revision/<rev>`` and
-``/datasets/<repo>/resolve/<rev>/<path>``, HEAD and GET, with the commit and ETag headers), so the
+It speaks what ``huggingface_hub`` asks of a dataset (``/api/datasets/<repo>/revision/<rev>``, its
+``tree/<rev>`` listing and ``/datasets/<repo>/resolve/<rev>/<path>``, HEAD and GET, with the commit and
+ETag headers), so the
 real library downloads through it when ``HF_ENDPOINT`` points here.
 """
 
@@ -47,6 +48,7 @@ def _route(repos: tuple[HubRepo, ...], path: str) -> tuple[HubRepo | None, str, 
     for repo in repos:
         for kind, prefix in (
             ("info", f"/api/datasets/{repo.repo_id}/revision/"),
+            ("tree", f"/api/datasets/{repo.repo_id}/tree/"),
             ("file", f"/datasets/{repo.repo_id}/resolve/"),
         ):
             if path.startswith(prefix):
@@ -87,6 +89,16 @@ def _handler(repos: tuple[HubRepo, ...]) -> type[BaseHTTPRequestHandler]:
                     }
                 ).encode()
                 return self._send(200, body, {"Content-Type": "application/json"}, with_body)
+            if kind == "tree":  # snapshot_download lists the files, all on one page
+                if not repo.knows(rest.partition("/")[0]):
+                    return self._send(404, b'{"error": "Invalid rev id"}', missing, with_body)
+                listing = [
+                    {"type": "file", "path": name, "size": len(data), "oid": hashlib.sha1(data).hexdigest()}
+                    for name, data in sorted(repo.files.items())
+                ]
+                return self._send(
+                    200, json.dumps(listing).encode(), {"Content-Type": "application/json"}, with_body
+                )
             if kind == "file":
                 rev, _, name = rest.partition("/")
                 if not repo.knows(rev):
