@@ -138,6 +138,10 @@ async def finalize_run(
     manifests = [_manifest(config, m.id, records, folders, provenance, scenarios) for m in config.models]
     write_outputs(config.output, manifests, await drilldown(manifests) if drilldown is not None else "")
     _write_table(config, manifests)
+    if any(s.kind == "isolated" for s in config.scenarios):
+        from .l1_table import write_l1_table
+
+        write_l1_table(config)
     return scores
 
 

@@ -93,9 +93,11 @@ def isolated_row(model: ModelSpec, row: Mapping[str, Any], item: Mapping[str, An
         source=item.get("source", "") if item else "",
         dp=item.get("dp", "tool_select") if item else "tool_select",
         category=item.get("category", "") if item else "",
-        param=None,
+        param=item.get("param") if item else None,
         pred=_named(row.get("answer"), names),
-        gold=sorted({_norm(names.get(g, g)) for g in gold}),
+        gold=sorted(
+            {names.get(g, g) if item and item.get("param") else _norm(names.get(g, g)) for g in gold}
+        ),
         correct=_correct(row, gold) if item else False,
         conf=row.get("confidence"),
         error=row.get("error")

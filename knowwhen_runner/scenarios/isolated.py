@@ -17,8 +17,8 @@ Take both at the commits pinned by the research loader (``src/jevharness/bench/s
 paper's code) to reproduce the paper's items; every file read is hashed into the run's manifests, so a run
 states which copy it used. Per source the first ``caps`` items in file order are taken (200 per BFCL
 category, 1,000 When2Call), then the ids in the ``exclude`` file (the development items) are left out.
-Only tool choice (``dp: tool_select``) is asked; the published files also score argument questions
-(``<item>/param/<name>``), which a choice question cannot ask.
+Tool choice (``dp: tool_select``) is always asked; with ``params`` the argument questions
+(``<item>/param/<name>``, ``dp: tool_params``) of ``isolated_params`` are asked too.
 """
 
 from __future__ import annotations
@@ -319,9 +319,24 @@ def load_isolated(spec: ScenarioSpec) -> Scenario:
         hint = f"; fetch the data with `knowwhen fetch-l1 --out {spec.path}`" if missing else ""
         raise ScenarioError(f"scenario {spec.id!r}: no isolated items left (check caps and exclude){hint}")
     items = {i: isolated_item(by_id[i]) for i in ids}
+    if spec.params not in (None, "off"):
+        items.update(_argument_items(spec, [by_id[i] for i in ids], items))
     return Scenario(
         id=spec.id, kind="isolated", version=spec.version, items=items, files=files, missing=tuple(missing)
     )
+
+
+def _argument_items(spec: ScenarioSpec, raws: list[_Raw], items: dict[str, Any]) -> dict[str, Any]:
+    """The ``tool_params`` questions of the BFCL items asked (``isolated_params``)."""
+    from .isolated_params import argument_items, read_calls
+
+    assert spec.path is not None and spec.params is not None
+    calls = {}
+    for category in sorted({r.category for r in raws if r.source.startswith("bfcl:")} - _IRRELEVANCE):
+        calls.update(read_calls(spec.path / "bfcl" / "possible_answer" / f"BFCL_v4_{category}.json"))
+    functions = {r.id: r.functions for r in raws}
+    tools = {r.id: items[r.id] for r in raws}
+    return argument_items(tools, calls, functions, (spec.param_values or "bfcl", spec.params))
 
 
 def _sources_of(source: str) -> list[str]:

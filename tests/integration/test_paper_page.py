@@ -101,8 +101,8 @@ def test_the_paper_page_runs_from_fetch_to_score(
     assert f"when2call: 1 files from nvidia/When2Call@{COMMIT}" in done["fetch-l1"][0]
     manifest = json.loads((checkout / "data" / "l1" / "l1-manifest.json").read_text())
     assert set(manifest["sources"]) == {"bfcl", "when2call"}
-    # plan: 18 L1 items, 9 shift states and 2 tasks for e12; the agent alone on the 2 tasks
-    assert re.search(r"31 jobs, 31 still to do", done["plan"][0]), done["plan"][0]
+    # plan: 18 L1 items and 19 argument questions, 9 shift states and 2 tasks for e12; the agent alone on 2
+    assert re.search(r"50 jobs, 50 still to do", done["plan"][0]), done["plan"][0]
     # import: the fixture dataset's 4 models, 12 of the L1 items and the 9 shift states each
     assert "l1: 48 published answers of 4 models (48 new)" in done["import"][0]
     assert "shift: 36 published answers of 4 models (36 new)" in done["import"][0]
@@ -111,6 +111,11 @@ def test_the_paper_page_runs_from_fetch_to_score(
     assert score["model"] == "e12" and score["accuracy"] == pytest.approx(shift, abs=1e-9)
     assert f"{shift:.1f}" in done["score"][1] and "differs" not in done["score"][1]
     run = checkout / "results" / "paper-shifted-tasks"
+    l1 = (run / "tables" / "l1.csv").read_text().splitlines()
+    assert l1[0].startswith(
+        "model,scenario,questions,L1 pooled (%),tool choice (%),BFCL tool choice (%),arguments"
+    )
+    assert l1[1].startswith("e12,l1,") and l1[1].endswith(",19")  # its 19 argument questions, answered by run
     manifest_e12 = json.loads((run / "manifests" / "e12.cxs.json").read_text())
     shift_cell = next(c for c in manifest_e12["open_loop"] if c["scenario"] == "shift")
     assert shift_cell["accuracy_pct"] == pytest.approx(score["accuracy"], abs=1e-9)

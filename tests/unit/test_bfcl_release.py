@@ -34,6 +34,7 @@ pytestmark = pytest.mark.skipif(
 # gold contradicts itself: a call of uber.eat.order in live_simple, no call at all in live_irrelevance.
 CONTRADICTORY = ("live_simple_29-7-2", "live_irrelevance_118-7-8")
 AGREEING = ("live_irrelevance_194-32-7", "live_irrelevance_195-32-8")
+_layouts: dict[str, Path] = {}  # where the module's fixture laid the files out
 MODEL = ModelSpec(id="m", model="hosted_vllm/m", kind="decision", api_base="http://127.0.0.1:9")
 
 
@@ -43,6 +44,7 @@ def bfcl(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Scen
     assert WHEEL is not None
     out = tmp_path_factory.mktemp("bfcl")
     info = extract_bfcl(WHEEL, out)
+    _layouts["bfcl"] = out
     spec = ScenarioSpec(id="l1", kind="isolated", path=out, caps={"when2call": 0})
     return info, load_scenario(spec)
 
@@ -86,3 +88,20 @@ def test_provider_safe_labels_are_written_back_as_bfcl_names(bfcl: tuple[dict[st
     assert row["correct"] and row["pred"] == "math.factorial" and row["gold"] == ["math.factorial"]
     renamed = sum(1 for i in scenario.items.values() if i.get("names"))
     assert renamed == 490  # items with at least one function name a provider would refuse
+
+
+@pytest.mark.parametrize(("params", "questions"), [("required", 1748), ("all", 2341)])
+def test_argument_questions_of_the_pinned_release(
+    bfcl: tuple[dict[str, Any], Scenario], params: str, questions: int
+) -> None:
+    """The BFCL items' gold calls give this many argument questions; an answer that changed between
+    releases (live_simple_137-90-0: 22:00 in 2025.8.25, 20:00 here) is the pinned release's."""
+    assert bfcl and "bfcl" in _layouts
+    out = _layouts["bfcl"]
+    items = load_scenario(
+        ScenarioSpec(id="l1", kind="isolated", path=out, caps={"when2call": 0}, params=params)
+    ).items
+    asked = [i for i in items.values() if i["dp"] == "tool_params"]
+    assert len(asked) == questions
+    q = items["live_simple_137-90-0/param/dateOrTime"]
+    assert [q["names"][g] for g in q["gold"]] == ["20231101t20:00:00"]
