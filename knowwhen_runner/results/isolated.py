@@ -3,8 +3,10 @@
 For each ``isolated`` scenario the finaliser writes ``<output>/<scenario>/answers.jsonl.gz`` with the
 fields of the dataset's ``isolated_answers`` config, one row per model and item, so ``score_l1`` (and the
 benchmark's own readers) score it unchanged. An answer is correct when, trimmed and lower-cased, it is one
-of the item's accepted options; a missing, failed or invalid answer is wrong. Rows imported from the
-published files already carry their verdict and are written as published.
+of the item's accepted options; a missing, failed or invalid answer is wrong. ``pred`` and ``gold`` are
+written as the benchmark spells them (an option label mapped back through the item's ``names``: a BFCL
+function name, or an argument question's normalised value). Rows imported from the published files
+already carry their verdict and are written as published.
 """
 
 from __future__ import annotations

@@ -5,18 +5,19 @@ functions are the options, plus ``none`` (call no tool) and, for When2Call, ``as
 set of accepted options, trimmed and lower-cased. Items keep the benchmark's ids (BFCL ``id``, When2Call
 ``uuid``), so answers line up with the published ``isolated/answers.jsonl.gz``.
 
-Nothing is downloaded here. The scenario's ``path`` is a folder the user fills once:
+Nothing is downloaded here. The scenario's ``path`` is a folder filled once (``knowwhen fetch-l1``):
 
     <path>/bfcl/BFCL_v4_<category>.json                   BFCL v4 questions (JSON Lines despite the name)
     <path>/bfcl/possible_answer/BFCL_v4_<category>.json   their ground truth (none for the irrelevance ones)
     <path>/when2call/when2call_test_mcq.jsonl             When2Call test split (or when2call_test_llm_judge.jsonl)
 
-``bfcl/`` is a copy of ``berkeley-function-call-leaderboard/bfcl_eval/data/`` of github.com/ShishirPatil/gorilla
-(Apache-2.0) and ``when2call/`` a copy of ``test/`` of the Hugging Face dataset nvidia/When2Call (CC BY 4.0).
-Take both at the commits pinned by the research loader (``src/jevharness/bench/suites/static.py`` of the
-paper's code) to reproduce the paper's items; every file read is hashed into the run's manifests, so a run
-states which copy it used. Per source the first ``caps`` items in file order are taken (200 per BFCL
-category, 1,000 When2Call), then the ids in the ``exclude`` file (the development items) are left out.
+``bfcl/`` holds the data files of a ``bfcl-eval`` release (BFCL's ``bfcl_eval/data/``, Apache-2.0) and
+``when2call/`` the test split of the Hugging Face dataset nvidia/When2Call (CC BY 4.0); ``dataset/l1_fetch``
+writes both with a manifest of releases and hashes. Every file read is hashed into the run's manifests, so
+a run states which copy it used. Per source the first ``caps`` items in file order are taken (200 per BFCL
+category, 1,000 When2Call), then the ids in the ``exclude`` file (the development items) are left out. A
+source whose files are absent is left out and named (``Scenario.missing``). Function names a provider would
+refuse become safe labels; ``names`` maps them back, so answers are written as BFCL spells them.
 Tool choice (``dp: tool_select``) is always asked; with ``params`` the argument questions
 (``<item>/param/<name>``, ``dp: tool_params``) of ``isolated_params`` are asked too.
 """
