@@ -134,8 +134,11 @@ def fetch_l1(
         Path | None, typer.Option("--wheel", help="A bfcl-eval wheel already on disk (no download).")
     ] = None,
     when2call_revision: Annotated[
-        str, typer.Option(help="When2Call revision (branch, tag or commit) on the hub.")
-    ] = "main",
+        str | None,
+        typer.Option(
+            help="When2Call revision on the hub (default: the commit the manifest records, else main)."
+        ),
+    ] = None,
 ) -> None:
     """Fetch the L1 data (BFCL v4 from a pinned bfcl-eval wheel, When2Call from the hub) with a manifest."""
     from .dataset.l1_fetch import BFCL_RELEASE, L1_MANIFEST

@@ -208,9 +208,13 @@ def fetch_l1(
     sources: Iterable[str] = L1_SOURCES,
     bfcl_release: str = BFCL_RELEASE,
     wheel: Path | None = None,
-    when2call_revision: str = "main",
+    when2call_revision: str | None = None,
 ) -> L1Fetch:
-    """Fetch the wanted L1 sources into ``out`` and (re)write its manifest; other sources are kept."""
+    """Fetch the wanted L1 sources into ``out`` and (re)write its manifest; other sources are kept.
+
+    Without ``when2call_revision`` a folder whose manifest already records a When2Call commit fetches that
+    commit again (a re-fetch repeats the files it pinned); a new folder takes ``main``, resolved to a commit.
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     wanted = list(dict.fromkeys(sources))
@@ -221,6 +225,7 @@ def fetch_l1(
     if "bfcl" in wanted:
         result.sources["bfcl"] = _fetch_bfcl(out, bfcl_release, wheel)
     if "when2call" in wanted:
-        result.sources["when2call"] = _fetch_when2call(out, when2call_revision)
+        pinned = result.sources.get("when2call", {}).get("revision")
+        result.sources["when2call"] = _fetch_when2call(out, when2call_revision or pinned or "main")
     atomic_write_bytes(out / L1_MANIFEST, _manifest_bytes(result))
     return result

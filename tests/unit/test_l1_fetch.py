@@ -124,3 +124,18 @@ def test_plan_leaves_out_a_missing_source_and_names_the_fetch_command(tmp_path: 
         f"({items:,} items x 2 models); fetch it with `knowwhen fetch-l1 --out {data} --source {missing}`"
     )
     assert sentence in report["skipped"]
+
+
+def test_a_refetch_takes_the_commit_the_manifest_pinned(tmp_path: Path) -> None:
+    """Fetching When2Call again without a revision asks the Hub for the recorded commit, not for main."""
+    out = tmp_path / "l1"
+    repo = when2call_repo()
+    with local_hub(repo) as endpoint:
+        env = {"HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "0"}
+        for _ in range(2):
+            assert knowwhen("fetch-l1", "--out", str(out), "--source", "when2call", env=env).returncode == 0
+    infos = [r for r in repo.requests if "/revision/" in r]
+    assert infos == [
+        f"GET /api/datasets/{WHEN2CALL_REPO}/revision/main",
+        f"GET /api/datasets/{WHEN2CALL_REPO}/revision/{COMMIT}",
+    ]
