@@ -311,9 +311,10 @@ def load_isolated(spec: ScenarioSpec) -> Scenario:
     if caps["when2call"] and "when2call" not in absent:
         raws += _read_when2call(spec.path / "when2call", caps["when2call"], files)
     by_id = _unique(raws)
+    excluded = read_exclusions(spec.exclude) if spec.exclude is not None else set()
+    for item_id in excluded:
+        by_id.pop(item_id, None)  # an item's argument questions go with it
     if spec.exclude is not None:
-        for item_id in read_exclusions(spec.exclude):
-            by_id.pop(item_id, None)
         files[spec.exclude.name] = file_sha256(spec.exclude)
     ids = sorted(by_id)[: spec.limit] if spec.limit is not None else sorted(by_id)
     if not ids:
@@ -321,7 +322,8 @@ def load_isolated(spec: ScenarioSpec) -> Scenario:
         raise ScenarioError(f"scenario {spec.id!r}: no isolated items left (check caps and exclude){hint}")
     items = {i: isolated_item(by_id[i]) for i in ids}
     if spec.params not in (None, "off"):
-        items.update(_argument_items(spec, [by_id[i] for i in ids], items))
+        arguments = _argument_items(spec, [by_id[i] for i in ids], items)
+        items.update({k: v for k, v in arguments.items() if k not in excluded})
     return Scenario(
         id=spec.id, kind="isolated", version=spec.version, items=items, files=files, missing=tuple(missing)
     )

@@ -159,3 +159,17 @@ def test_l1_score_splits_pooled_tool_choice_and_arguments() -> None:
     score = score_l1(rows)
     assert score.pooled == 75.0 and score.tool_choice == 50.0 and score.bfcl_tool_choice == 100.0
     assert score.arguments == 100.0 and (score.n_tool_choice, score.n_arguments) == (2, 2)
+
+
+def test_the_development_list_leaves_out_items_with_their_arguments(tmp_path: Path) -> None:
+    """The paper configs' exclude file is read as given: an item listed takes its argument questions with
+    it; an argument question can be listed alone; comments and blank lines are ignored."""
+    listed = tmp_path / "l1-development-items.txt"
+    committed = Path(__file__).resolve().parents[2] / "configs" / "paper" / "l1-development-items.txt"
+    listed.write_text(committed.read_text() + "\nmultiple_0\nsimple_python_0/param/base  # one argument\n")
+    before = _items(params="required")
+    after = _items(params="required", exclude=listed)
+    gone = set(before) - set(after)
+    assert gone == {"multiple_0", "multiple_0/param/amount", "multiple_0/param/dst", "multiple_0/param/src",
+                    "simple_python_0/param/base"}  # fmt: skip
+    assert _items(params="required", exclude=committed) == before  # the committed list names none

@@ -139,3 +139,21 @@ def test_a_refetch_takes_the_commit_the_manifest_pinned(tmp_path: Path) -> None:
         f"GET /api/datasets/{WHEN2CALL_REPO}/revision/main",
         f"GET /api/datasets/{WHEN2CALL_REPO}/revision/{COMMIT}",
     ]
+
+
+def test_a_missing_l1_folder_names_the_config_line_and_the_fetch_command(tmp_path: Path) -> None:
+    """Without the L1 folder at all, loading the config fails in one sentence with the command that fills it."""
+    from knowwhen_runner.config import load_config
+    from knowwhen_runner.exceptions import ConfigError
+
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "schema_version: 1\nname: x\noutput: out\nmodels:\n  - {id: a, model: hosted_vllm/a, kind: decision}\n"
+        "scenarios:\n  - id: l1\n    kind: isolated\n    path: data/l1\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(config)
+    missing = tmp_path / "data" / "l1"
+    assert str(caught.value) == (
+        f"{config}:9: scenarios.0.path: {missing} does not exist; fetch it with `knowwhen fetch-l1 --out {missing}`"
+    )
