@@ -86,7 +86,7 @@ def test_run_without_when2call_answers_the_rest_and_says_what_is_left_out(
     serve: ServerProcess, tmp_path: Path
 ) -> None:
     """With When2Call's files absent, `run` answers the BFCL items and names the missing source, the jobs
-    it leaves out and the command that fetches it."""
+    it leaves out and the command that fetches it; once the files are there, the next run adds its items."""
     import shutil
 
     serve.reset()
@@ -108,3 +108,9 @@ def test_run_without_when2call_answers_the_rest_and_says_what_is_left_out(
     ) in done.stdout
     rows = _rows(tmp_path / "out" / "l1" / "answers.jsonl.gz")
     assert len(rows) == 2 * 13 and all(r["source"].startswith("bfcl:") for r in rows)
+    shutil.copytree(FIXTURE / "when2call", data / "when2call")  # as fetch-l1 --source when2call would
+    again = knowwhen("run", str(config), "-q")
+    assert again.returncode == 0, again.stderr
+    assert "left out" not in again.stdout
+    rows = _rows(tmp_path / "out" / "l1" / "answers.jsonl.gz")
+    assert len(rows) == 2 * 18 and sum(r["source"] == "when2call:mcq" for r in rows) == 2 * 5
