@@ -157,7 +157,8 @@ def fetch_l1(
             if name == "bfcl"
             else f"{info.get('repo')}@{info.get('revision')}"
         )
-        out.print(f"{name}: {len(info.get('files', {}))} files from {where}", highlight=False, soft_wrap=True)
+        n = len(info.get("files", {}))
+        out.print(f"{name}: {n} file{'' if n == 1 else 's'} from {where}", highlight=False, soft_wrap=True)
     out.print(f"L1 data: {done.out}  (manifest: {done.out / L1_MANIFEST})", highlight=False, soft_wrap=True)
 
 

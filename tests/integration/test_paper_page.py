@@ -98,7 +98,7 @@ def test_the_paper_page_runs_from_fetch_to_score(
             done.setdefault(args[0], []).append(result.stdout)
     assert "dataset: data/AgentDecisionBench" in done["fetch-dataset"][0]
     assert "bfcl: 10 files from bfcl-eval 2026.3.23" in done["fetch-l1"][0]
-    assert f"when2call: 1 files from nvidia/When2Call@{COMMIT}" in done["fetch-l1"][0]
+    assert f"when2call: 1 file from nvidia/When2Call@{COMMIT}" in done["fetch-l1"][0]
     manifest = json.loads((checkout / "data" / "l1" / "l1-manifest.json").read_text())
     assert set(manifest["sources"]) == {"bfcl", "when2call"}
     # plan: 18 L1 items and 19 argument questions, 9 shift states and 2 tasks for e12; the agent alone on 2

@@ -56,7 +56,7 @@ def test_when2call_comes_through_the_hub_api_at_a_resolved_commit(tmp_path: Path
         env = {"HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "0"}
         done = knowwhen("fetch-l1", "--out", str(out), "--source", "when2call", env=env)
     assert done.returncode == 0, done.stderr
-    assert f"when2call: 1 files from {WHEN2CALL_REPO}@{COMMIT}" in done.stdout
+    assert f"when2call: 1 file from {WHEN2CALL_REPO}@{COMMIT}" in done.stdout
     assert f"GET /api/datasets/{WHEN2CALL_REPO}/revision/main" in repo.requests
     assert f"GET /datasets/{WHEN2CALL_REPO}/resolve/{COMMIT}/{WHEN2CALL_FILE}" in repo.requests
     w2c = _manifest(out)["sources"]["when2call"]
