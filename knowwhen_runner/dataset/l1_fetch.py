@@ -102,20 +102,24 @@ def _bfcl_members() -> Iterable[tuple[str, str]]:
             yield f"bfcl_eval/data/possible_answer/{name}", f"bfcl/possible_answer/{name}"
 
 
-def extract_bfcl(wheel_path: Path, out: Path) -> dict[str, Any]:
-    """Copy the six categories' data files out of a ``bfcl-eval`` wheel into ``out/bfcl/``."""
+def extract_bfcl(wheel_path: Path, out: Path, *, shown: str | None = None) -> dict[str, Any]:
+    """Copy the six categories' data files out of a ``bfcl-eval`` wheel into ``out/bfcl/``.
+
+    ``shown``: how errors name the wheel (a downloaded one by its file name, not its temporary folder).
+    """
+    where = Path(shown) if shown else wheel_path
     try:
         wheel = zipfile.ZipFile(wheel_path)
     except (OSError, zipfile.BadZipFile) as exc:
-        raise ScenarioError(f"{wheel_path}: not a readable wheel ({exc})") from None
+        raise ScenarioError(f"{where}: not a readable wheel ({exc})") from None
     with wheel:
-        version = _wheel_version(wheel, wheel_path)
+        version = _wheel_version(wheel, where)
         names = set(wheel.namelist())
         files: dict[str, str] = {}
         for member, target in _bfcl_members():
             if member not in names:
                 raise ScenarioError(
-                    f"{wheel_path}: {member} is missing; {BFCL_PACKAGE} {version} does not ship BFCL v4 "
+                    f"{where}: {member} is missing; {BFCL_PACKAGE} {version} does not ship BFCL v4 "
                     f"files (releases before 2025.8.25 carry v3 names); use {BFCL_PACKAGE}=={BFCL_RELEASE}"
                 )
             dest = out / target
@@ -137,7 +141,8 @@ def _fetch_bfcl(out: Path, release: str, wheel: Path | None) -> dict[str, Any]:
             raise ScenarioError(f"{wheel}: wheel not found")
         return extract_bfcl(wheel, out)
     with tempfile.TemporaryDirectory(prefix="knowwhen-bfcl-") as tmp:
-        return extract_bfcl(_pip_download(release, Path(tmp)), out)
+        wheel_path = _pip_download(release, Path(tmp))
+        return extract_bfcl(wheel_path, out, shown=wheel_path.name)
 
 
 # --- When2Call -------------------------------------------------------------------------------------------

@@ -157,3 +157,13 @@ def test_a_missing_l1_folder_names_the_config_line_and_the_fetch_command(tmp_pat
     assert str(caught.value) == (
         f"{config}:9: scenarios.0.path: {missing} does not exist; fetch it with `knowwhen fetch-l1 --out {missing}`"
     )
+
+
+def test_a_release_pip_cannot_get_says_how_to_pass_a_wheel(tmp_path: Path) -> None:
+    """When pip finds no such release (here: no index, an empty folder of wheels), fetch-l1 exits 2 naming
+    the release and the --wheel way round, with no traceback."""
+    env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(tmp_path)}
+    done = knowwhen("fetch-l1", "--out", str(tmp_path / "l1"), "--source", "bfcl", env=env)
+    assert done.returncode == 2
+    assert f"pip could not download bfcl-eval=={BFCL_RELEASE}" in done.stderr
+    assert "pass the file with --wheel" in done.stderr and "Traceback" not in done.stderr
