@@ -123,8 +123,7 @@ def extract_bfcl(wheel_path: Path, out: Path, *, shown: str | None = None) -> di
                     f"files (releases before 2025.8.25 carry v3 names); use {BFCL_PACKAGE}=={BFCL_RELEASE}"
                 )
             dest = out / target
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(wheel.read(member))
+            atomic_write_bytes(dest, wheel.read(member))
             files[target] = file_sha256(dest)
     return {
         "package": BFCL_PACKAGE,
@@ -163,15 +162,15 @@ def _fetch_when2call(out: Path, revision: str) -> dict[str, Any]:
                     WHEN2CALL_REPO, WHEN2CALL_FILE, repo_type="dataset", revision=commit, local_dir=tmp
                 )
             )
-            dest = out / "when2call" / Path(WHEN2CALL_FILE).name
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(got.read_bytes())
+            data = got.read_bytes()
     except Exception as exc:  # offline, HTTP, missing revision: the hub raises many kinds
         raise KnowwhenError(
             f"could not download {WHEN2CALL_FILE} of {WHEN2CALL_REPO} at {revision} "
             f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
         ) from None
-    _check_jsonl(dest)
+    _check_jsonl(data, f"{WHEN2CALL_REPO}@{commit}/{WHEN2CALL_FILE}")
+    dest = out / "when2call" / Path(WHEN2CALL_FILE).name
+    atomic_write_bytes(dest, data)  # a killed fetch leaves the old file or the new one, never half
     return {
         "repo": WHEN2CALL_REPO,
         "requested": revision,
@@ -180,15 +179,13 @@ def _fetch_when2call(out: Path, revision: str) -> dict[str, Any]:
     }
 
 
-def _check_jsonl(path: Path) -> None:
-    with path.open(encoding="utf-8") as fh:
-        first = fh.readline()
+def _check_jsonl(data: bytes, where: str) -> None:
     try:
-        row = loads(first)
+        row = loads(data.split(b"\n", 1)[0])
     except ValueError:
         row = None
     if not isinstance(row, dict) or "uuid" not in row:
-        raise ScenarioError(f"{path}: the download is not When2Call's JSON Lines (no 'uuid' on line 1)")
+        raise ScenarioError(f"{where}: the download is not When2Call's JSON Lines (no 'uuid' on line 1)")
 
 
 # --- both --------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from knowwhen_runner.config import ScenarioSpec
 from knowwhen_runner.dataset.l1_fetch import BFCL_RELEASE, L1_MANIFEST, WHEN2CALL_FILE, WHEN2CALL_REPO
 from knowwhen_runner.scenarios import load_scenario
 from tests.helpers import knowwhen
-from tests.hub_server import local_hub
+from tests.hub_server import HubRepo, local_hub
 from tests.l1data import COMMIT, FIXTURE, make_wheel, when2call_repo
 
 
@@ -167,3 +167,17 @@ def test_a_release_pip_cannot_get_says_how_to_pass_a_wheel(tmp_path: Path) -> No
     assert done.returncode == 2
     assert f"pip could not download bfcl-eval=={BFCL_RELEASE}" in done.stderr
     assert "pass the file with --wheel" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_download_that_is_not_when2call_is_refused_and_not_written(tmp_path: Path) -> None:
+    """A file that is not When2Call's JSON Lines exits 2 naming repository, commit and file; nothing is written."""
+    repo = HubRepo(WHEN2CALL_REPO, COMMIT, {WHEN2CALL_FILE: b"<html>moved</html>\n"})
+    with local_hub(repo) as endpoint:
+        env = {"HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "0"}
+        done = knowwhen("fetch-l1", "--out", str(tmp_path / "l1"), "--source", "when2call", env=env)
+    assert done.returncode == 2
+    assert (
+        f"{WHEN2CALL_REPO}@{COMMIT}/{WHEN2CALL_FILE}: the download is not When2Call's JSON Lines"
+        in done.stderr
+    )
+    assert not (tmp_path / "l1" / "when2call").exists() and not (tmp_path / "l1" / L1_MANIFEST).exists()
