@@ -316,6 +316,8 @@ def load_isolated(spec: ScenarioSpec) -> Scenario:
         by_id.pop(item_id, None)  # an item's argument questions go with it
     if spec.exclude is not None:
         files[spec.exclude.name] = file_sha256(spec.exclude)
+    if (spec.path / "l1-manifest.json").is_file():  # fetch-l1's record of the release and commit
+        files["l1-manifest.json"] = file_sha256(spec.path / "l1-manifest.json")
     ids = sorted(by_id)[: spec.limit] if spec.limit is not None else sorted(by_id)
     if not ids:
         hint = f"; fetch the data with `knowwhen fetch-l1 --out {spec.path}`" if missing else ""

@@ -6,6 +6,7 @@ plan, import, run and score. The config is configs/paper/shifted-tasks.yaml in s
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -117,5 +118,9 @@ def test_the_paper_page_runs_from_fetch_to_score(
     )
     assert l1[1].startswith("e12,l1,") and l1[1].endswith(",19")  # its 19 argument questions, answered by run
     manifest_e12 = json.loads((run / "manifests" / "e12.cxs.json").read_text())
+    l1_provenance = next(s for s in manifest_e12["scenarios"] if s["id"] == "l1")
+    fetched = checkout / "data" / "l1" / "l1-manifest.json"
+    assert l1_provenance["files"]["l1-manifest.json"] == hashlib.sha256(fetched.read_bytes()).hexdigest()
+    assert l1_provenance["settings"]["params"] == "required"
     shift_cell = next(c for c in manifest_e12["open_loop"] if c["scenario"] == "shift")
     assert shift_cell["accuracy_pct"] == pytest.approx(score["accuracy"], abs=1e-9)
