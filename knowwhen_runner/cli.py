@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .cache_cli import cache_app
-from .dataset_cli import compare, fetch_dataset, import_, score
+from .dataset_cli import compare, fetch_dataset, fetch_l1, import_, score
 from .exceptions import KnowwhenError
 from .export_cli import export
 from .gym_cli import gym_app
@@ -106,5 +106,6 @@ app.command()(compare)
 app.command()(worker)
 app.command("import")(import_)
 app.command("fetch-dataset")(fetch_dataset)
+app.command("fetch-l1")(fetch_l1)
 app.command("export")(export)
 app.add_typer(cache_app, name="cache")

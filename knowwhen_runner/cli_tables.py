@@ -33,7 +33,7 @@ def print_forecast(out: Console, report: PlanReport) -> None:
     for missing in fc.unpriced:
         out.print(f"no price for {missing.model}: add to it in the config  {missing.config_line}")
     for note in [*(n for n in report.skipped if "waits for" not in n), *fc.caveats]:
-        out.print(f"note: {note}")
+        out.print(f"note: {note}", soft_wrap=True)
 
 
 def print_probes(out: Console, probes: list[Probe]) -> None:

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from .exceptions import KnowwhenError
 
-__all__ = ["compare", "fetch_dataset", "import_", "score"]
+__all__ = ["compare", "fetch_dataset", "fetch_l1", "import_", "score"]
 
 out = Console()
 
@@ -132,6 +132,46 @@ def fetch_dataset(
 
     root = fetch(out_dir, revision=revision)
     out.print(f"dataset: {root}  (task lists per set: {root / TASK_SETS_DIR})")
+
+
+def fetch_l1(
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="Folder for the L1 data (the paper configs read data/l1).")
+    ] = Path("data/l1"),
+    source: Annotated[
+        list[str] | None, typer.Option("--source", help="Only this source: bfcl or when2call (repeatable).")
+    ] = None,
+    bfcl_release: Annotated[str, typer.Option(help="bfcl-eval release to take BFCL v4 from.")] = "",
+    wheel: Annotated[
+        Path | None, typer.Option("--wheel", help="A bfcl-eval wheel already on disk (no download).")
+    ] = None,
+    when2call_revision: Annotated[
+        str | None,
+        typer.Option(
+            help="When2Call revision on the hub (default: the commit the manifest records, else main)."
+        ),
+    ] = None,
+) -> None:
+    """Fetch the L1 data (BFCL v4 from a pinned bfcl-eval wheel, When2Call from the hub) with a manifest."""
+    from .dataset.l1_fetch import BFCL_RELEASE, L1_MANIFEST
+    from .dataset.l1_fetch import fetch_l1 as fetch
+
+    done = fetch(
+        out_dir,
+        sources=source or ("bfcl", "when2call"),
+        bfcl_release=bfcl_release or BFCL_RELEASE,
+        wheel=wheel,
+        when2call_revision=when2call_revision,
+    )
+    for name, info in sorted(done.sources.items()):
+        where = (
+            f"bfcl-eval {info.get('release')}"
+            if name == "bfcl"
+            else f"{info.get('repo')}@{info.get('revision')}"
+        )
+        n = len(info.get("files", {}))
+        out.print(f"{name}: {n} file{'' if n == 1 else 's'} from {where}", highlight=False, soft_wrap=True)
+    out.print(f"L1 data: {done.out}  (manifest: {done.out / L1_MANIFEST})", highlight=False, soft_wrap=True)
 
 
 _ = (Path, Annotated)  # used by the commands above

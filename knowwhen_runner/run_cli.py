@@ -110,6 +110,8 @@ def _say_outcome(summary: RunSummary) -> None:
         )
     for note in summary.waiting:
         out.print(f"waiting: {note}")
+    for note in summary.left_out:
+        out.print(f"left out: {note}", highlight=False, soft_wrap=True)
     _say_runner_errors(st, summary.output)
     if summary.interrupted:
         out.print("interrupted: run the same command again to resume")

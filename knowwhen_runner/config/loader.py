@@ -191,7 +191,8 @@ def parse_config(
     for i, sc in enumerate(config.scenarios if check_files else ()):
         if sc.path is not None and not sc.path.exists():
             line = _line_of(root, ("scenarios", i, "path"))
-            raise ConfigError(f"{path}:{line}: scenarios.{i}.path: {sc.path} does not exist")
+            fetch = f"; fetch it with `knowwhen fetch-l1 --out {sc.path}`" if sc.kind == "isolated" else ""
+            raise ConfigError(f"{path}:{line}: scenarios.{i}.path: {sc.path} does not exist{fetch}")
         if sc.exclude is not None and not sc.exclude.is_file():
             at = _line_of(root, ("scenarios", i, "exclude"))
             raise ConfigError(f"{path}:{at}: scenarios.{i}.exclude: {sc.exclude} is not a file")

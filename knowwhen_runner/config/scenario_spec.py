@@ -14,7 +14,7 @@ Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 #: Tool calls an episode may make when its scenario does not say.
 DEFAULT_MAX_STEPS = 15
 _EPISODE_ONLY = ("agent", "suite", "split", "n", "max_steps", "tau", "modes", "allow_eval", "repeats")
-_ISOLATED_ONLY = ("exclude", "caps")
+_ISOLATED_ONLY = ("exclude", "caps", "params", "param_values")
 #: Sources of an isolated scenario: the BFCL v4 categories, and When2Call.
 IsolatedSource = Literal[
     "simple_python",
@@ -109,6 +109,17 @@ class ScenarioSpec(_Frozen):
         None,
         description="Isolated: most items per source, first in file order (default 200 per BFCL "
         "category, 1,000 When2Call; 0 leaves a source out).",
+    )
+    params: Literal["off", "required", "all"] | None = Field(
+        None,
+        description="Isolated: argument questions (dp tool_params), one per argument of each BFCL item's "
+        "gold call: required (arguments BFCL's answer does not let be left out), all (those too, with an "
+        "'omit' option), off (default: tool choice only).",
+    )
+    param_values: Literal["bfcl", "exact"] | None = Field(
+        None,
+        description="Isolated: how argument values are compared and written: bfcl (default; strings "
+        "lower-cased without spaces and ,./-_*^, as BFCL's checker compares them) or exact (JSON text).",
     )
 
     @model_validator(mode="after")

@@ -210,12 +210,17 @@ def score_l2(answers: Mapping[str, Answer], key: AnswerKey | QuestionSet) -> Sco
 
 @dataclass(frozen=True, slots=True)
 class L1Score:
-    """L1 isolated accuracy of one model, in percent: pooled over all rows, and BFCL tool choice."""
+    """L1 isolated accuracy of one model, in percent: pooled over all rows, BFCL tool choice, every tool
+    choice (``dp: tool_select``, When2Call too) and the argument questions (``dp: tool_params``)."""
 
     pooled: float
     bfcl_tool_choice: float | None
     n_items: int
     n_bfcl_tool_choice: int
+    tool_choice: float | None = None
+    n_tool_choice: int = 0
+    arguments: float | None = None
+    n_arguments: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -226,12 +231,22 @@ def score_l1(rows: Sequence[IsolatedAnswer]) -> L1Score:
     if not rows:
         raise ScenarioError("no isolated answers to score")
     bfcl = [r.correct for r in rows if r.dp == "tool_select" and r.source.startswith("bfcl")]
+    choice = [r.correct for r in rows if r.dp == "tool_select"]
+    arguments = [r.correct for r in rows if r.dp == "tool_params"]
     return L1Score(
         pooled=100.0 * sum(r.correct for r in rows) / len(rows),
-        bfcl_tool_choice=100.0 * sum(bfcl) / len(bfcl) if bfcl else None,
+        bfcl_tool_choice=_pct(bfcl),
         n_items=len(rows),
         n_bfcl_tool_choice=len(bfcl),
+        tool_choice=_pct(choice),
+        n_tool_choice=len(choice),
+        arguments=_pct(arguments),
+        n_arguments=len(arguments),
     )
+
+
+def _pct(flags: Sequence[bool]) -> float | None:
+    return 100.0 * sum(flags) / len(flags) if flags else None
 
 
 @dataclass(frozen=True, slots=True)

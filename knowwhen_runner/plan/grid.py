@@ -20,7 +20,7 @@ from ..config import ModelSpec, ScenarioSpec, SweepConfig, TauFit
 from ..jobs import Items, Job, Mode, job_id, job_ids
 from ..scenarios import Scenario
 
-__all__ = ["FitRequest", "Plan", "fit_requests", "open_loop_mode", "plan"]
+__all__ = ["FitRequest", "Plan", "fit_requests", "missing_source_notes", "open_loop_mode", "plan"]
 
 
 def open_loop_mode(model: ModelSpec) -> str:
@@ -62,6 +62,7 @@ def plan(config: SweepConfig, scenarios: dict[str, Scenario], fits: dict[str, An
         if scenario.kind == "episodes":
             jobs.extend(_episode_jobs(config, spec, scenario, fits or {}, skipped, waiting))
             continue
+        answering = 0
         for model in config.models:
             for mode in config.modes:
                 if scenario.kind in ("states", "isolated"):
@@ -73,8 +74,19 @@ def plan(config: SweepConfig, scenarios: dict[str, Scenario], fits: dict[str, An
                             )
                         continue
                     jobs.extend(_question_jobs(model, mode, scenario))
+                    answering += 1
+        skipped.extend(missing_source_notes(scenario, answering))
     jobs.extend(_fit_shadow_jobs(config, scenarios))
     return Plan(_unique(jobs), items, skipped, waiting)
+
+
+def missing_source_notes(scenario: Scenario, answering: int) -> list[str]:
+    """One sentence per L1 source left out for want of its files: what, how many jobs, how to fetch it."""
+    return [
+        f"{scenario.id}: {m.source} is missing ({m.where}), which leaves out up to {m.items * answering:,} "
+        f"jobs ({m.items:,} items x {answering} model{'' if answering == 1 else 's'}); fetch it with `{m.fetch}`"
+        for m in scenario.missing
+    ]
 
 
 def _unique(jobs: list[Job]) -> list[Job]:

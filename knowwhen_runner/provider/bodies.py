@@ -40,6 +40,11 @@ def _tools(options: tuple[str, ...], descriptions: tuple[str | None, ...]) -> li
     ]
 
 
+def _question(item: dict[str, Any]) -> str:
+    """The question an item asks: tool choice unless it says otherwise (an argument question does)."""
+    return str(item.get("question") or QUESTION_TEXT)
+
+
 def decision_body(item: dict[str, Any]) -> dict[str, Any]:
     """The System One request for one question: one ``choice`` question over the options.
 
@@ -49,7 +54,9 @@ def decision_body(item: dict[str, Any]) -> dict[str, Any]:
     criteria = _criteria(tuple(item["options"]), tuple(item["descriptions"]))
     return {
         "state": item["state"],
-        "questions": {QUESTION_NAME: {"type": "choice", "instructions": QUESTION_TEXT, "criteria": criteria}},
+        "questions": {
+            QUESTION_NAME: {"type": "choice", "instructions": _question(item), "criteria": criteria}
+        },
     }
 
 
@@ -60,7 +67,7 @@ def llm_body(item: dict[str, Any], tool_choice: str = "required") -> dict[str, A
     """
     messages = [
         {"role": "system", "content": _SYSTEM_PROMPT},
-        {"role": "user", "content": f"{item['state']}\n\n{QUESTION_TEXT}"},
+        {"role": "user", "content": f"{item['state']}\n\n{_question(item)}"},
     ]
     tools = _tools(tuple(item["options"]), tuple(item["descriptions"]))
     return {"messages": messages, "tools": tools, "tool_choice": tool_choice}

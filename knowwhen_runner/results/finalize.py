@@ -139,6 +139,10 @@ async def finalize_run(
     shown = await drilldown(manifests) if drilldown is not None else ""
     write_outputs(config.output, manifests, shown, config.report)
     _write_table(config, manifests)
+    if any(s.kind == "isolated" for s in config.scenarios):
+        from .l1_table import write_l1_table
+
+        write_l1_table(config)
     return scores
 
 

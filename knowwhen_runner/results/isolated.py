@@ -3,8 +3,10 @@
 For each ``isolated`` scenario the finaliser writes ``<output>/<scenario>/answers.jsonl.gz`` with the
 fields of the dataset's ``isolated_answers`` config, one row per model and item, so ``score_l1`` (and the
 benchmark's own readers) score it unchanged. An answer is correct when, trimmed and lower-cased, it is one
-of the item's accepted options; a missing, failed or invalid answer is wrong. Rows imported from the
-published files already carry their verdict and are written as published.
+of the item's accepted options; a missing, failed or invalid answer is wrong. ``pred`` and ``gold`` are
+written as the benchmark spells them (an option label mapped back through the item's ``names``: a BFCL
+function name, or an argument question's normalised value). Rows imported from the published files
+already carry their verdict and are written as published.
 """
 
 from __future__ import annotations
@@ -70,6 +72,11 @@ def _correct(row: Mapping[str, Any], gold: Sequence[str]) -> bool:
     return _norm(str(answer)) in {_norm(g) for g in gold}
 
 
+def _named(answer: Any, names: Mapping[str, str]) -> Any:
+    """An option label as the benchmark names it (``math_factorial`` -> ``math.factorial``)."""
+    return names.get(_norm(answer), answer) if isinstance(answer, str) else answer
+
+
 def isolated_row(model: ModelSpec, row: Mapping[str, Any], item: Mapping[str, Any] | None) -> dict[str, Any]:
     """The run's answer row with the isolated fields added, scored against the item's gold.
 
@@ -82,14 +89,17 @@ def isolated_row(model: ModelSpec, row: Mapping[str, Any], item: Mapping[str, An
         return out
     item_id = str(row.get("qhash"))
     gold = list(item.get("gold") or []) if item else []
+    names: dict[str, str] = dict(item.get("names") or {}) if item else {}
     out.update(
         id=item_id,
         source=item.get("source", "") if item else "",
         dp=item.get("dp", "tool_select") if item else "tool_select",
         category=item.get("category", "") if item else "",
-        param=None,
-        pred=row.get("answer"),
-        gold=gold,
+        param=item.get("param") if item else None,
+        pred=_named(row.get("answer"), names),
+        gold=sorted(
+            {names.get(g, g) if item and item.get("param") else _norm(names.get(g, g)) for g in gold}
+        ),
         correct=_correct(row, gold) if item else False,
         conf=row.get("confidence"),
         error=row.get("error")

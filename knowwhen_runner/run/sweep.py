@@ -85,6 +85,7 @@ class RunSummary:
     batches: dict[str, int] = field(default_factory=dict)  # provider batch outcomes (``batch_outcomes``)
     held_back: list[ModelControl] = field(default_factory=list)  # quarantined or paused models
     budget_spent: list[str] = field(default_factory=list)  # one sentence per budget found spent
+    left_out: list[str] = field(default_factory=list)  # L1 sources not planned: their files are absent
 
 
 def failure_reasons(results: list[JobResult]) -> Counter[str]:
@@ -221,9 +222,8 @@ async def _run(
         counts = Counter[str]()
         for c in await queue.counts():
             counts[c.status] += c.n
-        summary = RunSummary(
-            config.name, config.output, stages.planned, stages.added, total, dict(counts), interrupted
-        )
+        summary = RunSummary(config.name, config.output, stages.planned, stages.added, total, dict(counts))
+        summary.interrupted, summary.left_out = interrupted, [n for n in stages.skipped if "missing (" in n]
         waiting = [note for note in stages.skipped if "waits for" in note]
         if waiting:
             from .advance import waiting_reason

@@ -13,7 +13,17 @@ from typing import Any
 from ..config import ScenarioSpec
 from ..exceptions import ScenarioError
 
-__all__ = ["Scenario", "load_scenario"]
+__all__ = ["MissingSource", "Scenario", "load_scenario"]
+
+
+@dataclass(frozen=True)
+class MissingSource:
+    """A source of an isolated scenario whose files are absent: planned without it, said in one sentence."""
+
+    source: str  # "when2call", or "bfcl:<category>"
+    where: str  # the file or folder looked for
+    items: int  # items it would have given (its cap)
+    fetch: str  # the command that fetches it
 
 
 @dataclass(frozen=True)
@@ -26,6 +36,7 @@ class Scenario:
     items: dict[str, dict[str, Any]]
     files: dict[str, str] = field(default_factory=dict)  # file name -> sha256, for provenance
     variant: str | None = None
+    missing: tuple[MissingSource, ...] = ()  # isolated: sources left out because their files are absent
 
 
 def load_scenario(spec: ScenarioSpec) -> Scenario:

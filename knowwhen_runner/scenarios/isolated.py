@@ -5,20 +5,21 @@ functions are the options, plus ``none`` (call no tool) and, for When2Call, ``as
 set of accepted options, trimmed and lower-cased. Items keep the benchmark's ids (BFCL ``id``, When2Call
 ``uuid``), so answers line up with the published ``isolated/answers.jsonl.gz``.
 
-Nothing is downloaded here. The scenario's ``path`` is a folder the user fills once:
+Nothing is downloaded here. The scenario's ``path`` is a folder filled once (``knowwhen fetch-l1``):
 
     <path>/bfcl/BFCL_v4_<category>.json                   BFCL v4 questions (JSON Lines despite the name)
     <path>/bfcl/possible_answer/BFCL_v4_<category>.json   their ground truth (none for the irrelevance ones)
     <path>/when2call/when2call_test_mcq.jsonl             When2Call test split (or when2call_test_llm_judge.jsonl)
 
-``bfcl/`` is a copy of ``berkeley-function-call-leaderboard/bfcl_eval/data/`` of github.com/ShishirPatil/gorilla
-(Apache-2.0) and ``when2call/`` a copy of ``test/`` of the Hugging Face dataset nvidia/When2Call (CC BY 4.0).
-Take both at the commits pinned by the research loader (``src/jevharness/bench/suites/static.py`` of the
-paper's code) to reproduce the paper's items; every file read is hashed into the run's manifests, so a run
-states which copy it used. Per source the first ``caps`` items in file order are taken (200 per BFCL
-category, 1,000 When2Call), then the ids in the ``exclude`` file (the development items) are left out.
-Only tool choice (``dp: tool_select``) is asked; the published files also score argument questions
-(``<item>/param/<name>``), which a choice question cannot ask.
+``bfcl/`` holds the data files of a ``bfcl-eval`` release (BFCL's ``bfcl_eval/data/``, Apache-2.0) and
+``when2call/`` the test split of the Hugging Face dataset nvidia/When2Call (CC BY 4.0); ``dataset/l1_fetch``
+writes both with a manifest of releases and hashes. Every file read is hashed into the run's manifests, so
+a run states which copy it used. Per source the first ``caps`` items in file order are taken (200 per BFCL
+category, 1,000 When2Call), then the ids in the ``exclude`` file (the development items) are left out. A
+source whose files are absent is left out and named (``Scenario.missing``). Function names a provider would
+refuse become safe labels; ``names`` maps them back, so answers are written as BFCL spells them.
+Tool choice (``dp: tool_select``) is always asked; with ``params`` the argument questions
+(``<item>/param/<name>``, ``dp: tool_params``) of ``isolated_params`` are asked too.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any, get_args
 from ..config import IsolatedSource, ScenarioSpec
 from ..exceptions import ScenarioError
 from ..jsonio import file_sha256, iter_jsonl, loads
-from . import Scenario
+from . import MissingSource, Scenario
 
 __all__ = [
     "ASK_OPTION",
@@ -127,7 +128,7 @@ def isolated_item(raw: _Raw) -> dict[str, Any]:
         raise ScenarioError(
             f"{raw.source} item {raw.id}: gold function {missing[0]!r} is not one of its tools"
         )
-    return {
+    item: dict[str, Any] = {
         "state": _render_state(raw.messages),
         "options": labels,
         "descriptions": descriptions,
@@ -136,6 +137,12 @@ def isolated_item(raw: _Raw) -> dict[str, Any]:
         "category": raw.category,
         "dp": "tool_select",
     }
+    renamed = {label.lower(): name for name, label in by_name.items() if label != name}
+    if (
+        renamed
+    ):  # provider-safe labels -> the benchmark's names, to write answers as the benchmark spells them
+        item["names"] = renamed
+    return item
 
 
 # --- BFCL ------------------------------------------------------------------------------------------------
@@ -265,27 +272,79 @@ def _unique(raws: Iterable[_Raw]) -> dict[str, _Raw]:
     return out
 
 
+def _missing(spec: ScenarioSpec, caps: dict[str, int]) -> list[MissingSource]:
+    """The asked-for sources whose files are absent (planned without them, never an error on their own)."""
+    assert spec.path is not None
+    out: list[MissingSource] = []
+    gone = [
+        c for c in BFCL_CATEGORIES if caps[c] and not (spec.path / "bfcl" / f"BFCL_v4_{c}.json").is_file()
+    ]
+    if gone:
+        source = "bfcl" if len(gone) == len(BFCL_CATEGORIES) else "bfcl:" + ",".join(gone)
+        where = str(spec.path / "bfcl")
+        fetch = f"knowwhen fetch-l1 --out {spec.path} --source bfcl"
+        out.append(MissingSource(source, where, sum(caps[c] for c in gone), fetch))
+    w2c = spec.path / "when2call"
+    if caps["when2call"] and not any((w2c / n).is_file() for n in _W2C_FILES):
+        fetch = f"knowwhen fetch-l1 --out {spec.path} --source when2call"
+        out.append(MissingSource("when2call", str(w2c), caps["when2call"], fetch))
+    return out
+
+
 def load_isolated(spec: ScenarioSpec) -> Scenario:
-    """Load the BFCL categories and When2Call items of a folder (see the module docstring for its layout)."""
+    """Load the BFCL categories and When2Call items of a folder (see the module docstring for its layout).
+
+    A source whose files are absent is left out and named in ``Scenario.missing``; the rest is loaded.
+    """
     if spec.path is None or not spec.path.is_dir():
         raise ScenarioError(f"scenario {spec.id!r}: an isolated scenario's path must be a folder")
     caps = dict(DEFAULT_CAPS)
     for source, cap in (spec.caps or {}).items():
         caps[source] = cap
+    missing = _missing(spec, caps)
+    absent = {c for m in missing for c in _sources_of(m.source)}
     files: dict[str, str] = {}
     raws: list[_Raw] = []
     for category in BFCL_CATEGORIES:
-        if caps[category]:
+        if caps[category] and category not in absent:
             raws += _read_bfcl(spec.path / "bfcl", category, caps[category], files)
-    if caps["when2call"]:
+    if caps["when2call"] and "when2call" not in absent:
         raws += _read_when2call(spec.path / "when2call", caps["when2call"], files)
     by_id = _unique(raws)
+    excluded = read_exclusions(spec.exclude) if spec.exclude is not None else set()
+    for item_id in excluded:
+        by_id.pop(item_id, None)  # an item's argument questions go with it
     if spec.exclude is not None:
-        for item_id in read_exclusions(spec.exclude):
-            by_id.pop(item_id, None)
         files[spec.exclude.name] = file_sha256(spec.exclude)
+    if (spec.path / "l1-manifest.json").is_file():  # fetch-l1's record of the release and commit
+        files["l1-manifest.json"] = file_sha256(spec.path / "l1-manifest.json")
     ids = sorted(by_id)[: spec.limit] if spec.limit is not None else sorted(by_id)
     if not ids:
-        raise ScenarioError(f"scenario {spec.id!r}: no isolated items left (check caps and exclude)")
+        hint = f"; fetch the data with `knowwhen fetch-l1 --out {spec.path}`" if missing else ""
+        raise ScenarioError(f"scenario {spec.id!r}: no isolated items left (check caps and exclude){hint}")
     items = {i: isolated_item(by_id[i]) for i in ids}
-    return Scenario(id=spec.id, kind="isolated", version=spec.version, items=items, files=files)
+    if spec.params not in (None, "off"):
+        arguments = _argument_items(spec, [by_id[i] for i in ids], items)
+        items.update({k: v for k, v in arguments.items() if k not in excluded})
+    return Scenario(
+        id=spec.id, kind="isolated", version=spec.version, items=items, files=files, missing=tuple(missing)
+    )
+
+
+def _argument_items(spec: ScenarioSpec, raws: list[_Raw], items: dict[str, Any]) -> dict[str, Any]:
+    """The ``tool_params`` questions of the BFCL items asked (``isolated_params``)."""
+    from .isolated_params import argument_items, read_calls
+
+    assert spec.path is not None and spec.params is not None
+    calls = {}
+    for category in sorted({r.category for r in raws if r.source.startswith("bfcl:")} - _IRRELEVANCE):
+        calls.update(read_calls(spec.path / "bfcl" / "possible_answer" / f"BFCL_v4_{category}.json"))
+    functions = {r.id: r.functions for r in raws}
+    tools = {r.id: items[r.id] for r in raws}
+    return argument_items(tools, calls, functions, (spec.param_values or "bfcl", spec.params))
+
+
+def _sources_of(source: str) -> list[str]:
+    if source == "bfcl":
+        return list(BFCL_CATEGORIES)
+    return source.removeprefix("bfcl:").split(",")

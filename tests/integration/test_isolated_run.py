@@ -80,3 +80,37 @@ def test_comparison_table_shows_l1(run: Path) -> None:
     """The comparison table carries the L1 column next to the L2 one."""
     table = (run / "tables" / "comparison.md").read_text()
     assert "L1 isolated" in table and "L2 all states" in table
+
+
+def test_run_without_when2call_answers_the_rest_and_says_what_is_left_out(
+    serve: ServerProcess, tmp_path: Path
+) -> None:
+    """With When2Call's files absent, `run` answers the BFCL items and names the missing source, the jobs
+    it leaves out and the command that fetches it; once the files are there, the next run adds its items."""
+    import shutil
+
+    serve.reset()
+    data = tmp_path / "l1"
+    shutil.copytree(FIXTURE, data)
+    shutil.rmtree(data / "when2call")
+    states = make_question_set(tmp_path / "qs", n_tasks=1)
+    config = write_config(
+        tmp_path / "c.yaml",
+        serve.base_url,
+        states,
+        scenarios=[{"id": "l1", "kind": "isolated", "path": str(data)}],
+    )
+    done = knowwhen("run", str(config), "-q")
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"left out: l1: when2call is missing ({data / 'when2call'}), which leaves out up to 2,000 jobs "
+        f"(1,000 items x 2 models); fetch it with `knowwhen fetch-l1 --out {data} --source when2call`"
+    ) in done.stdout
+    rows = _rows(tmp_path / "out" / "l1" / "answers.jsonl.gz")
+    assert len(rows) == 2 * 13 and all(r["source"].startswith("bfcl:") for r in rows)
+    shutil.copytree(FIXTURE / "when2call", data / "when2call")  # as fetch-l1 --source when2call would
+    again = knowwhen("run", str(config), "-q")
+    assert again.returncode == 0, again.stderr
+    assert "left out" not in again.stdout
+    rows = _rows(tmp_path / "out" / "l1" / "answers.jsonl.gz")
+    assert len(rows) == 2 * 18 and sum(r["source"] == "when2call:mcq" for r in rows) == 2 * 5

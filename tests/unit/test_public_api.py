@@ -132,7 +132,7 @@ PUBLIC = {
         "open_queue",
         "set_max_db_outage",
     ],
-    "scenarios": ["Scenario", "load_scenario"],
+    "scenarios": ["MissingSource", "Scenario", "load_scenario"],
     "screening": [
         "Bounds",
         "ConfidenceSequence",

@@ -1,0 +1,233 @@
+"""Getting the L1 data: BFCL v4 from a pinned ``bfcl-eval`` release, When2Call from the Hugging Face hub.
+
+``fetch_l1`` fills the folder an ``isolated`` scenario reads (layout: ``scenarios/isolated.py``):
+
+- ``bfcl/``: the six categories' question and possible-answer files, taken from the data files inside the
+  ``bfcl-eval`` wheel (Apache-2.0). The wheel is fetched with ``python -m pip download --no-deps``, so the
+  user's pip configuration (index, proxy, certificates) applies and none of its dependencies is installed;
+  ``wheel=`` reads a wheel already on disk instead.
+- ``when2call/``: ``test/when2call_test_mcq.jsonl`` of the dataset nvidia/When2Call (CC BY 4.0) through
+  ``huggingface_hub`` (``HF_ENDPOINT`` and the hub's own settings apply), at a revision resolved to a commit.
+- ``l1-manifest.json``: the release and the commit each source came from and the sha256 of every file.
+
+The BFCL release is part of the result: question texts and answers of some items differ between releases
+(``docs/paper.md`` lists them), so a run's manifests carry these files' hashes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..exceptions import KnowwhenError, ScenarioError
+from ..jsonio import atomic_write_bytes, file_sha256, loads
+
+__all__ = [
+    "BFCL_PACKAGE",
+    "BFCL_RELEASE",
+    "DEFAULT_L1_DIR",
+    "L1_MANIFEST",
+    "L1_SOURCES",
+    "WHEN2CALL_FILE",
+    "WHEN2CALL_REPO",
+    "L1Fetch",
+    "fetch_l1",
+]
+
+BFCL_PACKAGE = "bfcl-eval"
+BFCL_RELEASE = "2026.3.23"
+"""The ``bfcl-eval`` release whose data files ``fetch-l1`` takes by default (the newest on PyPI when pinned)."""
+WHEN2CALL_REPO = "nvidia/When2Call"
+WHEN2CALL_FILE = "test/when2call_test_mcq.jsonl"
+DEFAULT_L1_DIR = Path("data") / "l1"
+"""Where ``fetch-l1`` writes by default, relative to the working directory; the paper configs read
+``${KNOWWHEN_L1_DATA:-../../data/l1}``, the same folder when run from the repository root."""
+L1_MANIFEST = "l1-manifest.json"
+L1_SOURCES = ("bfcl", "when2call")
+_CATEGORIES = ("simple_python", "multiple", "live_simple", "live_multiple", "irrelevance", "live_irrelevance")
+_NO_ANSWERS = frozenset({"irrelevance", "live_irrelevance"})
+
+
+@dataclass
+class L1Fetch:
+    """What ``fetch_l1`` wrote: the folder, and per source its provenance (release, commit, file hashes)."""
+
+    out: Path
+    sources: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def files(self) -> int:
+        return sum(len(s.get("files", {})) for s in self.sources.values())
+
+
+# --- BFCL ------------------------------------------------------------------------------------------------
+
+
+def _pip_download(release: str, into: Path) -> Path:
+    """The wheel of ``bfcl-eval==release``, fetched by pip itself (no dependencies, user's pip config)."""
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(into)]
+    done = subprocess.run([*cmd, f"{BFCL_PACKAGE}=={release}"], capture_output=True, text=True)
+    wheels = sorted(into.glob("bfcl_eval-*.whl"))
+    if done.returncode != 0 or not wheels:
+        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no wheel downloaded"]
+        raise KnowwhenError(
+            f"pip could not download {BFCL_PACKAGE}=={release} ({last[0]}); on a machine without network, "
+            f"run `pip download --no-deps {BFCL_PACKAGE}=={release}` elsewhere and pass the file with --wheel"
+        )
+    return wheels[0]
+
+
+def _wheel_version(wheel: zipfile.ZipFile, path: Path) -> str:
+    meta = next((n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")), None)
+    if meta is None:
+        raise ScenarioError(f"{path}: not a wheel (no .dist-info/METADATA)")
+    for line in wheel.read(meta).decode("utf-8", "replace").splitlines():
+        if line.startswith("Version:"):
+            return line.split(":", 1)[1].strip()
+    raise ScenarioError(f"{path}: its METADATA names no Version")
+
+
+def _bfcl_members() -> Iterable[tuple[str, str]]:
+    """(member in the wheel, path under the L1 folder) of every file the reader needs."""
+    for category in _CATEGORIES:
+        name = f"BFCL_v4_{category}.json"
+        yield f"bfcl_eval/data/{name}", f"bfcl/{name}"
+        if category not in _NO_ANSWERS:
+            yield f"bfcl_eval/data/possible_answer/{name}", f"bfcl/possible_answer/{name}"
+
+
+def extract_bfcl(wheel_path: Path, out: Path, *, shown: str | None = None) -> dict[str, Any]:
+    """Copy the six categories' data files out of a ``bfcl-eval`` wheel into ``out/bfcl/``.
+
+    ``shown``: how errors name the wheel (a downloaded one by its file name, not its temporary folder).
+    """
+    where = Path(shown) if shown else wheel_path
+    try:
+        wheel = zipfile.ZipFile(wheel_path)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise ScenarioError(f"{where}: not a readable wheel ({exc})") from None
+    with wheel:
+        version = _wheel_version(wheel, where)
+        names = set(wheel.namelist())
+        files: dict[str, str] = {}
+        for member, target in _bfcl_members():
+            if member not in names:
+                raise ScenarioError(
+                    f"{where}: {member} is missing; {BFCL_PACKAGE} {version} does not ship BFCL v4 "
+                    f"files (releases before 2025.8.25 carry v3 names); use {BFCL_PACKAGE}=={BFCL_RELEASE}"
+                )
+            dest = out / target
+            atomic_write_bytes(dest, wheel.read(member))
+            files[target] = file_sha256(dest)
+    return {
+        "package": BFCL_PACKAGE,
+        "release": version,
+        "wheel": wheel_path.name,
+        "wheel_sha256": file_sha256(wheel_path),
+        "files": files,
+    }
+
+
+def _fetch_bfcl(out: Path, release: str, wheel: Path | None) -> dict[str, Any]:
+    if wheel is not None:
+        if not wheel.is_file():
+            raise ScenarioError(f"{wheel}: wheel not found")
+        return extract_bfcl(wheel, out)
+    with tempfile.TemporaryDirectory(prefix="knowwhen-bfcl-") as tmp:
+        wheel_path = _pip_download(release, Path(tmp))
+        return extract_bfcl(wheel_path, out, shown=wheel_path.name)
+
+
+# --- When2Call -------------------------------------------------------------------------------------------
+
+
+def _fetch_when2call(out: Path, revision: str) -> dict[str, Any]:
+    try:
+        from huggingface_hub import HfApi, hf_hub_download
+    except ImportError:
+        raise KnowwhenError(
+            "fetching When2Call needs huggingface_hub: pip install 'knowwhen-runner[hub]'"
+        ) from None
+    try:
+        commit = HfApi().dataset_info(WHEN2CALL_REPO, revision=revision).sha or revision
+        with tempfile.TemporaryDirectory(prefix="knowwhen-w2c-") as tmp:
+            got = Path(
+                hf_hub_download(
+                    WHEN2CALL_REPO, WHEN2CALL_FILE, repo_type="dataset", revision=commit, local_dir=tmp
+                )
+            )
+            data = got.read_bytes()
+    except Exception as exc:  # offline, HTTP, missing revision: the hub raises many kinds
+        raise KnowwhenError(
+            f"could not download {WHEN2CALL_FILE} of {WHEN2CALL_REPO} at {revision} "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+        ) from None
+    _check_jsonl(data, f"{WHEN2CALL_REPO}@{commit}/{WHEN2CALL_FILE}")
+    dest = out / "when2call" / Path(WHEN2CALL_FILE).name
+    atomic_write_bytes(dest, data)  # a killed fetch leaves the old file or the new one, never half
+    return {
+        "repo": WHEN2CALL_REPO,
+        "requested": revision,
+        "revision": commit,
+        "files": {f"when2call/{dest.name}": file_sha256(dest)},
+    }
+
+
+def _check_jsonl(data: bytes, where: str) -> None:
+    try:
+        row = loads(data.split(b"\n", 1)[0])
+    except ValueError:
+        row = None
+    if not isinstance(row, dict) or "uuid" not in row:
+        raise ScenarioError(f"{where}: the download is not When2Call's JSON Lines (no 'uuid' on line 1)")
+
+
+# --- both --------------------------------------------------------------------------------------------------
+
+
+def _read_manifest(out: Path) -> dict[str, Any]:
+    path = out / L1_MANIFEST
+    if not path.is_file():
+        return {}
+    data = loads(path.read_text(encoding="utf-8"))
+    return data.get("sources", {}) if isinstance(data, dict) else {}
+
+
+def _manifest_bytes(result: L1Fetch) -> bytes:
+    text = json.dumps({"schema_version": 1, "sources": result.sources}, indent=2, sort_keys=True)
+    return (text + "\n").encode()
+
+
+def fetch_l1(
+    out: str | Path = DEFAULT_L1_DIR,
+    *,
+    sources: Iterable[str] = L1_SOURCES,
+    bfcl_release: str = BFCL_RELEASE,
+    wheel: Path | None = None,
+    when2call_revision: str | None = None,
+) -> L1Fetch:
+    """Fetch the wanted L1 sources into ``out`` and (re)write its manifest; other sources are kept.
+
+    Without ``when2call_revision`` a folder whose manifest already records a When2Call commit fetches that
+    commit again (a re-fetch repeats the files it pinned); a new folder takes ``main``, resolved to a commit.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    wanted = list(dict.fromkeys(sources))
+    unknown = [s for s in wanted if s not in L1_SOURCES]
+    if unknown:
+        raise KnowwhenError(f"--source: unknown L1 source {unknown[0]!r} (expected bfcl or when2call)")
+    result = L1Fetch(out, _read_manifest(out))
+    if "bfcl" in wanted:
+        result.sources["bfcl"] = _fetch_bfcl(out, bfcl_release, wheel)
+    if "when2call" in wanted:
+        pinned = result.sources.get("when2call", {}).get("revision")
+        result.sources["when2call"] = _fetch_when2call(out, when2call_revision or pinned or "main")
+    atomic_write_bytes(out / L1_MANIFEST, _manifest_bytes(result))
+    return result

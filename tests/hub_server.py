@@ -1,0 +1,134 @@
+"""A local HTTP server that answers the Hugging Face Hub's API for one dataset repository's files.
+
+It speaks what ``huggingface_hub`` asks of a dataset (``/api/datasets/<repo>/revision/<rev>``, its
+``tree/<rev>`` listing and ``/datasets/<repo>/resolve/<rev>/<path>``, HEAD and GET, with the commit and
+ETag headers), so the
+real library downloads through it when ``HF_ENDPOINT`` points here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+__all__ = ["HubRepo", "local_hub"]
+
+
+@dataclass
+class HubRepo:
+    """One dataset repository at one commit: its id, commit sha and files (path -> bytes)."""
+
+    repo_id: str
+    commit: str
+    files: dict[str, bytes]
+    revisions: tuple[str, ...] = ("main",)
+    requests: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_folder(cls, repo_id: str, commit: str, folder: Path) -> HubRepo:
+        """A repository holding every file under ``folder``, at their paths relative to it."""
+        files = {
+            p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+        }
+        return cls(repo_id, commit, files)
+
+    def knows(self, rev: str) -> bool:
+        return rev == self.commit or rev in self.revisions
+
+
+def _route(repos: tuple[HubRepo, ...], path: str) -> tuple[HubRepo | None, str, str]:
+    """(repo, "info" or "file", the rest of the path) of a request; (None, "", "") for any other path."""
+    for repo in repos:
+        for kind, prefix in (
+            ("info", f"/api/datasets/{repo.repo_id}/revision/"),
+            ("tree", f"/api/datasets/{repo.repo_id}/tree/"),
+            ("file", f"/datasets/{repo.repo_id}/resolve/"),
+        ):
+            if path.startswith(prefix):
+                return repo, kind, path.removeprefix(prefix)
+    return None, "", ""
+
+
+def _handler(repos: tuple[HubRepo, ...]) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:  # quiet in tests
+            pass
+
+        def _send(self, code: int, body: bytes, headers: dict[str, str], with_body: bool) -> None:
+            self.send_response(code)
+            for key, value in {"Content-Length": str(len(body)), **headers}.items():
+                self.send_header(key, value)
+            self.end_headers()
+            if with_body:
+                self.wfile.write(body)
+
+        def _answer(self, with_body: bool) -> None:
+            path = unquote(urlsplit(self.path).path)
+            repo, kind, rest = _route(repos, path)
+            if repo is None:
+                return self._send(404, b"{}", {"Content-Type": "application/json"}, with_body)
+            repo.requests.append(f"{self.command} {path}")
+            missing = {"X-Error-Code": "RevisionNotFound", "Content-Type": "application/json"}
+            if kind == "info":
+                rev = rest
+                if not repo.knows(rev):
+                    return self._send(404, b'{"error": "Invalid rev id"}', missing, with_body)
+                body = json.dumps(
+                    {
+                        "id": repo.repo_id,
+                        "sha": repo.commit,
+                        "private": False,
+                        "siblings": [{"rfilename": name} for name in sorted(repo.files)],
+                    }
+                ).encode()
+                return self._send(200, body, {"Content-Type": "application/json"}, with_body)
+            if kind == "tree":  # snapshot_download lists the files, all on one page
+                if not repo.knows(rest.partition("/")[0]):
+                    return self._send(404, b'{"error": "Invalid rev id"}', missing, with_body)
+                listing = [
+                    {"type": "file", "path": name, "size": len(data), "oid": hashlib.sha1(data).hexdigest()}
+                    for name, data in sorted(repo.files.items())
+                ]
+                return self._send(
+                    200, json.dumps(listing).encode(), {"Content-Type": "application/json"}, with_body
+                )
+            if kind == "file":
+                rev, _, name = rest.partition("/")
+                if not repo.knows(rev):
+                    return self._send(404, b'{"error": "Invalid rev id"}', missing, with_body)
+                if name not in repo.files:
+                    gone = {"X-Error-Code": "EntryNotFound", "Content-Type": "application/json"}
+                    return self._send(404, b'{"error": "Entry not found"}', gone, with_body)
+                data = repo.files[name]
+                etag = hashlib.sha1(data).hexdigest()
+                headers = {"X-Repo-Commit": repo.commit, "ETag": f'"{etag}"', "Content-Type": "text/plain"}
+                return self._send(200, data, headers, with_body)
+            self._send(404, b"{}", {"Content-Type": "application/json"}, with_body)
+
+        def do_HEAD(self) -> None:
+            self._answer(with_body=False)
+
+        def do_GET(self) -> None:
+            self._answer(with_body=True)
+
+    return Handler
+
+
+@contextmanager
+def local_hub(*repos: HubRepo) -> Iterator[str]:
+    """Serve ``repos`` on a free loopback port; yields the endpoint to put in ``HF_ENDPOINT``."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(repos))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
