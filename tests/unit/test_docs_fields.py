@@ -1,0 +1,82 @@
+"""The field lists in the docs are the JSON Schemas' fields: each table marked
+``<!-- fields of schemas/NAME.schema.json[#/$defs/DEF] -->`` names every field of that schema object and no
+other, so a field added to (or renamed in) a model fails here until the page says what it is."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+_MARKER = re.compile(
+    r"<!-- fields of (?P<file>schemas/[\w.-]+\.schema\.json)(?:#/\$defs/(?P<def>\w+))? -->\n"
+)
+_ROW = re.compile(r"^\|\s*`(?P<field>[\w.]+)`\s*\|", re.M)
+
+
+def field_tables(text: str) -> list[tuple[str, str | None, list[str]]]:
+    """(schema file, definition or None, the fields in the first column) of each marked table of a page."""
+    found = []
+    for marker in _MARKER.finditer(text):
+        table = re.match(r"(?:\|.*\n?)+", text[marker.end() :])
+        rows = table[0] if table else ""
+        found.append((marker["file"], marker["def"], _ROW.findall(rows)))
+    return found
+
+
+def schema_fields(file: str, definition: str | None) -> list[str]:
+    schema = json.loads((ROOT / file).read_text())
+    node = schema["$defs"][definition] if definition else schema
+    return list(node["properties"])
+
+
+def table_problems(text: str) -> list[str]:
+    """Fields a marked table lists that its schema object lacks, and fields of that object it leaves out."""
+    problems = []
+    for file, definition, listed in field_tables(text):
+        where = f"{file}{'#' + definition if definition else ''}"
+        fields = schema_fields(file, definition)
+        problems += [f"{where}: documents {f}, which it does not have" for f in listed if f not in fields]
+        problems += [f"{where}: {f} is not documented" for f in fields if f not in listed]
+        problems += [
+            f"{where}: {f} is listed twice" for f in sorted({f for f in listed if listed.count(f) > 1})
+        ]
+    return problems
+
+
+def test_the_answer_row_episode_line_and_manifest_fields_are_documented() -> None:
+    """docs/outputs.md has a field table for answer rows, episode lines, their steps and manifests."""
+    tables = {
+        (file, definition) for file, definition, _ in field_tables((ROOT / "docs" / "outputs.md").read_text())
+    }
+    assert tables >= {
+        ("schemas/answer-row.schema.json", None),
+        ("schemas/episode-row.schema.json", None),
+        ("schemas/episode-row.schema.json", "EpisodeStep"),
+        ("schemas/cxs-manifest.schema.json", None),
+    }
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_field_table_lists_exactly_its_schemas_fields(page: Path) -> None:
+    """Each marked field table of a page names every field of its schema object, and only those."""
+    problems = table_problems(page.read_text())
+    assert not problems, f"{page.relative_to(ROOT)}: " + "; ".join(problems)
+
+
+def test_a_missing_an_invented_and_a_twice_listed_field_are_reported() -> None:
+    """A table without ``batch``, with a ``tokens`` field and ``model`` twice is reported three ways."""
+    fields = schema_fields("schemas/answer-row.schema.json", None)
+    rows = [f"| `{f}` | x |" for f in fields if f != "batch"] + ["| `tokens` | x |", "| `model` | again |"]
+    page = "<!-- fields of schemas/answer-row.schema.json -->\n| Field | What |\n|---|---|\n" + "\n".join(
+        rows
+    )
+    assert table_problems(page + "\n\nprose after the table with `valid` in it\n") == [
+        "schemas/answer-row.schema.json: documents tokens, which it does not have",
+        "schemas/answer-row.schema.json: batch is not documented",
+        "schemas/answer-row.schema.json: model is listed twice",
+    ]
