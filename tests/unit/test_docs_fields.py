@@ -80,3 +80,44 @@ def test_a_missing_an_invented_and_a_twice_listed_field_are_reported() -> None:
         "schemas/answer-row.schema.json: batch is not documented",
         "schemas/answer-row.schema.json: model is listed twice",
     ]
+
+
+_VERSION = re.compile(r"\b(?P<what>manifest|answer|episode)\s+schema\s+(?P<n>\d+)\b")
+
+
+def _current_versions() -> dict[str, int]:
+    """The schema version each kind of file is written in now, read from its JSON Schema's constant."""
+    files = {"manifest": "cxs-manifest", "answer": "answer-row", "episode": "episode-row"}
+    out = {}
+    for what, name in files.items():
+        field = json.loads((ROOT / "schemas" / f"{name}.schema.json").read_text())["properties"][
+            "schema_version"
+        ]
+        out[what] = field.get("const", field.get("default"))
+    return out
+
+
+def version_problems(text: str) -> list[str]:
+    """Each "manifest/answer/episode schema N" that is not the version written now (unless "since" precedes it)."""
+    current = _current_versions()
+    problems = []
+    for found in _VERSION.finditer(text):
+        before = text[max(0, found.start() - 12) : found.start()]
+        if int(found["n"]) != current[found["what"]] and "since" not in before:
+            problems.append(f"{found['what']} schema {found['n']} (it is {current[found['what']]})")
+    return problems
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_schema_versions_a_page_names_are_the_current_ones(page: Path) -> None:
+    """ "manifest schema N", "answer schema N", "episode schema N" on a page are the versions written now."""
+    problems = version_problems(page.read_text())
+    assert not problems, f"{page.relative_to(ROOT)}: " + "; ".join(problems)
+
+
+def test_a_stale_schema_version_is_reported() -> None:
+    """The sentence docs/uncertainty.md had ("manifest schema 3") is reported; "since manifest schema 3" is not."""
+    assert version_problems("intervals (manifest\nschema 3; versions 1 and 2 still load)") == [
+        "manifest schema 3 (it is 4)"
+    ]
+    assert version_problems("intervals (since manifest schema 3)") == []
