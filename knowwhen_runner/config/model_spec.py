@@ -150,7 +150,7 @@ class ModelSpec(_Frozen):
         return host not in ("127.0.0.1", "localhost", "::1")
 
     def limit_key(self) -> str:
-        """Which models share a limit: the explicit group, else provider + base URL + key variable."""
+        """Which models share a limit: the explicit group, else the same model string, base URL and key variable."""
         if self.limit_group:
             return f"group:{self.limit_group}"
         provider = self.model.split("/", 1)[0]
