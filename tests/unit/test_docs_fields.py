@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -121,3 +122,15 @@ def test_a_stale_schema_version_is_reported() -> None:
         "manifest schema 3 (it is 4)"
     ]
     assert version_problems("intervals (since manifest schema 3)") == []
+
+
+def test_the_readmes_table_md_sample_has_the_quickstarts_models_and_scenarios() -> None:
+    """The README's sample of table.md has one row per quickstart model and only quickstart scenarios as columns."""
+    config = yaml.safe_load((ROOT / "configs" / "quickstart.yaml").read_text())
+    readme = (ROOT / "README.md").read_text()
+    sample = next(block for block in readme.split("```") if block.lstrip("\n").startswith("| model |"))
+    lines = [line for line in sample.strip().splitlines() if not line.startswith("|---")]
+    columns = [cell.strip() for cell in lines[0].strip("|").split("|")][1:]
+    rows = [line.strip("|").split("|")[0].strip() for line in lines[1:]]
+    assert rows == [m["id"] for m in config["models"]]
+    assert set(columns) <= {s["id"] for s in config["scenarios"]} and columns
