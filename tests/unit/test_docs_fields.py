@@ -1,6 +1,8 @@
-"""The field lists in the docs are the JSON Schemas' fields: each table marked
+"""The field lists and numbers in the docs are the code's: each table marked
 ``<!-- fields of schemas/NAME.schema.json[#/$defs/DEF] -->`` names every field of that schema object and no
-other, so a field added to (or renamed in) a model fails here until the page says what it is."""
+other, so a field added to (or renamed in) a model fails here until the page says what it is; a page's
+"manifest/answer/episode schema N" is the version written now; the README's sample of ``table.md`` has
+the quickstart's models and scenarios."""
 
 from __future__ import annotations
 
