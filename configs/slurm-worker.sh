@@ -18,10 +18,12 @@
 # local model server runs on one machine (`knowwhen serve --host 0.0.0.0`) and the config reaches it by
 # a name every node resolves (`api_base: ${KNOWWHEN_SERVE}`), not 127.0.0.1, which is each node's own.
 #
-# A cancelled, preempted or requeued task loses nothing: on SIGTERM the worker stops claiming and
-# finishes its calls in flight; jobs it held return to the queue when their lease runs out, and another
-# worker (or the task itself, requeued) does them. A requeued task appends to its log: each attempt
-# starts with a line naming it.
+# A cancelled, preempted or requeued task loses nothing: on SIGTERM (scancel, scontrol requeue,
+# preemption) the worker stops claiming, hands back at once the jobs it claimed but has not started,
+# lets its calls in flight finish for workers.stop_grace_s (20 s, inside Slurm's 30 s KillWait), records
+# them, hands back the rest, and exits with code 75; another worker (or the task itself, requeued) does
+# them. No job waits for a lease to run out. A requeued task appends to its log: each attempt starts
+# with a line naming it.
 #
 #SBATCH --job-name=knowwhen-worker
 #SBATCH --cpus-per-task=1

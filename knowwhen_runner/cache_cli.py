@@ -103,8 +103,13 @@ def cache_export(
         typer.Argument(help="Configs or run folders whose models' responses to bundle (default: all)."),
     ] = None,
     out_path: Annotated[
-        Path, typer.Option("--out", help="Bundle file, or a folder for knowwhen-cache-<sha256>.jsonl.gz.")
-    ] = Path("."),
+        str,
+        typer.Option(
+            "--out",
+            help="Bundle file (a name ending in .jsonl.gz), or a folder (created if new) for "
+            "knowwhen-cache-<sha256>.jsonl.gz.",
+        ),
+    ] = ".",
     store: _Store = None,
     db: _Db = None,
 ) -> None:

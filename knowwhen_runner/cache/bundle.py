@@ -24,7 +24,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import __version__
-from ..exceptions import ConfigError
+from ..exceptions import ConfigError, KnowwhenError
 from ..provider.cache_keys import CACHE_KEY_VERSION
 from . import CacheStore, StoredEntry
 
@@ -32,6 +32,7 @@ __all__ = [
     "BUNDLE_SCHEMA_VERSION",
     "BundleManifest",
     "ImportSummary",
+    "bundle_into_folder",
     "export_bundle",
     "import_bundle",
     "read_manifest",
@@ -90,7 +91,7 @@ class _Writer:
         for row in page:
             self.counts[row.model] = self.counts.get(row.model, 0) + 1
 
-    def finish(self, out: Path) -> tuple[Path, BundleManifest]:
+    def finish(self, out: Path, into_folder: bool) -> tuple[Path, BundleManifest]:
         manifest = BundleManifest(
             cache_key_version=CACHE_KEY_VERSION,
             entries=sum(self.counts.values()),
@@ -98,7 +99,7 @@ class _Writer:
             sha256=self.digest.hexdigest(),
             made_by=__version__,
         )
-        if out.is_dir() or str(out).endswith(("/", os.sep)):
+        if into_folder:
             out = out / f"knowwhen-cache-{manifest.sha256[:16]}.jsonl.gz"
         out.parent.mkdir(parents=True, exist_ok=True)
         self.body.seek(0)
@@ -111,21 +112,42 @@ class _Writer:
         return out, manifest
 
 
+def bundle_into_folder(out: Path | str) -> bool:
+    """Whether ``out`` names a folder for the bundle (``True``) or the bundle file itself (``False``).
+
+    A name ending in ``.jsonl.gz`` is the file; anything else is a folder, new (created) or existing,
+    and so is a name ending with a slash. An existing file of another name is refused: writing a
+    bundle over it would lose it, and writing a folder there cannot be done.
+    """
+    path = Path(out)
+    if str(out).endswith(("/", os.sep)) or path.is_dir():
+        return True
+    if path.name.endswith(".jsonl.gz"):
+        return False
+    if path.exists():
+        raise KnowwhenError(
+            f"--out {out}: a file that is not a bundle; name a folder or a file ending in .jsonl.gz"
+        )
+    return True
+
+
 async def export_bundle(
-    store: CacheStore, out: Path, models: Sequence[str] | None = None
+    store: CacheStore, out: Path | str, models: Sequence[str] | None = None
 ) -> tuple[Path, BundleManifest]:
     """Write the store's entries (of ``models`` only, if given) into a bundle at ``out``.
 
-    ``out`` may be a folder (or end with a slash): the file is then ``knowwhen-cache-<sha256:16>.jsonl.gz``
-    in it. Returns the path written and its manifest.
+    ``out`` is the bundle file when it ends in ``.jsonl.gz``, else a folder (created if new) that gets
+    ``knowwhen-cache-<sha256:16>.jsonl.gz`` (``bundle_into_folder``). Returns the path written and its
+    manifest.
     """
+    into_folder = bundle_into_folder(out)
     writer = _Writer()
     with writer.body:
         after = ""
         while page := await store.scan(after, _PAGE, models):
             await anyio.to_thread.run_sync(writer.add, page)
             after = page[-1].key
-        return await anyio.to_thread.run_sync(writer.finish, out)
+        return await anyio.to_thread.run_sync(writer.finish, Path(out), into_folder)
 
 
 class _Reader:

@@ -163,7 +163,7 @@ class ModelSpec(_Frozen):
         return host not in ("127.0.0.1", "localhost", "::1")
 
     def limit_key(self) -> str:
-        """Which models share a limit: the explicit group, else provider + base URL + key variable.
+        """Which models share a limit: the explicit group, else the same model string, base URL and key variable.
 
         The base URL and the key variable enter as a digest: the key is stored (``kw_limits``) and shown,
         and a base may carry a credential or a secret path."""

@@ -50,7 +50,7 @@ def cache_report(
 
 
 def cache_export(
-    out: Path, configs: Sequence[Path], *, url: str, db: str | None = None
+    out: Path | str, configs: Sequence[Path], *, url: str, db: str | None = None
 ) -> tuple[Path, BundleManifest]:
     """Bundle the store's responses of the configs' models (every response when no config is given)."""
     models: list[str] | None = None

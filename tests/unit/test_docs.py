@@ -17,7 +17,7 @@ import typer.main
 import yaml
 
 from knowwhen_runner.cli import app
-from tests import config_reference
+from tests import commands_reference, config_reference
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -198,6 +198,33 @@ def test_the_configuration_reference_is_generated_from_the_schema() -> None:
     if UPDATE:
         config_reference.PAGE.write_text(fresh)
     assert page == fresh, "docs/configuration.md is stale: run python -m tests.config_reference"
+
+
+def test_the_command_reference_is_generated_from_the_cli() -> None:
+    """docs/commands.md's reference is what ``python -m tests.commands_reference`` writes from the CLI now."""
+    page = commands_reference.PAGE.read_text()
+    fresh = commands_reference.page_with_reference(page)
+    if UPDATE:
+        commands_reference.PAGE.write_text(fresh)
+    assert page == fresh, "docs/commands.md is stale: run python -m tests.commands_reference"
+
+
+def test_every_command_and_option_of_the_cli_is_on_the_commands_page() -> None:
+    """Each command (groups opened) has its section in docs/commands.md, and each of its options is named there."""
+    problems = commands_reference.missing_from(commands_reference.PAGE.read_text())
+    assert not problems, "docs/commands.md: " + "; ".join(problems)
+
+
+def test_a_command_or_option_left_off_the_commands_page_is_reported() -> None:
+    """A page without ``cache clear``'s section, or without ``--fail-on`` in ``compare``'s, is reported."""
+    page = commands_reference.PAGE.read_text()
+    head, clear = page.split("### `knowwhen cache clear`", 1)
+    without_clear = head + "### " + clear.split("\n### ", 1)[1]
+    assert commands_reference.missing_from(without_clear) == ["knowwhen cache clear: not on the page"]
+    without_fail_on = re.sub(r"\[?--fail-on[^|`]*\]?", "", page)
+    assert commands_reference.missing_from(without_fail_on) == [
+        "knowwhen compare: option --fail-on not on the page"
+    ]
 
 
 def test_the_checks_catch_a_wrong_command_option_and_key() -> None:
