@@ -117,7 +117,8 @@ def _say_outcome(summary: RunSummary) -> None:
         out.print("interrupted: run the same command again to resume")
         raise typer.Exit(EXIT_REQUEUE if st.handed_over else EXIT_INTERRUPTED)
     if summary.finalized:
-        out.print(f"results: {summary.output}  (table: {summary.output / 'table.md'})")
+        # one line, never wrapped: paths are copied from it
+        out.print(f"results: {summary.output}  (table: {summary.output / 'table.md'})", soft_wrap=True)
 
 
 def _say_runner_errors(stats: Any, folder: Path) -> None:
