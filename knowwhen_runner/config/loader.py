@@ -13,7 +13,9 @@ from pydantic import ValidationError
 
 from ..exceptions import ConfigError
 from .fields import _KEY_SHAPE, _SECRET_FIELDS
+from .scenario_spec import ScenarioSpec
 from .sweep_config import SweepConfig
+from .yaml_checks import INT_RANGE, duplicate_key, out_of_range
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -119,6 +121,17 @@ def _resolve_paths(data: dict[str, Any], base: Path, source: str) -> dict[str, A
     return data
 
 
+def _missing_layout(spec: ScenarioSpec) -> str | None:
+    """What a question-set folder lacks, checked before anything walks it (a link to a big tree)."""
+    folder = spec.path
+    if spec.kind != "states" or folder is None or not folder.is_dir():
+        return None
+    stem = f"questions_{spec.variant}" if spec.variant and spec.variant != "main" else "questions"
+    if (folder / f"{stem}.jsonl.gz").is_file() or (folder / f"{stem}.jsonl").is_file():
+        return None
+    return f"{folder} is not a question-set folder: it has no {stem}.jsonl.gz or {stem}.jsonl"
+
+
 def load_config(path: str | Path) -> SweepConfig:
     """Load and validate a sweep config; every failure is one ``ConfigError`` line naming file and field."""
     path = Path(path)
@@ -139,6 +152,27 @@ def parse_config(text: str, *, base: Path, source: str, check_files: bool = True
     """
     path = source
     try:
+        return _parse(text, base=base, source=source, check_files=check_files)
+    except RecursionError:
+        raise ConfigError(f"{path}: the config is nested too deeply to be a sweep config") from None
+
+
+def _check_keys_and_numbers(root: yaml.Node, data: dict[str, Any], path: str) -> None:
+    twice = duplicate_key(root)
+    if twice:
+        loc, second = twice
+        raise ConfigError(f"{path}:{second}: {_dotted(loc)}: this key is given twice; keep one")
+    huge = out_of_range(data)
+    if huge:
+        loc, _ = huge
+        raise ConfigError(
+            f"{path}:{_line_of(root, loc)}: {_dotted(loc)}: a number outside {INT_RANGE[0]}..{INT_RANGE[1]}"
+        )
+
+
+def _parse(text: str, *, base: Path, source: str, check_files: bool) -> SweepConfig:
+    path = source
+    try:
         root = yaml.compose(text)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -148,6 +182,7 @@ def parse_config(text: str, *, base: Path, source: str, check_files: bool = True
         raise ConfigError(f"{path}{where}: not valid YAML ({problem})") from None
     if not isinstance(data, dict) or root is None:
         raise ConfigError(f"{path}:1: a config is a YAML mapping (models, scenarios, output, ...)")
+    _check_keys_and_numbers(root, data, path)
     secret = _find_literal_secret(root)
     if secret:
         loc, node = secret
@@ -171,6 +206,10 @@ def parse_config(text: str, *, base: Path, source: str, check_files: bool = True
         if sc.path is not None and not sc.path.exists():
             line = _line_of(root, ("scenarios", i, "path"))
             raise ConfigError(f"{path}:{line}: scenarios.{i}.path: {sc.path} does not exist")
+        missing = _missing_layout(sc)
+        if missing:
+            line = _line_of(root, ("scenarios", i, "path"))
+            raise ConfigError(f"{path}:{line}: scenarios.{i}.path: {missing}")
         if sc.exclude is not None and not sc.exclude.is_file():
             at = _line_of(root, ("scenarios", i, "exclude"))
             raise ConfigError(f"{path}:{at}: scenarios.{i}.exclude: {sc.exclude} is not a file")

@@ -88,6 +88,9 @@ CONFIG_BREAKS = {
     "literal key": (None, "literal API keys are not allowed"),
     "not a mapping": ("- just\n- a list\n", "a config is a YAML mapping"),
     "broken yaml": ("name: [unclosed\n", "not valid YAML"),
+    "huge limit": (None, "scenarios.0.limit: a number outside"),
+    "duplicate key": ({}, "workers: this key is given twice"),
+    "deep nesting": ("name: " + "[" * 3000 + "]" * 3000 + "\n", "nested too deeply"),
 }
 
 
@@ -105,13 +108,33 @@ def test_broken_configs_are_named(tmp_path: Path, name: str, tally: Counter[str]
             data["models"][1]["id"] = data["models"][0]["id"]
         elif name == "literal key":
             data["models"][0]["api_key"] = "sk-live-0123456789abcdefghij"
+        elif name == "huge limit":
+            data["scenarios"][0]["limit"] = 99999999999999999999999999
         else:
             data.update(change)
         cfg.write_text(yaml.safe_dump(data))
+        if name == "duplicate key":
+            cfg.write_text(cfg.read_text() + "workers: {concurrency: 1}\n")
     tally["bad inputs tried"] += 1
     done = knowwhen("run", str(cfg))
     _one_line_error(done, expected)
     assert "sk-live-0123456789abcdefghij" not in done.stderr
+
+
+def test_scenario_link_to_a_big_tree_is_refused_before_it_is_walked(
+    tmp_path: Path, tally: Counter[str]
+) -> None:
+    """A scenario path linking to a tree without a questions file is named with config, line and field."""
+    tree = tmp_path / "tree"
+    for i in range(50):
+        (tree / f"d{i}").mkdir(parents=True)
+        (tree / f"d{i}" / "x.bin").write_bytes(b"x")
+    (tmp_path / "link").symlink_to(tree)
+    cfg = write_config(tmp_path / "c.yaml", "http://127.0.0.1:9", tmp_path / "link")
+    tally["bad inputs tried"] += 1
+    done = knowwhen("plan", str(cfg))
+    _one_line_error(done, f"{cfg}:")
+    assert "scenarios.0.path" in done.stderr and "is not a question-set folder" in done.stderr
 
 
 @pytest.mark.slow

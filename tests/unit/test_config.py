@@ -26,6 +26,7 @@ scenarios:
 
 
 def _write(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "questions.jsonl").touch()  # the scenario folder (the config's own) in the layout
     path = tmp_path / "c.yaml"
     path.write_text(text)
     return path
