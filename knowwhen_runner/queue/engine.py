@@ -38,6 +38,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from ..exceptions import DatabaseUnavailable, QueueError, SchemaVersionError
 from . import schema as s
 from .outage import is_unavailable, wait_out, wait_out_blocking
+from .sqlite_file import DAMAGED_LEAVE, check_sqlite_file
 
 __all__ = [
     "DbClock",
@@ -124,6 +125,7 @@ def make_engine(url: str, *, pool_size: int = 2) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
+            check_sqlite_file(parsed.database)  # before SQLite writes a damaged file over
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         # No busy_timeout: SQLite's own wait sleeps 1, 2, 5, 10 ... 100 ms between tries, and with two
         # processes on one file most transactions would sleep milliseconds for a lock held 0.1 ms. We
@@ -134,7 +136,14 @@ def make_engine(url: str, *, pool_size: int = 2) -> Engine:
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
             dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
             cur = dbapi_conn.cursor()
-            _wal(cur)
+            try:
+                _wal(cur)
+            except sqlite3.DatabaseError as exc:
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise
+                raise QueueError(
+                    f"{parsed.database}: the database is damaged ({exc}); {DAMAGED_LEAVE}"
+                ) from None
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
 

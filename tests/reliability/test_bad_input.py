@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from knowwhen_runner.config import load_config
 from knowwhen_runner.dataset.files import load_question_set
 from knowwhen_runner.exceptions import KnowwhenError
+from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config
 
 
@@ -215,3 +216,67 @@ def test_fuzzed_scenario_files_never_crash(tmp_path: Path, lines: list[bytes]) -
     _append_raw(folder / "questions.jsonl.gz", b"\n".join(lines) + b"\n")
     with contextlib.suppress(KnowwhenError):
         load_question_set(folder)
+
+
+# --- damaged run files: refused by every command, never written over --------------------------------------
+
+
+def _truncate(db: Path) -> None:
+    db.write_bytes(db.read_bytes()[: db.stat().st_size // 3])
+
+
+def _scramble_pages(db: Path) -> None:
+    data = bytearray(db.read_bytes())
+    data[100:8192] = bytes((i * 37) % 251 for i in range(8092))
+    db.write_bytes(bytes(data))
+
+
+def _other_schema_version(db: Path) -> None:
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("UPDATE kw_meta SET value = '99' WHERE key = 'schema_version'")
+
+
+RUN_FILE_DAMAGE = {
+    "truncated": (_truncate, "is cut short"),
+    "zero bytes": (lambda db: db.write_bytes(b""), "is empty (0 bytes)"),
+    "garbage": (lambda db: db.write_bytes(b"\x00garbage" * 4000), "is not a SQLite file"),
+    "damaged pages": (_scramble_pages, "is damaged"),
+    "wrong schema version": (_other_schema_version, "schema version 99"),
+}
+
+
+@pytest.fixture(scope="module")
+def planned_run(tmp_path_factory: pytest.TempPathFactory, serve: ServerProcess) -> tuple[Path, bytes]:
+    """A config and the run file of its finished run (checkpointed, so the file alone is the database)."""
+    base = tmp_path_factory.mktemp("damaged")
+    cfg = write_config(base / "c.yaml", serve.base_url, make_question_set(base / "qs", n_tasks=2))
+    assert knowwhen("run", str(cfg)).returncode == 0
+    return cfg, (base / "out" / "knowwhen.db").read_bytes()
+
+
+@pytest.mark.parametrize("damage", sorted(RUN_FILE_DAMAGE))
+def test_damaged_run_file_is_refused_by_every_command_and_left_as_it_is(
+    planned_run: tuple[Path, bytes], damage: str, tally: Counter[str]
+) -> None:
+    """run, status, finalize and export each say one sentence (exit 2); the file and table.md stay."""
+    cfg, good = planned_run
+    out = cfg.parent / "out"
+    db = out / "knowwhen.db"
+    db.write_bytes(good)
+    for extra in ("-wal", "-shm"):
+        db.with_name(db.name + extra).unlink(missing_ok=True)
+    breaker, expected = RUN_FILE_DAMAGE[damage]
+    breaker(db)
+    damaged = db.read_bytes()
+    (out / "table.md").write_text("the table of an earlier finalise\n")
+    commands = [
+        ("run", str(cfg)),
+        ("status", str(out)),
+        ("finalize", str(out)),
+        ("export", str(out), "--out", str(cfg.parent / f"export-{damage.replace(' ', '-')}")),
+    ]
+    for command in commands:
+        tally["bad inputs tried"] += 1
+        _one_line_error(knowwhen(*command), expected)
+        assert db.read_bytes() == damaged, command
+    assert (out / "table.md").read_text() == "the table of an earlier finalise\n"
