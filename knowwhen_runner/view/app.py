@@ -2,12 +2,14 @@
 
 Served on loopback by default. Bound to any other address it asks for a token — generated at start,
 printed once — on every request (``?token=`` or the ``X-Knowwhen-Token`` header; the page passes on the
-one in its own address). No endpoint returns a config's secrets: the config is never sent, only ids.
+one in its own address). On loopback every request must name a loopback host (``Host``), so a page
+that rebinds its own name to 127.0.0.1 cannot read a run. No endpoint returns a config's secrets: the config is never sent, only ids.
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -45,7 +47,8 @@ def _json(data: Any, status: int = 200) -> Response:
 
 
 def viewer_app(data: RunData, *, token: str | None = None, other: RunData | None = None) -> Starlette:
-    """The app over one run (and ``other``, to compare with); with ``token`` every request must carry it."""
+    """The app over one run (and ``other``, to compare with); with ``token`` every request must carry it,
+    without one every request must name a loopback host."""
 
     async def page(_request: Request) -> Response:
         return HTMLResponse(PAGE, headers={"Cache-Control": "no-store"})
@@ -92,7 +95,42 @@ def viewer_app(data: RunData, *, token: str | None = None, other: RunData | None
     )
     if token is not None:
         app.add_middleware(_TokenCheck, token=token)
+    else:
+        app.add_middleware(_LoopbackHostCheck)
     return app
+
+
+def _host_name(host: str) -> str:
+    """The name in a ``Host`` header, without its port (``[::1]:8780`` → ``::1``)."""
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
+
+
+def _names_loopback(name: str) -> bool:
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+class _LoopbackHostCheck:
+    """Without a token the viewer serves loopback only, so a page from another site that renamed its own
+    address to 127.0.0.1 (DNS rebinding) is refused (403): its requests carry that site's name as Host."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            host = _host_name(Request(scope).headers.get("host", "").lower())
+            if not _names_loopback(host):
+                text = "this viewer answers only at a loopback address (127.0.0.1 or localhost)"
+                await Response(text, status_code=403, media_type="text/plain")(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class _TokenCheck:
