@@ -25,7 +25,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from .admin_guard import admin_refusal
 from .batch_api import BatchBook
-from .encoding import BodyTooLarge, UndecodableBody, UnsupportedEncoding, decode_body
+from .encoding import BodyTooLarge, UndecodableBody, UnsupportedEncoding, decode_body, read_body
 from .faults import FaultBook, FaultRule, RpmLimits, ceil_seconds, retry_after_header
 from .models import RELEASE_DATE, ModelRegistry, default_registry
 from .stats import STATUS_RESET, Stats
@@ -164,20 +164,13 @@ class ServeApp:
         path = scope["path"]
         handler = self.routes.get((scope["method"], path)) or self._batch_route(scope["method"], path)
         headers = dict(scope.get("headers", ()))
-        auth = headers.get(b"authorization", b"").decode("latin-1")
         encoding = headers.get(b"content-encoding", b"").decode("latin-1")
-        _AUTH.set(auth)
-        body = b""
-        more = True
-        while more:
-            message = await receive()
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
+        _AUTH.set(headers.get(b"authorization", b"").decode("latin-1"))
+        body = await read_body(receive)
         shape: ErrorShape = _vendor_error if path in _SYSTEMONE_PATHS else _error
-        refused = admin_refusal(scope["method"], path, headers, self.admin_token)
         if handler is None:
             reply = _error(404, "not_found_error", f"No route {scope['method']} {path}.")
-        elif refused is not None:
+        elif refused := admin_refusal(scope["method"], path, headers, self.admin_token):
             reply = _error(*refused)
         else:
             try:
@@ -447,8 +440,7 @@ def create_app(
     registry: ModelRegistry | None = None,
     admin_token: str | None = None,
 ) -> ServeApp:
-    """The app with its reference models, starting faults and rate limits; with ``admin_token``, admin
-    writes must carry it (``admin_guard``)."""
+    """The app with its reference models, starting faults and rate limits (and admin token, if any)."""
     return ServeApp(
         registry=registry,
         faults=FaultBook(faults or []),

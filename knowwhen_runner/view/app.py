@@ -47,8 +47,7 @@ def _json(data: Any, status: int = 200) -> Response:
 
 
 def viewer_app(data: RunData, *, token: str | None = None, other: RunData | None = None) -> Starlette:
-    """The app over one run (and ``other``, to compare with); with ``token`` every request must carry it,
-    without one every request must name a loopback host."""
+    """The app over one run (and ``other``, to compare with); with ``token`` every request must carry it."""
 
     async def page(_request: Request) -> Response:
         return HTMLResponse(PAGE, headers={"Cache-Control": "no-store"})
@@ -93,10 +92,7 @@ def viewer_app(data: RunData, *, token: str | None = None, other: RunData | None
             Route("/api/flips", flips),
         ]
     )
-    if token is not None:
-        app.add_middleware(_TokenCheck, token=token)
-    else:
-        app.add_middleware(_LoopbackHostCheck)
+    app.add_middleware(_AccessCheck, token=token)
     return app
 
 
@@ -116,35 +112,28 @@ def _names_loopback(name: str) -> bool:
         return False
 
 
-class _LoopbackHostCheck:
-    """Without a token the viewer serves loopback only, so a page from another site that renamed its own
-    address to 127.0.0.1 (DNS rebinding) is refused (403): its requests carry that site's name as Host."""
+class _AccessCheck:
+    """Refuse (403), before any route: with a token, every request without it; without one (loopback),
+    every request whose Host is not a loopback name, as a page of another site that renamed its own
+    address to 127.0.0.1 (DNS rebinding) sends that site's name."""
 
-    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
-        self.app = app
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            host = _host_name(Request(scope).headers.get("host", "").lower())
-            if not _names_loopback(host):
-                text = "this viewer answers only at a loopback address (127.0.0.1 or localhost)"
-                await Response(text, status_code=403, media_type="text/plain")(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
-class _TokenCheck:
-    """Refuse every request without the token (403), before it reaches a route."""
-
-    def __init__(self, app: Callable[..., Awaitable[None]], token: str) -> None:
+    def __init__(self, app: Callable[..., Awaitable[None]], token: str | None) -> None:
         self.app, self.token = app, token
 
+    def _refusal(self, request: Request) -> str | None:
+        if self.token is None:
+            if _names_loopback(_host_name(request.headers.get("host", "").lower())):
+                return None
+            return "this viewer answers only at a loopback address (127.0.0.1 or localhost)"
+        given = request.query_params.get("token") or request.headers.get(TOKEN_HEADER) or ""
+        if hmac.compare_digest(given.encode(), self.token.encode()):
+            return None
+        return "this viewer needs its token: open the address printed when it started"
+
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            request = Request(scope)
-            given = request.query_params.get("token") or request.headers.get(TOKEN_HEADER) or ""
-            if not hmac.compare_digest(given.encode(), self.token.encode()):
-                text = "this viewer needs its token: open the address printed when it started"
+            text = self._refusal(Request(scope))
+            if text is not None:
                 await Response(text, status_code=403, media_type="text/plain")(scope, receive, send)
                 return
         await self.app(scope, receive, send)
