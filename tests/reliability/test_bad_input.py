@@ -6,6 +6,7 @@ import contextlib
 import gzip
 import json
 import sqlite3
+import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from knowwhen_runner.dataset.files import load_question_set
 from knowwhen_runner.exceptions import KnowwhenError
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config
+from tests.pg import temporary_database
 
 
 def _one_line_error(done, expected: str) -> None:
@@ -280,3 +282,19 @@ def test_damaged_run_file_is_refused_by_every_command_and_left_as_it_is(
         _one_line_error(knowwhen(*command), expected)
         assert db.read_bytes() == damaged, command
     assert (out / "table.md").read_text() == "the table of an earlier finalise\n"
+
+
+@pytest.mark.postgres
+def test_a_database_that_does_not_exist_fails_at_once(tmp_path: Path, tally: Counter[str]) -> None:
+    """A PostgreSQL URL naming a missing database is one sentence and exit 2, not a 600 s outage wait."""
+    with temporary_database() as url:  # a server and user that exist; only the database name is wrong
+        missing = f"{url.rsplit('/', 1)[0]}/kw_missing_{uuid.uuid4().hex[:8]}"
+    cfg = write_config(
+        tmp_path / "c.yaml", "http://127.0.0.1:9", make_question_set(tmp_path / "qs", n_tasks=1)
+    )
+    data = yaml.safe_load(cfg.read_text())
+    cfg.write_text(yaml.safe_dump({**data, "db": missing}))
+    for command in (("run", str(cfg)), ("status", str(tmp_path), "--db", missing)):
+        tally["bad inputs tried"] += 1
+        # timeout well under the outage wait (600 s): a process that waited would fail here
+        _one_line_error(knowwhen(*command, timeout=120), "does not exist")
