@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import json
 import sqlite3
 import uuid
@@ -298,3 +299,22 @@ def test_a_database_that_does_not_exist_fails_at_once(tmp_path: Path, tally: Cou
         tally["bad inputs tried"] += 1
         # timeout well under the outage wait (600 s): a process that waited would fail here
         _one_line_error(knowwhen(*command, timeout=120), "does not exist")
+
+
+@pytest.mark.postgres
+def test_a_shared_database_never_swaps_a_runs_config_silently(tmp_path: Path, tally: Counter[str]) -> None:
+    """The same run name with another config is refused, naming both stamps, unless --replace-config."""
+    folder = make_question_set(tmp_path / "qs", n_tasks=1)
+    first = write_config(tmp_path / "a" / "c.yaml", "http://127.0.0.1:9", folder)
+    second = write_config(tmp_path / "b" / "c.yaml", "http://127.0.0.1:9", folder, workers={"concurrency": 2})
+    stamps = [hashlib.sha256(p.read_bytes()).hexdigest()[:12] for p in (first, second)]
+    with temporary_database() as url:
+        assert knowwhen("run", str(first), "--db", url, "--plan-only").returncode == 0
+        tally["bad inputs tried"] += 1
+        done = knowwhen("run", str(second), "--db", url, "--plan-only")
+        _one_line_error(done, "was started with another config")
+        assert all(stamp in done.stderr for stamp in stamps) and "--replace-config" in done.stderr
+        assert knowwhen("run", str(first), "--db", url, "--plan-only").returncode == 0  # its own config: fine
+        replaced = knowwhen("run", str(second), "--db", url, "--plan-only", "--replace-config")
+        assert replaced.returncode == 0, replaced.stderr
+        assert knowwhen("run", str(second), "--db", url, "--plan-only").returncode == 0
