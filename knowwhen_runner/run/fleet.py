@@ -35,8 +35,8 @@ from ..jobs import Items
 from ..provider import FleetLimits, load_litellm, preload_litellm
 from ..queue import Queue, find_run_name, is_shared_url, open_ledger, open_queue, set_max_db_outage
 from .advance import advance_stages, waiting_reason, waiting_stages
-from .config_swap import refuse_config_swap
 from .event_loop import loop_options
+from .guards import check_before_run
 from .stored import stored_config
 from .sweep import Preflight, RunSummary, check_keys, run_sweep, work_queue
 from .worker import WorkStats, new_worker_id
@@ -227,7 +227,7 @@ def run_fleet(
     it here, the run is finalised once (by whichever process finds it finished first) and keeps its config."""
     config = load_config(config_path)
     url = db or config.db_url
-    refuse_config_swap(Path(config_path), config, url, replace=replace_config)
+    check_before_run(Path(config_path), config, url, replace_config=replace_config)
     if plan_only or (processes <= 1 and not is_shared_url(url)):
         return run_sweep(
             config_path,

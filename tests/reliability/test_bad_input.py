@@ -318,3 +318,39 @@ def test_a_shared_database_never_swaps_a_runs_config_silently(tmp_path: Path, ta
         replaced = knowwhen("run", str(second), "--db", url, "--plan-only", "--replace-config")
         assert replaced.returncode == 0, replaced.stderr
         assert knowwhen("run", str(second), "--db", url, "--plan-only").returncode == 0
+
+
+def test_a_folder_that_is_not_a_run_is_never_written(tmp_path: Path, tally: Counter[str]) -> None:
+    """output: at a non-empty folder that is not a run is refused and left as it was; an empty one is marked."""
+    folder = make_question_set(tmp_path / "qs", n_tasks=1)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "table.md").write_text("my own notes\n")
+    cfg = write_config(tmp_path / "c.yaml", "http://127.0.0.1:9", folder, output=str(mine))
+    tally["bad inputs tried"] += 1
+    _one_line_error(knowwhen("run", str(cfg), "--plan-only"), "is not a knowwhen run folder")
+    assert sorted(p.name for p in mine.iterdir()) == ["table.md"]
+    assert (mine / "table.md").read_text() == "my own notes\n"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cfg = write_config(tmp_path / "c.yaml", "http://127.0.0.1:9", folder, output=str(empty))
+    assert knowwhen("run", str(cfg), "--plan-only").returncode == 0
+    assert (empty / ".knowwhen-run").is_file() and (empty / "knowwhen.db").is_file()
+
+
+def test_a_run_folder_from_before_the_mark_keeps_working(tmp_path: Path) -> None:
+    """A run folder without the mark (knowwhen.db, or finalised manifests on PostgreSQL) is still a run."""
+    folder = make_question_set(tmp_path / "qs", n_tasks=1)
+    cfg = write_config(tmp_path / "c.yaml", "http://127.0.0.1:9", folder)
+    out = tmp_path / "out"
+    assert knowwhen("run", str(cfg), "--plan-only").returncode == 0
+    (out / ".knowwhen-run").unlink()  # as a run of an earlier release left it
+    (out / "table.md").write_text("an earlier table\n")
+    assert knowwhen("run", str(cfg), "--plan-only").returncode == 0
+    assert (out / ".knowwhen-run").is_file()
+    finalised = tmp_path / "finalised"
+    (finalised / "manifests").mkdir(parents=True)
+    (finalised / "manifests" / "lexical.cxs.json").write_text("{}")
+    (finalised / "table.md").write_text("an earlier table\n")
+    cfg = write_config(tmp_path / "c.yaml", "http://127.0.0.1:9", folder, output=str(finalised))
+    assert knowwhen("run", str(cfg), "--plan-only").returncode == 0
