@@ -178,7 +178,7 @@ def _parse(text: str, *, base: Path, source: str, check_files: bool) -> SweepCon
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())  # one line, whatever YAML said
         raise ConfigError(f"{path}{where}: not valid YAML ({problem})") from None
     if not isinstance(data, dict) or root is None:
         raise ConfigError(f"{path}:1: a config is a YAML mapping (models, scenarios, output, ...)")

@@ -32,7 +32,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..exceptions import DatabaseUnavailable, QueueError, SchemaVersionError
@@ -122,7 +122,12 @@ def _begin_immediate(raw: Any, url: str) -> None:
 
 def make_engine(url: str, *, pool_size: int = 2) -> Engine:
     """An engine for SQLite (WAL, ``BEGIN IMMEDIATE``) or PostgreSQL (psycopg 3)."""
-    parsed = make_url(url)
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise QueueError(
+            "a database URL (db, cache.url or --db) is not one: use sqlite:///FILE or postgresql://HOST/NAME"
+        ) from None
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             check_sqlite_file(parsed.database)  # before SQLite writes a damaged file over
