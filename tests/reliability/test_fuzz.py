@@ -146,7 +146,7 @@ def test_hostile_values_anywhere_plan_or_say_one_sentence(
     _plan(base, yaml.safe_dump(config, allow_unicode=True), tally)
 
 
-@_fuzz
+@settings(_fuzz, max_examples=40)
 @given(data=st.data())
 def test_text_level_damage_says_one_sentence(
     base: dict[str, Any], data: st.DataObject, tally: Counter[str]
@@ -159,7 +159,7 @@ def test_text_level_damage_says_one_sentence(
     if kind == "duplicate":
         lines.insert(where + 1, lines[where])
     elif kind == "deep":
-        depth = data.draw(st.integers(50, 5000))
+        depth = data.draw(st.integers(50, 1500))  # past Python's recursion limit, at a bounded cost
         key = lines[where].split(":")[0]
         lines[where] = f"{key}: {'[' * depth}{']' * depth}"
     elif kind == "cut":
