@@ -7,6 +7,7 @@ that was cut short, emptied or overwritten is refused here with one sentence ins
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from ..exceptions import QueueError
@@ -14,6 +15,9 @@ from ..exceptions import QueueError
 __all__ = ["DAMAGED_LEAVE", "check_sqlite_file"]
 
 _MAGIC = b"SQLite format 3\x00"
+# How long an empty file may take to get its first page: processes started together (``--processes``)
+# open a new file at the same moment, and one of them is writing it.
+_CREATING_S = 2.0
 DAMAGED_LEAVE = "it is left as it is: restore it from a copy, or move it away to start afresh"
 
 
@@ -26,9 +30,19 @@ def _wal_has_data(path: Path) -> bool:
         return False
 
 
+def _still_empty(path: Path) -> bool:
+    """Whether an empty file stays empty: another process that is creating it writes within moments."""
+    deadline = time.monotonic() + _CREATING_S
+    while time.monotonic() < deadline:
+        if _wal_has_data(path) or path.stat().st_size > 0:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def _problem(path: Path, head: bytes, size: int) -> str | None:
     if size == 0:
-        return None if _wal_has_data(path) else "is empty (0 bytes)"
+        return "is empty (0 bytes)" if _still_empty(path) else None
     if not head.startswith(_MAGIC):
         return "is not a SQLite file (its first bytes are not SQLite's)"
     if len(head) < 100:
