@@ -11,15 +11,19 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+import anyio
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from starlette.testclient import TestClient
 
 from knowwhen_runner.config import load_config
 from knowwhen_runner.dataset.files import load_question_set
 from knowwhen_runner.exceptions import KnowwhenError
 from knowwhen_runner.serve import ServerProcess
+from knowwhen_runner.view import RunData, viewer_app
+from tests.golden.builders import finished_queue, small_config
 from tests.helpers import knowwhen, make_question_set, write_config
 from tests.pg import temporary_database
 
@@ -354,3 +358,22 @@ def test_a_run_folder_from_before_the_mark_keeps_working(tmp_path: Path) -> None
     (finalised / "table.md").write_text("an earlier table\n")
     cfg = write_config(tmp_path / "c.yaml", "http://127.0.0.1:9", folder, output=str(finalised))
     assert knowwhen("run", str(cfg), "--plan-only").returncode == 0
+
+
+@pytest.mark.parametrize("offset", ["1e30", "99999999999999999999999999", "inf", "nan", "-5", "1e400"])
+def test_the_viewer_at_any_offset_gives_a_page(tmp_path: Path, offset: str, tally: Counter[str]) -> None:
+    """/api/questions at an offset (and limit) huge, negative or not finite gives a page (empty past the end),
+    never a 500."""
+    config = small_config(tmp_path)
+    client = TestClient(
+        viewer_app(RunData(anyio.run(finished_queue, config), given_config=config)),
+        base_url="http://127.0.0.1:8780",
+        raise_server_exceptions=False,
+    )
+    tally["bad inputs tried"] += 1
+    page = client.get("/api/questions", params={"offset": offset, "limit": offset})
+    assert page.status_code == 200, page.text
+    body = page.json()
+    assert body["offset"] >= 0 and 1 <= body["limit"] <= 5000
+    if offset in ("1e30", "99999999999999999999999999"):
+        assert body["rows"] == []

@@ -212,15 +212,3 @@ def test_on_loopback_another_host_is_refused(data: RunData, host: str) -> None:
     refused = client.get("/api/questions", headers={"Host": host})
     assert refused.status_code == 403
     assert "loopback" in refused.text
-
-
-@pytest.mark.parametrize("offset", ["1e30", "99999999999999999999999999", "inf", "nan", "-5", "1e400"])
-def test_questions_at_any_offset_give_a_page(data: RunData, offset: str) -> None:
-    """An offset past the end, huge or not a finite number gives a page (empty past the end), never a 500."""
-    client = TestClient(viewer_app(data), base_url=LOCAL, raise_server_exceptions=False)
-    page = client.get("/api/questions", params={"offset": offset, "limit": offset})
-    assert page.status_code == 200, page.text
-    body = page.json()
-    assert body["offset"] >= 0 and 1 <= body["limit"] <= 5000
-    if offset in ("1e30", "99999999999999999999999999"):
-        assert body["rows"] == []
