@@ -148,7 +148,8 @@ def parse_config(text: str, *, base: Path, source: str, check_files: bool = True
     """Validate config text; relative paths resolve against ``base``; ``source`` names it in errors.
 
     ``check_files=False`` skips checking that scenario paths exist (a config stored with a run, read on
-    a machine that has none of its files).
+    a machine that has none of its files), and keys given twice (a run stored before they were refused
+    keeps the meaning it ran with: the last one wins).
     """
     path = source
     try:
@@ -157,8 +158,8 @@ def parse_config(text: str, *, base: Path, source: str, check_files: bool = True
         raise ConfigError(f"{path}: the config is nested too deeply to be a sweep config") from None
 
 
-def _check_keys_and_numbers(root: yaml.Node, data: dict[str, Any], path: str) -> None:
-    twice = duplicate_key(root)
+def _check_keys_and_numbers(root: yaml.Node, data: dict[str, Any], path: str, *, twice_ok: bool) -> None:
+    twice = None if twice_ok else duplicate_key(root)
     if twice:
         loc, second = twice
         raise ConfigError(f"{path}:{second}: {_dotted(loc)}: this key is given twice; keep one")
@@ -182,7 +183,7 @@ def _parse(text: str, *, base: Path, source: str, check_files: bool) -> SweepCon
         raise ConfigError(f"{path}{where}: not valid YAML ({problem})") from None
     if not isinstance(data, dict) or root is None:
         raise ConfigError(f"{path}:1: a config is a YAML mapping (models, scenarios, output, ...)")
-    _check_keys_and_numbers(root, data, path)
+    _check_keys_and_numbers(root, data, path, twice_ok=not check_files)
     secret = _find_literal_secret(root)
     if secret:
         loc, node = secret
