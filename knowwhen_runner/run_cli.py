@@ -64,6 +64,9 @@ def run(
     no_probe: Annotated[
         bool, typer.Option("--no-probe", help="Do not probe each model with one question first.")
     ] = False,
+    replace_config: Annotated[
+        bool, typer.Option("--replace-config", help="Shared database: replace the run's stored config.")
+    ] = False,
 ) -> None:
     """Plan CONFIG into its queue and work until every job is recorded, then finalise. Rerun to resume."""
     from .run import Preflight, run_fleet
@@ -79,6 +82,7 @@ def run(
         preflight=Preflight(
             not no_probe, frozenset(skip_model or ()), lambda probes: print_probes(out, probes)
         ),
+        replace_config=replace_config,
     )
     _say_outcome(summary)
     if plan_only:

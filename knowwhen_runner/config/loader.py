@@ -13,7 +13,9 @@ from pydantic import ValidationError
 from ..exceptions import ConfigError
 from .credentials import ENV_REF, expand_env, literal_credential, register_written
 from .fields import _KEY_SHAPE, _SECRET_FIELDS
+from .scenario_spec import ScenarioSpec
 from .sweep_config import SweepConfig
+from .yaml_checks import INT_RANGE, duplicate_key, out_of_range
 
 
 def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
@@ -121,6 +123,17 @@ def _resolve_paths(data: dict[str, Any], base: Path, source: str) -> dict[str, A
     return data
 
 
+def _missing_layout(spec: ScenarioSpec) -> str | None:
+    """What a question-set folder lacks, checked before anything walks it (a link to a big tree)."""
+    folder = spec.path
+    if spec.kind != "states" or folder is None or not folder.is_dir():
+        return None
+    stem = f"questions_{spec.variant}" if spec.variant and spec.variant != "main" else "questions"
+    if (folder / f"{stem}.jsonl.gz").is_file() or (folder / f"{stem}.jsonl").is_file():
+        return None
+    return f"{folder} is not a question-set folder: it has no {stem}.jsonl.gz or {stem}.jsonl"
+
+
 def load_config(path: str | Path) -> SweepConfig:
     """Load and validate a sweep config; every failure is one ``ConfigError`` line naming file and field."""
     path = Path(path)
@@ -161,9 +174,31 @@ def parse_config(
     """Validate config text; relative paths resolve against ``base``; ``source`` names it in errors.
 
     ``check_files=False`` skips checking that scenario paths exist (a config stored with a run, read on
-    a machine that has none of its files). ``stored=True`` reads a config stored with a run: one an
-    earlier release stored with a credential written in it still opens, the credential redacted.
+    a machine that has none of its files), and keys given twice (a run stored before they were refused
+    keeps the meaning it ran with: the last one wins). ``stored=True`` reads a config stored with a run:
+    one an earlier release stored with a credential written in it still opens, the credential redacted.
     """
+    path = source
+    try:
+        return _parse(text, base=base, source=source, check_files=check_files, stored=stored)
+    except RecursionError:
+        raise ConfigError(f"{path}: the config is nested too deeply to be a sweep config") from None
+
+
+def _check_keys_and_numbers(root: yaml.Node, data: dict[str, Any], path: str, *, twice_ok: bool) -> None:
+    twice = None if twice_ok else duplicate_key(root)
+    if twice:
+        loc, second = twice
+        raise ConfigError(f"{path}:{second}: {_dotted(loc)}: this key is given twice; keep one")
+    huge = out_of_range(data)
+    if huge:
+        loc, _ = huge
+        raise ConfigError(
+            f"{path}:{_line_of(root, loc)}: {_dotted(loc)}: a number outside {INT_RANGE[0]}..{INT_RANGE[1]}"
+        )
+
+
+def _parse(text: str, *, base: Path, source: str, check_files: bool, stored: bool) -> SweepConfig:
     path = source
     try:
         root = yaml.compose(text)
@@ -171,10 +206,11 @@ def parse_config(
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())  # one line, whatever YAML said
         raise ConfigError(f"{path}{where}: not valid YAML ({problem})") from None
     if not isinstance(data, dict) or root is None:
         raise ConfigError(f"{path}:1: a config is a YAML mapping (models, scenarios, output, ...)")
+    _check_keys_and_numbers(root, data, path, twice_ok=not check_files)
     _refuse_written_secrets(root, data, path, stored)
     data = _resolve_paths(data, base, source)
     try:
@@ -193,6 +229,10 @@ def parse_config(
             line = _line_of(root, ("scenarios", i, "path"))
             fetch = f"; fetch it with `knowwhen fetch-l1 --out {sc.path}`" if sc.kind == "isolated" else ""
             raise ConfigError(f"{path}:{line}: scenarios.{i}.path: {sc.path} does not exist{fetch}")
+        missing = _missing_layout(sc)
+        if missing:
+            line = _line_of(root, ("scenarios", i, "path"))
+            raise ConfigError(f"{path}:{line}: scenarios.{i}.path: {missing}")
         if sc.exclude is not None and not sc.exclude.is_file():
             at = _line_of(root, ("scenarios", i, "exclude"))
             raise ConfigError(f"{path}:{at}: scenarios.{i}.exclude: {sc.exclude} is not a file")

@@ -5,7 +5,7 @@ comparing them with the queue), all of it redone by every resume although, most 
 changed and every job is already in the queue. A stamp covers everything a plan is made from: the
 config as loaded (after ``${VAR}`` expansion and path resolution), the job-id scheme and this
 release, the thresholds fitted so far, and each scenario file's name, size and modification time
-(its folder's files, recursively, for a folder). After a plan is enqueued its stamp is kept with the
+(a question-set folder's own files; any other folder's, recursively). After a plan is enqueued its stamp is kept with the
 run; a run whose stamp is already kept works the queue as it stands, with the items stored there.
 Touching or editing any scenario file, or any change to the config but its ``report`` block, plans again.
 """
@@ -25,14 +25,18 @@ from ..jsonio import dumps
 __all__ = ["plan_stamp"]
 
 
-def _files(path: Path) -> list[tuple[str, int, int]]:
-    """(relative name, size, mtime in ns) of a file, or of every file under a folder, sorted."""
+def _files(path: Path, *, recursive: bool) -> list[tuple[str, int, int]]:
+    """(relative name, size, mtime in ns) of a file, or of every file in (or under) a folder, sorted.
+
+    A question-set folder is flat, so only its own files are read: a folder that also holds a big tree
+    is not walked.
+    """
     if path.is_file():
         st = path.stat()
         return [(path.name, st.st_size, st.st_mtime_ns)]
     found = []
     for root, dirs, names in os.walk(path):
-        dirs.sort()
+        dirs[:] = sorted(dirs) if recursive else []
         for name in sorted(names):
             full = Path(root, name)
             st = full.stat()
@@ -46,7 +50,7 @@ def _sources(config: SweepConfig) -> dict[str, list[tuple[str, int, int]]]:
         for label, value in (("path", spec.path), ("suite", spec.suite)):
             candidate = Path(value) if value is not None else None
             if candidate is not None and candidate.exists():
-                out[f"{spec.id}:{label}"] = _files(candidate)
+                out[f"{spec.id}:{label}"] = _files(candidate, recursive=spec.kind != "states")
     return out
 
 

@@ -32,12 +32,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..exceptions import DatabaseUnavailable, QueueError, SchemaVersionError
 from . import schema as s
 from .outage import is_unavailable, wait_out, wait_out_blocking
+from .sqlite_file import DAMAGED_LEAVE, check_sqlite_file
 
 __all__ = [
     "DbClock",
@@ -121,9 +122,15 @@ def _begin_immediate(raw: Any, url: str) -> None:
 
 def make_engine(url: str, *, pool_size: int = 2) -> Engine:
     """An engine for SQLite (WAL, ``BEGIN IMMEDIATE``) or PostgreSQL (psycopg 3)."""
-    parsed = make_url(url)
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise QueueError(
+            "a database URL (db, cache.url or --db) is not one: use sqlite:///FILE or postgresql://HOST/NAME"
+        ) from None
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
+            check_sqlite_file(parsed.database)  # before SQLite writes a damaged file over
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         # No busy_timeout: SQLite's own wait sleeps 1, 2, 5, 10 ... 100 ms between tries, and with two
         # processes on one file most transactions would sleep milliseconds for a lock held 0.1 ms. We
@@ -134,7 +141,14 @@ def make_engine(url: str, *, pool_size: int = 2) -> Engine:
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
             dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
             cur = dbapi_conn.cursor()
-            _wal(cur)
+            try:
+                _wal(cur)
+            except sqlite3.DatabaseError as exc:
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise
+                raise QueueError(
+                    f"{parsed.database}: the database is damaged ({exc}); {DAMAGED_LEAVE}"
+                ) from None
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
 

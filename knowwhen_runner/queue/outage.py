@@ -45,6 +45,9 @@ _PG_CLASSES = ("08", "57", "53")
 _PG_CODES = ("25006",)
 _SQLITE_WORDS = ("locked", "busy")
 _NO_SUCH_HOST = ("translate host name", "failed to resolve host", "Name or service not known")
+# A server that answers and refuses: a database or role that does not exist, a password or pg_hba.conf
+# that says no. libpq gives these without a SQLSTATE; waiting would not change the answer.
+_REFUSED = ("does not exist", "password authentication failed", "no pg_hba.conf entry")
 
 T = TypeVar("T")
 
@@ -58,6 +61,8 @@ def is_unavailable(exc: BaseException) -> bool:
         return any(word in str(orig) for word in _SQLITE_WORDS)
     if any(words in str(orig) for words in _NO_SUCH_HOST):
         return False  # a host name that does not resolve is a wrong URL far more often than an outage
+    if any(words in str(orig) for words in _REFUSED):
+        return False  # the server is there and said no: fail at once, with its sentence
     code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
     if isinstance(code, str):
         return code[:2] in _PG_CLASSES or code in _PG_CODES

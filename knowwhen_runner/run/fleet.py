@@ -36,6 +36,7 @@ from ..provider import FleetLimits, load_litellm, preload_litellm
 from ..queue import Queue, find_run_name, is_shared_url, open_ledger, open_queue, set_max_db_outage
 from .advance import advance_stages, waiting_reason, waiting_stages
 from .event_loop import loop_options
+from .guards import check_before_run
 from .stored import stored_config
 from .sweep import Preflight, RunSummary, check_keys, run_sweep, work_queue
 from .worker import WorkStats, new_worker_id
@@ -219,15 +220,14 @@ def run_fleet(
     progress: bool = True,
     plan_only: bool = False,
     preflight: Preflight | None = None,
+    replace_config: bool = False,
 ) -> RunSummary:
-    """``knowwhen run``: one process on a private database as before; else a member of a fleet.
-
-    With a shared database (PostgreSQL, or ``processes > 1``) this process plans and works under the
-    fleet's limits, ``processes - 1`` worker processes join it on this machine, and the run is
-    finalised once (by whichever process finds it finished first).
-    """
+    """``knowwhen run``: one process on a private database; with a shared one (PostgreSQL, or ``processes
+    > 1``) a member of a fleet: it plans and works under the fleet's limits, ``processes - 1`` workers join
+    it here, the run is finalised once (by whichever process finds it finished first) and keeps its config."""
     config = load_config(config_path)
     url = db or config.db_url
+    check_before_run(Path(config_path), config, url, replace_config=replace_config)
     if plan_only or (processes <= 1 and not is_shared_url(url)):
         return run_sweep(
             config_path,

@@ -23,8 +23,9 @@ from urllib.parse import parse_qs
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
+from .admin_guard import admin_refusal
 from .batch_api import BatchBook
-from .encoding import BodyTooLarge, UndecodableBody, UnsupportedEncoding, decode_body
+from .encoding import BodyTooLarge, UndecodableBody, UnsupportedEncoding, decode_body, read_body
 from .faults import FaultBook, FaultRule, RpmLimits, ceil_seconds, retry_after_header
 from .models import RELEASE_DATE, ModelRegistry, default_registry
 from .stats import STATUS_RESET, Stats
@@ -132,8 +133,10 @@ class ServeApp:
         faults: FaultBook | None = None,
         limits: RpmLimits | None = None,
         stats: Stats | None = None,
+        admin_token: str | None = None,
     ) -> None:
         self.registry = registry or default_registry()
+        self.admin_token = admin_token
         self.faults = faults or FaultBook()
         self.limits = limits or RpmLimits()
         self.stats = stats or Stats()
@@ -160,22 +163,15 @@ class ServeApp:
             return
         path = scope["path"]
         handler = self.routes.get((scope["method"], path)) or self._batch_route(scope["method"], path)
-        auth = encoding = ""
-        for key, value in scope.get("headers", ()):
-            if key == b"authorization":
-                auth = value.decode("latin-1")
-            elif key == b"content-encoding":
-                encoding = value.decode("latin-1")
-        _AUTH.set(auth)
-        body = b""
-        more = True
-        while more:
-            message = await receive()
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
+        headers = dict(scope.get("headers", ()))
+        encoding = headers.get(b"content-encoding", b"").decode("latin-1")
+        _AUTH.set(headers.get(b"authorization", b"").decode("latin-1"))
+        body = await read_body(receive)
         shape: ErrorShape = _vendor_error if path in _SYSTEMONE_PATHS else _error
         if handler is None:
             reply = _error(404, "not_found_error", f"No route {scope['method']} {path}.")
+        elif refused := admin_refusal(scope["method"], path, headers, self.admin_token):
+            reply = _error(*refused)
         else:
             try:
                 if encoding:
@@ -442,10 +438,12 @@ def create_app(
     enforce_rpm: dict[str, int] | None = None,
     limit_headers: bool = True,
     registry: ModelRegistry | None = None,
+    admin_token: str | None = None,
 ) -> ServeApp:
-    """The app with its reference models, starting faults and rate limits."""
+    """The app with its reference models, starting faults and rate limits (and admin token, if any)."""
     return ServeApp(
         registry=registry,
         faults=FaultBook(faults or []),
         limits=RpmLimits(enforce_rpm or {}, headers=limit_headers),
+        admin_token=admin_token,
     )

@@ -6,13 +6,22 @@ from __future__ import annotations
 
 import io
 import zlib
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 try:
     import zstandard
 except ImportError:  # the server still answers plain and gzip bodies; zstd ones get a 415
     zstandard = None  # type: ignore[assignment]
 
-__all__ = ["MAX_DECODED_BYTES", "BodyTooLarge", "UndecodableBody", "UnsupportedEncoding", "decode_body"]
+__all__ = [
+    "MAX_DECODED_BYTES",
+    "BodyTooLarge",
+    "UndecodableBody",
+    "UnsupportedEncoding",
+    "decode_body",
+    "read_body",
+]
 
 MAX_DECODED_BYTES = 64 * 2**20
 
@@ -74,3 +83,14 @@ def decode_body(body: bytes, content_encoding: str, limit: int = MAX_DECODED_BYT
         if len(body) > limit:
             raise BodyTooLarge(f"the decoded body is larger than {limit} bytes")
     return body, ",".join(codings)
+
+
+async def read_body(receive: Callable[[], Awaitable[dict[str, Any]]]) -> bytes:
+    """The whole request body of an ASGI request, as sent (still encoded)."""
+    body = b""
+    more = True
+    while more:
+        message = await receive()
+        body += message.get("body", b"")
+        more = message.get("more_body", False)
+    return body

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from ..exceptions import ServeError
+from .admin_guard import ADMIN_TOKEN_ENV, ADMIN_TOKEN_HEADER, admin_token_for
 from .faults import FaultRule
 
 __all__ = ["ServerProcess", "free_port", "start_server_process"]
@@ -37,13 +38,23 @@ def free_port(host: str = "127.0.0.1") -> int:
 class ServerProcess:
     """A running ``knowwhen serve`` child: its URL, its admin calls, and how to stop it."""
 
-    def __init__(self, process: subprocess.Popen[bytes], host: str, port: int, log_path: str) -> None:
+    def __init__(
+        self,
+        process: subprocess.Popen[bytes],
+        host: str,
+        port: int,
+        log_path: str,
+        admin_token: str | None = None,
+    ) -> None:
         self.process = process
         self.host = host
         self.port = port
         self.log_path = log_path
         self.base_url = f"http://{host}:{port}"
-        self._admin = httpx.Client(base_url=self.base_url, timeout=10.0)
+        # Admin writes carry a JSON content type, and the admin token when the server has one.
+        token = admin_token or os.environ.get(ADMIN_TOKEN_ENV)
+        headers = {"content-type": "application/json", **({ADMIN_TOKEN_HEADER: token} if token else {})}
+        self._admin = httpx.Client(base_url=self.base_url, timeout=10.0, headers=headers)
 
     # -- admin -----------------------------------------------------------------------------------
 
@@ -172,6 +183,8 @@ def start_server_process(
     if end_with_us:
         extra_args = [*extra_args, "--parent-pid", str(os.getpid())]
     attempts = 3 if port == 0 else 1
+    # Beyond loopback the child needs an admin token; choose it here so the admin calls can carry it.
+    token = admin_token_for(host)[0]
     for attempt in range(attempts):
         chosen = port or free_port(host)
         fd, log_path = tempfile.mkstemp(prefix="knowwhen-serve-", suffix=".log")
@@ -190,8 +203,9 @@ def start_server_process(
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                env={**os.environ, ADMIN_TOKEN_ENV: token} if token else None,
             )
-        server = ServerProcess(process, host, chosen, log_path)
+        server = ServerProcess(process, host, chosen, log_path, admin_token=token)
         try:
             server._wait_healthy(timeout)
             return server

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import uvicorn
 
+from .admin_guard import admin_token_for
 from .app import create_app
 from .faults import FaultRule
 from .models import default_registry
@@ -33,11 +34,15 @@ def run_server(
         if target not in registry.decision:
             raise SystemExit(f"--alias {name}={target}: no decision model named {target!r}")
         registry.add_decision_alias(name, target)
+    token, announce = admin_token_for(host)
+    if announce:
+        print(f"knowwhen serve: {announce}", flush=True)
     app = create_app(
         faults=list(faults),
         enforce_rpm=dict(enforce_rpm or {}),
         limit_headers=limit_headers,
         registry=registry,
+        admin_token=token,
     )
     config = uvicorn.Config(
         app,

@@ -2,12 +2,14 @@
 
 Served on loopback by default. Bound to any other address it asks for a token — generated at start,
 printed once — on every request (``?token=`` or the ``X-Knowwhen-Token`` header; the page passes on the
-one in its own address). No endpoint returns a config's secrets: the config is never sent, only ids.
+one in its own address). On loopback every request must name a loopback host (``Host``), so a page
+that rebinds its own name to 127.0.0.1 cannot read a run. No endpoint returns a config's secrets: the config is never sent, only ids.
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -90,23 +92,48 @@ def viewer_app(data: RunData, *, token: str | None = None, other: RunData | None
             Route("/api/flips", flips),
         ]
     )
-    if token is not None:
-        app.add_middleware(_TokenCheck, token=token)
+    app.add_middleware(_AccessCheck, token=token)
     return app
 
 
-class _TokenCheck:
-    """Refuse every request without the token (403), before it reaches a route."""
+def _host_name(host: str) -> str:
+    """The name in a ``Host`` header, without its port (``[::1]:8780`` → ``::1``)."""
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
 
-    def __init__(self, app: Callable[..., Awaitable[None]], token: str) -> None:
+
+def _names_loopback(name: str) -> bool:
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+class _AccessCheck:
+    """Refuse (403), before any route: with a token, every request without it; without one (loopback),
+    every request whose Host is not a loopback name, as a page of another site that renamed its own
+    address to 127.0.0.1 (DNS rebinding) sends that site's name."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], token: str | None) -> None:
         self.app, self.token = app, token
+
+    def _refusal(self, request: Request) -> str | None:
+        if self.token is None:
+            if _names_loopback(_host_name(request.headers.get("host", "").lower())):
+                return None
+            return "this viewer answers only at a loopback address (127.0.0.1 or localhost)"
+        given = request.query_params.get("token") or request.headers.get(TOKEN_HEADER) or ""
+        if hmac.compare_digest(given.encode(), self.token.encode()):
+            return None
+        return "this viewer needs its token: open the address printed when it started"
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            request = Request(scope)
-            given = request.query_params.get("token") or request.headers.get(TOKEN_HEADER) or ""
-            if not hmac.compare_digest(given.encode(), self.token.encode()):
-                text = "this viewer needs its token: open the address printed when it started"
+            text = self._refusal(Request(scope))
+            if text is not None:
                 await Response(text, status_code=403, media_type="text/plain")(scope, receive, send)
                 return
         await self.app(scope, receive, send)

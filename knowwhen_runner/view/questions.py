@@ -9,6 +9,7 @@ fields each), judged here and paged, and kept while no job finishes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -29,15 +30,17 @@ __all__ = ["PAGE_SIZE", "QuestionFilter", "judged_rows", "public_answer", "quest
 PAGE_SIZE = 500
 """Answers listed per page."""
 _MAX_PAGE = 5000
+_MAX_OFFSET = 2**62  # past any run's answers, and within what SQLite and PostgreSQL take as an OFFSET
 
 Keys = dict[str, dict[str, list[KeyEntry]]]
 
 
 def _number(text: str | None) -> float | None:
     try:
-        return float(text) if text else None
+        value = float(text) if text else None
     except ValueError:
         return None
+    return value if value is not None and math.isfinite(value) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +74,7 @@ class QuestionFilter:
             min_confidence=_number(params.get("cmin")),
             max_confidence=_number(params.get("cmax")),
             by_confidence=params.get("sort") == "confidence",
-            offset=max(0, int(offset or 0)),
+            offset=int(min(_MAX_OFFSET, max(0, offset or 0))),
             limit=min(_MAX_PAGE, max(1, int(limit or PAGE_SIZE))),
             llm_later=params.get("llm") == "later",
         )

@@ -20,4 +20,6 @@ NAMES = (
     "sigterm hand-overs",
     "stale workers taken over",
     "results lost",
+    "fuzz inputs tried",
+    "fuzz tracebacks",
 )

@@ -4,20 +4,28 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import json
 import sqlite3
+import uuid
 from collections import Counter
 from pathlib import Path
 
+import anyio
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from starlette.testclient import TestClient
 
 from knowwhen_runner.config import load_config
 from knowwhen_runner.dataset.files import load_question_set
 from knowwhen_runner.exceptions import KnowwhenError
+from knowwhen_runner.serve import ServerProcess
+from knowwhen_runner.view import RunData, viewer_app
+from tests.golden.builders import finished_queue, small_config
 from tests.helpers import knowwhen, make_question_set, write_config
+from tests.pg import temporary_database
 
 
 def _one_line_error(done, expected: str) -> None:
@@ -88,6 +96,9 @@ CONFIG_BREAKS = {
     "literal key": (None, "literal API keys are not allowed"),
     "not a mapping": ("- just\n- a list\n", "a config is a YAML mapping"),
     "broken yaml": ("name: [unclosed\n", "not valid YAML"),
+    "huge limit": (None, "scenarios.0.limit: a number outside"),
+    "duplicate key": ({}, "workers: this key is given twice"),
+    "deep nesting": ("name: " + "[" * 3000 + "]" * 3000 + "\n", "nested too deeply"),
 }
 
 
@@ -105,13 +116,33 @@ def test_broken_configs_are_named(tmp_path: Path, name: str, tally: Counter[str]
             data["models"][1]["id"] = data["models"][0]["id"]
         elif name == "literal key":
             data["models"][0]["api_key"] = "sk-live-0123456789abcdefghij"
+        elif name == "huge limit":
+            data["scenarios"][0]["limit"] = 99999999999999999999999999
         else:
             data.update(change)
         cfg.write_text(yaml.safe_dump(data))
+        if name == "duplicate key":
+            cfg.write_text(cfg.read_text() + "workers: {concurrency: 1}\n")
     tally["bad inputs tried"] += 1
     done = knowwhen("run", str(cfg))
     _one_line_error(done, expected)
     assert "sk-live-0123456789abcdefghij" not in done.stderr
+
+
+def test_scenario_link_to_a_big_tree_is_refused_before_it_is_walked(
+    tmp_path: Path, tally: Counter[str]
+) -> None:
+    """A scenario path linking to a tree without a questions file is named with config, line and field."""
+    tree = tmp_path / "tree"
+    for i in range(50):
+        (tree / f"d{i}").mkdir(parents=True)
+        (tree / f"d{i}" / "x.bin").write_bytes(b"x")
+    (tmp_path / "link").symlink_to(tree)
+    cfg = write_config(tmp_path / "c.yaml", "http://127.0.0.1:9", tmp_path / "link")
+    tally["bad inputs tried"] += 1
+    done = knowwhen("plan", str(cfg))
+    _one_line_error(done, f"{cfg}:")
+    assert "scenarios.0.path" in done.stderr and "is not a question-set folder" in done.stderr
 
 
 @pytest.mark.slow
@@ -192,3 +223,157 @@ def test_fuzzed_scenario_files_never_crash(tmp_path: Path, lines: list[bytes]) -
     _append_raw(folder / "questions.jsonl.gz", b"\n".join(lines) + b"\n")
     with contextlib.suppress(KnowwhenError):
         load_question_set(folder)
+
+
+# --- damaged run files: refused by every command, never written over --------------------------------------
+
+
+def _truncate(db: Path) -> None:
+    db.write_bytes(db.read_bytes()[: db.stat().st_size // 3])
+
+
+def _scramble_pages(db: Path) -> None:
+    data = bytearray(db.read_bytes())
+    data[100:8192] = bytes((i * 37) % 251 for i in range(8092))
+    db.write_bytes(bytes(data))
+
+
+def _other_schema_version(db: Path) -> None:
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("UPDATE kw_meta SET value = '99' WHERE key = 'schema_version'")
+
+
+RUN_FILE_DAMAGE = {
+    "truncated": (_truncate, "is cut short"),
+    "zero bytes": (lambda db: db.write_bytes(b""), "is empty (0 bytes)"),
+    "garbage": (lambda db: db.write_bytes(b"\x00garbage" * 4000), "is not a SQLite file"),
+    "damaged pages": (_scramble_pages, "is damaged"),
+    "wrong schema version": (_other_schema_version, "schema version 99"),
+}
+
+
+@pytest.fixture(scope="module")
+def planned_run(tmp_path_factory: pytest.TempPathFactory, serve: ServerProcess) -> tuple[Path, bytes]:
+    """A config and the run file of its finished run (checkpointed, so the file alone is the database)."""
+    base = tmp_path_factory.mktemp("damaged")
+    cfg = write_config(base / "c.yaml", serve.base_url, make_question_set(base / "qs", n_tasks=2))
+    assert knowwhen("run", str(cfg)).returncode == 0
+    return cfg, (base / "out" / "knowwhen.db").read_bytes()
+
+
+@pytest.mark.parametrize("damage", sorted(RUN_FILE_DAMAGE))
+def test_damaged_run_file_is_refused_by_every_command_and_left_as_it_is(
+    planned_run: tuple[Path, bytes], damage: str, tally: Counter[str]
+) -> None:
+    """run, status, finalize and export each say one sentence (exit 2); the file and table.md stay."""
+    cfg, good = planned_run
+    out = cfg.parent / "out"
+    db = out / "knowwhen.db"
+    db.write_bytes(good)
+    for extra in ("-wal", "-shm"):
+        db.with_name(db.name + extra).unlink(missing_ok=True)
+    breaker, expected = RUN_FILE_DAMAGE[damage]
+    breaker(db)
+    damaged = db.read_bytes()
+    (out / "table.md").write_text("the table of an earlier finalise\n")
+    commands = [
+        ("run", str(cfg)),
+        ("status", str(out)),
+        ("finalize", str(out)),
+        ("export", str(out), "--out", str(cfg.parent / f"export-{damage.replace(' ', '-')}")),
+    ]
+    for command in commands:
+        tally["bad inputs tried"] += 1
+        _one_line_error(knowwhen(*command), expected)
+        assert db.read_bytes() == damaged, command
+    assert (out / "table.md").read_text() == "the table of an earlier finalise\n"
+
+
+@pytest.mark.postgres
+def test_a_database_that_does_not_exist_fails_at_once(tmp_path: Path, tally: Counter[str]) -> None:
+    """A PostgreSQL URL naming a missing database is one sentence and exit 2, not a 600 s outage wait."""
+    with temporary_database() as url:  # a server and user that exist; only the database name is wrong
+        missing = f"{url.rsplit('/', 1)[0]}/kw_missing_{uuid.uuid4().hex[:8]}"
+    cfg = write_config(
+        tmp_path / "c.yaml", "http://127.0.0.1:9", make_question_set(tmp_path / "qs", n_tasks=1)
+    )
+    data = yaml.safe_load(cfg.read_text())
+    cfg.write_text(yaml.safe_dump({**data, "db": missing}))
+    for command in (("run", str(cfg)), ("status", str(tmp_path), "--db", missing)):
+        tally["bad inputs tried"] += 1
+        # timeout well under the outage wait (600 s): a process that waited would fail here
+        _one_line_error(knowwhen(*command, timeout=120), "does not exist")
+
+
+@pytest.mark.postgres
+def test_a_shared_database_never_swaps_a_runs_config_silently(tmp_path: Path, tally: Counter[str]) -> None:
+    """The same run name with another config is refused, naming both stamps, unless --replace-config."""
+    folder = make_question_set(tmp_path / "qs", n_tasks=1)
+    first = write_config(tmp_path / "a" / "c.yaml", "http://127.0.0.1:9", folder)
+    second = write_config(tmp_path / "b" / "c.yaml", "http://127.0.0.1:9", folder, workers={"concurrency": 2})
+    stamps = [hashlib.sha256(p.read_bytes()).hexdigest()[:12] for p in (first, second)]
+    with temporary_database() as url:
+        assert knowwhen("run", str(first), "--db", url, "--plan-only").returncode == 0
+        tally["bad inputs tried"] += 1
+        done = knowwhen("run", str(second), "--db", url, "--plan-only")
+        _one_line_error(done, "was started with another config")
+        assert all(stamp in done.stderr for stamp in stamps) and "--replace-config" in done.stderr
+        assert knowwhen("run", str(first), "--db", url, "--plan-only").returncode == 0  # its own config: fine
+        replaced = knowwhen("run", str(second), "--db", url, "--plan-only", "--replace-config")
+        assert replaced.returncode == 0, replaced.stderr
+        assert knowwhen("run", str(second), "--db", url, "--plan-only").returncode == 0
+
+
+def test_a_folder_that_is_not_a_run_is_never_written(tmp_path: Path, tally: Counter[str]) -> None:
+    """output: at a non-empty folder that is not a run is refused and left as it was; an empty one is marked."""
+    folder = make_question_set(tmp_path / "qs", n_tasks=1)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "table.md").write_text("my own notes\n")
+    cfg = write_config(tmp_path / "c.yaml", "http://127.0.0.1:9", folder, output=str(mine))
+    tally["bad inputs tried"] += 1
+    _one_line_error(knowwhen("run", str(cfg), "--plan-only"), "is not a knowwhen run folder")
+    assert sorted(p.name for p in mine.iterdir()) == ["table.md"]
+    assert (mine / "table.md").read_text() == "my own notes\n"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cfg = write_config(tmp_path / "c.yaml", "http://127.0.0.1:9", folder, output=str(empty))
+    assert knowwhen("run", str(cfg), "--plan-only").returncode == 0
+    assert (empty / ".knowwhen-run").is_file() and (empty / "knowwhen.db").is_file()
+
+
+def test_a_run_folder_from_before_the_mark_keeps_working(tmp_path: Path) -> None:
+    """A run folder without the mark (knowwhen.db, or finalised manifests on PostgreSQL) is still a run."""
+    folder = make_question_set(tmp_path / "qs", n_tasks=1)
+    cfg = write_config(tmp_path / "c.yaml", "http://127.0.0.1:9", folder)
+    out = tmp_path / "out"
+    assert knowwhen("run", str(cfg), "--plan-only").returncode == 0
+    (out / ".knowwhen-run").unlink()  # as a run of an earlier release left it
+    (out / "table.md").write_text("an earlier table\n")
+    assert knowwhen("run", str(cfg), "--plan-only").returncode == 0
+    assert (out / ".knowwhen-run").is_file()
+    finalised = tmp_path / "finalised"
+    (finalised / "manifests").mkdir(parents=True)
+    (finalised / "manifests" / "lexical.cxs.json").write_text("{}")
+    (finalised / "table.md").write_text("an earlier table\n")
+    cfg = write_config(tmp_path / "c.yaml", "http://127.0.0.1:9", folder, output=str(finalised))
+    assert knowwhen("run", str(cfg), "--plan-only").returncode == 0
+
+
+@pytest.mark.parametrize("offset", ["1e30", "99999999999999999999999999", "inf", "nan", "-5", "1e400"])
+def test_the_viewer_at_any_offset_gives_a_page(tmp_path: Path, offset: str, tally: Counter[str]) -> None:
+    """/api/questions at an offset (and limit) huge, negative or not finite gives a page (empty past the end),
+    never a 500."""
+    config = small_config(tmp_path)
+    client = TestClient(
+        viewer_app(RunData(anyio.run(finished_queue, config), given_config=config)),
+        base_url="http://127.0.0.1:8780",
+        raise_server_exceptions=False,
+    )
+    tally["bad inputs tried"] += 1
+    page = client.get("/api/questions", params={"offset": offset, "limit": offset})
+    assert page.status_code == 200, page.text
+    body = page.json()
+    assert body["offset"] >= 0 and 1 <= body["limit"] <= 5000
+    if offset in ("1e30", "99999999999999999999999999"):
+        assert body["rows"] == []

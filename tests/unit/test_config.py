@@ -26,6 +26,7 @@ scenarios:
 
 
 def _write(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "questions.jsonl").touch()  # the scenario folder (the config's own) in the layout
     path = tmp_path / "c.yaml"
     path.write_text(text)
     return path
@@ -112,3 +113,14 @@ def test_cli_prints_one_line_and_exits_2(tmp_path: Path) -> None:
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "c.yaml:6: models.0.kind" in lines[0]
     assert "Traceback" not in done.stderr
+
+
+def test_a_stored_config_with_a_key_given_twice_still_loads(tmp_path: Path) -> None:
+    """A key given twice is refused in a config file, but a config stored with an earlier run still loads
+    (the last one wins, as when it ran), so its status and finalize keep working."""
+    from knowwhen_runner.config import parse_config
+
+    text = GOOD + "name: second\n"
+    with pytest.raises(ConfigError, match="name: this key is given twice"):
+        load_config(_write(tmp_path, text))
+    assert parse_config(text, base=tmp_path, source="stored", check_files=False).name == "second"

@@ -17,6 +17,8 @@ from knowwhen_runner.view.app import TOKEN_HEADER, is_loopback
 from knowwhen_runner.view.page import PAGE
 from tests.golden.builders import finished_queue, small_config
 
+LOCAL = "http://127.0.0.1:8780"
+
 
 @pytest.fixture
 def data(tmp_path: Path) -> RunData:
@@ -37,7 +39,7 @@ def test_beyond_loopback_every_request_needs_the_token(data: RunData) -> None:
 
 def test_questions_are_judged_against_the_answer_key(data: RunData) -> None:
     """Each answer row is right exactly when its answer is an acceptable tool; the LLM's answer rides along."""
-    client = TestClient(viewer_app(data))
+    client = TestClient(viewer_app(data), base_url=LOCAL)
     rows = client.get("/api/questions").json()["rows"]
     dm = [r for r in rows if r["model"] == "dm"]
     assert dm and {r["right"] for r in dm} == {True, False}
@@ -55,7 +57,7 @@ def test_questions_are_judged_against_the_answer_key(data: RunData) -> None:
 
 def test_live_counts_and_episodes(data: RunData) -> None:
     """Live reports every job by model and scenario; every recorded episode is listed with its steps."""
-    client = TestClient(viewer_app(data))
+    client = TestClient(viewer_app(data), base_url=LOCAL)
     live = client.get("/api/live").json()
     assert live["done"] == sum(c["done"] + c["failed"] for c in live["cells"]) > 0
     episodes = client.get("/api/episodes").json()["rows"]
@@ -103,8 +105,8 @@ def test_flipped_pairs_only_outcomes_that_changed() -> None:
 
 def test_two_runs_need_a_second_run(data: RunData) -> None:
     """Without --compare the flips endpoint says how to get one; with the run twice nothing flipped."""
-    assert TestClient(viewer_app(data)).get("/api/flips").status_code == 404
-    same = TestClient(viewer_app(data, other=data)).get("/api/flips").json()
+    assert TestClient(viewer_app(data), base_url=LOCAL).get("/api/flips").status_code == 404
+    same = TestClient(viewer_app(data, other=data), base_url=LOCAL).get("/api/flips").json()
     assert same["questions"] == [] and same["episodes"] == [] and same["compared"][0] > 0
 
 
@@ -121,7 +123,7 @@ def _all_rows(client: TestClient, **params: str) -> list[dict[str, Any]]:
 
 def test_question_filters_and_pages_give_true_answers(data: RunData) -> None:
     """Each filter lists exactly the rows of the unfiltered list it names, and pages add up to its total."""
-    client = TestClient(viewer_app(data))
+    client = TestClient(viewer_app(data), base_url=LOCAL)
     every = _all_rows(client)
     first = client.get("/api/questions").json()
     assert first["total"] == first["answers"] == len(every) == len(first["rows"])
@@ -163,7 +165,7 @@ def test_live_flags_held_models_and_spend_comes_apart(data: RunData) -> None:
         return total
 
     expected = anyio.run(hold)
-    client = TestClient(viewer_app(data))
+    client = TestClient(viewer_app(data), base_url=LOCAL)
     live = client.get("/api/live").json()
     models = {m["model"]: m for m in live["models"]}
     assert models["dm"]["paused"] and not models["dm"]["quarantined"]
@@ -176,7 +178,7 @@ def test_live_flags_held_models_and_spend_comes_apart(data: RunData) -> None:
 
 def test_filtered_lists_kept_do_not_push_out_the_spend(data: RunData) -> None:
     """Lists read for many filters are kept a few at a time, apart from the spend the live view shows."""
-    client = TestClient(viewer_app(data))
+    client = TestClient(viewer_app(data), base_url=LOCAL)
     spent = client.get("/api/spend").json()["spend_usd"]
     for cmin in ("0.1", "0.2", "0.3", "0.4", "0.5"):
         assert client.get("/api/questions", params={"right": "wrong", "cmin": cmin}).status_code == 200
@@ -187,7 +189,7 @@ def test_filtered_lists_kept_do_not_push_out_the_spend(data: RunData) -> None:
 def test_the_llms_answers_can_follow_the_list(data: RunData) -> None:
     """Asked with llm=later before the LLM's answers were read, a page comes without them and says so;
     asked again, it has them, and a later page asked that way has them at once."""
-    client = TestClient(viewer_app(data))
+    client = TestClient(viewer_app(data), base_url=LOCAL)
     first = client.get("/api/questions", params={"model": "dm", "llm": "later"}).json()
     assert first["llm_pending"] and all(r["llm_answer"] is None for r in first["rows"])
     full = client.get("/api/questions", params={"model": "dm"}).json()
@@ -198,3 +200,19 @@ def test_the_llms_answers_can_follow_the_list(data: RunData) -> None:
     assert len(unmatched) == 1  # the one question whose LLM job failed for good
     again = client.get("/api/questions", params={"model": "dm", "llm": "later"}).json()
     assert again["rows"] == full["rows"] and not again["llm_pending"]
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:8780", "localhost:8780", "[::1]:8780", "localhost"])
+def test_on_loopback_a_loopback_host_is_served(data: RunData, host: str) -> None:
+    """Without a token, requests that name a loopback host (any port) are answered."""
+    client = TestClient(viewer_app(data), base_url=LOCAL)
+    assert client.get("/api/live", headers={"Host": host}).status_code == 200
+
+
+@pytest.mark.parametrize("host", ["evil.example:8780", "evil.example", "127.0.0.1.evil.example", ""])
+def test_on_loopback_another_host_is_refused(data: RunData, host: str) -> None:
+    """A page that rebinds its own name to 127.0.0.1 sends that name as Host: refused with 403 (DNS rebinding)."""
+    client = TestClient(viewer_app(data), base_url=LOCAL)
+    refused = client.get("/api/questions", headers={"Host": host})
+    assert refused.status_code == 403
+    assert "loopback" in refused.text
