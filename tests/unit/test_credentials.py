@@ -31,6 +31,7 @@ scenarios:
 
 def _load(tmp_path: Path, api_base: str = "http://127.0.0.1:9/v1", params: str = "{}", extra: str = ""):
     path = tmp_path / "c.yaml"
+    (tmp_path / "questions.jsonl").touch()  # the scenario's folder is a question set (its layout is checked)
     path.write_text(BASE.format(api_base=api_base, params=params, extra=extra))
     return load_config(path)
 
@@ -171,6 +172,7 @@ def test_a_config_stored_with_a_written_credential_still_opens_redacted(tmp_path
     text = BASE.format(
         api_base="http://127.0.0.1:9/v1", params="{extra_headers: {X-Api-Token: oldWrittenTok3n}}", extra=""
     )
+    (tmp_path / "questions.jsonl").touch()  # the scenario's folder is a question set (its layout is checked)
     with pytest.raises(ConfigError):
         parse_config(text, base=tmp_path, source="c.yaml")
     config = stored_config({"name": "t", "config_text": text, "meta": {"base_dir": str(tmp_path)}})
