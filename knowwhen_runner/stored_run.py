@@ -45,6 +45,8 @@ def open_existing(run_dir: Path, db: str | None, run: str | None) -> tuple[Queue
             raise ConfigError(
                 f"{run_dir}: no run here (no knowwhen.db); give the run folder of a config's output"
             )
+        if db_file.stat().st_size == 0:  # what a run killed as it created its file leaves: left as it is
+            raise ConfigError(f"{db_file}: the database has no run (it is empty); run the config to start it")
         db = f"sqlite:///{db_file}"
     if run is None:
         run = find_run_name(db)

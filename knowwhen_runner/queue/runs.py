@@ -31,9 +31,12 @@ class RunTables(RunStatements):
     def single_run_name(self) -> str:
         """The name of the only run in this database (for commands given just a run folder)."""
         names = self._call_blocking(self._run_names)  # waits out a database away for now
+        if not names:
+            raise QueueError(f"{safe_url(self.url)}: the database has no run; run it first")
         if len(names) != 1:
-            found = ", ".join(names) or "none"
-            raise QueueError(f"{safe_url(self.url)}: expected one run, found {found}; name one with --run")
+            raise QueueError(
+                f"{safe_url(self.url)}: expected one run, found {', '.join(names)}; name one with --run"
+            )
         return names[0]
 
     def _run_names(self) -> list[str]:

@@ -1,13 +1,14 @@
 """A damaged SQLite file is named before any connection opens it, so it is never written over.
 
-SQLite takes a zero-byte file for a new database and creates tables in it, and it reports a truncated
-or garbage file only at the first statement, deep inside whichever command came first. A run file
-that was cut short, emptied or overwritten is refused here with one sentence instead, and left as it is.
+SQLite reports a truncated or garbage file only at the first statement, deep inside whichever command
+came first. A run file that was cut short or overwritten is refused here with one sentence instead, and
+left as it is. A zero-byte file holds nothing to lose (a run killed as it created its file leaves one, and
+so does a reader that opened the path first): SQLite takes it for a new database, and the commands that
+read a run refuse a database that has none.
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from ..exceptions import QueueError
@@ -15,9 +16,6 @@ from ..exceptions import QueueError
 __all__ = ["DAMAGED_LEAVE", "check_sqlite_file"]
 
 _MAGIC = b"SQLite format 3\x00"
-# How long an empty file may take to get its first page: processes started together (``--processes``)
-# open a new file at the same moment, and one of them is writing it.
-_CREATING_S = 2.0
 DAMAGED_LEAVE = "it is left as it is: restore it from a copy, or move it away to start afresh"
 
 
@@ -30,19 +28,9 @@ def _wal_has_data(path: Path) -> bool:
         return False
 
 
-def _still_empty(path: Path) -> bool:
-    """Whether an empty file stays empty: another process that is creating it writes within moments."""
-    deadline = time.monotonic() + _CREATING_S
-    while time.monotonic() < deadline:
-        if _wal_has_data(path) or path.stat().st_size > 0:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def _problem(path: Path, head: bytes, size: int) -> str | None:
     if size == 0:
-        return "is empty (0 bytes)" if _still_empty(path) else None
+        return None  # a new database: nothing in it to lose
     if not head.startswith(_MAGIC):
         return "is not a SQLite file (its first bytes are not SQLite's)"
     if len(head) < 100:
@@ -58,7 +46,7 @@ def _problem(path: Path, head: bytes, size: int) -> str | None:
 
 
 def check_sqlite_file(database: str) -> None:
-    """Raise ``QueueError`` if the SQLite file ``database`` exists and is empty, foreign or truncated."""
+    """Raise ``QueueError`` if the SQLite file ``database`` exists and is foreign or truncated."""
     if not database or database == ":memory:" or database.startswith("file:"):
         return
     path = Path(database)

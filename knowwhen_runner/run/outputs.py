@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ..exceptions import ConfigError
+
 if TYPE_CHECKING:
     from ..config import SweepConfig
     from ..queue import Queue
@@ -31,6 +33,8 @@ async def finalize_with_drilldown(config: SweepConfig, queue: Queue) -> dict[str
     async def drilldown(manifests: Sequence[CxsManifest]) -> str:
         return await drilldown_html(RunData(queue, given_config=config), manifests)
 
+    if await queue.run_info() is None:  # nothing recorded (a new or empty database): write nothing over
+        raise ConfigError(f"{config.output}: the database has no run {config.name!r}; run it first")
     return await finalize_run(config, queue, drilldown)
 
 

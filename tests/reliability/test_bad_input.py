@@ -245,7 +245,6 @@ def _other_schema_version(db: Path) -> None:
 
 RUN_FILE_DAMAGE = {
     "truncated": (_truncate, "is cut short"),
-    "zero bytes": (lambda db: db.write_bytes(b""), "is empty (0 bytes)"),
     "garbage": (lambda db: db.write_bytes(b"\x00garbage" * 4000), "is not a SQLite file"),
     "damaged pages": (_scramble_pages, "is damaged"),
     "wrong schema version": (_other_schema_version, "schema version 99"),
@@ -287,6 +286,31 @@ def test_damaged_run_file_is_refused_by_every_command_and_left_as_it_is(
         _one_line_error(knowwhen(*command), expected)
         assert db.read_bytes() == damaged, command
     assert (out / "table.md").read_text() == "the table of an earlier finalise\n"
+
+
+def test_an_empty_run_file_is_a_new_database_that_holds_no_run(
+    planned_run: tuple[Path, bytes], tally: Counter[str]
+) -> None:
+    """A zero-byte run file (what a run killed as it created its file leaves) holds nothing to lose: status,
+    finalize and export say the run is not there (exit 2) and write no table over; run starts it afresh."""
+    cfg, _good = planned_run
+    out = cfg.parent / "out"
+    db = out / "knowwhen.db"
+    for extra in ("-wal", "-shm"):
+        db.with_name(db.name + extra).unlink(missing_ok=True)
+    db.write_bytes(b"")
+    (out / "table.md").write_text("the table of an earlier finalise\n")
+    for command in [
+        ("status", str(out)),
+        ("finalize", str(out)),
+        ("finalize", str(cfg)),
+        ("export", str(out), "--out", str(cfg.parent / "export-empty")),
+    ]:
+        tally["bad inputs tried"] += 1
+        _one_line_error(knowwhen(*command), "has no run")
+    assert (out / "table.md").read_text() == "the table of an earlier finalise\n"
+    assert knowwhen("run", str(cfg)).returncode == 0
+    assert "the table of an earlier finalise" not in (out / "table.md").read_text()
 
 
 @pytest.mark.postgres
