@@ -53,6 +53,15 @@ class BatchSettings(_Frozen):
         ),
     )
     poll_s: float = Field(30.0, gt=0, description="Seconds between status checks of a submitted batch.")
+    max_errors: int = Field(
+        5,
+        ge=1,
+        le=1000,
+        description=(
+            "Provider requests for one batch (looking it up, reading its status or files) that may fail in a "
+            "row; then the batch is given up and its questions are answered synchronously, each once."
+        ),
+    )
 
 
 class ModelSpec(_Frozen):

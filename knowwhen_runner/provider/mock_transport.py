@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from ..config import ModelSpec
-from .batch_wire import BatchState, LineResult, failed_line
+from .batch_wire import BatchPage, BatchState, LineResult, failed_line
 from .transport import CallKind, Reply
 
 __all__ = ["MockTransport", "Sent"]
@@ -57,6 +57,7 @@ class MockTransport:
     handler: Handler
     sent: list[Sent] = field(default_factory=list)
     batch_polls: int = 0
+    page_size: int = 100  # batches per page of ``list_batches``
     fail: dict[str, list[BaseException]] = field(default_factory=dict)
     batch_ops: list[str] = field(default_factory=list)
     _files: dict[str, bytes] = field(default_factory=dict)
@@ -118,9 +119,14 @@ class MockTransport:
         self._batches[batch.id] = batch
         return batch.id
 
-    async def list_batches(self, model: ModelSpec, api_key: str | None) -> list[BatchState]:
+    async def list_batches(
+        self, model: ModelSpec, api_key: str | None, after: str | None = None
+    ) -> BatchPage:
         self._op("list")
-        return [self._state(b) for b in reversed(self._batches.values())]
+        ids = list(reversed(self._batches))
+        start = ids.index(after) + 1 if after in ids else 0
+        page = ids[start : start + self.page_size]
+        return BatchPage([self._state(self._batches[i]) for i in page], start + len(page) < len(ids))
 
     async def retrieve_batch(self, model: ModelSpec, provider_id: str, api_key: str | None) -> BatchState:
         self._op("retrieve")
