@@ -1,0 +1,88 @@
+"""``knowwhen serve``'s files and batches endpoints as OpenAI's own SDK sees them, through the spec's proxy.
+
+Every exchange goes through Stoplight Prism holding OpenAI's published API description (``spec_proxy``
+fails the test on anything outside it), and is made by the official ``openai`` package: what the SDK
+and the spec both accept is what a user of the real API would meet.
+"""
+
+from __future__ import annotations
+
+import openai
+import orjson
+
+from knowwhen_runner.serve import ServerProcess
+from tests.prism import SpecProxy
+
+
+def _line(i: int) -> bytes:
+    body = {
+        "model": "lexical-llm",
+        "messages": [{"role": "user", "content": f"look up customer {i}"}],
+        "tools": [
+            {"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {}}}}
+            for n in ("find_customer", "ask_user")
+        ],
+        "tool_choice": "required",
+    }
+    return orjson.dumps({"custom_id": f"r{i}", "method": "POST", "url": "/v1/chat/completions", "body": body})
+
+
+def _create(client: openai.OpenAI, n: int, tag: str) -> str:
+    upload = client.files.create(
+        file=("in.jsonl", b"\n".join(_line(i) for i in range(n)) + b"\n"),
+        purpose="batch",
+        expires_after={"anchor": "created_at", "seconds": 3600},
+    )
+    assert upload.purpose == "batch" and upload.expires_at == upload.created_at + 3600
+    batch = client.batches.create(
+        input_file_id=upload.id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+        metadata={"tag": tag},
+    )
+    assert batch.status == "validating" and batch.metadata == {"tag": tag}
+    return batch.id
+
+
+def test_the_sdk_lists_pages_creates_polls_downloads_and_cancels(
+    server: ServerProcess, spec_proxy: SpecProxy
+) -> None:
+    """Through the spec's proxy, the SDK pages through batches (limit/after/has_more), polls one to completion,
+    downloads its output and error files (both ``batch_output``), cancels another (cancelling, then cancelled),
+    and lists and deletes files."""
+    client = openai.OpenAI(base_url=spec_proxy.url, api_key="sk-test", max_retries=0)
+    server.set_batch_faults(fail_lines=1)
+    done_id = _create(client, 3, "done")
+    done = client.batches.retrieve(done_id)  # the server finishes a batch when it is looked at
+    server.set_batch_faults(delay_s=600)
+    slow_ids = [_create(client, 2, f"slow{i}") for i in range(3)]
+
+    first = client.batches.list(limit=2)
+    assert [b.id for b in first.data] == slow_ids[::-1][:2] and first.has_more
+    assert [b.id for b in client.batches.list(limit=2)] == [*slow_ids[::-1], done_id]  # every page, by after
+    assert client.batches.list(limit=2, after=slow_ids[0]).data[0].id == done_id
+
+    assert done.status == "completed" and done.request_counts is not None
+    assert (done.request_counts.completed, done.request_counts.failed) == (2, 1)
+    assert done.output_file_id and done.error_file_id
+    out = [orjson.loads(x) for x in client.files.content(done.output_file_id).read().splitlines()]
+    err = [orjson.loads(x) for x in client.files.content(done.error_file_id).read().splitlines()]
+    assert [r["custom_id"] for r in out] == ["r1", "r2"] and [r["custom_id"] for r in err] == ["r0"]
+    assert all(r["id"].startswith("batch_req_") for r in out + err)
+    assert out[0]["response"]["body"]["choices"][0]["message"]["refusal"] is None
+    assert {client.files.retrieve(f).purpose for f in (done.output_file_id, done.error_file_id)} == {
+        "batch_output"
+    }
+
+    assert client.batches.retrieve(slow_ids[0]).status == "in_progress"
+    assert client.batches.cancel(slow_ids[0]).status == "cancelling"
+    cancelled = client.batches.retrieve(slow_ids[0])
+    assert cancelled.status == "cancelled" and cancelled.cancelled_at is not None and cancelled.error_file_id
+    unrun = [orjson.loads(x) for x in client.files.content(cancelled.error_file_id).read().splitlines()]
+    assert [r["error"]["code"] for r in unrun] == ["batch_cancelled"] * 2
+
+    inputs = [f.id for f in client.files.list(purpose="batch", limit=3)]
+    assert len(inputs) == 4  # every page
+    assert client.files.delete(inputs[0]).deleted
+    assert inputs[0] not in [f.id for f in client.files.list(purpose="batch")]
+    assert server.count(endpoint="files_content") == 3

@@ -1,0 +1,110 @@
+"""OpenAI's published API description as a judge: Stoplight Prism proxying to ``knowwhen serve``.
+
+``start_prism(upstream)`` runs ``prism proxy tests/openai_spec/openapi.json UPSTREAM --errors`` on a free
+loopback port. Every request through it, and every response back, is checked against OpenAI's spec (the
+chat completions, files and batches operations, with the corrections listed in
+``tests/openai_spec/CORRECTIONS.md``); a request or response outside it is answered with Prism's error
+instead, and logged, so ``SpecProxy.violations`` names it and the test fails. Error statuses the spec
+does not describe (OpenAI's spec lists only 200s; a 404 or an injected 503 are real provider answers)
+are not violations.
+
+Prism is the npm package pinned in ``.ci/prism/package.json``, installed there by ``.ci/run`` (or here on
+first use with ``npm ci``); tests that need it skip, saying so, only where node or npm is missing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+__all__ = ["SpecProxy", "prism_command", "start_prism"]
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT / "tests" / "openai_spec" / "openapi.json"
+PRISM_DIR = ROOT / ".ci" / "prism"
+_ALLOWED = "Unable to match the returned status code"  # an error status the spec does not list
+
+
+def prism_command() -> list[str]:
+    """The prism executable (installed from the pinned package.json if needed), or skip without node/npm."""
+    binary = PRISM_DIR / "node_modules" / ".bin" / "prism"
+    if binary.exists() and shutil.which("node"):
+        return [str(binary)]
+    if not (shutil.which("node") and shutil.which("npm")):
+        pytest.skip("node and npm are needed to run the OpenAPI-validating proxy (Stoplight Prism)")
+    subprocess.run(
+        ["npm", "ci", "--no-audit", "--no-fund", "--prefix", str(PRISM_DIR)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    return [str(binary)]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class SpecProxy:
+    """A running Prism proxy: its base URL (use it as ``api_base``) and its log."""
+
+    url: str
+    log: Path
+    _mark: int = 0
+
+    def start_test(self) -> None:
+        """Only what happens from now on counts for ``violations``."""
+        self._mark = self.log.stat().st_size
+
+    def violations(self) -> list[str]:
+        """Log lines since ``start_test`` saying a request or response was outside the spec."""
+        with self.log.open("rb") as fh:
+            fh.seek(self._mark)
+            text = fh.read().decode("utf-8", "replace")
+        return [
+            line.strip()
+            for line in text.splitlines()
+            if ("✖" in line or "Violation" in line) and _ALLOWED not in line
+        ]
+
+
+@contextmanager
+def start_prism(upstream: str, log: Path) -> Iterator[SpecProxy]:
+    """Prism proxying to ``upstream`` (a base URL ending in ``/v1``), ready to take requests."""
+    port = _free_port()
+    command = [*prism_command(), "proxy", str(SPEC), upstream, "--errors", "-h", "127.0.0.1", "-p", str(port)]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    proxy = SpecProxy(f"http://127.0.0.1:{port}", log)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(f"{proxy.url}/files/none", timeout=2)
+                break
+            except httpx.TransportError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"prism did not start: {log.read_text(errors='replace')[-2000:]}"
+                    ) from None
+                time.sleep(0.2)
+        yield proxy
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
