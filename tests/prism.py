@@ -24,9 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
-__all__ = ["SpecProxy", "prism_command", "start_prism"]
+__all__ = ["SpecProxy", "batch_input_errors", "prism_command", "start_prism"]
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "tests" / "openai_spec" / "openapi.json"
@@ -50,6 +54,28 @@ def prism_command() -> list[str]:
     return [str(binary)]
 
 
+def _chat_request_validator() -> Draft202012Validator:
+    spec = orjson.loads(SPEC.read_bytes())
+    registry = Registry().with_resource("urn:openai", Resource(spec, DRAFT202012))
+    root = {"$ref": "urn:openai#/components/schemas/CreateChatCompletionRequest"}
+    return Draft202012Validator(root, registry=registry)
+
+
+def batch_input_errors(content: bytes, name: str) -> list[str]:
+    """What in a batch input file breaks the spec: each line a chat completion request (``custom_id``,
+    ``method`` POST, ``url`` /v1/chat/completions, and a ``body`` valid as ``CreateChatCompletionRequest``)."""
+    validator = _chat_request_validator()
+    errors: list[str] = []
+    for n, raw in enumerate(content.splitlines(), 1):
+        line = orjson.loads(raw)
+        if not isinstance(line.get("custom_id"), str) or line.get("method") != "POST":
+            errors.append(f"{name}:{n}: expected a custom_id and method POST")
+        if line.get("url") != "/v1/chat/completions":
+            errors.append(f"{name}:{n}: url {line.get('url')!r}")
+        errors += [f"{name}:{n}: body: {e.message}" for e in validator.iter_errors(line.get("body"))][:3]
+    return errors
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -63,21 +89,38 @@ class SpecProxy:
     url: str
     log: Path
     _mark: int = 0
+    _since: float = 0.0
 
     def start_test(self) -> None:
         """Only what happens from now on counts for ``violations``."""
         self._mark = self.log.stat().st_size
+        self._since = time.time()
 
     def violations(self) -> list[str]:
-        """Log lines since ``start_test`` saying a request or response was outside the spec."""
+        """Log lines since ``start_test`` saying a request or response was outside the spec, and what in
+        the batch input files uploaded since then breaks it."""
         with self.log.open("rb") as fh:
             fh.seek(self._mark)
             text = fh.read().decode("utf-8", "replace")
-        return [
+        found = [
             line.strip()
             for line in text.splitlines()
             if ("✖" in line or "Violation" in line) and _ALLOWED not in line
         ]
+        return found + self._input_errors()
+
+    def _input_errors(self) -> list[str]:
+        """Errors of the batch input files the server holds (read from it through the proxy)."""
+        with httpx.Client(base_url=self.url, timeout=30) as client:
+            listed = client.get("/files", params={"purpose": "batch"})
+            if listed.status_code != 200:
+                return [f"GET /files?purpose=batch: {listed.status_code}"]
+            errors: list[str] = []
+            for f in listed.json()["data"]:
+                if f["created_at"] >= self._since - 1:
+                    content = client.get(f"/files/{f['id']}/content").content
+                    errors += batch_input_errors(content, f["filename"])
+            return errors
 
 
 @contextmanager

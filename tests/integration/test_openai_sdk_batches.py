@@ -11,7 +11,7 @@ import openai
 import orjson
 
 from knowwhen_runner.serve import ServerProcess
-from tests.prism import SpecProxy
+from tests.prism import SpecProxy, batch_input_errors
 
 
 def _line(i: int) -> bytes:
@@ -86,3 +86,20 @@ def test_the_sdk_lists_pages_creates_polls_downloads_and_cancels(
     assert client.files.delete(inputs[0]).deleted
     assert inputs[0] not in [f.id for f in client.files.list(purpose="batch")]
     assert server.count(endpoint="files_content") == 3
+
+
+def test_a_batch_input_line_outside_the_spec_is_named() -> None:
+    """The input-file check names the file, line and field of a request the spec refuses, and passes the
+    runner's own kind of line."""
+    good = _line(0)
+    bad = orjson.dumps(
+        {
+            "custom_id": "r1",
+            "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": {"model": "m", "messages": [{"role": "robot", "content": "hi"}]},
+        }
+    )
+    assert batch_input_errors(good, "in.jsonl") == []
+    errors = batch_input_errors(good + b"\n" + bad, "in.jsonl")
+    assert errors and all(e.startswith("in.jsonl:2: body:") for e in errors)
