@@ -78,6 +78,7 @@ class BatchLane:
         on_recorded: Callable[[list[dict[str, Any]], int], None],
         store: CacheStore,
         client: BatchClient | None = None,
+        new_batches: bool = True,
     ) -> None:
         self._queue = queue
         self._store = store
@@ -91,10 +92,14 @@ class BatchLane:
         self._unhold = unhold
         self._on_recorded = on_recorded
         self._client = client or BatchClient()
+        # Only with cache policy read-write: a batch answer is written to the cache before it is recorded
+        # and read back from it by a rerun after a kill between the two, so no other policy batches.
+        self._new_batches = new_batches
         self._waiting: dict[str, list[_Waiting]] = {mid: [] for mid in self._models}
         self._waiting_ids: set[str] = set()
         self._sync_only: set[str] = set()  # questions whose batch the provider refused
         self._submitting: set[str] = set()
+        self._created: set[str] = set()  # keys of batches this process created and noted (no lookup needed)
         self._first_batched: dict[str, float] = {}
         self._known_at = 0.0
         self._in_flight: list[BatchRecord] = []  # open batches seen by the last poll round
@@ -107,6 +112,8 @@ class BatchLane:
         """Whether a claimed question goes to a batch (its model batches; it is not yet past its wait)."""
         model = self._models.get(job.model_id)
         if model is None or model.batch is None or not model.batches() or job.kind != "question":
+            return False
+        if not self._new_batches:
             return False
         if job.id in self._sync_only:
             return False
@@ -172,6 +179,7 @@ class BatchLane:
             crashpoint("batch_submit")
             with anyio.CancelScope(shield=True):
                 await self._queue.batch_note(key, status="submitted", provider_id=provider_id)
+            self._created.add(key)
             self.stats.submitted += 1
         finally:
             self._submitting.discard(key)
@@ -183,8 +191,8 @@ class BatchLane:
             leased = await self._queue.batch_lease(self._worker, self._settings.lease_seconds, ids)
             self._in_flight = leased
             for rec in leased:
-                if rec.key in self._submitting:
-                    continue
+                if rec.key in self._submitting or (rec.status == "submitting" and rec.key in self._created):
+                    continue  # being submitted, or leased before its id was noted: the next round has it
                 try:
                     await self._poll(self._models[rec.model_id], rec)
                     self._errors.pop(rec.key, None)

@@ -30,7 +30,9 @@ def scenario(tmp_path: Path) -> Path:
     return make_question_set(tmp_path / "qs", n_tasks=10)  # 45 questions
 
 
-def _config(tmp_path: Path, proxy: SpecProxy, scenario: Path, **batch: Any) -> Path:
+def _config(
+    tmp_path: Path, proxy: SpecProxy, scenario: Path, cache: dict[str, Any] | None = None, **batch: Any
+) -> Path:
     models = [
         {
             "id": "lexical-llm",
@@ -41,7 +43,8 @@ def _config(tmp_path: Path, proxy: SpecProxy, scenario: Path, **batch: Any) -> P
         }
     ]
     workers = {"concurrency": 8, "lease_seconds": 2, "max_attempts": 3}
-    return write_config(tmp_path / "c.yaml", proxy.url, scenario, models=models, workers=workers)
+    more = {"cache": cache} if cache else {}
+    return write_config(tmp_path / "c.yaml", proxy.url, scenario, models=models, workers=workers, **more)
 
 
 def _status(tmp_path: Path) -> dict[str, Any]:
@@ -214,3 +217,65 @@ def test_disabling_batches_finishes_those_in_flight_and_answers_the_rest_synchro
     assert server.count(endpoint="chat", status=200) == 25
     rows = _answers(tmp_path)
     assert len(rows) == 45 and sum(1 for r in rows if r.get("batch")) == 20
+
+
+@pytest.mark.parametrize("listing", ["failing", "missing"])
+def test_a_crash_between_create_and_record_then_a_list_that_fails_ends_with_every_question_asked_once(
+    server: ServerProcess, spec_proxy: SpecProxy, tmp_path: Path, scenario: Path, listing: str
+) -> None:
+    """Killed after the provider created a batch but before its id was written, then resumed while the batch
+    list answers 503 (or 404, as where there is none): the lookup stops at its bound (``max_errors`` list
+    calls, one for a 404), the lost batch is given up with its reason, its questions are answered
+    synchronously, and every question is asked exactly once."""
+    server.set_batch_faults(delay_s=0.3)
+    cfg = _config(tmp_path, spec_proxy, scenario, max_errors=3)
+    killed = knowwhen("run", str(cfg), "-q", "--no-probe", env={"KNOWWHEN_CRASH_AT": "batch_submit:1"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert server.count(endpoint="batches_create") == 1
+    server.set_batch_faults(
+        delay_s=0.3, **({"list_5xx": 1000} if listing == "failing" else {"list_missing": True})
+    )
+    started = time.monotonic()
+    done = knowwhen("run", str(cfg), "-q", "--no-probe", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 60
+    report = _status(tmp_path)
+    given_up = [b for b in report["batches"] if b["status"] == "given_up"]
+    assert len(given_up) == 1 and given_up[0]["returned"] == 20, [b["error"] for b in given_up]
+    assert "lookup failed 3/3" in given_up[0]["error"]
+    # One lookup per poll round, three at most (one for a 404); litellm may send a call's request twice.
+    assert server.count(endpoint="batches_list") <= (6 if listing == "failing" else 2)
+    # The lost batch is never read (nor answered: the server answers a batch's lines when it is looked at).
+    assert server.count(endpoint="chat", status=200) == 20
+    assert server.count(endpoint="batch_line", status=200) == 25
+    rows = _answers(tmp_path)
+    assert len(rows) == 45 and len({r["qhash"] for r in rows}) == 45
+    assert sum(1 for r in rows if r.get("batch")) == 25
+
+
+def test_a_batch_that_expires_with_some_lines_answered_returns_only_the_rest(
+    server: ServerProcess, spec_proxy: SpecProxy, tmp_path: Path, scenario: Path
+) -> None:
+    """A batch expires after answering 5 of its 20 lines (output file and error file side by side): the 5 are
+    recorded from it, only the 15 others go back to the queue, and no question is asked twice."""
+    server.set_batch_faults(expire=1, expire_answered=5)
+    done = knowwhen("run", str(_config(tmp_path, spec_proxy, scenario)), "-q", "--no-probe")
+    assert done.returncode == 0, done.stderr
+    outcomes = _status(tmp_path)["batch_outcomes"]
+    assert outcomes["batches_expired"] == 1 and outcomes["items_returned"] == 15
+    assert server.count(endpoint="batch_line", status=200) == 45 and server.count(endpoint="chat") == 0
+    rows = _answers(tmp_path)
+    assert len(rows) == 45 and len({r["qhash"] for r in rows}) == 45
+
+
+@pytest.mark.parametrize("policy", ["off", "refresh"])
+def test_with_cache_policy_off_or_refresh_questions_are_answered_synchronously(
+    server: ServerProcess, spec_proxy: SpecProxy, tmp_path: Path, scenario: Path, policy: str
+) -> None:
+    """As docs/batches.md says: with cache policy off or refresh no batch is made; every question is asked
+    once, synchronously."""
+    cfg = _config(tmp_path, spec_proxy, scenario, cache={"policy": policy})
+    done = knowwhen("run", str(cfg), "-q", "--no-probe")
+    assert done.returncode == 0, done.stderr
+    assert server.count(endpoint="batches_create") == 0 and server.count(endpoint="chat", status=200) == 45
+    assert len(_answers(tmp_path)) == 45
