@@ -10,6 +10,7 @@ retrieves that still see it running; ``fail`` makes the next request of a batch 
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +48,7 @@ class _Batch:
     polls_left: int
     status: str = "in_progress"
     results: dict[str, list[LineResult]] = field(default_factory=dict)  # file id -> its lines
+    created_at: float = field(default_factory=time.time)
 
 
 @dataclass
@@ -175,6 +177,7 @@ class MockTransport:
             out if out in batch.results else None,
             err if err in batch.results else None,
             batch.metadata,
+            batch.created_at,
         )
 
 
