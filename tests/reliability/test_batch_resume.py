@@ -268,14 +268,44 @@ def test_a_batch_that_expires_with_some_lines_answered_returns_only_the_rest(
     assert len(rows) == 45 and len({r["qhash"] for r in rows}) == 45
 
 
-@pytest.mark.parametrize("policy", ["off", "refresh"])
-def test_with_cache_policy_off_or_refresh_questions_are_answered_synchronously(
-    server: ServerProcess, spec_proxy: SpecProxy, tmp_path: Path, scenario: Path, policy: str
+def test_with_cache_policy_refresh_questions_are_answered_synchronously(
+    server: ServerProcess, spec_proxy: SpecProxy, tmp_path: Path, scenario: Path
 ) -> None:
-    """As docs/batches.md says: with cache policy off or refresh no batch is made; every question is asked
-    once, synchronously."""
-    cfg = _config(tmp_path, spec_proxy, scenario, cache={"policy": policy})
+    """As docs/batches.md says: with a cache policy other than read-write (here refresh) no batch is made;
+    every question is asked once, synchronously."""
+    cfg = _config(tmp_path, spec_proxy, scenario, cache={"policy": "refresh"})
     done = knowwhen("run", str(cfg), "-q", "--no-probe")
     assert done.returncode == 0, done.stderr
     assert server.count(endpoint="batches_create") == 0 and server.count(endpoint="chat", status=200) == 45
     assert len(_answers(tmp_path)) == 45
+
+
+def test_sigterm_with_batches_in_flight_hands_back_the_rest_and_the_rerun_finishes_them(
+    server: ServerProcess, spec_proxy: SpecProxy, tmp_path: Path, scenario: Path, tally: Counter[str]
+) -> None:
+    """SIGTERM while a batch is at the provider and other questions are still being collected: the process
+    exits 75 at once, no job stays leased to it (the collected questions are pending again, the batch's stay
+    parked under it), and the rerun polls the same batch to its end: each question is asked once."""
+    server.set_batch_faults(delay_s=4)
+    cfg = _config(tmp_path, spec_proxy, scenario, collect_s=30, max_requests=20)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "knowwhen_runner", "run", str(cfg), "-q", "--no-probe"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while server.count(endpoint="batches_create") < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert server.count(endpoint="batches_create") == 2  # 40 submitted, 5 waiting for more (collect_s)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 75, proc.stderr.read().decode() if proc.stderr else ""
+    tally["sigterm hand-overs"] += 1
+    row = _status(tmp_path)["models"]["lexical-llm"]
+    assert (row["pending"], row["running"], row["done"]) == (5, 40, 0)  # the 40 are parked in the batches
+    assert server.count(endpoint="batches_cancel") == 0
+    cfg = _config(tmp_path, spec_proxy, scenario)  # collect_s back to 0.3: the rerun need not wait
+    done = knowwhen("run", str(cfg), "-q", "--no-probe")
+    assert done.returncode == 0, done.stderr
+    assert server.count(endpoint="batch_line", status=200) + server.count(endpoint="chat", status=200) == 45
+    rows = _answers(tmp_path)
+    assert len(rows) == 45 and len({r["qhash"] for r in rows}) == 45
