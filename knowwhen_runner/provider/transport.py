@@ -173,7 +173,13 @@ class LitellmTransport:
         return BatchPage(batches, bool(getattr(page, "has_more", False)) and bool(batches))
 
     async def retrieve_batch(self, model: ModelSpec, provider_id: str, api_key: str | None) -> BatchState:
-        batch = await load_litellm().aretrieve_batch(batch_id=provider_id, **_batch_kw(model, api_key))
+        batch = await load_litellm().aretrieve_batch(
+            batch_id=provider_id,
+            # Else litellm's success logging downloads a finished batch's output and error files itself
+            # (to price it), beside our own download: every file would be read twice.
+            litellm_metadata={"batch_ignore_default_logging": True},
+            **_batch_kw(model, api_key),
+        )
         return _batch_state(batch, provider_id)
 
     async def cancel_batch(self, model: ModelSpec, provider_id: str, api_key: str | None) -> None:
