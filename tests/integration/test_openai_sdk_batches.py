@@ -7,6 +7,8 @@ and the spec both accept is what a user of the real API would meet.
 
 from __future__ import annotations
 
+import itertools
+
 import openai
 import orjson
 
@@ -27,7 +29,7 @@ def _line(i: int) -> bytes:
     return orjson.dumps({"custom_id": f"r{i}", "method": "POST", "url": "/v1/chat/completions", "body": body})
 
 
-def _create(client: openai.OpenAI, n: int, tag: str) -> str:
+def _create(client: openai.OpenAI, n: int, tag: str) -> tuple[str, str]:
     upload = client.files.create(
         file=("in.jsonl", b"\n".join(_line(i) for i in range(n)) + b"\n"),
         purpose="batch",
@@ -41,7 +43,7 @@ def _create(client: openai.OpenAI, n: int, tag: str) -> str:
         metadata={"tag": tag},
     )
     assert batch.status == "validating" and batch.metadata == {"tag": tag}
-    return batch.id
+    return batch.id, upload.id
 
 
 def test_the_sdk_lists_pages_creates_polls_downloads_and_cancels(
@@ -52,14 +54,18 @@ def test_the_sdk_lists_pages_creates_polls_downloads_and_cancels(
     and lists and deletes files."""
     client = openai.OpenAI(base_url=spec_proxy.url, api_key="sk-test", max_retries=0)
     server.set_batch_faults(fail_lines=1)
-    done_id = _create(client, 3, "done")
+    done_id, done_input = _create(client, 3, "done")
     done = client.batches.retrieve(done_id)  # the server finishes a batch when it is looked at
     server.set_batch_faults(delay_s=600)
-    slow_ids = [_create(client, 2, f"slow{i}") for i in range(3)]
+    slow = [_create(client, 2, f"slow{i}") for i in range(3)]
+    slow_ids = [batch_id for batch_id, _ in slow]
 
+    # Newest first; the server may hold older batches of other tests after ours.
     first = client.batches.list(limit=2)
     assert [b.id for b in first.data] == slow_ids[::-1][:2] and first.has_more
-    assert [b.id for b in client.batches.list(limit=2)] == [*slow_ids[::-1], done_id]  # every page, by after
+    assert first.first_id == slow_ids[2] and first.last_id == slow_ids[1]
+    paged = [b.id for b in itertools.islice(client.batches.list(limit=2), 4)]  # the second page by after
+    assert paged == [*slow_ids[::-1], done_id]
     assert client.batches.list(limit=2, after=slow_ids[0]).data[0].id == done_id
 
     assert done.status == "completed" and done.request_counts is not None
@@ -81,10 +87,10 @@ def test_the_sdk_lists_pages_creates_polls_downloads_and_cancels(
     unrun = [orjson.loads(x) for x in client.files.content(cancelled.error_file_id).read().splitlines()]
     assert [r["error"]["code"] for r in unrun] == ["batch_cancelled"] * 2
 
-    inputs = [f.id for f in client.files.list(purpose="batch", limit=3)]
-    assert len(inputs) == 4  # every page
+    inputs = [f.id for f in itertools.islice(client.files.list(purpose="batch", limit=3), 4)]
+    assert inputs == [file_id for _, file_id in slow[::-1]] + [done_input]  # two pages
     assert client.files.delete(inputs[0]).deleted
-    assert inputs[0] not in [f.id for f in client.files.list(purpose="batch")]
+    assert client.files.list(purpose="batch", limit=1).data[0].id == inputs[1]
     assert server.count(endpoint="files_content") == 3
 
 
