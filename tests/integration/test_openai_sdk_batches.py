@@ -109,3 +109,15 @@ def test_a_batch_input_line_outside_the_spec_is_named() -> None:
     assert batch_input_errors(good, "in.jsonl") == []
     errors = batch_input_errors(good + b"\n" + bad, "in.jsonl")
     assert errors and all(e.startswith("in.jsonl:2: body:") for e in errors)
+
+
+def test_a_chat_completion_with_tools_passes_the_spec(server: ServerProcess, spec_proxy: SpecProxy) -> None:
+    """A chat completion asking for a tool call, as the runner and its pre-flight send one, is inside the spec
+    both ways: the reply carries ``message.refusal`` (null) and the tool call the SDK parses."""
+    client = openai.OpenAI(base_url=spec_proxy.url, api_key="sk-test", max_retries=0)
+    body = orjson.loads(_line(0))["body"]
+    reply = client.chat.completions.create(**body)
+    message = reply.choices[0].message
+    assert message.refusal is None and message.tool_calls
+    assert message.tool_calls[0].function.name in ("find_customer", "ask_user")
+    assert server.count(endpoint="chat", status=200) == 1
