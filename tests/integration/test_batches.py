@@ -111,13 +111,13 @@ def test_plan_shows_the_batch_saving(server: ServerProcess, tmp_path: Path, scen
 
 @pytest.mark.postgres
 def test_two_processes_on_postgresql_share_batches_without_submitting_twice(
-    server: ServerProcess, tmp_path: Path
+    server: ServerProcess, spec_proxy: SpecProxy, tmp_path: Path
 ) -> None:
     """run --processes 2 on PostgreSQL: every batch is created once, every question answered once by a batch."""
     questions = make_question_set(tmp_path / "qs", n_tasks=20)  # 90 questions
     server.set_batch_faults(delay_s=1.0)
     with temporary_database() as pg:
-        models = _models(server.base_url)[1:]
+        models = _models(server.base_url, spec_proxy.url)[1:]
         workers = {"concurrency": 8, "lease_seconds": 3, "batch_size": 8}
         cfg = write_config(tmp_path / "c.yaml", server.base_url, questions, models=models, workers=workers)
         done = knowwhen("run", str(cfg), "-q", "--no-probe", "--processes", "2", "--db", pg)
