@@ -32,6 +32,7 @@ from ..cache import CacheEntry, CacheStore
 from ..config import ModelSpec, WorkerSettings
 from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
+from ..exceptions import QueueError
 from ..jobs import Items, Job
 from ..provider import Secrets, classify
 from ..provider.batch_client import BatchClient, BatchLine, BatchState, LineResult
@@ -196,6 +197,8 @@ class BatchLane:
                 try:
                     await self._poll(self._models[rec.model_id], rec)
                     self._errors.pop(rec.key, None)
+                except QueueError:  # the run's database, not the provider: no count toward giving up
+                    self.stats.poll_errors += 1
                 except Exception as exc:  # a 5xx, a timeout: try again next round, up to the bound
                     self.stats.poll_errors += 1
                     await self._poll_failed(self._models[rec.model_id], rec, exc)
