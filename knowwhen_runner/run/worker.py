@@ -100,6 +100,7 @@ class Worker(Recording):
                 queue, self.id, self._models, items, client.secrets, self._settings,
                 unhold=self._held.difference_update, on_recorded=self._batch_recorded,
                 store=self.calls.store, client=BatchClient(client.transport),
+                new_batches=config.cache.policy == "read-write",  # docs/batches.md: cache policies
             )  # fmt: skip
 
     # -- the job ------------------------------------------------------------------------------------------
