@@ -7,7 +7,8 @@ request at a time, and a call that meets it down makes no request and raises ``P
 ``down``, so its job goes back to the queue without spending an attempt. Only failures while the model
 is up count against a call's tries; a refused connection never does. Only what the transport raises is
 the provider's answer: an exception from the runner's own code (a limiter, say) passes through as it is,
-a bug for the worker to log, never a ``ProviderError`` that could fail a job.
+a bug for the worker to log, never a ``ProviderError`` that could fail a job. A model whose requests,
+from several different calls, all fail is set aside (``failing``): the client sends it nothing more.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from ..config import ModelSpec
 from ..exceptions import ProviderError
 from .adaptive import read_limit_headers
+from .failing import FailingStreaks, ModelFailing
 from .ratelimit import Limiter, Limiters
 from .retry import Verdict, classify, error_headers, transport_failure
 from .secrets import Secrets
@@ -65,12 +68,14 @@ class ModelClient:
         transport: Transport | None = None,
         max_tries: int = 6,
         max_backoff_s: float = 30.0,
+        failing_after: int | None = None,
     ):
         self._limiters = limiters
         self._secrets = secrets
         self._transport: Transport = transport or LitellmTransport()
         self._max_tries = max_tries
         self._max_backoff = max_backoff_s
+        self.streaks = FailingStreaks(failing_after)  # models whose requests all fail (None: never)
 
     def preload(self) -> None:
         """A request is coming soon: let the transport start its slow set-up (litellm's import)."""
@@ -155,7 +160,9 @@ class ModelClient:
         tally: _Tally,
         tokens: int,
     ) -> dict[str, Any]:
-        """One request, unless the model is down and another request is probing it (or its pause runs)."""
+        """One request, unless the model is down and another request is probing it (or its pause runs),
+        or it is set aside as failing."""
+        self._refuse_failing(model, tally)
         if limiter.down() and not limiter.may_probe():
             raise self._down(model, limiter, tally)
         async with limiter.slot(tokens):
@@ -181,13 +188,32 @@ class ModelClient:
                     # A probe of a down model, or a refused connection (nothing listens: never the
                     # request's fault), is not charged to the call; the breaker counts it instead.
                     tally.charged += not (probe or transport_failure(exc) == "connection refused")
+                    self._count_failure(model, body, exc, verdict)
                     raise
+                self.streaks.answered(model.id)
                 limiter.record(ok=True)
                 limiter.heard(reply.limits, ok=True)
             finally:
                 if probe:
                     limiter.probing = False
         return {**reply.response, "latency_ms": round((time.perf_counter() - started) * 1000, 3)}
+
+    def _refuse_failing(self, model: ModelSpec, tally: _Tally) -> None:
+        reason = self.streaks.failing(model.id)
+        if reason is not None:
+            raise ModelFailing(model.id, reason, requests=tally.requests)
+
+    def _count_failure(
+        self, model: ModelSpec, body: dict[str, Any], exc: BaseException, verdict: Verdict
+    ) -> None:
+        """Add a failed request to its model's streak, unless the model is away or rate limited."""
+        if verdict.unreachable or verdict.kind == "rate_limited" or transport_failure(exc) is not None:
+            return
+        try:  # the same request again (a retry, a job's next attempt) is the same call
+            call = hash(orjson.dumps(body, option=orjson.OPT_SORT_KEYS))
+        except TypeError:
+            call = id(body)
+        self.streaks.failed(model.id, call, self._describe(exc, verdict))
 
     def _down(self, model: ModelSpec, limiter: Limiter, tally: _Tally) -> ProviderError:
         last = limiter.last_error or "earlier requests failed"

@@ -321,7 +321,11 @@ async def _work(
 ) -> tuple[WorkStats, bool]:
     limiters = Limiters(config.models, fleet=fleet, max_outage_s=config.workers.max_outage_s, learned=learned)
     client = ModelClient(
-        limiters, secrets, transport=transport, max_tries=max(2, config.workers.max_attempts + 1)
+        limiters,
+        secrets,
+        transport=transport,
+        max_tries=max(2, config.workers.max_attempts + 1),
+        failing_after=config.workers.quarantine_failures,
     )
     counts = [c for c in await queue.counts() if c.status != SET_ASIDE]
     total = sum(c.n for c in counts)

@@ -33,7 +33,7 @@ from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
 from ..exceptions import KnowwhenError, ProviderError
 from ..jobs import Items, Job
-from ..provider import REQUEST_STARTED, CacheMode, Limiters, ModelClient
+from ..provider import REQUEST_STARTED, CacheMode, Limiters, ModelClient, ModelFailing
 from ..provider.batch_client import BatchClient
 from ..queue import Failure, Queue
 from .batch_lane import BatchLane
@@ -158,6 +158,9 @@ class Worker(Recording):
             self.stats.over_budget.setdefault(exc.scope, str(exc))
             self.holds.spend(exc.scope, self.budget.models_under(exc.scope))
             return Outcome(job, held_back=True)
+        if isinstance(exc, ModelFailing):  # its requests all fail: perhaps an episode's agent, not job's model
+            self.holds.quarantine(exc.model_id, exc.reason)
+            return Outcome(job, quarantine=exc.reason, quarantined=exc.model_id)
         reason = quarantine_reason(self._models[job.model_id], exc)
         if reason is not None:
             self.holds.quarantine(job.model_id, reason)  # stop calling it now, not once recorded
@@ -229,7 +232,8 @@ class Worker(Recording):
         while not self.stopping.is_set():
             await self.holds.refresh()
             await self._unpark(outcomes)
-            quotas = self.lanes.quotas(self.holds.gone()) if len(self._held) < self.lanes.held_cap else []
+            in_hand = len(self._held) - len(self.holds.parked)  # parked episodes wait off the callers
+            quotas = self.lanes.quotas(self.holds.gone()) if in_hand < self.lanes.held_cap else []
             claimed = await self.queue.claim_each(self.id, quotas, lease) if quotas else []
             self.lanes.claimed(quotas, claimed)
             self._held.update(j.id for j in claimed)
@@ -318,7 +322,7 @@ class Worker(Recording):
                 async with self._slots:  # workers.concurrency, when a user bounds it
                     if self.stopping.is_set():
                         return  # not started: given back below
-                    if job.model_id in self.holds.models():
+                    if self.holds.holds_back(job):
                         outcome = Outcome(job, held_back=True)
                     else:
                         outcome = await self._execute(job)
