@@ -6,7 +6,8 @@ for that model. By default only the quickstart's closed-loop scenarios run, with
 and ``--bench`` tasks), so the run without the rule ends in minutes; ``--full`` keeps every scenario.
 ``--rule off`` sets ``workers.quarantine_failures: null`` (the run before the rule: every job tries
 ``max_attempts`` times, each call retried by the client); ``--rule default`` leaves the setting out, and
-``--rule keep`` writes nothing at all (for code that does not know the setting).
+``--rule keep`` writes nothing at all (for code that does not know the setting); ``--no-probe`` leaves
+the pre-flight out, so the run's own rule is what stops the spending (with it, the pre-flight's no-go).
 Run from the repository root: ``python -m benchmarks.bench_failing_model [--rule off]``; it prints the
 requests at the server, the run's wall time and exit code, and, given ``--today N`` (the requests of a
 run before the rule), the ratio.
@@ -62,9 +63,14 @@ def _config(folder: Path, base_url: str, args: argparse.Namespace) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rule", choices=["default", "off", "keep"], default="default")
-    parser.add_argument("--full", action="store_true", help="every scenario of the quickstart (long without the rule)")
+    parser.add_argument(
+        "--full", action="store_true", help="every scenario of the quickstart (long without the rule)"
+    )
     parser.add_argument("--fit", type=int, default=2, help="tasks of l3-fit (not with --full)")
     parser.add_argument("--bench", type=int, default=2, help="tasks of l3 (not with --full)")
+    parser.add_argument(
+        "--no-probe", action="store_true", help="leave the pre-flight out (the run's own rule)"
+    )
     parser.add_argument("--today", type=int, help="requests of a run before the rule, for the ratio")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="knowwhen-failing-"))
@@ -74,13 +80,16 @@ def main() -> None:
         path = _config(folder, server.base_url, args)
         started = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, "-m", "knowwhen_runner", "run", str(path), "-q"],
+            [sys.executable, "-m", "knowwhen_runner", "run", str(path), "-q",
+             *(["--no-probe"] if args.no_probe else [])],
             capture_output=True, text=True, env=env, check=False, cwd=ROOT,
         )  # fmt: skip
         seconds = time.perf_counter() - started
         failing = server.count(model=FAILING)
         others = server.count() - failing
-    print(f"rule: {args.rule}; scenarios: {'all' if args.full else f'episodes only (fit {args.fit}, bench {args.bench})'}")
+    print(
+        f"rule: {args.rule}; pre-flight: {'no' if args.no_probe else 'yes'}; scenarios: {'all' if args.full else f'episodes only (fit {args.fit}, bench {args.bench})'}"
+    )
     print(f"requests to the always-500 {FAILING}: {failing}; to the other models: {others}")
     print(f"run: exit {done.returncode} after {seconds:.1f} s")
     for line in (done.stdout + done.stderr).strip().splitlines()[-6:]:

@@ -15,7 +15,7 @@ from .adaptive import AdaptiveRate, LearnedLimit
 from .bodies import QUESTION_NAME, decision_body, llm_body
 from .cache_keys import CACHE_KEY_VERSION, CacheMode, cache_key, legacy_cache_key
 from .client import CallOutcome, ModelClient
-from .failing import FailingStreaks, ModelFailing
+from .failing import FOR_JOB, FailingStreaks, ModelFailing
 from .litellm_loader import load_litellm, preload_litellm
 from .mock_transport import MockTransport, Sent
 from .prices import token_prices
@@ -26,6 +26,7 @@ from .transport import CallKind, LitellmTransport, Reply, Transport
 
 __all__ = [
     "CACHE_KEY_VERSION",
+    "FOR_JOB",
     "QUESTION_NAME",
     "REQUEST_STARTED",
     "AdaptiveRate",
@@ -40,8 +41,8 @@ __all__ = [
     "Limiters",
     "LitellmTransport",
     "MockTransport",
-    "ModelFailing",
     "ModelClient",
+    "ModelFailing",
     "Reply",
     "Secrets",
     "Sent",

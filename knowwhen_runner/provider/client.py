@@ -13,18 +13,18 @@ from several different calls, all fail is set aside (``failing``): the client se
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from ..config import ModelSpec
 from ..exceptions import ProviderError
 from .adaptive import read_limit_headers
-from .failing import FailingStreaks, ModelFailing
+from .failing import FOR_JOB, FailingStreaks, ModelFailing
 from .ratelimit import Limiter, Limiters
 from .retry import Verdict, classify, error_headers, transport_failure
 from .secrets import Secrets
@@ -42,6 +42,9 @@ class _Tally:
     charged: int = 0  # failures that count against the call's tries
     errors: list[str] = field(default_factory=list)
     answer: BaseException | None = None  # the last exception the transport raised: the provider's answer
+    serial: int = (
+        0  # which logical call of its client this is (failures of a call without a job count per call)
+    )
 
     def answered(self, exc: BaseException) -> bool:
         """Whether ``exc`` is the provider's answer (or ours about it), not a bug of the runner's own code."""
@@ -75,6 +78,7 @@ class ModelClient:
         self._transport: Transport = transport or LitellmTransport()
         self._max_tries = max_tries
         self._max_backoff = max_backoff_s
+        self._serials = itertools.count()
         self.streaks = FailingStreaks(failing_after)  # models whose requests all fail (None: never)
 
     def preload(self) -> None:
@@ -100,7 +104,7 @@ class ModelClient:
         limiter = self._limiters[model.id]
         # Before taking a rate-limit slot: a slot granted now must be used now, not after an import.
         await self._transport.prepare(model)
-        tally = _Tally()
+        tally = _Tally(serial=next(self._serials))
         # A rough size for a tokens-per-minute limit; only then, since it is a tenth of a millisecond.
         tokens = len(str(body)) // 4 if limiter.counts_tokens else 0
 
@@ -188,7 +192,7 @@ class ModelClient:
                     # A probe of a down model, or a refused connection (nothing listens: never the
                     # request's fault), is not charged to the call; the breaker counts it instead.
                     tally.charged += not (probe or transport_failure(exc) == "connection refused")
-                    self._count_failure(model, body, exc, verdict)
+                    self._count_failure(model, tally, exc, verdict)
                     raise
                 self.streaks.answered(model.id)
                 limiter.record(ok=True)
@@ -203,16 +207,11 @@ class ModelClient:
         if reason is not None:
             raise ModelFailing(model.id, reason, requests=tally.requests)
 
-    def _count_failure(
-        self, model: ModelSpec, body: dict[str, Any], exc: BaseException, verdict: Verdict
-    ) -> None:
+    def _count_failure(self, model: ModelSpec, tally: _Tally, exc: BaseException, verdict: Verdict) -> None:
         """Add a failed request to its model's streak, unless the model is away or rate limited."""
         if verdict.unreachable or verdict.kind == "rate_limited" or transport_failure(exc) is not None:
             return
-        try:  # the same request again (a retry, a job's next attempt) is the same call
-            call = hash(orjson.dumps(body, option=orjson.OPT_SORT_KEYS))
-        except TypeError:
-            call = id(body)
+        call = FOR_JOB.get() or tally.serial  # a job's retries and next attempts count once
         self.streaks.failed(model.id, call, self._describe(exc, verdict))
 
     def _down(self, model: ModelSpec, limiter: Limiter, tally: _Tally) -> ProviderError:

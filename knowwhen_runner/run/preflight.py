@@ -4,7 +4,9 @@ The question is the run's own first unanswered one for that model (so the answer
 its job costs nothing more later), or a tiny built-in one for a model with only episodes to run. The
 probe checks the key, the model name, that the answer is valid and that the model's price is known, and
 times the call. Only what would fail every call alike is a no-go (a refused key, an unknown model, an
-unknown price); a failed or invalid answer is a warning. ``knowwhen plan --probe`` prints the go/no-go
+unknown price), and a model that answered every request of its probe with a failure (a 5xx other than
+502/503/504, a malformed reply): the run would set it aside anyway (``workers.quarantine_failures``).
+A model that did not answer at all (down), a rate limit or an invalid answer is a warning. ``knowwhen plan --probe`` prints the go/no-go
 table, and ``run`` prints it and stops on a no-go unless told to skip that model.
 """
 
@@ -106,8 +108,19 @@ async def _first_unanswered(
     return "cached"
 
 
+def _failed_every_request(model: ModelSpec, client: ModelClient, exc: ProviderError) -> str | None:
+    """What to fix when every request of the probe was answered with a failure, else None."""
+    if exc.requests < 1 or client.streaks.in_a_row(model.id) < exc.requests:
+        return None
+    return (
+        f"it answered all {exc.requests} requests of its probe with a failure ({exc}); "
+        f"check the model's server and `model:` of {model.id}"
+    )
+
+
 async def _probe_one(
     config: SweepConfig,
+    client: ModelClient,
     calls: CachedCalls,
     model: ModelSpec,
     items: Items,
@@ -130,8 +143,8 @@ async def _probe_one(
     except TimeoutError:
         return Probe(model.id, False, "called", problem=f"no answer within {timeout:.0f} s")
     except ProviderError as exc:
-        reason = quarantine_reason(model, exc)
-        if reason is None:  # a failure of this call (5xx, 429, down): the run's retries may get past it
+        reason = quarantine_reason(model, exc) or _failed_every_request(model, client, exc)
+        if reason is None:  # a failure of this call (429, down): the run's retries may get past it
             return Probe(model.id, True, "called", price=price, note=f"no answer yet: {exc}")
         auth: Check = "no" if exc.status in (401, 403) else "?"
         name: Check = "no" if exc.status == 404 else ("?" if auth == "no" else "ok")
@@ -172,13 +185,20 @@ async def probe_models(
     ``open_jobs``: the run's jobs still to do; a model's probe is its first question not in the cache.
     """
     limiters = Limiters(config.models, max_outage_s=min(60.0, config.workers.max_outage_s))
-    client = ModelClient(limiters, secrets, transport=transport, max_tries=2, max_backoff_s=2.0)
+    client = ModelClient(
+        limiters,
+        secrets,
+        transport=transport,
+        max_tries=2,
+        max_backoff_s=2.0,
+        failing_after=config.workers.quarantine_failures,
+    )
     budget = BudgetGuard(config, queue) if config.budget is not None else None
     calls = CachedCalls(store, client, config.cache.policy, budget=budget)  # probes count as spending
     probes: dict[str, Probe] = {}
 
     async def one(model: ModelSpec) -> None:
-        probes[model.id] = await _probe_one(config, calls, model, items, open_jobs)
+        probes[model.id] = await _probe_one(config, client, calls, model, items, open_jobs)
 
     async with anyio.create_task_group() as tg:
         for model in config.models:

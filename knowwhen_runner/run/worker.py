@@ -33,7 +33,7 @@ from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
 from ..exceptions import KnowwhenError, ProviderError
 from ..jobs import Items, Job
-from ..provider import REQUEST_STARTED, CacheMode, Limiters, ModelClient, ModelFailing
+from ..provider import FOR_JOB, REQUEST_STARTED, CacheMode, Limiters, ModelClient, ModelFailing
 from ..provider.batch_client import BatchClient
 from ..queue import Failure, Queue
 from .batch_lane import BatchLane
@@ -158,7 +158,9 @@ class Worker(Recording):
             self.stats.over_budget.setdefault(exc.scope, str(exc))
             self.holds.spend(exc.scope, self.budget.models_under(exc.scope))
             return Outcome(job, held_back=True)
-        if isinstance(exc, ModelFailing):  # its requests all fail: perhaps an episode's agent, not job's model
+        if isinstance(
+            exc, ModelFailing
+        ):  # its requests all fail: perhaps an episode's agent, not job's model
             self.holds.quarantine(exc.model_id, exc.reason)
             return Outcome(job, quarantine=exc.reason, quarantined=exc.model_id)
         reason = quarantine_reason(self._models[job.model_id], exc)
@@ -316,6 +318,7 @@ class Worker(Recording):
         before it sent anything (``REQUEST_STARTED`` tells when it has)."""
         scope = self._unstarted[job.id] = anyio.CancelScope()
         token = REQUEST_STARTED.set(lambda: self._started(job.id))
+        FOR_JOB.set(job.id)  # this task's own context: the model's failures are counted per job
         outcome: Outcome | None = None
         try:
             with scope:

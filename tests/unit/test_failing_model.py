@@ -10,11 +10,19 @@ import pytest
 
 from knowwhen_runner.config import ModelSpec
 from knowwhen_runner.exceptions import ProviderError
-from knowwhen_runner.provider import FailingStreaks, Limiters, MockTransport, ModelClient, ModelFailing, Secrets
+from knowwhen_runner.provider import (
+    FOR_JOB,
+    FailingStreaks,
+    Limiters,
+    MockTransport,
+    ModelClient,
+    ModelFailing,
+    Secrets,
+)
 
 
-def test_a_streak_of_different_calls_sets_the_model_aside() -> None:
-    """Failures from N different calls in a row make the model failing, with the last error in the reason."""
+def test_a_streak_of_different_jobs_sets_the_model_aside() -> None:
+    """N failed requests in a row, for 3 different jobs, make the model failing, the last error in the reason."""
     streaks = FailingStreaks(3)
     assert streaks.failed("m", 1, "HTTP 500 a") is None
     assert streaks.failed("m", 2, "HTTP 500 b") is None
@@ -25,7 +33,7 @@ def test_a_streak_of_different_calls_sets_the_model_aside() -> None:
 
 
 def test_one_call_retried_never_sets_the_model_aside() -> None:
-    """The same call failing many times (a request the server cannot take) is one call, not N."""
+    """One or two jobs failing many times (a request the server cannot take) never set the model aside."""
     streaks = FailingStreaks(3)
     for _ in range(50):
         assert streaks.failed("m", 7, "HTTP 500") is None
@@ -55,7 +63,8 @@ def test_streaks_are_per_model_and_none_means_never() -> None:
 
 
 def _spec(model_id: str) -> ModelSpec:
-    return ModelSpec(id=model_id, model=f"hosted_vllm/{model_id}", kind="decision")
+    fast = {"requests_per_minute": 600_000, "max_in_flight": 4}
+    return ModelSpec(id=model_id, model=f"hosted_vllm/{model_id}", kind="decision", rate_limit=fast)  # type: ignore[arg-type]
 
 
 def _client(handler: Any, specs: list[ModelSpec], limit: int | None) -> tuple[ModelClient, MockTransport]:
@@ -79,7 +88,7 @@ async def _calls(client: ModelClient, spec: ModelSpec, n: int) -> list[BaseExcep
 
 
 def test_the_client_stops_sending_to_a_model_whose_requests_all_fail() -> None:
-    """Always 500: after 4 different calls failed, no request is sent; calls raise ModelFailing at once."""
+    """Always 500: after 4 failed requests of 3 calls, no request is sent; calls raise ModelFailing at once."""
     bad, good = _spec("bad"), _spec("good")
 
     def answer(model: ModelSpec, _kind: str, _body: dict[str, Any]) -> Any:
@@ -88,10 +97,10 @@ def test_the_client_stops_sending_to_a_model_whose_requests_all_fail() -> None:
     client, transport = _client(answer, [bad, good], 4)
     got = anyio.run(_calls, client, bad, 10)
     sent_bad = sum(s.model == "bad" for s in transport.sent)
-    # calls 1-3: three tries each (3 different calls), call 4: its first request is the 4th call's
-    assert sent_bad == 3 * 3 + 1
-    assert all(isinstance(e, ModelFailing) for e in got[3:])
-    assert not any(isinstance(e, ModelFailing) for e in got[:3])
+    # calls 1-2: three tries each (2 calls, 6 failures), call 3: its first request makes 3 calls
+    assert sent_bad == 2 * 3 + 1
+    assert all(isinstance(e, ModelFailing) for e in got[2:])
+    assert not any(isinstance(e, ModelFailing) for e in got[:2])
     assert anyio.run(_calls, client, good, 3) == [None, None, None]  # the other model goes on
 
 
@@ -116,3 +125,20 @@ def test_a_model_failing_one_request_in_two_keeps_going() -> None:
     client, _ = _client(answer, [spec], 2)
     assert anyio.run(_calls, client, spec, 20) == [None] * 20
     assert client.streaks.failing("m") is None
+
+
+def test_failures_of_one_job_count_once_whatever_its_calls() -> None:
+    """Calls made for one job (its retries, its next attempts, an episode's steps) are one job in the count."""
+    spec = _spec("m")
+    client, transport = _client(lambda *_: MockTransport.error(500), [spec], 2)
+
+    async def for_job(job: str, n: int) -> list[BaseException | None]:
+        FOR_JOB.set(job)
+        return await _calls(client, spec, n)
+
+    got = anyio.run(for_job, "job-1", 5)
+    assert not any(isinstance(e, ModelFailing) for e in got) and len(transport.sent) == 5 * 3
+    anyio.run(for_job, "job-2", 1)
+    assert client.streaks.failing("m") is None  # 18 failures in a row, but for 2 jobs only
+    anyio.run(for_job, "job-3", 1)
+    assert "3 different jobs" in str(client.streaks.failing("m"))
