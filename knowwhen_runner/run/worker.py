@@ -12,7 +12,8 @@ abandons the calls still running after ``workers.stop_grace_s``. A killed proces
 go back once its heartbeat is stale (``STALE_AFTER_S``), or its leases expire. What is held back
 (quarantined, paused, over budget, parked) is asked of one ``Holds``. An exception of the runner's own
 code on a job is a bug: logged (``RunnerErrors``), the job goes back unspent; only a provider's answer
-fails a job.
+fails a job. Jobs leased to this worker that it does not know it holds (a claim that committed but whose
+reply was lost) go back when it is idle and when it exits, not when their lease runs out.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import math
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -47,6 +49,8 @@ from .recording import STALE_AFTER_S, Recording
 from .runner_errors import RunnerErrors
 
 __all__ = ["STALE_AFTER_S", "WorkStats", "Worker", "new_worker_id"]
+
+_LOST_EVERY_S = 2.0  # how often an idle worker looks for jobs leased to it that it does not hold
 
 
 def new_worker_id() -> str:
@@ -90,6 +94,7 @@ class Worker(Recording):
         self.lanes = Lanes(config.models, limiters, self._settings)
         self._requests: dict[str, Question] = {}  # questions looked up in the cache, waiting for a caller
         self._held: set[str] = set()  # job ids claimed and not yet recorded
+        self._lost_at = -math.inf  # when this worker last looked for jobs leased to it but not held
         self._unstarted: dict[str, anyio.CancelScope] = {}  # started jobs that have sent nothing yet
         self._slots = anyio.CapacityLimiter(self._settings.concurrency or math.inf)
         self.batches: BatchLane | None = (
@@ -200,6 +205,7 @@ class Worker(Recording):
             with anyio.CancelScope(shield=True):
                 if self._held:
                     await self.queue.release(self.id, sorted(self._held))
+                await self.queue.release_unheld(self.id, frozenset())  # a claim's reply lost, say
                 await self.queue.stop_worker(self.id)
         self.stats.given_up = self.holds.given_up()
         return self.stats
@@ -259,11 +265,23 @@ class Worker(Recording):
         """Nothing in hand and nothing claimed: whether the queue is finished (else wait a little)."""
         if self._limiters is not None:
             await self._limiters.settle()  # others may still work: let them have our permits
+        await self._release_lost()
         if await self._queue_finished():
             return True
         await anyio.sleep(self.holds.next_probe_in() if self.holds.parked else 0.5)
         self.lanes.wake()
         return False
+
+    async def _release_lost(self) -> None:
+        """Jobs leased to this worker that it does not hold (a claim that committed but whose reply was
+        lost) go back to the queue now (every few seconds at most), not when their lease runs out, which
+        the heartbeat would put off for as long as the worker lives."""
+        if self.batches is not None and self.batches.describe():
+            return  # a batch being polled may have taken its jobs back under this worker's lease
+        if time.monotonic() - self._lost_at < _LOST_EVERY_S:
+            return
+        self._lost_at = time.monotonic()
+        await self.queue.release_unheld(self.id, frozenset(self._held))
 
     async def _unpark(self, outcomes: Outcomes) -> None:
         """Parked episodes whose models may be probed again go back to the queue for whoever is free."""
