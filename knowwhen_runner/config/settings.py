@@ -98,9 +98,9 @@ class WorkerSettings(_Frozen):
         le=10_000,
         description=(
             "Quarantine a model for the run once this many of its requests in a row, for at least 3 "
-            "different jobs, failed with an answer (a 5xx other than 502/503/504, a malformed reply, a 4xx "
-            "other than 429) and none between succeeded; its remaining jobs stay pending. A model that does "
-            "not answer at all is down instead (see max_outage_s). None: never."
+            "different jobs, failed with an answer (a 5xx other than 502/503/504, a malformed reply) and "
+            "none between succeeded; its remaining jobs stay pending. A model that does not answer at all "
+            "is down instead (see max_outage_s). None: never."
         ),
     )
 

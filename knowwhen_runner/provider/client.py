@@ -208,8 +208,12 @@ class ModelClient:
             raise ModelFailing(model.id, reason, requests=tally.requests)
 
     def _count_failure(self, model: ModelSpec, tally: _Tally, exc: BaseException, verdict: Verdict) -> None:
-        """Add a failed request to its model's streak, unless the model is away or rate limited."""
+        """Add a failed request to its model's streak: a 5xx or a malformed reply (no status), unless the
+        model is away or rate limited. A 4xx says something of the request (too long for the context,
+        say), and fails its job at once."""
         if verdict.unreachable or verdict.kind == "rate_limited" or transport_failure(exc) is not None:
+            return
+        if verdict.status is not None and verdict.status < 500:
             return
         call = FOR_JOB.get() or tally.serial  # a job's retries and next attempts count once
         self.streaks.failed(model.id, call, self._describe(exc, verdict))

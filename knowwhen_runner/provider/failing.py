@@ -1,8 +1,9 @@
 """A model that always fails: its requests counted in a row, until the run sets it aside.
 
-Every request answered with a failure (a 5xx other than 502/503/504, a malformed reply, a 4xx other
-than 429) adds to its model's streak; any answered request resets it. Rate limits (429/529) and a model
-that does not answer at all (no HTTP response, 502/503/504: it is *down*, waited for) are not counted.
+Every request answered with a failure (a 5xx other than 502/503/504, a malformed reply) adds to its
+model's streak; any answered request resets it. Rate limits (429/529), a 4xx (it says something of the
+request, which fails at once) and a model that does not answer at all (no HTTP response, 502/503/504: it
+is *down*, waited for) are not counted.
 Once the streak holds ``limit`` failed requests for at least ``MIN_JOBS`` different jobs (``FOR_JOB``,
 set by the worker for each job; a logical call without one counts as its own), the model is failing:
 the client sends it nothing more and raises ``ModelFailing``, which quarantines the model for the run

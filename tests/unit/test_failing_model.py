@@ -104,9 +104,10 @@ def test_the_client_stops_sending_to_a_model_whose_requests_all_fail() -> None:
     assert anyio.run(_calls, client, good, 3) == [None, None, None]  # the other model goes on
 
 
-@pytest.mark.parametrize("status", [429, 503])
-def test_rate_limits_and_an_away_server_are_not_counted(status: int) -> None:
-    """429 (rate limited) and 503 (unreachable: down, waited for) never set a model aside."""
+@pytest.mark.parametrize("status", [400, 429, 503])
+def test_request_errors_rate_limits_and_an_away_server_are_not_counted(status: int) -> None:
+    """400 (the request's own fault), 429 (rate limited) and 503 (unreachable: down, waited for) never set
+    a model aside."""
     spec = _spec("m")
     client, _ = _client(lambda *_: MockTransport.error(status, retry_after=0), [spec], 2)
     got = anyio.run(_calls, client, spec, 4)
