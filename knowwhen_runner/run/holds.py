@@ -135,13 +135,6 @@ class Holds:
             del self.parked[job.id]
         return ready
 
-    def abandoned(self, gone: dict[str, str]) -> int:
-        """Parked episodes counted under a model still worked but waiting for one given up on."""
-        return sum(
-            job.model_id not in gone and any(m in gone for m in self._episode_models(job))
-            for job in self.parked.values()
-        )
-
     def next_probe_in(self) -> float:
         """Seconds until the first down model may be probed again (bounded: 0.2 to 2 s)."""
         if self._limiters is None:

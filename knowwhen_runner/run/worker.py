@@ -324,12 +324,18 @@ class Worker(Recording):
             await outcomes.send(Outcome(q.job, result=row))
 
     async def _queue_finished(self) -> bool:
-        """No job left that this worker could work (jobs of models given up on or held back stay pending)."""
+        """No job left that this worker could work: jobs of models given up on or held back stay pending,
+        and so do the episodes whose agent is (whichever process has them parked)."""
         await self.holds.refresh(now=True)
         counts = await self.queue.counts()
         gone = self.holds.gone()
-        left = sum(c.n for c in counts if c.status in ("pending", "running") and c.model_id not in gone)
-        return left <= self.holds.abandoned(gone)
+        stuck = {
+            s.id for s in self.config.scenarios if s.kind == "episodes" and self.config.agent_of(s).id in gone
+        }
+        return not any(
+            c.n for c in counts
+            if c.status in ("pending", "running") and c.model_id not in gone and c.scenario_id not in stuck
+        )  # fmt: skip
 
     async def _call(self, job: Job, outcomes: Outcomes) -> None:
         """One started job: it waits for its own model's limiter; handed back untouched if the worker stops

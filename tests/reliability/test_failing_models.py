@@ -139,3 +139,19 @@ def test_an_always_500_agent_sets_its_episodes_aside_in_a_few_requests(
     with sqlite3.connect(tmp_path / "out" / "knowwhen.db") as conn:
         rows = conn.execute("SELECT status, count(*), max(attempts) FROM kw_jobs GROUP BY status").fetchall()
     assert [(status, n) for status, n, _ in rows] == [("pending", 18)]
+
+
+def test_two_processes_set_an_always_500_agent_aside_and_both_end(
+    server: ServerProcess, tmp_path: Path, tally: Counter[str]
+) -> None:
+    """PostgreSQL, 2 processes: each sets the agent aside within its limit, and neither waits for the
+    episodes the other holds parked: the run ends (exit 3) with all 18 episodes pending."""
+    server.set_faults([{"fault": "500", "model": "agent-sim"}])
+    config = _episodes_config(tmp_path / "c.yaml", server.base_url)
+    with temporary_database() as url:
+        done = knowwhen("run", str(config), "-q", "--no-probe", "--db", url, "--processes", "2", timeout=120)
+        tally["faults injected"] += server.count(model="agent-sim")
+        assert done.returncode == 3, done.stdout + done.stderr
+        assert "quarantined agent-sim" in _said(done)
+        assert server.count(model="agent-sim") <= 2 * (LIMIT + IN_FLIGHT)
+        assert _counts(tmp_path, ["--db", url]) == {("agent-sim", "pending"): 6, ("prior", "pending"): 12}
