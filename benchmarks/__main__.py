@@ -31,6 +31,7 @@ TARGETS = {
     "processes": "2 processes >= 1.7 x one (steady jobs/s)",
     "rate_limit": ">= 95% of the limit with zero 429s",
     "scoring": "scoring 153,621 rows <= 5 s",
+    "failing_model": "requests to an always-500 agent in the quickstart <= 5% of the run without the rule",
     "fair_share": (
         "(a) fast models beside a 60/min one <= 1.1 x their time alone, the slow one >= 90% of its limit; "
         "(b, c on PostgreSQL with 2 processes) each model <= 1.1 x its own bound, the sweep <= 1.05 x the slowest's; (d) limits not told: >= 90% within 5 min, <= 1% 429s"
@@ -106,6 +107,12 @@ def main() -> None:
     if "scoring" in wanted:
         extra = ["--models", "3", "--questions", "200"] if q else []
         results["cases"]["scoring"] = _script("bench_scoring.py", *extra)
+    if "failing_model" in wanted:
+        figures = work / "failing_model.json"
+        extra = ["--tasks", "1"] if q else []
+        results["cases"]["failing_model"] = _script("bench_failing_model.py", *extra, "--json", str(figures))
+        if figures.is_file():
+            results["cases"]["failing_model"]["figures"] = json.loads(figures.read_text())
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     for name, figures in results["cases"].items():
         print(f"\n== {name}  (target: {TARGETS[name]})")
