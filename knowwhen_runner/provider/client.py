@@ -8,7 +8,7 @@ request at a time, and a call that meets it down makes no request and raises ``P
 is up count against a call's tries; a refused connection never does. Only what the transport raises is
 the provider's answer: an exception from the runner's own code (a limiter, say) passes through as it is,
 a bug for the worker to log, never a ``ProviderError`` that could fail a job. A model whose requests,
-from several different calls, all fail is set aside (``failing``): the client sends it nothing more.
+for several different jobs, all fail is set aside (``failing``): the client sends it nothing more.
 """
 
 from __future__ import annotations
@@ -42,9 +42,7 @@ class _Tally:
     charged: int = 0  # failures that count against the call's tries
     errors: list[str] = field(default_factory=list)
     answer: BaseException | None = None  # the last exception the transport raised: the provider's answer
-    serial: int = (
-        0  # which logical call of its client this is (failures of a call without a job count per call)
-    )
+    serial: int = 0  # which call of its client this is (a call made for no job counts as its own job)
 
     def answered(self, exc: BaseException) -> bool:
         """Whether ``exc`` is the provider's answer (or ours about it), not a bug of the runner's own code."""

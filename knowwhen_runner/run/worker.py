@@ -163,9 +163,7 @@ class Worker(Recording):
             self.stats.over_budget.setdefault(exc.scope, str(exc))
             self.holds.spend(exc.scope, self.budget.models_under(exc.scope))
             return Outcome(job, held_back=True)
-        if isinstance(
-            exc, ModelFailing
-        ):  # its requests all fail: perhaps an episode's agent, not job's model
+        if isinstance(exc, ModelFailing):  # every request fails: the job's model, or an episode's agent
             self.holds.quarantine(exc.model_id, exc.reason)
             return Outcome(job, quarantine=exc.reason, quarantined=exc.model_id)
         reason = quarantine_reason(self._models[job.model_id], exc)
