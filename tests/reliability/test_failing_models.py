@@ -54,7 +54,8 @@ def test_an_always_500_model_is_set_aside_within_its_limit_and_the_others_finish
     server: ServerProcess, tmp_path: Path, db: list[str], tally: Counter[str]
 ) -> None:
     """Every request of lexical-llm a 500: at most 12 (+ in flight) reach it, lexical finishes, exit 3 and
-    `status` name the quarantine; the server fixed, the same command finishes it."""
+    `status` name the quarantine; the server fixed, the same command finishes it (on SQLite: the rerun is
+    the same on both)."""
     server.set_faults([{"fault": "500", "model": "lexical-llm"}])
     scenario = make_question_set(tmp_path / "qs", n_tasks=10)  # 45 questions
     config = write_config(tmp_path / "c.yaml", server.base_url, scenario, workers={"concurrency": IN_FLIGHT})
@@ -69,6 +70,8 @@ def test_an_always_500_model_is_set_aside_within_its_limit_and_the_others_finish
     status = knowwhen("status", str(tmp_path / "out"), *db, "--run", "t")
     assert "quarantined lexical-llm" in _said(status) and "all failed" in _said(status)
 
+    if db:
+        return
     server.clear_faults()
     server.reset_stats()
     fixed = knowwhen("run", str(config), "-q", *db)
@@ -81,7 +84,7 @@ def test_a_model_failing_a_third_of_its_requests_is_not_set_aside(
 ) -> None:
     """A 500 on a third of lexical-llm's requests (seeded): retries answer every job, exit 0, no quarantine."""
     server.set_faults([{"fault": "500", "model": "lexical-llm", "probability": 0.33, "seed": 7}])
-    scenario = make_question_set(tmp_path / "qs", n_tasks=12)  # 54 questions
+    scenario = make_question_set(tmp_path / "qs", n_tasks=8)  # 36 questions
     config = write_config(tmp_path / "c.yaml", server.base_url, scenario, workers={"concurrency": 8})
     done = knowwhen("run", str(config), "-q")
     failed = server.count(model="lexical-llm", status=500)
@@ -89,7 +92,7 @@ def test_a_model_failing_a_third_of_its_requests_is_not_set_aside(
     assert done.returncode == 0, done.stdout + done.stderr
     assert "quarantined" not in _said(done)
     assert failed >= LIMIT  # more failures than the limit, but never that many in a row
-    assert _counts(tmp_path, []) == {("lexical", "done"): 54, ("lexical-llm", "done"): 54}
+    assert _counts(tmp_path, []) == {("lexical", "done"): 36, ("lexical-llm", "done"): 36}
 
 
 def _episodes_config(path: Path, base_url: str) -> Path:
