@@ -83,6 +83,11 @@ class FailingStreaks:
         streak = self._streaks.get(model_id)
         return streak.failures if streak is not None else 0
 
+    def set_aside(self, model_id: str, reason: str) -> None:
+        """The run quarantined the model (another process found it failing, or its key refused): send it
+        nothing more from here either."""
+        self._failing.setdefault(model_id, reason)
+
     def failing(self, model_id: str) -> str | None:
         """Why the model is set aside, or None while it is not."""
         return self._failing.get(model_id)

@@ -237,6 +237,9 @@ class Worker(Recording):
         lease = self._settings.lease_seconds
         while not self.stopping.is_set():
             await self.holds.refresh()
+            for control in self.holds.controls.values():  # quarantined by any process: its calls stop here
+                if control.state == "quarantined":
+                    self.client.streaks.set_aside(control.model_id, control.reason)
             await self._unpark(outcomes)
             in_hand = len(self._held) - len(self.holds.parked)  # parked episodes wait off the callers
             quotas = self.lanes.quotas(self.holds.gone()) if in_hand < self.lanes.held_cap else []

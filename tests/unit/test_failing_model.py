@@ -143,3 +143,14 @@ def test_failures_of_one_job_count_once_whatever_its_calls() -> None:
     assert client.streaks.failing("m") is None  # 18 failures in a row, but for 2 jobs only
     anyio.run(for_job, "job-3", 1)
     assert "3 different jobs" in str(client.streaks.failing("m"))
+
+
+def test_a_model_the_run_quarantined_is_sent_nothing_more() -> None:
+    """set_aside (another process quarantined the model): the next call raises ModelFailing unsent."""
+    spec = _spec("m")
+    client, transport = _client(lambda *_: {"choice": "a", "confidence": 0.9}, [spec], 12)
+    assert anyio.run(_calls, client, spec, 1) == [None]
+    client.streaks.set_aside("m", "the provider refused the key")
+    (got,) = anyio.run(_calls, client, spec, 1)
+    assert isinstance(got, ModelFailing) and "refused the key" in str(got)
+    assert len(transport.sent) == 1
