@@ -2,7 +2,8 @@
 
 ``python -m benchmarks`` runs the sizes the targets are stated at (several minutes on two cores);
 ``--quick`` runs tiny sizes (a smoke test, figures meaningless); ``--case NAME`` runs some cases only
-(``fair_share``, several minutes of rate-limited work, runs only when named).
+(``fair_share``, several minutes of rate-limited work, and ``failing_model``, a run that fails for three
+minutes before the one it is compared with, run only when named).
 With ``KNOWWHEN_BENCH_PG`` set to a PostgreSQL URL, the processes case runs there too.
 """
 
@@ -32,6 +33,7 @@ TARGETS = {
     "rate_limit": ">= 95% of the limit with zero 429s",
     "scoring": "scoring 153,621 rows <= 5 s",
     "screen": "simulated 40-model screen, 200 seeds: calls <= 40 % of the full sweep (top 5, floor 0.80); seeds with a wrong decision <= alpha",
+    "failing_model": "requests to an always-500 agent in the quickstart <= 5% of the run without the rule",
     "fair_share": (
         "(a) fast models beside a 60/min one <= 1.1 x their time alone, the slow one >= 90% of its limit; "
         "(b, c on PostgreSQL with 2 processes) each model <= 1.1 x its own bound, the sweep <= 1.05 x the slowest's; (d) limits not told: >= 90% within 5 min, <= 1% 429s"
@@ -59,7 +61,8 @@ def main() -> None:
     parser.add_argument("--case", action="append", choices=sorted(TARGETS), help="run only these cases")
     parser.add_argument("--out", type=Path, default=HERE / "results.json")
     args = parser.parse_args()
-    wanted = set(args.case or TARGETS) - ({"fair_share"} if not args.case else set())  # minutes: asked for
+    named_only = {"fair_share", "failing_model"}  # minutes of rate-limited or failing work: when asked for
+    wanted = set(args.case or TARGETS) - (named_only if not args.case else set())
     q = args.quick
     work = cases.scratch()
     results: dict[str, Any] = {
@@ -111,6 +114,12 @@ def main() -> None:
         results["cases"]["screen"] = _script(
             "bench_screen.py", *(["--seeds", "2", "--models", "10"] if q else [])
         )
+    if "failing_model" in wanted:
+        figures = work / "failing_model.json"
+        extra = ["--tasks", "1"] if q else []
+        results["cases"]["failing_model"] = _script("bench_failing_model.py", *extra, "--json", str(figures))
+        if figures.is_file():
+            results["cases"]["failing_model"]["figures"] = json.loads(figures.read_text())
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     for name, figures in results["cases"].items():
         print(f"\n== {name}  (target: {TARGETS[name]})")

@@ -11,6 +11,7 @@ import pytest
 
 import knowwhen_runner  # noqa: F401  (sets LITELLM_LOCAL_MODEL_COST_MAP before any test imports litellm)
 from knowwhen_runner.serve import ServerProcess, start_server_process
+from tests.prism import SpecProxy, start_prism
 from tests.reliability.tally import NAMES, TALLY
 
 
@@ -61,6 +62,22 @@ def server(serve: ServerProcess) -> Iterator[ServerProcess]:
     serve.reset()
     yield serve
     serve.reset()  # a module's shared run (a fixture of its own on ``serve``) never sees this test's faults
+
+
+@pytest.fixture(scope="session")
+def spec_proxy_process(serve: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SpecProxy]:
+    """Stoplight Prism between tests and the session's server, judging every exchange by OpenAI's spec."""
+    with start_prism(f"{serve.base_url}/v1", tmp_path_factory.mktemp("prism") / "prism.log") as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def spec_proxy(server: ServerProcess, spec_proxy_process: SpecProxy) -> Iterator[SpecProxy]:
+    """The validating proxy (its ``url`` is an ``api_base``); the test fails if anything broke the spec."""
+    spec_proxy_process.start_test()
+    yield spec_proxy_process
+    broken = spec_proxy_process.violations()
+    assert not broken, "outside OpenAI's spec:\n" + "\n".join(broken[:20])
 
 
 # ---------------------------------------------------------------------------------------------------

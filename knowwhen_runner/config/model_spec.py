@@ -37,6 +37,12 @@ class Pricing(_Frozen):
     per_request: float = Field(0.0, ge=0, description="USD per request, on top of tokens.")
 
 
+BATCH_PROVIDERS = ("openai", "azure", "vertex_ai", "bedrock", "mistral", "xai")
+"""litellm providers whose files and batches endpoints litellm drives (docs/batches.md)."""
+OPENAI_COMPATIBLE = ("hosted_vllm", "litellm_proxy", "openai_like", "custom_openai")
+"""Providers that, given an ``api_base``, are OpenAI-compatible servers: batched through OpenAI's endpoints."""
+
+
 class BatchSettings(_Frozen):
     """A provider Batch API for an LLM's open-loop questions: about half price, answers within hours."""
 
@@ -54,6 +60,15 @@ class BatchSettings(_Frozen):
         ),
     )
     poll_s: float = Field(30.0, gt=0, description="Seconds between status checks of a submitted batch.")
+    max_errors: int = Field(
+        5,
+        ge=1,
+        le=1000,
+        description=(
+            "Provider requests for one batch (looking it up, reading its status or files) that may fail in a "
+            "row; then the batch is given up and its questions are answered synchronously, each once."
+        ),
+    )
 
 
 class ModelSpec(_Frozen):
@@ -123,6 +138,14 @@ class ModelSpec(_Frozen):
     def _batch_for_llms(self) -> ModelSpec:
         if self.batch is not None and self.batch.enabled and self.kind != "llm":
             raise ValueError("batch: only LLMs (kind: llm) answer through a Batch API")
+        provider = self.model.split("/", 1)[0] if "/" in self.model else "openai"
+        reached = provider in BATCH_PROVIDERS or (self.api_base is not None and provider in OPENAI_COMPATIBLE)
+        if self.batch is not None and self.batch.enabled and not reached:
+            raise ValueError(
+                f"batch: litellm creates no provider batches for '{provider}' (it does for "
+                f"{', '.join(BATCH_PROVIDERS)}, and OpenAI-compatible servers given an api_base); "
+                "remove the batch section"
+            )
         return self
 
     def batches(self) -> bool:

@@ -97,6 +97,17 @@ class WorkerSettings(_Frozen):
         ),
     )
     quarantine_min_answers: int = Field(20, ge=1, description="Answers seen before the invalid share counts.")
+    quarantine_failures: int | None = Field(
+        12,
+        ge=2,
+        le=10_000,
+        description=(
+            "Quarantine a model for the run once this many of its requests in a row, for at least 3 "
+            "different jobs, failed with an answer (a 5xx other than 502/503/504, a malformed reply) and "
+            "none between succeeded; its remaining jobs stay pending. A model that does not answer at all "
+            "is down instead (see max_outage_s). None: never."
+        ),
+    )
 
 
 class ServeSettings(_Frozen):

@@ -3,7 +3,7 @@
 Every request goes through the ``Transport`` (``LitellmTransport``: OpenAI's files and batches endpoints,
 which OpenAI-compatible servers share; ``MockTransport`` in tests). Each batch carries our key in its
 ``metadata``, so a process that died between creating a batch and writing its provider id down finds
-it again (``find``) instead of submitting it twice. Answers are normalised by the transport with the
+it again (``find``, paging through the provider's list) instead of submitting it twice. Answers are normalised by the transport with the
 synchronous path's code, and priced here at the batch price.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import ModelSpec
+from ..exceptions import ProviderError
 from .batch_wire import BatchLine, BatchState, LineResult, request_file
 from .prices import batch_token_prices
 from .transport import LitellmTransport, Transport
@@ -20,6 +21,11 @@ __all__ = ["METADATA_KEY", "BatchClient", "BatchLine", "BatchState", "LineResult
 
 METADATA_KEY = "knowwhen_batch"
 """The batch ``metadata`` field that holds the runner's batch key."""
+
+FIND_PAGES = 50
+"""Most pages of the provider's batch list one lookup reads before it gives up (unknown, not absent)."""
+CLOCK_SKEW_S = 3600.0
+"""How much earlier than our row the provider's clock may date the batch: older batches end a lookup."""
 
 
 class BatchClient:
@@ -41,13 +47,32 @@ class BatchClient:
         file_id = await self._transport.upload_batch_file(model, f"{key}.jsonl", content, api_key)
         return await self._transport.create_batch(model, file_id, {METADATA_KEY: key}, api_key)
 
-    async def find(self, model: ModelSpec, key: str, api_key: str | None) -> str | None:
-        """The provider id of the batch created with our ``key``, if the provider has one."""
+    async def find(
+        self, model: ModelSpec, key: str, api_key: str | None, since: float | None = None
+    ) -> str | None:
+        """The provider id of the batch created with our ``key``, or None when the provider has none.
+
+        The list is read page by page (``after`` the last batch of the previous page), newest first, until
+        a batch carries our key in its metadata, the list ends, or a page reaches batches older than
+        ``since`` (when our row was written, less ``CLOCK_SKEW_S``). A lookup that reads ``FIND_PAGES``
+        pages without an answer raises: the batch is then unknown, not absent.
+        """
         await self._transport.prepare(model)
-        for batch in await self._transport.list_batches(model, api_key):
-            if batch.metadata.get(METADATA_KEY) == key:
-                return batch.provider_id
-        return None
+        after: str | None = None
+        for _ in range(FIND_PAGES):
+            page = await self._transport.list_batches(model, api_key, after)
+            for batch in page.batches:
+                if batch.metadata.get(METADATA_KEY) == key:
+                    return batch.provider_id
+            if not page.has_more or not page.batches:
+                return None
+            oldest = page.batches[-1].created_at
+            if since is not None and oldest is not None and oldest < since - CLOCK_SKEW_S:
+                return None
+            after = page.batches[-1].provider_id
+        raise ProviderError(
+            f"batch {key} not found in the first {FIND_PAGES} pages of the list", kind="retry"
+        )
 
     async def retrieve(self, model: ModelSpec, provider_id: str, api_key: str | None) -> BatchState:
         await self._transport.prepare(model)

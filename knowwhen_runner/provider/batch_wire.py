@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["BatchLine", "BatchState", "LineResult", "failed_line", "request_file", "result_line"]
+__all__ = ["BatchLine", "BatchPage", "BatchState", "LineResult", "failed_line", "request_file", "result_line"]
 
 _FINISHED = frozenset({"completed", "failed", "expired", "cancelled"})
 
@@ -35,10 +35,19 @@ class BatchState:
     output_file_id: str | None
     error_file_id: str | None
     metadata: Mapping[str, str] = field(default_factory=dict)
+    created_at: float | None = None  # seconds since the epoch, as the provider says
 
     @property
     def finished(self) -> bool:
         return self.status in _FINISHED
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPage:
+    """One page of a provider's batch list, newest first; ``has_more``: the next starts after ``batches[-1]``."""
+
+    batches: list[BatchState]
+    has_more: bool = False
 
 
 @dataclass(frozen=True, slots=True)

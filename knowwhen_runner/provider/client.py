@@ -7,11 +7,13 @@ request at a time, and a call that meets it down makes no request and raises ``P
 ``down``, so its job goes back to the queue without spending an attempt. Only failures while the model
 is up count against a call's tries; a refused connection never does. Only what the transport raises is
 the provider's answer: an exception from the runner's own code (a limiter, say) passes through as it is,
-a bug for the worker to log, never a ``ProviderError`` that could fail a job.
+a bug for the worker to log, never a ``ProviderError`` that could fail a job. A model whose requests,
+for several different jobs, all fail is set aside (``failing``): the client sends it nothing more.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from dataclasses import dataclass, field
@@ -22,6 +24,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 from ..config import ModelSpec
 from ..exceptions import ProviderError
 from .adaptive import read_limit_headers
+from .failing import FOR_JOB, FailingStreaks, ModelFailing
 from .ratelimit import Limiter, Limiters
 from .retry import Verdict, classify, error_headers, transport_failure
 from .secrets import Secrets
@@ -39,6 +42,7 @@ class _Tally:
     charged: int = 0  # failures that count against the call's tries
     errors: list[str] = field(default_factory=list)
     answer: BaseException | None = None  # the last exception the transport raised: the provider's answer
+    serial: int = 0  # which call of its client this is (a call made for no job counts as its own job)
 
     def answered(self, exc: BaseException) -> bool:
         """Whether ``exc`` is the provider's answer (or ours about it), not a bug of the runner's own code."""
@@ -65,12 +69,15 @@ class ModelClient:
         transport: Transport | None = None,
         max_tries: int = 6,
         max_backoff_s: float = 30.0,
+        failing_after: int | None = None,
     ):
         self._limiters = limiters
         self._secrets = secrets
         self._transport: Transport = transport or LitellmTransport()
         self._max_tries = max_tries
         self._max_backoff = max_backoff_s
+        self._serials = itertools.count()
+        self.streaks = FailingStreaks(failing_after)  # models whose requests all fail (None: never)
 
     def preload(self) -> None:
         """A request is coming soon: let the transport start its slow set-up (litellm's import)."""
@@ -95,7 +102,7 @@ class ModelClient:
         limiter = self._limiters[model.id]
         # Before taking a rate-limit slot: a slot granted now must be used now, not after an import.
         await self._transport.prepare(model)
-        tally = _Tally()
+        tally = _Tally(serial=next(self._serials))
         # A rough size for a tokens-per-minute limit; only then, since it is a tenth of a millisecond.
         tokens = len(str(body)) // 4 if limiter.counts_tokens else 0
 
@@ -155,7 +162,9 @@ class ModelClient:
         tally: _Tally,
         tokens: int,
     ) -> dict[str, Any]:
-        """One request, unless the model is down and another request is probing it (or its pause runs)."""
+        """One request, unless the model is down and another request is probing it (or its pause runs),
+        or it is set aside as failing."""
+        self._refuse_failing(model, tally)
         if limiter.down() and not limiter.may_probe():
             raise self._down(model, limiter, tally)
         async with limiter.slot(tokens):
@@ -181,13 +190,31 @@ class ModelClient:
                     # A probe of a down model, or a refused connection (nothing listens: never the
                     # request's fault), is not charged to the call; the breaker counts it instead.
                     tally.charged += not (probe or transport_failure(exc) == "connection refused")
+                    self._count_failure(model, tally, exc, verdict)
                     raise
+                self.streaks.answered(model.id)
                 limiter.record(ok=True)
                 limiter.heard(reply.limits, ok=True)
             finally:
                 if probe:
                     limiter.probing = False
         return {**reply.response, "latency_ms": round((time.perf_counter() - started) * 1000, 3)}
+
+    def _refuse_failing(self, model: ModelSpec, tally: _Tally) -> None:
+        reason = self.streaks.failing(model.id)
+        if reason is not None:
+            raise ModelFailing(model.id, reason, requests=tally.requests)
+
+    def _count_failure(self, model: ModelSpec, tally: _Tally, exc: BaseException, verdict: Verdict) -> None:
+        """Add a failed request to its model's streak: a 5xx or a malformed reply (no status), unless the
+        model is away or rate limited. A 4xx says something of the request (too long for the context,
+        say), and fails its job at once."""
+        if verdict.unreachable or verdict.kind == "rate_limited" or transport_failure(exc) is not None:
+            return
+        if verdict.status is not None and verdict.status < 500:
+            return
+        call = FOR_JOB.get() or tally.serial  # a job's retries and next attempts count once
+        self.streaks.failed(model.id, call, self._describe(exc, verdict))
 
     def _down(self, model: ModelSpec, limiter: Limiter, tally: _Tally) -> ProviderError:
         last = limiter.last_error or "earlier requests failed"

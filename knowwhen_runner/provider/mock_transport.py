@@ -10,6 +10,7 @@ retrieves that still see it running; ``fail`` makes the next request of a batch 
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import orjson
 
 from ..config import ModelSpec
-from .batch_wire import BatchState, LineResult, failed_line
+from .batch_wire import BatchPage, BatchState, LineResult, failed_line
 from .transport import CallKind, Reply
 
 __all__ = ["MockTransport", "Sent"]
@@ -47,6 +48,7 @@ class _Batch:
     polls_left: int
     status: str = "in_progress"
     results: dict[str, list[LineResult]] = field(default_factory=dict)  # file id -> its lines
+    created_at: float = field(default_factory=time.time)
 
 
 @dataclass
@@ -57,6 +59,7 @@ class MockTransport:
     handler: Handler
     sent: list[Sent] = field(default_factory=list)
     batch_polls: int = 0
+    page_size: int = 100  # batches per page of ``list_batches``
     fail: dict[str, list[BaseException]] = field(default_factory=dict)
     batch_ops: list[str] = field(default_factory=list)
     _files: dict[str, bytes] = field(default_factory=dict)
@@ -118,9 +121,14 @@ class MockTransport:
         self._batches[batch.id] = batch
         return batch.id
 
-    async def list_batches(self, model: ModelSpec, api_key: str | None) -> list[BatchState]:
+    async def list_batches(
+        self, model: ModelSpec, api_key: str | None, after: str | None = None
+    ) -> BatchPage:
         self._op("list")
-        return [self._state(b) for b in reversed(self._batches.values())]
+        ids = list(reversed(self._batches))
+        start = ids.index(after) + 1 if after in ids else 0
+        page = ids[start : start + self.page_size]
+        return BatchPage([self._state(self._batches[i]) for i in page], start + len(page) < len(ids))
 
     async def retrieve_batch(self, model: ModelSpec, provider_id: str, api_key: str | None) -> BatchState:
         self._op("retrieve")
@@ -169,6 +177,7 @@ class MockTransport:
             out if out in batch.results else None,
             err if err in batch.results else None,
             batch.metadata,
+            batch.created_at,
         )
 
 

@@ -21,7 +21,7 @@ import orjson
 
 from ..config import ModelSpec, resolve_params
 from .adaptive import LimitNews, read_limit_headers
-from .batch_wire import BatchState, LineResult, result_line
+from .batch_wire import BatchPage, BatchState, LineResult, result_line
 from .bodies import QUESTION_NAME
 from .litellm_loader import litellm_loaded, load_litellm, preload_litellm
 from .prices import call_cost, register_price
@@ -77,8 +77,10 @@ class Transport(Protocol):
         """Create a batch of chat completions from an uploaded file; its provider id."""
         ...
 
-    async def list_batches(self, model: ModelSpec, api_key: str | None) -> list[BatchState]:
-        """The provider's most recent batches (with their metadata)."""
+    async def list_batches(
+        self, model: ModelSpec, api_key: str | None, after: str | None = None
+    ) -> BatchPage:
+        """One page of the provider's batches (with their metadata), newest first, from after ``after``."""
         ...
 
     async def retrieve_batch(self, model: ModelSpec, provider_id: str, api_key: str | None) -> BatchState:
@@ -163,12 +165,21 @@ class LitellmTransport:
         )
         return str(batch.id)
 
-    async def list_batches(self, model: ModelSpec, api_key: str | None) -> list[BatchState]:
-        page = await load_litellm().alist_batches(limit=100, **_batch_kw(model, api_key))
-        return [_batch_state(b) for b in getattr(page, "data", None) or []]
+    async def list_batches(
+        self, model: ModelSpec, api_key: str | None, after: str | None = None
+    ) -> BatchPage:
+        page = await load_litellm().alist_batches(after=after, limit=100, **_batch_kw(model, api_key))
+        batches = [_batch_state(b) for b in getattr(page, "data", None) or []]
+        return BatchPage(batches, bool(getattr(page, "has_more", False)) and bool(batches))
 
     async def retrieve_batch(self, model: ModelSpec, provider_id: str, api_key: str | None) -> BatchState:
-        batch = await load_litellm().aretrieve_batch(batch_id=provider_id, **_batch_kw(model, api_key))
+        batch = await load_litellm().aretrieve_batch(
+            batch_id=provider_id,
+            # Else litellm's success logging downloads a finished batch's output and error files itself
+            # (to price it), beside our own download: every file would be read twice.
+            litellm_metadata={"batch_ignore_default_logging": True},
+            **_batch_kw(model, api_key),
+        )
         return _batch_state(batch, provider_id)
 
     async def cancel_batch(self, model: ModelSpec, provider_id: str, api_key: str | None) -> None:
@@ -212,6 +223,7 @@ def _batch_state(batch: Any, provider_id: str | None = None) -> BatchState:
         batch.output_file_id,
         batch.error_file_id,
         dict(getattr(batch, "metadata", None) or {}),
+        getattr(batch, "created_at", None),
     )
 
 

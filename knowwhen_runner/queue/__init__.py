@@ -179,6 +179,12 @@ class Queue(Protocol):
         failures: list[Failure],
     ) -> int: ...
     async def release(self, worker: str, job_ids: list[str]) -> int: ...
+    async def release_unheld(self, worker: str, held: AbstractSet[str]) -> list[str]:
+        """Give back the jobs leased to ``worker`` that are not in ``held`` (what it knows it holds): a
+        claim whose commit succeeded but whose reply never reached it. Jobs parked in a provider batch
+        are the batch's, not the worker's, and stay. Their ids, released as by ``release``."""
+        ...
+
     async def take_stage(self, stage: str, worker: str) -> str:
         """Who plans ``stage`` (a later stage of the run, named by the fits it is planned from): the
         first process to ask, fleet-wide; the others get its name and wait for its plan."""

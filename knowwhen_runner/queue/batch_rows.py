@@ -31,7 +31,7 @@ class BatchRecord:
     key: str
     model_id: str
     job_ids: tuple[str, ...]
-    status: str  # submitting | submitted | completed | expired | cancelled | failed
+    status: str  # submitting | submitted | completed | expired | cancelled | failed | given_up
     provider_id: str | None = None
     owner: str | None = None
     created_at: float = 0.0

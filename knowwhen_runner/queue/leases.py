@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -128,6 +129,25 @@ class LeaseTables(RunStatements):
                 .values(status="pending", lease_owner=None, attempts=greatest(s.jobs.c.attempts - 1, 0))
             )
         return int(res.rowcount or 0)
+
+    async def release_unheld(self, worker: str, held: AbstractSet[str]) -> list[str]:
+        return await self._call(self._release_unheld, worker, frozenset(held))
+
+    def _release_unheld(self, worker: str, held: frozenset[str]) -> list[str]:
+        j = s.jobs.c
+        greatest = func.max if self.dialect == "sqlite" else func.greatest
+        with self._engine.begin() as conn:
+            leased = conn.execute(
+                select(j.id).where(j.run == self.run, j.lease_owner == worker, j.status == "running")
+            ).scalars()
+            lost = sorted(set(leased) - held)
+            if lost:
+                conn.execute(
+                    update(s.jobs)
+                    .where(*held_by(self.run, worker, lost))
+                    .values(status="pending", lease_owner=None, attempts=greatest(j.attempts - 1, 0))
+                )
+        return lost
 
     async def requeue_expired(self, stale_after_s: float | None = None) -> int:
         return await self._call(self._requeue_expired, stale_after_s)

@@ -197,6 +197,14 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
                 n += 1
         return n
 
+    async def release_unheld(self, worker: str, held: AbstractSet[str]) -> list[str]:
+        lost = sorted(
+            i for i, row in self._rows.items() if row.status == "running" and row.lease_owner == worker
+        )
+        lost = [i for i in lost if i not in held]
+        await self.release(worker, lost)
+        return lost
+
     async def take_stage(self, stage: str, worker: str) -> str:
         return self._stages.setdefault(stage, worker)
 

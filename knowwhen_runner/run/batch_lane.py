@@ -10,10 +10,16 @@ Finished batches are recorded like synchronous answers (same normalised response
 answer rows, marked with the batch); lines without an answer go back to the queue as a failed attempt
 with their reason, to the next batch or, once ``fallback_after_s`` has passed since their first batch,
 to the synchronous callers. A batch still running after ``fallback_after_s`` is cancelled.
+
+No provider request is tried without bound: after ``batch.max_errors`` failed requests in a row for one
+batch (a lookup whose list endpoint fails or is missing, a status or a file that cannot be read), the batch
+is given up (``given_up``, with the last error as its reason; cancelled at the provider when its id is
+known) and its questions go to the synchronous callers, never into another batch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Callable
@@ -26,6 +32,7 @@ from ..cache import CacheEntry, CacheStore
 from ..config import ModelSpec, WorkerSettings
 from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
+from ..exceptions import QueueError
 from ..jobs import Items, Job
 from ..provider import Secrets, classify
 from ..provider.batch_client import BatchClient, BatchLine, BatchState, LineResult
@@ -72,6 +79,7 @@ class BatchLane:
         on_recorded: Callable[[list[dict[str, Any]], int], None],
         store: CacheStore,
         client: BatchClient | None = None,
+        new_batches: bool = True,
     ) -> None:
         self._queue = queue
         self._store = store
@@ -85,13 +93,18 @@ class BatchLane:
         self._unhold = unhold
         self._on_recorded = on_recorded
         self._client = client or BatchClient()
+        # Only with cache policy read-write: a batch answer is written to the cache before it is recorded
+        # and read back from it by a rerun after a kill between the two, so no other policy batches.
+        self._new_batches = new_batches
         self._waiting: dict[str, list[_Waiting]] = {mid: [] for mid in self._models}
         self._waiting_ids: set[str] = set()
         self._sync_only: set[str] = set()  # questions whose batch the provider refused
         self._submitting: set[str] = set()
+        self._created: set[str] = set()  # keys of batches this process created and noted (no lookup needed)
         self._first_batched: dict[str, float] = {}
         self._known_at = 0.0
         self._in_flight: list[BatchRecord] = []  # open batches seen by the last poll round
+        self._errors: dict[str, int] = {}  # batch key -> provider requests failed in a row
         self.stats = BatchStats()
 
     # -- routing ----------------------------------------------------------------------------------
@@ -100,6 +113,8 @@ class BatchLane:
         """Whether a claimed question goes to a batch (its model batches; it is not yet past its wait)."""
         model = self._models.get(job.model_id)
         if model is None or model.batch is None or not model.batches() or job.kind != "question":
+            return False
+        if not self._new_batches:
             return False
         if job.id in self._sync_only:
             return False
@@ -165,6 +180,7 @@ class BatchLane:
             crashpoint("batch_submit")
             with anyio.CancelScope(shield=True):
                 await self._queue.batch_note(key, status="submitted", provider_id=provider_id)
+            self._created.add(key)
             self.stats.submitted += 1
         finally:
             self._submitting.discard(key)
@@ -176,16 +192,16 @@ class BatchLane:
             leased = await self._queue.batch_lease(self._worker, self._settings.lease_seconds, ids)
             self._in_flight = leased
             for rec in leased:
-                if rec.key in self._submitting:
-                    continue
+                if rec.key in self._submitting or (rec.status == "submitting" and rec.key in self._created):
+                    continue  # being submitted, or leased before its id was noted: the next round has it
                 try:
                     await self._poll(self._models[rec.model_id], rec)
-                except Exception as exc:  # a 5xx, a timeout: try again next round
+                    self._errors.pop(rec.key, None)
+                except QueueError:  # the run's database, not the provider: no count toward giving up
                     self.stats.poll_errors += 1
-                    if rec.provider_id is not None:
-                        await self._queue.batch_note(
-                            rec.key, error=self._secrets.redact(f"poll: {exc}")[:500]
-                        )
+                except Exception as exc:  # a 5xx, a timeout: try again next round, up to the bound
+                    self.stats.poll_errors += 1
+                    await self._poll_failed(self._models[rec.model_id], rec, exc)
             if leased:
                 self._on_recorded([], 0)  # refresh the progress display (batches in flight, their age)
             await anyio.sleep(every)
@@ -201,7 +217,7 @@ class BatchLane:
     async def _poll(self, model: ModelSpec, rec: BatchRecord) -> None:
         key = self._secrets.key_for(model)
         if rec.status == "submitting":
-            found = await self._client.find(model, rec.key, key)
+            found = await self._client.find(model, rec.key, key, since=rec.created_at)
             if (
                 found is None
             ):  # never created: its jobs go back to the queue (an attempt spent: no endless loop)
@@ -219,6 +235,26 @@ class BatchLane:
             return
         lines = await self._client.results(model, state, key)
         await self._record(model, rec, state, lines)
+
+    async def _poll_failed(self, model: ModelSpec, rec: BatchRecord, exc: Exception) -> None:
+        """Note a failed provider request for ``rec``; at ``max_errors`` in a row, give the batch up."""
+        assert model.batch is not None
+        limit = model.batch.max_errors
+        n = self._errors[rec.key] = self._errors.get(rec.key, 0) + 1
+        what = "lookup" if rec.provider_id is None else "poll"
+        if what == "lookup" and classify(exc).kind == "fatal":  # no list endpoint (a 4xx): it will not come
+            n = limit
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = self._secrets.redact(f"{what} failed {n}/{limit}: {detail}")[:500]
+        if n < limit:
+            await self._queue.batch_note(rec.key, error=reason)
+            return
+        self._errors.pop(rec.key, None)
+        if rec.provider_id is not None:  # ask once that it stop: its answers will never be read
+            with contextlib.suppress(Exception):  # the provider is failing anyway: given up all the same
+                await self._client.cancel(model, rec.provider_id, self._secrets.key_for(model))
+        self._sync_only.update(rec.job_ids)
+        await self._give_back(rec.key, f"batch given up: {reason}", "given_up", rec.created_at)
 
     async def _give_back(self, key: str, reason: str, status: str, since: float) -> None:
         """Return a batch's parked jobs to the queue as a failed attempt with ``reason``; close the batch."""

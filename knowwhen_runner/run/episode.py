@@ -36,7 +36,7 @@ from ..gym import (
 from ..gym.tools import ASK, REPLY
 from ..jobs import EpisodeCost, Items, Job
 from ..jsonio import loads
-from ..provider import CallKind, decision_body
+from ..provider import CallKind, ModelFailing, decision_body
 from .calls import CachedCalls
 
 __all__ = ["EpisodeContext", "agent_messages", "run_episode"]
@@ -152,7 +152,7 @@ class _Episode:
         try:
             response = await self._call(self.decider, "decision", decision_body(item))
         except ProviderError as exc:
-            if self.mode == "model" or exc.kind in ("down", "budget"):
+            if self.mode == "model" or exc.kind in ("down", "budget") or isinstance(exc, ModelFailing):
                 # The model alone decides here, or it is down (an outage must not turn into fallbacks
                 # that change the result): the episode stops and its job waits in the queue.
                 raise

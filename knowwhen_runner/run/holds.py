@@ -102,9 +102,21 @@ class Holds:
         payload = job.payload
         return [m for m in (payload.get("agent"), payload.get("decision_model"), job.model_id) if m]
 
+    def holds_back(self, job: Job) -> bool:
+        """A job of a model held back, or an episode that needs one (its agent, say)."""
+        held = self.models()
+        if job.kind != "episode":
+            return job.model_id in held
+        return any(m in held for m in self._episode_models(job))
+
     def waits_for_a_down_model(self, job: Job) -> bool:
-        """An episode that would meet a down model it may not probe now, or one given up on."""
-        if self._limiters is None or job.kind != "episode":
+        """An episode that would meet a down model it may not probe now, one given up on, or one held back
+        (quarantined: an episode of another model that needs it waits, parked, until the run ends)."""
+        if job.kind != "episode":
+            return False
+        if any(m in self.models() for m in self._episode_models(job)):
+            return True
+        if self._limiters is None:
             return False
         limiters = [self._limiters[m] for m in self._episode_models(job) if m in self._models]
         return any(lim.down() and (not lim.may_probe() or lim.gave_up()) for lim in limiters)
@@ -122,13 +134,6 @@ class Holds:
         for job in ready:
             del self.parked[job.id]
         return ready
-
-    def abandoned(self, gone: dict[str, str]) -> int:
-        """Parked episodes counted under a model still worked but waiting for one given up on."""
-        return sum(
-            job.model_id not in gone and any(m in gone for m in self._episode_models(job))
-            for job in self.parked.values()
-        )
 
     def next_probe_in(self) -> float:
         """Seconds until the first down model may be probed again (bounded: 0.2 to 2 s)."""

@@ -65,6 +65,7 @@ class Outcome:
     cache_entry: CacheEntry | None = None
     down: bool = False  # the model was down: the job goes back to the queue with its attempt unspent
     quarantine: str | None = None  # the model failed fatally (what to fix): the job goes back, unspent
+    quarantined: str | None = None  # the model quarantined, when not the job's own (an episode's agent)
     held_back: bool = False  # the model is quarantined or paused: the job goes back unstarted
     bug: bool = False  # the runner's own code failed on it (logged): the job goes back, unspent
     given_back: bool = False  # the worker is stopping: the unstarted job goes back at once

@@ -4,7 +4,11 @@ The question is the run's own first unanswered one for that model (so the answer
 its job costs nothing more later), or a tiny built-in one for a model with only episodes to run. The
 probe checks the key, the model name, that the answer is valid and that the model's price is known, and
 times the call. Only what would fail every call alike is a no-go (a refused key, an unknown model, an
-unknown price); a failed or invalid answer is a warning. ``knowwhen plan --probe`` prints the go/no-go
+unknown price), and a model that answered every request of its probe with a failure (a 5xx other than
+502/503/504, a malformed reply), asked up to ``_PROBE_CALLS`` times: the run would set it aside anyway
+(``workers.quarantine_failures``), and a model failing one request in three fails six in a row once in
+830 probes.
+A model that did not answer at all (down), a rate limit or an invalid answer is a warning. ``knowwhen plan --probe`` prints the go/no-go
 table, and ``run`` prints it and stops on a no-go unless told to skip that model.
 """
 
@@ -24,13 +28,14 @@ from ..jobs import Items, Job
 from ..provider import CacheMode, Limiters, ModelClient, Secrets, Transport, token_prices
 from ..queue import Queue
 from .budget import BudgetGuard
-from .calls import CachedCalls, Lookup, QuestionCall, question_call
+from .calls import CachedCalls, CallResult, Lookup, QuestionCall, question_call
 from .quarantine import quarantine_reason
 
 __all__ = ["PROBE_QUESTION", "PreflightError", "Probe", "no_go_message", "probe_models"]
 
 Check = Literal["ok", "no", "?"]
 _SCAN = 256  # pending questions of a model looked up in the cache to find one not answered yet
+_PROBE_CALLS = 3  # calls (of 2 tries each) a probe makes while every request is answered with a failure
 
 PROBE_QUESTION: dict[str, Any] = {
     "qhash": "knowwhen-probe-1",
@@ -106,8 +111,38 @@ async def _first_unanswered(
     return "cached"
 
 
+def _failed_every_request(model: ModelSpec, client: ModelClient, exc: ProviderError, sent: int) -> str | None:
+    """What to fix when all ``sent`` requests of the probe were answered with a failure, else None."""
+    if sent < 1 or client.streaks.in_a_row(model.id) < sent:
+        return None
+    return (
+        f"it answered all {sent} requests of its probe with a failure ({exc}); "
+        f"check the model's server and `model:` of {model.id}"
+    )
+
+
+async def _ask(
+    client: ModelClient, calls: CachedCalls, model: ModelSpec, call: QuestionCall, lookup: bool
+) -> CallResult:
+    """The probe's call, made again (up to ``_PROBE_CALLS``) while every request fails; a ProviderError
+    carries the requests of all its calls."""
+    sent = made = 0
+    while True:
+        try:
+            return await calls.call(model, call.kind, call.body, key=call.key, lookup=lookup)
+        except ProviderError as exc:
+            sent, made = sent + exc.requests, made + 1
+            exc.requests = sent
+            if made >= _PROBE_CALLS or quarantine_reason(model, exc):
+                raise
+            if _failed_every_request(model, client, exc, sent) is None:
+                raise
+        await anyio.sleep(0.5)
+
+
 async def _probe_one(
     config: SweepConfig,
+    client: ModelClient,
     calls: CachedCalls,
     model: ModelSpec,
     items: Items,
@@ -126,12 +161,12 @@ async def _probe_one(
     timeout = model.timeout_s + 30.0
     try:
         with anyio.fail_after(timeout):
-            got = await calls.call(model, call.kind, call.body, key=call.key, lookup=found is None)
+            got = await _ask(client, calls, model, call, found is None)
     except TimeoutError:
         return Probe(model.id, False, "called", problem=f"no answer within {timeout:.0f} s")
     except ProviderError as exc:
-        reason = quarantine_reason(model, exc)
-        if reason is None:  # a failure of this call (5xx, 429, down): the run's retries may get past it
+        reason = quarantine_reason(model, exc) or _failed_every_request(model, client, exc, exc.requests)
+        if reason is None:  # a failure of this call (429, down): the run's retries may get past it
             return Probe(model.id, True, "called", price=price, note=f"no answer yet: {exc}")
         auth: Check = "no" if exc.status in (401, 403) else "?"
         name: Check = "no" if exc.status == 404 else ("?" if auth == "no" else "ok")
@@ -172,13 +207,20 @@ async def probe_models(
     ``open_jobs``: the run's jobs still to do; a model's probe is its first question not in the cache.
     """
     limiters = Limiters(config.models, max_outage_s=min(60.0, config.workers.max_outage_s))
-    client = ModelClient(limiters, secrets, transport=transport, max_tries=2, max_backoff_s=2.0)
+    client = ModelClient(
+        limiters,
+        secrets,
+        transport=transport,
+        max_tries=2,
+        max_backoff_s=2.0,
+        failing_after=config.workers.quarantine_failures,
+    )
     budget = BudgetGuard(config, queue) if config.budget is not None else None
     calls = CachedCalls(store, client, config.cache.policy, budget=budget)  # probes count as spending
     probes: dict[str, Probe] = {}
 
     async def one(model: ModelSpec) -> None:
-        probes[model.id] = await _probe_one(config, calls, model, items, open_jobs)
+        probes[model.id] = await _probe_one(config, client, calls, model, items, open_jobs)
 
     async with anyio.create_task_group() as tg:
         for model in config.models:

@@ -117,7 +117,7 @@ class Recording:
         reasons: dict[str, str] = {}
         for o in batch:
             if o.quarantine is not None:
-                reasons.setdefault(o.job.model_id, o.quarantine)
+                reasons.setdefault(o.quarantined or o.job.model_id, o.quarantine)
             elif o.result is not None and o.job.kind == "question":
                 why = self.holds.answered(o.job.model_id, bool(o.result.get("valid")), o.result.get("error"))
                 if why is not None:

@@ -315,9 +315,8 @@ async def _work(
     learned: LearnedLimits | None,
 ) -> tuple[WorkStats, bool]:
     limiters = Limiters(config.models, fleet=fleet, max_outage_s=config.workers.max_outage_s, learned=learned)
-    client = ModelClient(
-        limiters, secrets, transport=transport, max_tries=max(2, config.workers.max_attempts + 1)
-    )
+    tries, failing = max(2, config.workers.max_attempts + 1), config.workers.quarantine_failures
+    client = ModelClient(limiters, secrets, transport=transport, max_tries=tries, failing_after=failing)
     counts = [c for c in await queue.counts() if c.status != SET_ASIDE]
     total = sum(c.n for c in counts)
     already = sum(c.n for c in counts if c.status in ("done", "failed"))

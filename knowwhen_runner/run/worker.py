@@ -12,7 +12,8 @@ abandons the calls still running after ``workers.stop_grace_s``. A killed proces
 go back once its heartbeat is stale (``STALE_AFTER_S``), or its leases expire. What is held back
 (quarantined, paused, over budget, parked) is asked of one ``Holds``. An exception of the runner's own
 code on a job is a bug: logged (``RunnerErrors``), the job goes back unspent; only a provider's answer
-fails a job.
+fails a job. Jobs leased to this worker that it does not know it holds (a claim that committed but whose
+reply was lost) go back when it is idle and when it exits, not when their lease runs out.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import math
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -33,7 +35,7 @@ from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
 from ..exceptions import KnowwhenError, ProviderError
 from ..jobs import Items, Job
-from ..provider import REQUEST_STARTED, CacheMode, Limiters, ModelClient
+from ..provider import FOR_JOB, REQUEST_STARTED, CacheMode, Limiters, ModelClient, ModelFailing
 from ..provider.batch_client import BatchClient
 from ..queue import Failure, Queue
 from .batch_lane import BatchLane
@@ -47,6 +49,8 @@ from .recording import STALE_AFTER_S, Recording
 from .runner_errors import RunnerErrors
 
 __all__ = ["STALE_AFTER_S", "WorkStats", "Worker", "new_worker_id"]
+
+_LOST_EVERY_S = 2.0  # how often an idle worker looks for jobs leased to it that it does not hold
 
 
 def new_worker_id() -> str:
@@ -90,6 +94,7 @@ class Worker(Recording):
         self.lanes = Lanes(config.models, limiters, self._settings)
         self._requests: dict[str, Question] = {}  # questions looked up in the cache, waiting for a caller
         self._held: set[str] = set()  # job ids claimed and not yet recorded
+        self._lost_at = -math.inf  # when this worker last looked for jobs leased to it but not held
         self._unstarted: dict[str, anyio.CancelScope] = {}  # started jobs that have sent nothing yet
         self._slots = anyio.CapacityLimiter(self._settings.concurrency or math.inf)
         self.batches: BatchLane | None = (
@@ -100,6 +105,7 @@ class Worker(Recording):
                 queue, self.id, self._models, items, client.secrets, self._settings,
                 unhold=self._held.difference_update, on_recorded=self._batch_recorded,
                 store=self.calls.store, client=BatchClient(client.transport),
+                new_batches=config.cache.policy == "read-write",  # docs/batches.md: cache policies
             )  # fmt: skip
 
     # -- the job ------------------------------------------------------------------------------------------
@@ -158,6 +164,9 @@ class Worker(Recording):
             self.stats.over_budget.setdefault(exc.scope, str(exc))
             self.holds.spend(exc.scope, self.budget.models_under(exc.scope))
             return Outcome(job, held_back=True)
+        if isinstance(exc, ModelFailing):  # every request fails: the job's model, or an episode's agent
+            self.holds.quarantine(exc.model_id, exc.reason)
+            return Outcome(job, quarantine=exc.reason, quarantined=exc.model_id)
         reason = quarantine_reason(self._models[job.model_id], exc)
         if reason is not None:
             self.holds.quarantine(job.model_id, reason)  # stop calling it now, not once recorded
@@ -195,6 +204,7 @@ class Worker(Recording):
             with anyio.CancelScope(shield=True):
                 if self._held:
                     await self.queue.release(self.id, sorted(self._held))
+                await self.queue.release_unheld(self.id, frozenset())  # a claim's reply lost, say
                 await self.queue.stop_worker(self.id)
         self.stats.given_up = self.holds.given_up()
         return self.stats
@@ -228,8 +238,12 @@ class Worker(Recording):
         lease = self._settings.lease_seconds
         while not self.stopping.is_set():
             await self.holds.refresh()
+            for control in self.holds.controls.values():  # quarantined by any process: its calls stop here
+                if control.state == "quarantined":
+                    self.client.streaks.set_aside(control.model_id, control.reason)
             await self._unpark(outcomes)
-            quotas = self.lanes.quotas(self.holds.gone()) if len(self._held) < self.lanes.held_cap else []
+            in_hand = len(self._held) - len(self.holds.parked)  # parked episodes wait off the callers
+            quotas = self.lanes.quotas(self.holds.gone()) if in_hand < self.lanes.held_cap else []
             claimed = await self.queue.claim_each(self.id, quotas, lease) if quotas else []
             self.lanes.claimed(quotas, claimed)
             self._held.update(j.id for j in claimed)
@@ -253,11 +267,23 @@ class Worker(Recording):
         """Nothing in hand and nothing claimed: whether the queue is finished (else wait a little)."""
         if self._limiters is not None:
             await self._limiters.settle()  # others may still work: let them have our permits
+        await self._release_lost()
         if await self._queue_finished():
             return True
         await anyio.sleep(self.holds.next_probe_in() if self.holds.parked else 0.5)
         self.lanes.wake()
         return False
+
+    async def _release_lost(self) -> None:
+        """Jobs leased to this worker that it does not hold (a claim that committed but whose reply was
+        lost) go back to the queue now (every few seconds at most), not when their lease runs out, which
+        the heartbeat would put off for as long as the worker lives."""
+        if self.batches is not None and self.batches.describe():
+            return  # a batch being polled may have taken its jobs back under this worker's lease
+        if time.monotonic() - self._lost_at < _LOST_EVERY_S:
+            return
+        self._lost_at = time.monotonic()
+        await self.queue.release_unheld(self.id, frozenset(self._held))
 
     async def _unpark(self, outcomes: Outcomes) -> None:
         """Parked episodes whose models may be probed again go back to the queue for whoever is free."""
@@ -300,25 +326,32 @@ class Worker(Recording):
             await outcomes.send(Outcome(q.job, result=row))
 
     async def _queue_finished(self) -> bool:
-        """No job left that this worker could work (jobs of models given up on or held back stay pending)."""
+        """No job left that this worker could work: jobs of models given up on or held back stay pending,
+        and so do the episodes whose agent is (whichever process has them parked)."""
         await self.holds.refresh(now=True)
         counts = await self.queue.counts()
         gone = self.holds.gone()
-        left = sum(c.n for c in counts if c.status in ("pending", "running") and c.model_id not in gone)
-        return left <= self.holds.abandoned(gone)
+        stuck = {
+            s.id for s in self.config.scenarios if s.kind == "episodes" and self.config.agent_of(s).id in gone
+        }
+        return not any(
+            c.n for c in counts
+            if c.status in ("pending", "running") and c.model_id not in gone and c.scenario_id not in stuck
+        )  # fmt: skip
 
     async def _call(self, job: Job, outcomes: Outcomes) -> None:
         """One started job: it waits for its own model's limiter; handed back untouched if the worker stops
         before it sent anything (``REQUEST_STARTED`` tells when it has)."""
         scope = self._unstarted[job.id] = anyio.CancelScope()
         token = REQUEST_STARTED.set(lambda: self._started(job.id))
+        FOR_JOB.set(job.id)  # this task's own context: the model's failures are counted per job
         outcome: Outcome | None = None
         try:
             with scope:
                 async with self._slots:  # workers.concurrency, when a user bounds it
                     if self.stopping.is_set():
                         return  # not started: given back below
-                    if job.model_id in self.holds.models():
+                    if self.holds.holds_back(job):
                         outcome = Outcome(job, held_back=True)
                     else:
                         outcome = await self._execute(job)

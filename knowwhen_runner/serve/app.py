@@ -306,7 +306,7 @@ class ServeApp:
             "choices": [
                 {
                     "index": 0,
-                    "message": message,
+                    "message": {"refusal": None, **message},
                     "finish_reason": "tool_calls" if calls else "stop",
                     "logprobs": None,
                 }
@@ -335,7 +335,7 @@ class ServeApp:
         chosen = action
 
         async def handler(raw: bytes, query: dict[str, list[str]]) -> Reply:
-            status, body, content_type = await chosen(raw)
+            status, body, content_type = await chosen(raw, query)
             return Reply(status, body, [(b"content-type", content_type)])
 
         return handler

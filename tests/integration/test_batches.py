@@ -13,6 +13,7 @@ import pytest
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, read_answers, write_config
 from tests.pg import temporary_database
+from tests.prism import SpecProxy
 
 pytestmark = pytest.mark.slow
 
@@ -22,14 +23,15 @@ def scenario(tmp_path: Path) -> Path:
     return make_question_set(tmp_path / "qs", n_tasks=10)  # 45 questions
 
 
-def _models(base: str, **batch: object) -> list[dict[str, object]]:
+def _models(base: str, llm_base: str | None = None, **batch: object) -> list[dict[str, object]]:
+    """The decision model on the server; the LLM on ``llm_base`` (the spec's proxy) or the server, batched."""
     return [
         {"id": "lexical", "model": "hosted_vllm/lexical", "kind": "decision", "api_base": base},
         {
             "id": "lexical-llm",
             "model": "openai/lexical-llm",
             "kind": "llm",
-            "api_base": f"{base}/v1",
+            "api_base": llm_base or f"{base}/v1",
             "batch": {"max_requests": 20, "collect_s": 2.0, "poll_s": 0.2, **batch},
         },
     ]
@@ -48,10 +50,13 @@ def _count(server: ServerProcess, endpoint: str, status: int | None = 200) -> in
 
 
 def test_batch_answers_equal_synchronous_answers(
-    server: ServerProcess, tmp_path: Path, scenario: Path
+    server: ServerProcess, spec_proxy: SpecProxy, tmp_path: Path, scenario: Path
 ) -> None:
-    """Every LLM answer of a batched run comes from a provider batch and equals the synchronous run's."""
-    sync_cfg = write_config(tmp_path / "s" / "c.yaml", server.base_url, scenario)
+    """Every LLM answer of a batched run comes from a provider batch and equals the synchronous run's; both
+    runs reach the server through OpenAI's spec (chat requests, files, batches and input lines)."""
+    sync_models = _models(server.base_url, spec_proxy.url)
+    sync_models[1].pop("batch")
+    sync_cfg = write_config(tmp_path / "s" / "c.yaml", server.base_url, scenario, models=sync_models)
     assert (done := knowwhen("run", str(sync_cfg), "-q", "--no-probe")).returncode == 0, done.stderr
     server.reset_stats()
     # Its own response store: the synchronous run's answers must not answer it from the shared one.
@@ -59,7 +64,7 @@ def test_batch_answers_equal_synchronous_answers(
         tmp_path / "b" / "c.yaml",
         server.base_url,
         scenario,
-        models=_models(server.base_url),
+        models=_models(server.base_url, spec_proxy.url),
         cache={"path": str(tmp_path / "b" / "responses.db")},
     )
     assert (done := knowwhen("run", str(cfg), "-q", "--no-probe")).returncode == 0, done.stderr
@@ -106,13 +111,13 @@ def test_plan_shows_the_batch_saving(server: ServerProcess, tmp_path: Path, scen
 
 @pytest.mark.postgres
 def test_two_processes_on_postgresql_share_batches_without_submitting_twice(
-    server: ServerProcess, tmp_path: Path
+    server: ServerProcess, spec_proxy: SpecProxy, tmp_path: Path
 ) -> None:
     """run --processes 2 on PostgreSQL: every batch is created once, every question answered once by a batch."""
     questions = make_question_set(tmp_path / "qs", n_tasks=20)  # 90 questions
     server.set_batch_faults(delay_s=1.0)
     with temporary_database() as pg:
-        models = _models(server.base_url)[1:]
+        models = _models(server.base_url, spec_proxy.url)[1:]
         workers = {"concurrency": 8, "lease_seconds": 3, "batch_size": 8}
         cfg = write_config(tmp_path / "c.yaml", server.base_url, questions, models=models, workers=workers)
         done = knowwhen("run", str(cfg), "-q", "--no-probe", "--processes", "2", "--db", pg)

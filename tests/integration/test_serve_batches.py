@@ -65,15 +65,20 @@ def test_a_batch_answers_every_line_and_failed_lines_go_to_the_error_file(server
 
 
 def test_delay_cancel_expiry_and_errors(server: ServerProcess) -> None:
-    """A delayed batch is in progress until cancelled; an expiring one lists every line as expired; a retrieve
-    fault answers 503; unknown ids are 404 and a wrong purpose 400."""
+    """A delayed batch is in progress until cancelled (cancelling, then cancelled, its lines in the error file
+    with ids); an expiring one lists every line as expired; a retrieve fault answers 503; unknown ids are 404
+    and a wrong purpose 400."""
     server.set_batch_faults(delay_s=60, retrieve_5xx=1)
     with httpx.Client(base_url=server.base_url) as client:
         slow = _batch(client, 2)
         assert client.get(f"/v1/batches/{slow['id']}").status_code == 503
         assert client.get(f"/v1/batches/{slow['id']}").json()["status"] == "in_progress"
-        cancelled = client.post(f"/v1/batches/{slow['id']}/cancel").json()
+        cancelling = client.post(f"/v1/batches/{slow['id']}/cancel").json()
+        assert cancelling["status"] == "cancelling" and cancelling["cancelling_at"] is not None
+        cancelled = client.get(f"/v1/batches/{slow['id']}").json()
         assert cancelled["status"] == "cancelled" and cancelled["output_file_id"] is None
+        unrun = client.get(f"/v1/files/{cancelled['error_file_id']}/content").content.splitlines()
+        assert [orjson.loads(x)["id"].startswith("batch_req_") for x in unrun] == [True, True]
         server.set_batch_faults(expire=1)
         gone = client.get(f"/v1/batches/{_batch(client, 2)['id']}").json()
         assert gone["status"] == "expired"

@@ -11,16 +11,26 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import anyio
 import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
+from knowwhen_runner.cache import open_cache
+from knowwhen_runner.config import SweepConfig, load_config
 from knowwhen_runner.jobs import Job
-from knowwhen_runner.queue import ClaimQuota, Failure, Queue, open_queue, outage
+from knowwhen_runner.plan import plan
+from knowwhen_runner.provider import Limiters, MockTransport, ModelClient, Secrets
+from knowwhen_runner.queue import ClaimQuota, Failure, JobResult, Queue, open_queue, outage
+from knowwhen_runner.run import Worker
+from knowwhen_runner.scenarios import load_scenario
+from tests.helpers import make_question_set, write_config
 from tests.pg import temporary_database
 
 pytestmark = pytest.mark.postgres
@@ -131,3 +141,105 @@ def test_a_failure_whose_reply_is_lost_is_one_attempt() -> None:
         assert proxy.dropped == 1
         assert _rows(url, "SELECT job_id, error FROM kw_attempts") == [(job.id, "HTTP 500")]
         assert _rows(url, "SELECT status, attempts FROM kw_jobs") == [("pending", 1)]
+
+
+# --- a worker that does not hold what a lost claim leased to it --------------------------------------
+# The claim committed and its reply never reached the worker (the claim keys let a claim sent again find
+# its jobs; here it is not sent again). The heartbeat renews every lease of the worker, so without the
+# worker giving them back they would wait for its exit, then for their lease (600 s here).
+
+LEASE_S = 600.0
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def queue_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'q.db'}"
+        return
+    with temporary_database() as url:
+        yield url
+
+
+def _worker_config(tmp_path: Path) -> SweepConfig:
+    scenario = make_question_set(tmp_path / "qs", n_tasks=4)  # 18 questions
+    model = {"id": "m", "model": "hosted_vllm/m", "kind": "decision", "api_base": "http://127.0.0.1:9"}
+    workers = {"concurrency": 4, "lease_seconds": LEASE_S}
+    return load_config(write_config(tmp_path / "c.yaml", "", scenario, models=[model], workers=workers))
+
+
+def _answer(_model: object, _kind: object, body: dict[str, Any]) -> dict[str, Any]:
+    labels = list(body["questions"]["next_tool"]["criteria"])
+    return {"choice": labels[0], "confidence": 0.9, "probabilities": {labels[0]: 1.0}}
+
+
+async def _with_a_lost_claim(
+    config: SweepConfig, url: str, *, stop_first: bool
+) -> tuple[list[JobResult], list[str], float]:
+    """Enqueue the plan, lease 5 jobs to worker "w" in a claim whose reply is dropped, then run worker "w"
+    (stopped before it claims anything, with ``stop_first``): every job's end, the lost ids, the seconds."""
+    scenarios = {spec.id: load_scenario(spec) for spec in config.scenarios}
+    the_plan = plan(config, scenarios)
+    queue = open_queue(url, config.name)
+    try:
+        await queue.init_run("", {})
+        await queue.enqueue(the_plan.jobs, the_plan.items)
+        lost = [j.id for j in await queue.claim_each("w", [ClaimQuota(frozenset({"m"}), 5)], LEASE_S)]
+        limiters = Limiters(config.models)
+        client = ModelClient(limiters, Secrets(config.models), transport=MockTransport(_answer))
+        cache = open_cache("memory://")
+        worker = Worker(config, queue, client, the_plan.items, cache=cache, worker_id="w", limiters=limiters)
+        if stop_first:
+            worker.stop()
+        started = time.monotonic()
+        with anyio.fail_after(60):
+            await worker.run()
+        return await queue.results(), lost, time.monotonic() - started
+    finally:
+        await queue.close()
+
+
+def test_jobs_a_lost_claim_leased_to_a_live_worker_go_back_when_it_is_idle(
+    tmp_path: Path, queue_url: str
+) -> None:
+    """The worker answers the rest, finds itself idle with 5 jobs leased to it that it never saw, gives
+    them back and answers them: all done in seconds, one attempt each, nothing left leased."""
+    results, lost, seconds = anyio.run(
+        lambda: _with_a_lost_claim(_worker_config(tmp_path), queue_url, stop_first=False)
+    )
+    assert len(lost) == 5
+    assert [r.status for r in results] == ["done"] * 18
+    assert all(r.job.attempts == 1 for r in results)  # the lost claim's attempt was given back
+    assert seconds < 30  # not the 600 s lease
+
+
+def test_jobs_a_lost_claim_leased_to_a_worker_go_back_when_it_exits(tmp_path: Path, queue_url: str) -> None:
+    """A worker stopped before it claims anything still gives back what the lost claim leased to it."""
+    results, lost, _ = anyio.run(
+        lambda: _with_a_lost_claim(_worker_config(tmp_path), queue_url, stop_first=True)
+    )
+    assert len(lost) == 5
+    assert {r.status for r in results} == {"pending"}
+    assert all(r.job.attempts == 0 for r in results)
+
+
+def test_jobs_parked_in_a_provider_batch_are_not_given_back(tmp_path: Path, queue_url: str) -> None:
+    """Jobs parked under a provider batch are the batch's: a worker's sweep of what it does not hold
+    leaves them leased; only the lost claim's jobs go back."""
+
+    async def go() -> tuple[list[str], list[str]]:
+        queue = open_queue(queue_url, "r")
+        try:
+            await queue.init_run("", {})
+            await queue.enqueue(_jobs(8), {})
+            parked = await queue.claim_each("w", [ClaimQuota(frozenset({"m"}), 3)], LEASE_S)
+            await queue.batch_open("w", "k1", "m", [j.id for j in parked], LEASE_S)
+            await queue.claim_each("w", [ClaimQuota(frozenset({"m"}), 2)], LEASE_S)  # its reply lost
+            released = await queue.release_unheld("w", frozenset())
+            running = [r.job.id for r in await queue.results() if r.status == "running"]
+            return released, running
+        finally:
+            await queue.close()
+
+    released, running = anyio.run(go)
+    assert released == ["m-0003", "m-0004"]
+    assert running == ["m-0000", "m-0001", "m-0002"]

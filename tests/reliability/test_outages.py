@@ -88,20 +88,26 @@ def test_a_401_on_every_call_fails_no_job_it_stops_before_spending_or_quarantine
     assert server.count() == 18 and all(r["valid"] and r["attempts"] == 1 for r in _rows(tmp_path))
 
 
-def test_a_server_that_answers_500_to_everything_fails_its_jobs_with_the_reason(
+def test_a_server_that_answers_500_to_everything_is_set_aside_with_the_reason(
     server: ServerProcess, tmp_path: Path
 ) -> None:
-    """A 500 is an answer (a server refusing a request shape), not an outage: jobs fail, exit 1, no wait."""
+    """A 500 is an answer (a server refusing a request shape), not an outage: never waited out; a server
+    that answers nothing else is a no-go at pre-flight, and set aside within 12 requests by the run."""
     server.set_faults([{"fault": "500"}])
     cfg = _config(tmp_path, server.base_url)
+    probed = knowwhen("run", str(cfg), "-q")
+    assert probed.returncode == 2, probed.stdout + probed.stderr
+    assert "lexical cannot go" in probed.stderr and "HTTP 500" in probed.stderr
+    assert server.count() == 6  # three probe calls of two tries
+    server.reset_stats()
     started = time.monotonic()
-    done = knowwhen("run", str(cfg), "-q")
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "18 jobs failed" in _said(done) and "HTTP 500" in _said(done)
+    done = knowwhen("run", str(cfg), "-q", "--no-probe")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "quarantined lexical" in _said(done) and "HTTP 500" in _said(done)
     assert time.monotonic() - started < 120  # retried with backoff, never waited out as an outage
-    # each job: max_attempts (2) claims x max_attempts + 1 (3) tries at most, after the pre-flight
-    # probe's 2 tries (a 500 is no reason to stop before the run: the probe says so and goes on)
-    assert server.count() <= 18 * 2 * 3 + 2
+    # workers.quarantine_failures (12) requests, and at most the calls in flight (4) beside them
+    assert 12 <= server.count() <= 12 + 4
+    assert _db(tmp_path, "SELECT status, count(*) FROM kw_jobs GROUP BY status") == [("pending", 18)]
 
 
 def test_a_refused_connection_is_named_as_such_not_as_an_http_status(tmp_path: Path) -> None:

@@ -36,6 +36,29 @@ def test_batch_config_is_for_llms_only() -> None:
         ModelSpec.model_validate({"id": "d", "model": "hosted_vllm/lexical", "kind": "decision", "batch": {}})
 
 
+@pytest.mark.parametrize(
+    ("model", "api_base", "ok"),
+    [
+        ("anthropic/claude-3-5-haiku-latest", None, False),  # litellm cannot create Anthropic batches
+        ("gemini/gemini-2.0-flash", None, False),
+        ("hosted_vllm/lexical-llm", None, False),  # an OpenAI-compatible server, but where?
+        ("hosted_vllm/lexical-llm", "http://127.0.0.1:9/v1", True),
+        ("openai/gpt-4o-mini", None, True),
+        ("azure/my-deployment", "https://x.openai.azure.com", True),
+    ],
+)
+def test_batch_config_only_for_providers_litellm_batches(model: str, api_base: str | None, ok: bool) -> None:
+    """A batch section on a model whose provider litellm cannot batch is refused, naming the provider (its
+    key must never go to OpenAI's batch endpoints); ``enabled: false`` is always accepted."""
+    spec = {"id": "g", "model": model, "kind": "llm", "api_base": api_base, "batch": {}}
+    if ok:
+        assert ModelSpec.model_validate(spec).batches()
+    else:
+        with pytest.raises(ValueError, match=f"no provider batches for '{model.split('/')[0]}'"):
+            ModelSpec.model_validate(spec)
+    assert not ModelSpec.model_validate({**spec, "batch": {"enabled": False}}).batches()
+
+
 def test_an_output_line_normalises_like_a_synchronous_reply() -> None:
     """A batch output line yields the synchronous normalised response, priced at the batch price."""
     import litellm

@@ -83,11 +83,15 @@ def test_a_bug_on_every_job_stops_the_worker_with_its_jobs_pending(
 
 def test_a_malformed_answer_still_fails_its_job(tmp_path: Path) -> None:
     """A provider's answer the transport cannot read (a ValueError it raises) is the provider's failure,
-    not a runner error: the job fails with the reason."""
+    not a runner error: the job fails with the reason (with the rule that sets aside a model whose
+    every reply is malformed turned off; with it, the jobs after the 12th stay pending)."""
 
     def answer(model: Any, kind: Any, body: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("not a System One response")
 
-    stats, statuses, _ = anyio.run(_work, _config(tmp_path), MockTransport(answer))
+    config = _config(tmp_path, quarantine_failures=None)
+    stats, statuses, _ = anyio.run(_work, config, MockTransport(answer))
     assert statuses == {"failed": 36}
     assert stats.runner_errors == 0
+    stats, statuses, _ = anyio.run(_work, _config(tmp_path / "on"), MockTransport(answer))
+    assert statuses["failed"] >= 12 and statuses["pending"] > 0 and stats.runner_errors == 0
