@@ -20,7 +20,8 @@ once: the first process to ``take_finalize`` a finished run does it. ``set_contr
 (quarantined or paused: ``controls``); workers stop claiming its jobs, which stay pending.
 ``budget_reserve``/``budget_settle`` keep the run's spending per budget scope, for every process.
 ``answers`` reads one filtered page of the open-loop answers (a few fields each, never whole results) and
-``spend`` each model's recorded cost, for lists of large runs; ``pace`` reads each model's pace (its
+``spend`` each model's recorded cost, for lists of large runs (``model_tallies`` each model's jobs per
+status, cost, calls and cache hits, for ``status``); ``pace`` reads each model's pace (its
 rate against its limit, what it waits for) from what these return, for ``status`` and the live view.
 ``describe_workers`` says whether each worker of the fleet is working, silent or stopped (one rule for
 ``run``, ``status`` and the viewer). Responses are cached apart from the queue (``knowwhen_runner.cache``).
@@ -41,6 +42,7 @@ from .budget import BudgetAsk, BudgetTally
 from .controls import CONTROL_STATES, ControlState, ModelControl
 from .outage import down_since as database_down_since
 from .outage import set_max_db_outage
+from .tallies import ModelTally
 from .workers import describe_workers
 
 if TYPE_CHECKING:
@@ -63,6 +65,7 @@ __all__ = [
     "JobResult",
     "JobStatus",
     "ModelControl",
+    "ModelTally",
     "Queue",
     "RecordedAnswer",
     "aside_status",
@@ -193,9 +196,20 @@ class Queue(Protocol):
         """Per model: jobs done in the last ``seconds`` (database clock), and how long ago the first of them."""
         ...
 
-    async def results(self, scenarios: AbstractSet[str] | None = None) -> list[JobResult]: ...
+    async def results(
+        self, scenarios: AbstractSet[str] | None = None, *, status: JobStatus | None = None
+    ) -> list[JobResult]:
+        """Every job of the plan (of the scenarios named) in id order, or only those in ``status``: a
+        resume reads its open jobs alone (an index of them), never the results of the done ones."""
+        ...
+
     async def answers(self, query: AnswerQuery) -> AnswerPage: ...
     async def spend(self) -> dict[str, float]: ...
+    async def model_tallies(self) -> dict[str, ModelTally]:
+        """Each model's jobs of the plan per status, recorded cost, calls and cache hits, summed by the
+        database (``status`` reads these, never every result)."""
+        ...
+
     async def attempt_errors(self, job_id: str) -> list[dict[str, Any]]: ...
     async def items(self, scenario_id: str | None = None) -> Items: ...
     # Provider batches (``batch_rows`` explains the rows): open before submitting, note what happened,

@@ -25,6 +25,7 @@ from .answers import AnswerPage, AnswerQuery, answer_page, spend_of
 from .budget import MemoryBudget
 from .controls import MemoryControls
 from .memory_batches import MemoryBatches
+from .tallies import ModelTally, tallies_of
 
 __all__ = ["MemoryQueue"]
 
@@ -247,11 +248,15 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
                 found[row.job.model_id] = (n + 1, max(age, now - row.done_at))
         return found
 
-    async def results(self, scenarios: AbstractSet[str] | None = None) -> list[JobResult]:
+    async def results(
+        self, scenarios: AbstractSet[str] | None = None, *, status: JobStatus | None = None
+    ) -> list[JobResult]:
         return [
             JobResult(replace(r.job, attempts=r.attempts), cast(JobStatus, r.status), r.result, r.error)
             for r in sorted(self._rows.values(), key=lambda r: r.job.id)
-            if not r.status.startswith(ASIDE) and (scenarios is None or r.job.scenario_id in scenarios)
+            if not r.status.startswith(ASIDE)
+            and (scenarios is None or r.job.scenario_id in scenarios)
+            and (status is None or r.status == status)
         ]
 
     def _done(self) -> list[tuple[Job, dict[str, Any]]]:
@@ -262,6 +267,12 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
 
     async def spend(self) -> dict[str, float]:
         return spend_of(self._done())
+
+    async def model_tallies(self) -> dict[str, ModelTally]:
+        rows = self._rows.values()
+        return tallies_of(
+            (r.job.model_id, r.status, r.result) for r in rows if not r.status.startswith(ASIDE)
+        )
 
     async def attempt_errors(self, job_id: str) -> list[dict[str, Any]]:
         row = self._rows.get(job_id)

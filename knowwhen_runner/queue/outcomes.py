@@ -13,7 +13,7 @@ import orjson
 from sqlalchemy import String, bindparam, func, select, text, update
 
 from ..crashpoints import crashpoint
-from . import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult
+from . import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult, JobStatus
 from . import schema as s
 from .claims import JOB_COLUMNS, job_from_row
 from .engine import RunStatements
@@ -181,16 +181,21 @@ class OutcomeTables(RunStatements):
             rows = conn.execute(q, self._params(s=seconds)).fetchall()
         return {model: (int(n), max(0.0, float(age))) for model, n, age in rows}
 
-    async def results(self, scenarios: AbstractSet[str] | None = None) -> list[JobResult]:
-        return await self._call(self._results, scenarios)
+    async def results(
+        self, scenarios: AbstractSet[str] | None = None, *, status: JobStatus | None = None
+    ) -> list[JobResult]:
+        return await self._call(self._results, scenarios, status)
 
-    def _results(self, scenarios: AbstractSet[str] | None) -> list[JobResult]:
+    def _results(self, scenarios: AbstractSet[str] | None, status: JobStatus | None) -> list[JobResult]:
         only = " AND scenario IN :scenarios" if scenarios is not None else ""
+        # One status: the partial index of open jobs (pending) or the status index finds them, and a
+        # resume with most jobs done reads only the few left, never the results of the others.
+        which = "status = :status" if status is not None else f"status NOT LIKE '{ASIDE}%'"
         q = text(
             f"SELECT {JOB_COLUMNS}, status, result, error FROM kw_jobs WHERE run = :run "
-            f"AND status NOT LIKE '{ASIDE}%'{only} ORDER BY id"
+            f"AND {which}{only} ORDER BY id"
         )
-        params: dict[str, Any] = {"run": self.run}
+        params: dict[str, Any] = {"run": self.run, "status": status}
         if scenarios is not None:
             q = q.bindparams(bindparam("scenarios", expanding=True, type_=String))
             params["scenarios"] = sorted(scenarios)

@@ -240,7 +240,7 @@ async def _run(
         if total.over_budget:
             summary.budget_spent = await _budget_sentences(config, queue, sorted(total.over_budget))
         if counts.get("failed"):
-            summary.failure_reasons = failure_reasons(await queue.results())
+            summary.failure_reasons = failure_reasons(await queue.results(status="failed"))
         if finalize and not interrupted and not counts.get("pending") and not counts.get("running"):
             from .outputs import finalize_with_drilldown
 
@@ -391,7 +391,7 @@ async def _preflight(
         await queue.set_control(model_id, "quarantined", "left out of this run with --skip-model")
     if not preflight.probe:
         return
-    open_jobs = [job for job, status, _r, _e in await queue.results() if status == "pending"]
+    open_jobs = [job for job, _s, _r, _e in await queue.results(status="pending")]
     probes = await probe_models(config, queue, secrets, items, open_jobs, store=store, skip=preflight.skip)
     if preflight.report is not None:
         preflight.report(probes)

@@ -707,3 +707,33 @@ def test_a_stale_workers_jobs_go_back_while_a_live_workers_stay(make_queue) -> N
     assert sorted(statuses.values()) == ["pending", "pending", "running", "running"]
     again = run(q.claim, "other", 4, 600.0)
     assert len(again) == 2
+
+
+def test_results_of_one_status_only(make_queue) -> None:
+    """Results read for one status return exactly the plan's jobs in it (in id order), set-aside ones never."""
+    q = make_queue()
+    _answered(q)
+    every = run(q.results)
+    for status in ("done", "failed", "pending"):
+        only = anyio.run(lambda s=status: q.results(status=s))
+        assert [r.job.id for r in only] == [r.job.id for r in every if r.status == status]
+    assert [r.job.id for r in anyio.run(lambda: q.results(status="failed"))] == ["c-3"]
+    assert anyio.run(lambda: q.results({"t"}, status="done"))[0].job.id == "a-t0"
+
+
+def test_model_tallies_count_each_models_jobs_and_sum_what_they_recorded(make_queue) -> None:
+    """Tallies give each model its plan's jobs per status, the cost its results recorded (an episode's
+    parts summed), its calls and its cache hits; a set-aside job counts nowhere."""
+    q = make_queue()
+    _answered(q)
+    run(q.enqueue, [Job("d-0", "d", "model", "s", "q0", {"kind": "question"}), *_jobs(2, "d")], {})
+    (job,) = [j for j in run(q.claim, "w", 10, 30.0) if j.id == "d-0"]
+    run(q.complete, "w", [(job.id, {"answer": "x", "cost_usd": 0, "cache_hit": True})])
+    tallies = run(q.model_tallies)
+    assert sorted(tallies) == ["a", "b", "c", "d"]
+    a, c, d = tallies["a"], tallies["c"], tallies["d"]
+    assert a.statuses == {"done": 6} and a.cost_usd == pytest.approx(5 * 0.5 + 1.25)
+    assert (a.calls, a.cache_hits) == (6, 0)
+    assert c.statuses == {"done": 3, "failed": 1} and c.cost_usd == pytest.approx(1.5)
+    assert d.statuses.get("done") == 1 and sum(d.statuses.values()) == 3
+    assert (d.calls, d.cache_hits, d.cost_usd) == (0, 1, 0.0)

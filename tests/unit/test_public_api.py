@@ -114,6 +114,7 @@ PUBLIC = {
         "CONTROL_STATES",
         "ControlState",
         "ModelControl",
+        "ModelTally",
         "RecordedAnswer",
         "SET_ASIDE",
         "BatchRecord",

@@ -1,0 +1,90 @@
+"""Each model's tally (jobs per status, recorded cost, calls and cache hits), counted by the database.
+
+``status`` and the live view show one row per model; reading every job's result into Python for it costs
+time that follows the whole plan (a million-job run's results are gigabytes). ``model_tallies()`` asks
+the database for the sums instead, in one grouped statement: ``TallyTables`` is a mixin of ``SqlQueue``,
+``tallies_of`` does the same over ``MemoryQueue``'s rows. Set-aside jobs are left out, as ``results``
+leaves them out; a job counts as a call when it has a result that is not a cache hit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import text
+
+from ..jobs import job_cost
+from .engine import RunStatements
+
+__all__ = ["ModelTally", "TallyTables", "tallies_of"]
+
+
+@dataclass
+class ModelTally:
+    """One model's jobs of the plan by status, and what its results recorded."""
+
+    model_id: str
+    statuses: dict[str, int] = field(default_factory=dict)  # pending / running / done / failed -> n
+    cost_usd: float = 0.0
+    calls: int = 0
+    cache_hits: int = 0
+
+    def add(self, status: str, n: int, cost_usd: float, calls: int, cache_hits: int) -> None:
+        self.statuses[status] = self.statuses.get(status, 0) + n
+        self.cost_usd += cost_usd
+        self.calls += calls
+        self.cache_hits += cache_hits
+
+
+def tallies_of(rows: Iterable[tuple[str, str, dict[str, Any] | None]]) -> dict[str, ModelTally]:
+    """Tallies of (model id, status, result) rows of the plan, by model id."""
+    out: dict[str, ModelTally] = {}
+    for model_id, status, result in rows:
+        hit = bool(result.get("cache_hit")) if result else False
+        tally = out.setdefault(model_id, ModelTally(model_id))
+        tally.add(status, 1, job_cost(result) if result else 0.0, int(bool(result) and not hit), int(hit))
+    return dict(sorted(out.items()))
+
+
+# The cost expression of each dialect reads one parsed value ``c`` (``cost_usd``), as ``answers.spend``
+# does; the cache-hit test reads ``h``. On PostgreSQL each result is parsed once (a lateral subquery).
+_SQLITE = (
+    "SELECT model_id, status, count(*), "
+    "total(CASE json_type(result, '$.cost_usd') WHEN 'object' THEN (SELECT total(value) FROM "
+    "json_each(result, '$.cost_usd') WHERE json_type(value) IN ('integer', 'real')) "
+    "WHEN 'real' THEN json_extract(result, '$.cost_usd') "
+    "WHEN 'integer' THEN json_extract(result, '$.cost_usd') ELSE 0 END), "
+    "sum(CASE WHEN result IS NULL THEN 0 WHEN json_extract(result, '$.cache_hit') THEN 0 ELSE 1 END), "
+    "sum(CASE WHEN result IS NOT NULL AND json_extract(result, '$.cache_hit') THEN 1 ELSE 0 END) "
+    "FROM kw_jobs WHERE run = :run AND status NOT LIKE 'aside:%' GROUP BY model_id, status"
+)
+_NUMBER = r"'^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$'"
+_POSTGRES = (
+    "SELECT model_id, status, count(*), "
+    "coalesce(sum(CASE json_typeof(x.c) WHEN 'object' THEN (SELECT coalesce(sum(value::float8), 0) FROM "
+    f"json_each_text(x.c) WHERE value ~ {_NUMBER}) WHEN 'number' THEN (x.c #>> '{{}}')::float8 ELSE 0 END), 0), "
+    "sum(CASE WHEN result IS NULL THEN 0 WHEN x.h IN ('true', '1') THEN 0 ELSE 1 END), "
+    "sum(CASE WHEN result IS NOT NULL AND x.h IN ('true', '1') THEN 1 ELSE 0 END) "
+    "FROM kw_jobs CROSS JOIN LATERAL (SELECT result::json -> 'cost_usd' AS c, "
+    "result::json ->> 'cache_hit' AS h OFFSET 0) AS x "
+    "WHERE run = :run AND status NOT LIKE 'aside:%' GROUP BY model_id, status"
+)
+
+
+class TallyTables(RunStatements):
+    """``model_tallies`` of ``SqlQueue``."""
+
+    async def model_tallies(self) -> dict[str, ModelTally]:
+        """Each model's jobs of the plan per status, recorded cost, calls and cache hits (by model id)."""
+        return await self._call(self._model_tallies)
+
+    def _model_tallies(self) -> dict[str, ModelTally]:
+        sql = _POSTGRES if self.dialect == "postgresql" else _SQLITE
+        out: dict[str, ModelTally] = {}
+        with self._reading() as conn:
+            for model_id, status, n, cost, calls, hits in conn.execute(text(sql), {"run": self.run}):
+                tally = out.setdefault(model_id, ModelTally(model_id))
+                tally.add(status, int(n), float(cost or 0.0), int(calls or 0), int(hits or 0))
+        return dict(sorted(out.items()))
