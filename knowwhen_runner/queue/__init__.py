@@ -42,7 +42,6 @@ from .budget import BudgetAsk, BudgetTally
 from .controls import CONTROL_STATES, ControlState, ModelControl
 from .outage import down_since as database_down_since
 from .outage import set_max_db_outage
-from .tallies import ModelTally
 from .workers import describe_workers
 
 if TYPE_CHECKING:
@@ -90,6 +89,8 @@ ASIDE = "aside:"
 """Prefix of the status of a job set aside (planned by an earlier version of the config)."""
 SET_ASIDE = "set_aside"
 """The status ``counts`` reports set-aside jobs under, whatever they were before."""
+
+from .tallies import ModelTally  # noqa: E402  (it reads the two names above)
 
 
 def aside_status(status: str) -> str:

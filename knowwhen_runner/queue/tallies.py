@@ -3,8 +3,9 @@
 ``status`` and the live view show one row per model; reading every job's result into Python for it costs
 time that follows the whole plan (a million-job run's results are gigabytes). ``model_tallies()`` asks
 the database for the sums instead, in one grouped statement: ``TallyTables`` is a mixin of ``SqlQueue``,
-``tallies_of`` does the same over ``MemoryQueue``'s rows. Set-aside jobs are left out, as ``results``
-leaves them out; a job counts as a call when it has a result that is not a cache hit.
+``tallies_of`` does the same over ``MemoryQueue``'s rows. Set-aside jobs are counted under ``set_aside``
+only (their results are the record of an earlier plan, not this one's spending); a job counts as a call
+when it has a result that is not a cache hit.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from sqlalchemy import text
 
 from ..jobs import job_cost
+from . import ASIDE, SET_ASIDE
 from .engine import RunStatements
 
 __all__ = ["ModelTally", "TallyTables", "tallies_of"]
@@ -26,12 +28,15 @@ class ModelTally:
     """One model's jobs of the plan by status, and what its results recorded."""
 
     model_id: str
-    statuses: dict[str, int] = field(default_factory=dict)  # pending / running / done / failed -> n
+    statuses: dict[str, int] = field(default_factory=dict)  # pending / running / done / failed / set_aside
     cost_usd: float = 0.0
     calls: int = 0
     cache_hits: int = 0
 
     def add(self, status: str, n: int, cost_usd: float, calls: int, cache_hits: int) -> None:
+        if status.startswith(ASIDE):
+            self.statuses[SET_ASIDE] = self.statuses.get(SET_ASIDE, 0) + n
+            return
         self.statuses[status] = self.statuses.get(status, 0) + n
         self.cost_usd += cost_usd
         self.calls += calls
@@ -39,7 +44,7 @@ class ModelTally:
 
 
 def tallies_of(rows: Iterable[tuple[str, str, dict[str, Any] | None]]) -> dict[str, ModelTally]:
-    """Tallies of (model id, status, result) rows of the plan, by model id."""
+    """Tallies of (model id, status, result) rows of the run, by model id."""
     out: dict[str, ModelTally] = {}
     for model_id, status, result in rows:
         hit = bool(result.get("cache_hit")) if result else False
@@ -58,7 +63,7 @@ _SQLITE = (
     "WHEN 'integer' THEN json_extract(result, '$.cost_usd') ELSE 0 END), "
     "sum(CASE WHEN result IS NULL THEN 0 WHEN json_extract(result, '$.cache_hit') THEN 0 ELSE 1 END), "
     "sum(CASE WHEN result IS NOT NULL AND json_extract(result, '$.cache_hit') THEN 1 ELSE 0 END) "
-    "FROM kw_jobs WHERE run = :run AND status NOT LIKE 'aside:%' GROUP BY model_id, status"
+    "FROM kw_jobs WHERE run = :run GROUP BY model_id, status"
 )
 _NUMBER = r"'^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$'"
 _POSTGRES = (
@@ -69,7 +74,7 @@ _POSTGRES = (
     "sum(CASE WHEN result IS NOT NULL AND x.h IN ('true', '1') THEN 1 ELSE 0 END) "
     "FROM kw_jobs CROSS JOIN LATERAL (SELECT result::json -> 'cost_usd' AS c, "
     "result::json ->> 'cache_hit' AS h OFFSET 0) AS x "
-    "WHERE run = :run AND status NOT LIKE 'aside:%' GROUP BY model_id, status"
+    "WHERE run = :run GROUP BY model_id, status"
 )
 
 

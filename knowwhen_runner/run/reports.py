@@ -173,7 +173,11 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
     queue, name = open_existing(run_dir, db, run)
     async with queue:
         by_model: dict[str, dict[str, Any]] = {}
-        for model_id, tally in (await queue.model_tallies()).items():  # summed by the database
+        models = await queue.model_tallies()  # summed by the database, set-aside jobs apart
+        set_aside = sum(t.statuses.get(SET_ASIDE, 0) for t in models.values())
+        for model_id, tally in models.items():
+            if not set(tally.statuses) - {SET_ASIDE}:
+                continue  # a model of an earlier plan only
             by_model[model_id] = {
                 **{
                     status: tally.statuses.get(status, 0)
@@ -183,7 +187,6 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
                 "calls": tally.calls,
                 "cache_hits": tally.cache_hits,
             }
-        set_aside = sum(c.n for c in await queue.counts() if c.status == SET_ASIDE)
         records = await queue.batches()
         controls = await queue.controls()
         held = [

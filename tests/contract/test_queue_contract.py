@@ -723,7 +723,7 @@ def test_results_of_one_status_only(make_queue) -> None:
 
 def test_model_tallies_count_each_models_jobs_and_sum_what_they_recorded(make_queue) -> None:
     """Tallies give each model its plan's jobs per status, the cost its results recorded (an episode's
-    parts summed), its calls and its cache hits; a set-aside job counts nowhere."""
+    parts summed), its calls and its cache hits; a set-aside job counts as set aside only."""
     q = make_queue()
     _answered(q)
     run(q.enqueue, [Job("d-0", "d", "model", "s", "q0", {"kind": "question"}), *_jobs(2, "d")], {})
@@ -732,7 +732,7 @@ def test_model_tallies_count_each_models_jobs_and_sum_what_they_recorded(make_qu
     tallies = run(q.model_tallies)
     assert sorted(tallies) == ["a", "b", "c", "d"]
     a, c, d = tallies["a"], tallies["c"], tallies["d"]
-    assert a.statuses == {"done": 6} and a.cost_usd == pytest.approx(5 * 0.5 + 1.25)
+    assert a.statuses == {"done": 6, "set_aside": 1} and a.cost_usd == pytest.approx(5 * 0.5 + 1.25)
     assert (a.calls, a.cache_hits) == (6, 0)
     assert c.statuses == {"done": 3, "failed": 1} and c.cost_usd == pytest.approx(1.5)
     assert d.statuses.get("done") == 1 and sum(d.statuses.values()) == 3
