@@ -131,25 +131,29 @@ class RunTables(RunStatements):
             }
             changed = self._set_plan(conn, statuses, whole_plan) if whole_plan is not None else 0
             have_jobs = set(statuses)
-            new_jobs = []
-            for j in jobs:
-                if j.id not in have_jobs:
-                    have_jobs.add(j.id)
-                    payload = orjson.dumps(j.payload).decode()
-                    new_jobs.append((self.run, j.id, j.model_id, j.mode, j.scenario_id, j.item, payload))
             conflict = " ON CONFLICT DO NOTHING"
             for chunk in range(0, len(new_items), 5000):
                 conn.exec_driver_sql(
                     f"INSERT INTO kw_items (run, scenario, item, payload) VALUES ({ph}, {ph}, {ph}, {ph}){conflict}",
                     new_items[chunk : chunk + 5000],
                 )
-            for chunk in range(0, len(new_jobs), 5000):
-                conn.exec_driver_sql(
-                    "INSERT INTO kw_jobs (run, id, model_id, mode, scenario, item, payload, status, attempts) "
-                    f"VALUES ({ph}, {ph}, {ph}, {ph}, {ph}, {ph}, {ph}, 'pending', 0){conflict}",
-                    new_jobs[chunk : chunk + 5000],
-                )
-            added = len(new_jobs)
+            insert = (
+                "INSERT INTO kw_jobs (run, id, model_id, mode, scenario, item, payload, status, attempts) "
+                f"VALUES ({ph}, {ph}, {ph}, {ph}, {ph}, {ph}, {ph}, 'pending', 0){conflict}"
+            )
+            added = 0
+            new_jobs: list[tuple[str, ...]] = []  # inserted 5,000 at a time: memory follows the batch
+            for j in jobs:
+                if j.id not in have_jobs:
+                    have_jobs.add(j.id)
+                    payload = orjson.dumps(j.payload).decode()
+                    new_jobs.append((self.run, j.id, j.model_id, j.mode, j.scenario_id, j.item, payload))
+                if len(new_jobs) == 5000:
+                    conn.exec_driver_sql(insert, new_jobs)
+                    added, new_jobs = added + len(new_jobs), []
+            if new_jobs:
+                conn.exec_driver_sql(insert, new_jobs)
+                added += len(new_jobs)
             if added or changed:
                 self._unmark_finalized(conn)
         return added
