@@ -232,13 +232,21 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
             self._info.update(finalized_at=None, finalized_by=None)
         return n
 
-    async def counts(self) -> list[JobCounts]:
+    async def counts(self, *, open_only: bool = False) -> list[JobCounts]:
         tally: dict[tuple[str, str, str, str], int] = {}
         for row in self._rows.values():
+            if open_only and row.status not in ("pending", "running"):
+                continue
             status = SET_ASIDE if row.status.startswith(ASIDE) else row.status
             key = (row.job.model_id, row.job.mode, row.job.scenario_id, status)
             tally[key] = tally.get(key, 0) + 1
         return [JobCounts(*k, n) for k, n in sorted(tally.items())]
+
+    async def status_totals(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for c in await self.counts():
+            out[c.status] = out.get(c.status, 0) + c.n
+        return dict(sorted(out.items()))
 
     async def done_lately(self, seconds: float) -> dict[str, tuple[int, float]]:
         now, found = time.time(), dict[str, tuple[int, float]]()

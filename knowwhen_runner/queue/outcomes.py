@@ -150,10 +150,10 @@ class OutcomeTables(RunStatements):
         with self._reading() as conn:
             return [dict(r._mapping) for r in conn.execute(q)]
 
-    async def counts(self) -> list[JobCounts]:
-        return await self._call(self._counts)
+    async def counts(self, *, open_only: bool = False) -> list[JobCounts]:
+        return await self._call(self._counts, open_only)
 
-    def _counts(self) -> list[JobCounts]:
+    def _counts(self, open_only: bool) -> list[JobCounts]:
         c = s.jobs.c
         q = (
             select(c.model_id, c.mode, c.scenario, c.status, func.count())
@@ -161,12 +161,27 @@ class OutcomeTables(RunStatements):
             .group_by(c.model_id, c.mode, c.scenario, c.status)
             .order_by(c.model_id, c.mode, c.scenario, c.status)
         )
+        if open_only:  # the status index finds the open jobs alone: the cost follows the work left
+            q = q.where(c.status.in_(("pending", "running")))
         tally: dict[tuple[str, str, str, str], int] = {}
         with self._reading() as conn:
             for model, mode, scenario, status, n in conn.execute(q):
                 key = (model, mode, scenario, SET_ASIDE if status.startswith(ASIDE) else status)
                 tally[key] = tally.get(key, 0) + n
         return [JobCounts(*k, n) for k, n in sorted(tally.items())]
+
+    async def status_totals(self) -> dict[str, int]:
+        return await self._call(self._status_totals)
+
+    def _status_totals(self) -> dict[str, int]:
+        # Read from the (run, status) index alone, never the rows: a count, not a scan of results.
+        q = text("SELECT status, count(*) FROM kw_jobs WHERE run = :run GROUP BY status")
+        out: dict[str, int] = {}
+        with self._reading() as conn:
+            for status, n in conn.execute(q, {"run": self.run}):
+                key = SET_ASIDE if status.startswith(ASIDE) else status
+                out[key] = out.get(key, 0) + int(n)
+        return dict(sorted(out.items()))
 
     async def done_lately(self, seconds: float) -> dict[str, tuple[int, float]]:
         return await self._call(self._done_lately, seconds)

@@ -75,7 +75,7 @@ class Stages:
         if self.work and self.cache is not None:
             await _preload_if_calls_coming(self.config, self.cache, the_plan)
         # A run's first plan has nothing to set aside: no set of every id is built for it.
-        fresh = not self.known and self.live is None and not await self.queue.counts()
+        fresh = not self.known and self.live is None and not await self.queue.status_totals()
         whole = None if fresh else the_plan.job_ids()
         self.added += await self.queue.enqueue(the_plan.jobs, the_plan.items, whole_plan=whole)
         self.planned, self.skipped = len(the_plan.jobs), list(the_plan.skipped)

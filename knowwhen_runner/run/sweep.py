@@ -154,7 +154,7 @@ def _resuming_with_work_left(config: SweepConfig) -> bool:
 
     async def pending() -> bool:
         async with open_queue(config.db_url, config.name) as queue:
-            return any(c.status == "pending" for c in await queue.counts())
+            return any(c.status == "pending" for c in await queue.counts(open_only=True))
 
     try:
         return anyio.run(pending)
@@ -223,9 +223,7 @@ async def _run(
                 if fits is None and not new_fits:
                     break
                 fits = new_fits
-        counts = Counter[str]()
-        for c in await queue.counts():
-            counts[c.status] += c.n
+        counts = Counter[str](await queue.status_totals())
         summary = RunSummary(
             config.name, config.output, stages.planned, stages.added, total, dict(counts), interrupted
         )
@@ -323,9 +321,9 @@ async def _work(
     client = ModelClient(
         limiters, secrets, transport=transport, max_tries=max(2, config.workers.max_attempts + 1)
     )
-    counts = [c for c in await queue.counts() if c.status != SET_ASIDE]
-    total = sum(c.n for c in counts)
-    already = sum(c.n for c in counts if c.status in ("done", "failed"))
+    totals = await queue.status_totals()  # from an index: the rows of done jobs are never read
+    total = sum(n for status, n in totals.items() if status != SET_ASIDE)
+    already = totals.get("done", 0) + totals.get("failed", 0)
     display = SweepProgress(total, already, backing_off=limiters.backing_off, enabled=progress)
     worker = Worker(
         config,
@@ -404,9 +402,8 @@ async def _budget_sentences(config: SweepConfig, queue: Queue, scopes: list[str]
     tallies = await queue.budget_tallies()
     guard = BudgetGuard(config, queue)
     open_jobs = Counter[str]()
-    for c in await queue.counts():
-        if c.status in ("pending", "running"):
-            open_jobs[c.model_id] += c.n
+    for c in await queue.counts(open_only=True):
+        open_jobs[c.model_id] += c.n
     return [
         budget_sentence(config, scope, tallies, sum(open_jobs[m] for m in guard.models_under(scope)))
         for scope in scopes

@@ -302,9 +302,9 @@ class Worker(Recording):
     async def _queue_finished(self) -> bool:
         """No job left that this worker could work (jobs of models given up on or held back stay pending)."""
         await self.holds.refresh(now=True)
-        counts = await self.queue.counts()
+        counts = await self.queue.counts(open_only=True)
         gone = self.holds.gone()
-        left = sum(c.n for c in counts if c.status in ("pending", "running") and c.model_id not in gone)
+        left = sum(c.n for c in counts if c.model_id not in gone)
         return left <= self.holds.abandoned(gone)
 
     async def _call(self, job: Job, outcomes: Outcomes) -> None:

@@ -737,3 +737,21 @@ def test_model_tallies_count_each_models_jobs_and_sum_what_they_recorded(make_qu
     assert c.statuses == {"done": 3, "failed": 1} and c.cost_usd == pytest.approx(1.5)
     assert d.statuses.get("done") == 1 and sum(d.statuses.values()) == 3
     assert (d.calls, d.cache_hits, d.cost_usd) == (0, 1, 0.0)
+
+
+def test_open_counts_and_status_totals_agree_with_the_full_counts(make_queue) -> None:
+    """Counts of open jobs only are exactly the pending and running groups of the full counts, and the
+    totals per status add the full counts up (set-aside jobs under ``set_aside``)."""
+    q = make_queue()
+    _answered(q)
+    run(q.enqueue, _jobs(4, "d"), {})
+    run(q.claim, "w", 1, 30.0)
+    full = run(q.counts)
+    assert anyio.run(lambda: q.counts(open_only=True)) == [
+        c for c in full if c.status in ("pending", "running")
+    ]
+    totals = Counter[str]()
+    for c in full:
+        totals[c.status] += c.n
+    assert run(q.status_totals) == dict(sorted(totals.items()))
+    assert run(q.status_totals) == {"done": 13, "failed": 1, "pending": 3, "running": 1, "set_aside": 1}
