@@ -19,6 +19,7 @@ from ..jobs import Items, Job
 from . import ASIDE
 from . import schema as s
 from .engine import RunStatements, safe_url
+from .tallies import kept_key
 
 __all__ = ["RunTables"]
 
@@ -171,6 +172,8 @@ class RunTables(RunStatements):
         for sql, rows in ((aside, leave), (live, back)):
             for chunk in range(0, len(rows), 5000):
                 conn.exec_driver_sql(sql, rows[chunk : chunk + 5000])
+        if leave or back:  # each model's kept sums of done jobs no longer hold (``tallies``)
+            conn.exec_driver_sql(f"DELETE FROM kw_meta WHERE key = {ph}", (kept_key(self.run),))
         return len(leave) + len(back)
 
     def _unmark_finalized(self, conn: Any) -> None:
