@@ -131,33 +131,47 @@ class RunTables(RunStatements):
                 for r in conn.exec_driver_sql(f"SELECT id, status FROM kw_jobs WHERE run = {ph}", (self.run,))
             }
             changed = self._set_plan(conn, statuses, whole_plan) if whole_plan is not None else 0
-            have_jobs = set(statuses)
             conflict = " ON CONFLICT DO NOTHING"
             for chunk in range(0, len(new_items), 5000):
                 conn.exec_driver_sql(
                     f"INSERT INTO kw_items (run, scenario, item, payload) VALUES ({ph}, {ph}, {ph}, {ph}){conflict}",
                     new_items[chunk : chunk + 5000],
                 )
-            insert = (
-                "INSERT INTO kw_jobs (run, id, model_id, mode, scenario, item, payload, status, attempts) "
-                f"VALUES ({ph}, {ph}, {ph}, {ph}, {ph}, {ph}, {ph}, 'pending', 0){conflict}"
-            )
-            added = 0
-            new_jobs: list[tuple[str, ...]] = []  # inserted 5,000 at a time: memory follows the batch
-            for j in jobs:
-                if j.id not in have_jobs:
-                    have_jobs.add(j.id)
-                    payload = orjson.dumps(j.payload).decode()
-                    new_jobs.append((self.run, j.id, j.model_id, j.mode, j.scenario_id, j.item, payload))
-                if len(new_jobs) == 5000:
-                    conn.exec_driver_sql(insert, new_jobs)
-                    added, new_jobs = added + len(new_jobs), []
-            if new_jobs:
-                conn.exec_driver_sql(insert, new_jobs)
-                added += len(new_jobs)
+            added = self._insert_jobs(conn, jobs, set(statuses))
             if added or changed:
                 self._unmark_finalized(conn)
         return added
+
+    def _insert_jobs(self, conn: Any, jobs: list[Job], have_jobs: set[str]) -> int:
+        """Insert the jobs not in ``have_jobs``, 5,000 rows at a time (memory follows the batch, not the
+        plan); how many were new."""
+        ph = self._placeholder
+        insert = (
+            "INSERT INTO kw_jobs (run, id, model_id, mode, scenario, item, payload, status, attempts) "
+            f"VALUES ({ph}, {ph}, {ph}, {ph}, {ph}, {ph}, {ph}, 'pending', 0) ON CONFLICT DO NOTHING"
+        )
+        added = 0
+        rows: list[tuple[str, ...]] = []
+        for j in jobs:
+            if j.id not in have_jobs:
+                have_jobs.add(j.id)
+                rows.append(
+                    (
+                        self.run,
+                        j.id,
+                        j.model_id,
+                        j.mode,
+                        j.scenario_id,
+                        j.item,
+                        orjson.dumps(j.payload).decode(),
+                    )
+                )
+            if len(rows) == 5000:
+                conn.exec_driver_sql(insert, rows)
+                added, rows = added + len(rows), []
+        if rows:
+            conn.exec_driver_sql(insert, rows)
+        return added + len(rows)
 
     def _set_plan(self, conn: Any, statuses: dict[str, str], plan: AbstractSet[str]) -> int:
         """Set aside the jobs ``plan`` does not hold, and bring back the set-aside ones it holds again."""
