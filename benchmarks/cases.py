@@ -293,6 +293,9 @@ def plan_and_resume(
         )
     rerun = _to_first_call(server, ["run", str(cfg), "-q", "--no-finalize"])
     join = _to_first_call(server, ["worker", "--db", f"sqlite:///{db}", "-q", "--no-finalize"])
+    # The first status after a plan sums every done job once and keeps the sums; later ones add what
+    # was done since: both are reported.
+    status_first = _timed(["status", str(work / tag / "out")])
     status = _timed(["status", str(work / tag / "out")])
     return {
         "jobs": int(n),
@@ -301,6 +304,7 @@ def plan_and_resume(
         "already_done": int(n) - open_jobs,
         "start_to_first_call_s": rerun,
         "worker_join_to_first_call_s": join,
+        "status_first_s": status_first,
         "status_s": status,
     }
 

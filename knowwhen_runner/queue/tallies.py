@@ -87,8 +87,12 @@ _SETTLED_S = 300.0  # done longer ago than this: no transaction still in flight 
 _REFRESH_S = 600.0  # kept sums older than this are summed again (what is added to them stays small)
 _SETTLED = "status = 'done' AND (updated_at IS NULL OR updated_at <= :upto)"
 _LATELY = "status = 'done' AND updated_at > :upto"
+_BETWEEN = "status = 'done' AND updated_at > :since AND updated_at <= :upto"
 _OPEN = "status IN ('pending', 'running', 'failed')"
 _ASIDE = "status > 'aside:' AND status < 'aside;'"  # every 'aside:...' status, by index range
+
+
+_KEPT = text("SELECT value FROM kw_meta WHERE key = :k")
 
 
 def kept_key(run: str) -> str:
@@ -113,10 +117,10 @@ class TallyTables(RunStatements):
         key = kept_key(self.run)
         with self._reading() as conn:
             now = float(conn.execute(text(f"SELECT {self._clock.sql}"), self._clock.params()).scalar_one())
-            raw = conn.execute(text("SELECT value FROM kw_meta WHERE key = :k"), {"k": key}).scalar()
+            raw = conn.execute(_KEPT, {"k": key}).scalar()
         kept = orjson.loads(raw) if raw else None
         if kept is None or now - kept["upto"] > _SETTLED_S + _REFRESH_S:
-            kept = self._keep(key, now - _SETTLED_S)
+            kept = self._keep(key, now - _SETTLED_S, kept)
         out = {
             m: ModelTally(m, {"done": n}, cost, calls, hits)
             for m, (n, cost, calls, hits) in kept["models"].items()
@@ -126,11 +130,20 @@ class TallyTables(RunStatements):
                 self._sums(conn, where, {"upto": kept["upto"]}, out)
         return dict(sorted(out.items()))
 
-    def _keep(self, key: str, upto: float) -> dict[str, Any]:
-        """Sum each model's jobs done up to ``upto`` and keep the sums (one write, once in a while)."""
-        found: dict[str, ModelTally] = {}
+    def _keep(self, key: str, upto: float, earlier: dict[str, Any] | None) -> dict[str, Any]:
+        """Sum each model's jobs done up to ``upto`` and keep the sums: every done job the first time,
+        then only those done since the ``earlier`` sums (the index of done jobs by time finds them)."""
+        found = {
+            m: ModelTally(m, {"done": n}, cost, calls, hits)
+            for m, (n, cost, calls, hits) in (earlier or {"models": {}})["models"].items()
+        }
         with self._engine.begin() as conn:
-            self._sums(conn, _SETTLED, {"upto": upto}, found)
+            if earlier is not None and conn.execute(_KEPT, {"k": key}).scalar() is None:
+                earlier, found = None, {}  # set aside since it was read: sum every done job again
+            if earlier is None:
+                self._sums(conn, _SETTLED, {"upto": upto}, found)
+            else:
+                self._sums(conn, _BETWEEN, {"since": earlier["upto"], "upto": upto}, found)
             kept = {
                 "upto": upto,
                 "models": {
