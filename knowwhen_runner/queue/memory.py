@@ -283,8 +283,17 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
         row = self._rows.get(job_id)
         return list(row.errors) if row else []
 
-    async def items(self, scenario_id: str | None = None) -> Items:
-        return {k: v for k, v in self._items.items() if scenario_id is None or k[0] == scenario_id}
+    async def items(self, scenario_id: str | None = None, *, of_open_jobs: bool = False) -> Items:
+        wanted = {
+            (r.job.scenario_id, r.job.item)
+            for r in self._rows.values()
+            if r.status in ("pending", "running", "failed")
+        }
+        return {
+            k: v
+            for k, v in self._items.items()
+            if (scenario_id is None or k[0] == scenario_id) and (not of_open_jobs or k in wanted)
+        }
 
     async def record(
         self,

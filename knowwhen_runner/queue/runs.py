@@ -24,6 +24,7 @@ from .tallies import kept_key
 __all__ = ["RunTables"]
 
 _OPEN = "('pending', 'running')"
+_UNFINISHED = "('pending', 'running', 'failed')"  # a failed job may be requeued by any process
 
 
 class RunTables(RunStatements):
@@ -195,10 +196,20 @@ class RunTables(RunStatements):
             update(s.runs).where(s.runs.c.name == self.run).values(finalized_at=None, finalized_by=None)
         )
 
-    async def items(self, scenario_id: str | None = None) -> Items:
-        return await self._call(self._items, scenario_id)
+    async def items(self, scenario_id: str | None = None, *, of_open_jobs: bool = False) -> Items:
+        return await self._call(self._items, scenario_id, of_open_jobs)
 
-    def _items(self, scenario_id: str | None) -> Items:
+    def _items(self, scenario_id: str | None, of_open_jobs: bool) -> Items:
+        if of_open_jobs:  # the open jobs by the status index, then their items by key: O(work left)
+            sql = (
+                "SELECT i.scenario, i.item, i.payload FROM (SELECT DISTINCT scenario, item FROM kw_jobs "
+                f"WHERE run = :run AND status IN {_UNFINISHED}) AS o JOIN kw_items i ON i.run = :run "
+                "AND i.scenario = o.scenario AND i.item = o.item"
+                + (" WHERE i.scenario = :scenario" if scenario_id is not None else "")
+            )
+            with self._reading() as conn:
+                rows = conn.execute(text(sql), {"run": self.run, "scenario": scenario_id})
+                return {(r[0], r[1]): orjson.loads(r[2]) for r in rows}
         q = select(s.items.c.scenario, s.items.c.item, s.items.c.payload).where(s.items.c.run == self.run)
         if scenario_id is not None:
             q = q.where(s.items.c.scenario == scenario_id)

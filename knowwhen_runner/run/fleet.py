@@ -126,7 +126,7 @@ async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progres
             config = stored_config(info, db, require_files=False)
             set_max_db_outage(config.workers.max_db_outage_s)
             secrets = check_keys(config, " on this machine")
-            items = await queue.items()
+            items = await queue.items(of_open_jobs=True)
             await anyio.to_thread.run_sync(load_litellm)  # done before claiming (see the import above)
             fleet = FleetLimits(ledger, holder)
             stats, interrupted = await _work_stages(config, queue, secrets, items, progress, fleet, holder)

@@ -64,7 +64,7 @@ class Stages:
         if done_before is not None and self.live == self.config_stamp:
             self.planned, self.skipped = done_before["jobs"], list(done_before["skipped"])
             if self.items is None:
-                self.items = await self.queue.items()
+                self.items = await self.queue.items(of_open_jobs=True)  # the done jobs' are not needed
             return self.items
         stage = _stage_key(fits) if fits else None
         if stage is not None:

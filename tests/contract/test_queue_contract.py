@@ -807,3 +807,25 @@ def test_model_tallies_stay_exact_across_kept_sums_new_results_and_a_set_aside(
     assert _said(q)["a"][0].get("set_aside") == 1 and _said(q) == _tallies_from_results(q)
     anyio.run(lambda: q.enqueue([], {}, whole_plan=every))
     assert "set_aside" not in _said(q)["a"][0] and _said(q) == _tallies_from_results(q)
+
+
+def test_items_of_open_jobs_are_those_of_the_pending_running_and_failed_ones(make_queue) -> None:
+    """Items read through the open jobs are exactly the items some pending, running or failed job of the
+    run names (of one scenario when asked); a done job's item alone is not read."""
+    q = make_queue()
+    jobs = [
+        Job(f"j{i}", "m", "model", "s" if i < 4 else "t", f"q{i}", {"kind": "question"}) for i in range(6)
+    ]
+    items = {(j.scenario_id, j.item): {"n": i} for i, j in enumerate(jobs)} | {("s", "unused"): {"n": 9}}
+    run(q.enqueue, jobs, items)
+    claimed = {j.id: j for j in run(q.claim, "w", 4, 30.0)}  # j0..j3: j0 done, j1 failed, j2-j3 running
+    run(q.complete, "w", [("j0", {"answer": "x"})])
+    run(q.fail, "w", [Failure("j1", "boom", final=True)])
+    assert set(claimed) == {"j0", "j1", "j2", "j3"}
+    open_items = anyio.run(lambda: q.items(of_open_jobs=True))
+    assert open_items == {k: v for k, v in items.items() if k not in {("s", "q0"), ("s", "unused")}}
+    assert anyio.run(lambda: q.items("t", of_open_jobs=True)) == {
+        ("t", "q4"): {"n": 4},
+        ("t", "q5"): {"n": 5},
+    }
+    assert run(q.items) == items
