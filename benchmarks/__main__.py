@@ -2,8 +2,10 @@
 
 ``python -m benchmarks`` runs the sizes the targets are stated at (several minutes on two cores);
 ``--quick`` runs tiny sizes (a smoke test, figures meaningless); ``--case NAME`` runs some cases only
-(``fair_share``, several minutes of rate-limited work, and ``failing_model``, a run that fails for three
-minutes before the one it is compared with, run only when named).
+(``fair_share``, several minutes of rate-limited work, ``failing_model``, a run that fails for three
+minutes before the one it is compared with, and ``plan_resume_1.5m``, a 1.5M-job plan, run only when
+named). A run of some cases keeps the other cases' figures already in the output file; each case records
+the date it was run.
 With ``KNOWWHEN_BENCH_PG`` set to a PostgreSQL URL, the processes case runs there too.
 """
 
@@ -29,6 +31,11 @@ TARGETS = {
     "inspect_ai": "runner/inspect eval on the same LLM requests (median of rounds); bodies within 30%",
     "cached_replay": ">= 3,000 jobs/s, no model request, litellm not imported",
     "plan_resume": "plan <= 10 s and <= 1 GB; run start to first new call <= 5 s",
+    "plan_resume_1.5m": (
+        "1,536,210 planned, 1,000 open: plan <= 15 s and <= 500 MB; rerun and worker join to first call "
+        "<= 3 s and <= 1.5 x plan_resume_15k's; status <= 2 s and <= 1.5 x plan_resume_15k's"
+    ),
+    "plan_resume_15k": "15,366 planned, 1,000 open: the small figures plan_resume_1.5m is compared with",
     "processes": "2 processes >= 1.7 x one (steady jobs/s)",
     "rate_limit": ">= 95% of the limit with zero 429s",
     "scoring": "scoring 153,621 rows <= 5 s",
@@ -55,13 +62,22 @@ def _script(name: str, *args: str) -> dict[str, Any]:
     }
 
 
+def _kept_cases(path: Path, quick: bool) -> dict[str, Any]:
+    """The cases already recorded in ``path`` (of a run at the same sizes), kept beside those run now."""
+    try:
+        earlier = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return dict(earlier.get("cases", {})) if earlier.get("quick") == quick else {}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
     parser.add_argument("--case", action="append", choices=sorted(TARGETS), help="run only these cases")
     parser.add_argument("--out", type=Path, default=HERE / "results.json")
     args = parser.parse_args()
-    named_only = {"fair_share", "failing_model"}  # minutes of rate-limited or failing work: when asked for
+    named_only = {"fair_share", "failing_model", "plan_resume_1.5m"}  # minutes each: run when asked for
     wanted = set(args.case or TARGETS) - (named_only if not args.case else set())
     q = args.quick
     work = cases.scratch()
@@ -69,7 +85,7 @@ def main() -> None:
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "quick": q,
         "targets": TARGETS,
-        "cases": {},
+        "cases": _kept_cases(args.out, args.quick),
     }
     with start_server_process() as server:
         if "overhead" in wanted:
@@ -86,6 +102,11 @@ def main() -> None:
             results["cases"]["plan_resume"] = cases.plan_and_resume(
                 server, work, 3 if q else 39, 50 if q else 3939, open_jobs=20 if q else 4621
             )
+        for name, n_questions in (("plan_resume_15k", 394), ("plan_resume_1.5m", 39390)):
+            if name in wanted:
+                results["cases"][name] = cases.plan_and_resume(
+                    server, work, 3 if q else 39, 50 if q else n_questions, 20 if q else 1000, tag=name
+                )
         if "rate_limit" in wanted:
             results["cases"]["rate_limit"] = cases.rate_limit_fidelity(
                 server, work, 600 if q else 1200, 5 if q else 60
@@ -120,8 +141,13 @@ def main() -> None:
         results["cases"]["failing_model"] = _script("bench_failing_model.py", *extra, "--json", str(figures))
         if figures.is_file():
             results["cases"]["failing_model"]["figures"] = json.loads(figures.read_text())
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    for name in wanted & set(results["cases"]):
+        results["cases"][name]["date"] = today
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     for name, figures in results["cases"].items():
+        if name not in wanted:
+            continue
         print(f"\n== {name}  (target: {TARGETS[name]})")
         print(json.dumps(figures, indent=2))
     print(f"\nwritten: {args.out}")

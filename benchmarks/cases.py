@@ -233,13 +233,40 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _to_first_call(server: ServerProcess, args: list[str], limit_s: float = 180.0) -> float | None:
+    """Seconds from starting a ``knowwhen`` process to the first model request the server sees (it is
+    then killed): what a resume or a worker joining a run costs before it does any work."""
+    server.reset_stats()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "knowwhen_runner", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    started = time.time()
+    first = None
+    while first is None and proc.poll() is None and time.time() - started < limit_s:
+        records = server.stats()["records"]
+        first = records[0][0] if records else None
+        time.sleep(0.02)
+    proc.kill()
+    proc.wait()
+    return round(first - started, 2) if first else None
+
+
+def _timed(args: list[str]) -> float:
+    """Wall seconds of one ``knowwhen`` command, which must succeed."""
+    started = time.perf_counter()
+    done = knowwhen(*args)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return round(time.perf_counter() - started, 2)
+
+
 def plan_and_resume(
-    server: ServerProcess, work: Path, n_models: int, n_questions: int, open_jobs: int
+    server: ServerProcess, work: Path, n_models: int, n_questions: int, open_jobs: int, *, tag: str = "plan"
 ) -> dict[str, Any]:
-    """Plan a big grid into a fresh database (seconds, peak RSS); then time run start to first new call."""
-    scenario = write_states(work / "plan-qs", n_questions)
+    """Plan a big grid into a fresh database (seconds, peak RSS); mark all but ``open_jobs`` done; then
+    time a rerun and a joining worker to their first model call, and ``knowwhen status``."""
+    scenario = write_states(work / f"{tag}-qs", n_questions)
     models = [decision_model(server, f"m{i:02d}", params={"variant": i}) for i in range(n_models)]
-    cfg = write_config(work / "plan" / "c.yaml", server, scenario, models=models, name="plan")
+    cfg = write_config(work / tag / "c.yaml", server, scenario, models=models, name=tag.replace(".", "_"))
     # Planned as a user plans, with ``knowwhen run --plan-only`` (the run keeps its plan's stamp, as any
     # run does), in a process that reports its own peak memory.
     code = (
@@ -256,33 +283,29 @@ def plan_and_resume(
     rss_kb = int(planned.stderr.split("peak_rss_kb")[-1].split()[0])
     import sqlite3
 
-    with sqlite3.connect(work / "plan" / "out" / "knowwhen.db") as conn:
+    db = work / tag / "out" / "knowwhen.db"
+    with sqlite3.connect(db) as conn:
         (n,) = conn.execute("SELECT count(*) FROM kw_jobs").fetchone()
         conn.execute(
             "UPDATE kw_jobs SET status = 'done', result = '{}' WHERE id NOT IN "
             "(SELECT id FROM kw_jobs ORDER BY id LIMIT ?)",
             (open_jobs,),
         )
-    server.reset_stats()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "knowwhen_runner", "run", str(cfg), "-q", "--no-finalize"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    started = time.time()
-    first = None
-    while first is None and proc.poll() is None and time.time() - started < 120:
-        records = server.stats()["records"]
-        first = records[0][0] if records else None
-        time.sleep(0.02)
-    proc.kill()
-    proc.wait()
+    rerun = _to_first_call(server, ["run", str(cfg), "-q", "--no-finalize"])
+    join = _to_first_call(server, ["worker", "--db", f"sqlite:///{db}", "-q", "--no-finalize"])
+    # The first status after a plan sums every done job once and keeps the sums; later ones add what
+    # was done since: both are reported.
+    status_first = _timed(["status", str(work / tag / "out")])
+    status = _timed(["status", str(work / tag / "out")])
     return {
         "jobs": int(n),
         "plan_s": round(seconds, 2),
         "plan_peak_rss_mb": round(rss_kb / 1024, 1),
         "already_done": int(n) - open_jobs,
-        "start_to_first_call_s": round(first - started, 2) if first else None,
+        "start_to_first_call_s": rerun,
+        "worker_join_to_first_call_s": join,
+        "status_first_s": status_first,
+        "status_s": status,
     }
 
 

@@ -20,7 +20,8 @@ once: the first process to ``take_finalize`` a finished run does it. ``set_contr
 (quarantined or paused: ``controls``); workers stop claiming its jobs, which stay pending.
 ``budget_reserve``/``budget_settle`` keep the run's spending per budget scope, for every process.
 ``answers`` reads one filtered page of the open-loop answers (a few fields each, never whole results) and
-``spend`` each model's recorded cost, for lists of large runs; ``pace`` reads each model's pace (its
+``spend`` each model's recorded cost, for lists of large runs (``model_tallies`` each model's jobs per
+status, cost, calls and cache hits, for ``status``); ``pace`` reads each model's pace (its
 rate against its limit, what it waits for) from what these return, for ``status`` and the live view.
 ``describe_workers`` says whether each worker of the fleet is working, silent or stopped (one rule for
 ``run``, ``status`` and the viewer). Responses are cached apart from the queue (``knowwhen_runner.cache``).
@@ -64,6 +65,7 @@ __all__ = [
     "JobResult",
     "JobStatus",
     "ModelControl",
+    "ModelTally",
     "Queue",
     "RecordedAnswer",
     "aside_status",
@@ -88,6 +90,8 @@ ASIDE = "aside:"
 """Prefix of the status of a job set aside (planned by an earlier version of the config)."""
 SET_ASIDE = "set_aside"
 """The status ``counts`` reports set-aside jobs under, whatever they were before."""
+
+from .tallies import ModelTally  # noqa: E402  (it reads the two names above)
 
 
 def aside_status(status: str) -> str:
@@ -198,16 +202,39 @@ class Queue(Protocol):
         ...
 
     async def requeue_failed(self) -> int: ...
-    async def counts(self) -> list[JobCounts]: ...
+    async def counts(self, *, open_only: bool = False) -> list[JobCounts]:
+        """Jobs per model, mode, scenario and status (set-aside ones as ``SET_ASIDE``); ``open_only``:
+        the pending and running ones alone, found by index (what a start-up or an idle worker needs)."""
+        ...
+
+    async def status_totals(self) -> dict[str, int]:
+        """Jobs per status (set-aside ones as ``SET_ASIDE``), counted from an index, never the rows."""
+        ...
+
     async def done_lately(self, seconds: float) -> dict[str, tuple[int, float]]:
         """Per model: jobs done in the last ``seconds`` (database clock), and how long ago the first of them."""
         ...
 
-    async def results(self, scenarios: AbstractSet[str] | None = None) -> list[JobResult]: ...
+    async def results(
+        self, scenarios: AbstractSet[str] | None = None, *, status: JobStatus | None = None
+    ) -> list[JobResult]:
+        """Every job of the plan (of the scenarios named) in id order, or only those in ``status``: a
+        resume reads its open jobs alone (an index of them), never the results of the done ones."""
+        ...
+
     async def answers(self, query: AnswerQuery) -> AnswerPage: ...
     async def spend(self) -> dict[str, float]: ...
+    async def model_tallies(self) -> dict[str, ModelTally]:
+        """Each model's jobs of the plan per status, recorded cost, calls and cache hits, summed by the
+        database (``status`` reads these, never every result)."""
+        ...
+
     async def attempt_errors(self, job_id: str) -> list[dict[str, Any]]: ...
-    async def items(self, scenario_id: str | None = None) -> Items: ...
+    async def items(self, scenario_id: str | None = None, *, of_open_jobs: bool = False) -> Items:
+        """The run's item data (of one scenario); ``of_open_jobs``: only the items of its pending, running
+        and failed jobs, found through them (what a process that starts on a large run needs)."""
+        ...
+
     # Provider batches (``batch_rows`` explains the rows): open before submitting, note what happened,
     # lease open batches to poll them, take a finished batch's jobs back under a worker's lease.
     async def batch_open(

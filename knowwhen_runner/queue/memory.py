@@ -25,6 +25,7 @@ from .answers import AnswerPage, AnswerQuery, answer_page, spend_of
 from .budget import MemoryBudget
 from .controls import MemoryControls
 from .memory_batches import MemoryBatches
+from .tallies import ModelTally, tallies_of
 
 __all__ = ["MemoryQueue"]
 
@@ -239,13 +240,21 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
             self._info.update(finalized_at=None, finalized_by=None)
         return n
 
-    async def counts(self) -> list[JobCounts]:
+    async def counts(self, *, open_only: bool = False) -> list[JobCounts]:
         tally: dict[tuple[str, str, str, str], int] = {}
         for row in self._rows.values():
+            if open_only and row.status not in ("pending", "running"):
+                continue
             status = SET_ASIDE if row.status.startswith(ASIDE) else row.status
             key = (row.job.model_id, row.job.mode, row.job.scenario_id, status)
             tally[key] = tally.get(key, 0) + 1
         return [JobCounts(*k, n) for k, n in sorted(tally.items())]
+
+    async def status_totals(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for c in await self.counts():
+            out[c.status] = out.get(c.status, 0) + c.n
+        return dict(sorted(out.items()))
 
     async def done_lately(self, seconds: float) -> dict[str, tuple[int, float]]:
         now, found = time.time(), dict[str, tuple[int, float]]()
@@ -255,11 +264,15 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
                 found[row.job.model_id] = (n + 1, max(age, now - row.done_at))
         return found
 
-    async def results(self, scenarios: AbstractSet[str] | None = None) -> list[JobResult]:
+    async def results(
+        self, scenarios: AbstractSet[str] | None = None, *, status: JobStatus | None = None
+    ) -> list[JobResult]:
         return [
             JobResult(replace(r.job, attempts=r.attempts), cast(JobStatus, r.status), r.result, r.error)
             for r in sorted(self._rows.values(), key=lambda r: r.job.id)
-            if not r.status.startswith(ASIDE) and (scenarios is None or r.job.scenario_id in scenarios)
+            if not r.status.startswith(ASIDE)
+            and (scenarios is None or r.job.scenario_id in scenarios)
+            and (status is None or r.status == status)
         ]
 
     def _done(self) -> list[tuple[Job, dict[str, Any]]]:
@@ -271,12 +284,24 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
     async def spend(self) -> dict[str, float]:
         return spend_of(self._done())
 
+    async def model_tallies(self) -> dict[str, ModelTally]:
+        return tallies_of((r.job.model_id, r.status, r.result) for r in self._rows.values())
+
     async def attempt_errors(self, job_id: str) -> list[dict[str, Any]]:
         row = self._rows.get(job_id)
         return list(row.errors) if row else []
 
-    async def items(self, scenario_id: str | None = None) -> Items:
-        return {k: v for k, v in self._items.items() if scenario_id is None or k[0] == scenario_id}
+    async def items(self, scenario_id: str | None = None, *, of_open_jobs: bool = False) -> Items:
+        wanted = {
+            (r.job.scenario_id, r.job.item)
+            for r in self._rows.values()
+            if r.status in ("pending", "running", "failed")
+        }
+        return {
+            k: v
+            for k, v in self._items.items()
+            if (scenario_id is None or k[0] == scenario_id) and (not of_open_jobs or k in wanted)
+        }
 
     async def record(
         self,

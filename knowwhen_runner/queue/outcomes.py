@@ -13,7 +13,7 @@ import orjson
 from sqlalchemy import String, bindparam, func, select, text, update
 
 from ..crashpoints import crashpoint
-from . import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult
+from . import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult, JobStatus
 from . import schema as s
 from .claims import JOB_COLUMNS, job_from_row
 from .engine import RunStatements
@@ -150,10 +150,10 @@ class OutcomeTables(RunStatements):
         with self._reading() as conn:
             return [dict(r._mapping) for r in conn.execute(q)]
 
-    async def counts(self) -> list[JobCounts]:
-        return await self._call(self._counts)
+    async def counts(self, *, open_only: bool = False) -> list[JobCounts]:
+        return await self._call(self._counts, open_only)
 
-    def _counts(self) -> list[JobCounts]:
+    def _counts(self, open_only: bool) -> list[JobCounts]:
         c = s.jobs.c
         q = (
             select(c.model_id, c.mode, c.scenario, c.status, func.count())
@@ -161,12 +161,27 @@ class OutcomeTables(RunStatements):
             .group_by(c.model_id, c.mode, c.scenario, c.status)
             .order_by(c.model_id, c.mode, c.scenario, c.status)
         )
+        if open_only:  # the status index finds the open jobs alone: the cost follows the work left
+            q = q.where(c.status.in_(("pending", "running")))
         tally: dict[tuple[str, str, str, str], int] = {}
         with self._reading() as conn:
             for model, mode, scenario, status, n in conn.execute(q):
                 key = (model, mode, scenario, SET_ASIDE if status.startswith(ASIDE) else status)
                 tally[key] = tally.get(key, 0) + n
         return [JobCounts(*k, n) for k, n in sorted(tally.items())]
+
+    async def status_totals(self) -> dict[str, int]:
+        return await self._call(self._status_totals)
+
+    def _status_totals(self) -> dict[str, int]:
+        # Read from the (run, status) index alone, never the rows: a count, not a scan of results.
+        q = text("SELECT status, count(*) FROM kw_jobs WHERE run = :run GROUP BY status")
+        out: dict[str, int] = {}
+        with self._reading() as conn:
+            for status, n in conn.execute(q, {"run": self.run}):
+                key = SET_ASIDE if status.startswith(ASIDE) else status
+                out[key] = out.get(key, 0) + int(n)
+        return dict(sorted(out.items()))
 
     async def done_lately(self, seconds: float) -> dict[str, tuple[int, float]]:
         return await self._call(self._done_lately, seconds)
@@ -181,16 +196,21 @@ class OutcomeTables(RunStatements):
             rows = conn.execute(q, self._params(s=seconds)).fetchall()
         return {model: (int(n), max(0.0, float(age))) for model, n, age in rows}
 
-    async def results(self, scenarios: AbstractSet[str] | None = None) -> list[JobResult]:
-        return await self._call(self._results, scenarios)
+    async def results(
+        self, scenarios: AbstractSet[str] | None = None, *, status: JobStatus | None = None
+    ) -> list[JobResult]:
+        return await self._call(self._results, scenarios, status)
 
-    def _results(self, scenarios: AbstractSet[str] | None) -> list[JobResult]:
+    def _results(self, scenarios: AbstractSet[str] | None, status: JobStatus | None) -> list[JobResult]:
         only = " AND scenario IN :scenarios" if scenarios is not None else ""
+        # One status: the partial index of open jobs (pending) or the status index finds them, and a
+        # resume with most jobs done reads only the few left, never the results of the others.
+        which = "status = :status" if status is not None else f"status NOT LIKE '{ASIDE}%'"
         q = text(
             f"SELECT {JOB_COLUMNS}, status, result, error FROM kw_jobs WHERE run = :run "
-            f"AND status NOT LIKE '{ASIDE}%'{only} ORDER BY id"
+            f"AND {which}{only} ORDER BY id"
         )
-        params: dict[str, Any] = {"run": self.run}
+        params: dict[str, Any] = {"run": self.run, "status": status}
         if scenarios is not None:
             q = q.bindparams(bindparam("scenarios", expanding=True, type_=String))
             params["scenarios"] = sorted(scenarios)

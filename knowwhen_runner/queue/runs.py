@@ -19,10 +19,12 @@ from ..jobs import Items, Job
 from . import ASIDE
 from . import schema as s
 from .engine import RunStatements, safe_url
+from .tallies import kept_key
 
 __all__ = ["RunTables"]
 
 _OPEN = "('pending', 'running')"
+_UNFINISHED = "('pending', 'running', 'failed')"  # a failed job may be requeued by any process
 
 
 class RunTables(RunStatements):
@@ -133,29 +135,47 @@ class RunTables(RunStatements):
                 for r in conn.exec_driver_sql(f"SELECT id, status FROM kw_jobs WHERE run = {ph}", (self.run,))
             }
             changed = self._set_plan(conn, statuses, whole_plan) if whole_plan is not None else 0
-            have_jobs = set(statuses)
-            new_jobs = []
-            for j in jobs:
-                if j.id not in have_jobs:
-                    have_jobs.add(j.id)
-                    payload = orjson.dumps(j.payload).decode()
-                    new_jobs.append((self.run, j.id, j.model_id, j.mode, j.scenario_id, j.item, payload))
             conflict = " ON CONFLICT DO NOTHING"
             for chunk in range(0, len(new_items), 5000):
                 conn.exec_driver_sql(
                     f"INSERT INTO kw_items (run, scenario, item, payload) VALUES ({ph}, {ph}, {ph}, {ph}){conflict}",
                     new_items[chunk : chunk + 5000],
                 )
-            for chunk in range(0, len(new_jobs), 5000):
-                conn.exec_driver_sql(
-                    "INSERT INTO kw_jobs (run, id, model_id, mode, scenario, item, payload, status, attempts) "
-                    f"VALUES ({ph}, {ph}, {ph}, {ph}, {ph}, {ph}, {ph}, 'pending', 0){conflict}",
-                    new_jobs[chunk : chunk + 5000],
-                )
-            added = len(new_jobs)
+            added = self._insert_jobs(conn, jobs, set(statuses))
             if added or changed:
                 self._unmark_finalized(conn)
         return added
+
+    def _insert_jobs(self, conn: Any, jobs: list[Job], have_jobs: set[str]) -> int:
+        """Insert the jobs not in ``have_jobs``, 5,000 rows at a time (memory follows the batch, not the
+        plan); how many were new."""
+        ph = self._placeholder
+        insert = (
+            "INSERT INTO kw_jobs (run, id, model_id, mode, scenario, item, payload, status, attempts) "
+            f"VALUES ({ph}, {ph}, {ph}, {ph}, {ph}, {ph}, {ph}, 'pending', 0) ON CONFLICT DO NOTHING"
+        )
+        added = 0
+        rows: list[tuple[str, ...]] = []
+        for j in jobs:
+            if j.id not in have_jobs:
+                have_jobs.add(j.id)
+                rows.append(
+                    (
+                        self.run,
+                        j.id,
+                        j.model_id,
+                        j.mode,
+                        j.scenario_id,
+                        j.item,
+                        orjson.dumps(j.payload).decode(),
+                    )
+                )
+            if len(rows) == 5000:
+                conn.exec_driver_sql(insert, rows)
+                added, rows = added + len(rows), []
+        if rows:
+            conn.exec_driver_sql(insert, rows)
+        return added + len(rows)
 
     def _set_plan(self, conn: Any, statuses: dict[str, str], plan: AbstractSet[str]) -> int:
         """Set aside the jobs ``plan`` does not hold, and bring back the set-aside ones it holds again."""
@@ -170,6 +190,8 @@ class RunTables(RunStatements):
         for sql, rows in ((aside, leave), (live, back)):
             for chunk in range(0, len(rows), 5000):
                 conn.exec_driver_sql(sql, rows[chunk : chunk + 5000])
+        if leave or back:  # each model's kept sums of done jobs no longer hold (``tallies``)
+            conn.exec_driver_sql(f"DELETE FROM kw_meta WHERE key = {ph}", (kept_key(self.run),))
         return len(leave) + len(back)
 
     def _unmark_finalized(self, conn: Any) -> None:
@@ -177,10 +199,20 @@ class RunTables(RunStatements):
             update(s.runs).where(s.runs.c.name == self.run).values(finalized_at=None, finalized_by=None)
         )
 
-    async def items(self, scenario_id: str | None = None) -> Items:
-        return await self._call(self._items, scenario_id)
+    async def items(self, scenario_id: str | None = None, *, of_open_jobs: bool = False) -> Items:
+        return await self._call(self._items, scenario_id, of_open_jobs)
 
-    def _items(self, scenario_id: str | None) -> Items:
+    def _items(self, scenario_id: str | None, of_open_jobs: bool) -> Items:
+        if of_open_jobs:  # the open jobs by the status index, then their items by key: O(work left)
+            sql = (
+                "SELECT i.scenario, i.item, i.payload FROM (SELECT DISTINCT scenario, item FROM kw_jobs "
+                f"WHERE run = :run AND status IN {_UNFINISHED}) AS o JOIN kw_items i ON i.run = :run "
+                "AND i.scenario = o.scenario AND i.item = o.item"
+                + (" WHERE i.scenario = :scenario" if scenario_id is not None else "")
+            )
+            with self._reading() as conn:
+                rows = conn.execute(text(sql), {"run": self.run, "scenario": scenario_id})
+                return {(r[0], r[1]): orjson.loads(r[2]) for r in rows}
         q = select(s.items.c.scenario, s.items.c.item, s.items.c.payload).where(s.items.c.run == self.run)
         if scenario_id is not None:
             q = q.where(s.items.c.scenario == scenario_id)

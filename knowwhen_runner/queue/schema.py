@@ -57,7 +57,10 @@ __all__ = [
 #    finds a model's few jobs among many of others' without walking past them.
 # 8: kw_jobs.claim_key, the claim that leased a running job: a claim sent again because its reply was
 #    lost (the database went away after its commit) returns the jobs the first one leased.
-SCHEMA_VERSION = 8
+# 9: kw_jobs_done_at, an index of done jobs by when they were done: the jobs done lately (pace, ETA,
+#    and what ``status`` adds to each model's kept sums) are found without walking past the others.
+SCHEMA_VERSION = 9
+_DONE_AT = "CREATE INDEX IF NOT EXISTS kw_jobs_done_at ON kw_jobs (run, updated_at) WHERE status = 'done'"
 _PENDING_BY_MODEL = (
     "CREATE INDEX IF NOT EXISTS kw_jobs_pending_model ON kw_jobs (run, model_id, id) WHERE status = 'pending'"
 )
@@ -75,6 +78,7 @@ MIGRATIONS: dict[int, tuple[str | Callable[[Connection], None], ...]] = {
     5: (),
     6: (_PENDING_BY_MODEL,),
     7: (_add_claim_key,),
+    8: (_DONE_AT,),
 }
 """Older version -> the statements (or steps) that bring its tables to the next version (run in one
 transaction)."""
@@ -148,6 +152,13 @@ jobs = Table(
         sqlite_where=text("status = 'pending'"),
     ),
     Index("kw_jobs_owner", "lease_owner"),
+    Index(
+        "kw_jobs_done_at",
+        "run",
+        "updated_at",
+        postgresql_where=text("status = 'done'"),
+        sqlite_where=text("status = 'done'"),
+    ),
 )
 
 attempts = Table(

@@ -18,12 +18,21 @@ from .leases import LeaseTables
 from .outcomes import OutcomeTables
 from .runs import RunTables
 from .side_tables import SideTables
+from .tallies import TallyTables
 
 __all__ = ["SqlQueue", "safe_url"]
 
 
 class SqlQueue(
-    RunTables, LeaseTables, OutcomeTables, AnswerTables, ControlTables, ControlBudget, SideTables, BatchTable
+    RunTables,
+    LeaseTables,
+    OutcomeTables,
+    AnswerTables,
+    TallyTables,
+    ControlTables,
+    ControlBudget,
+    SideTables,
+    BatchTable,
 ):
     """A ``Queue`` in a SQLite file or a PostgreSQL database.
 

@@ -33,7 +33,7 @@ async def compute_fits(config: SweepConfig, queue: Queue) -> dict[str, Any]:
     requests = fit_requests(config)
     if not requests:
         return {}
-    results = await queue.results()
+    results = await queue.results({r.scenario for r in requests})  # the fit sets' jobs only
     fits: dict[str, Any] = {}
     for request in requests:
         n_tasks = len(await queue.items(request.scenario))

@@ -18,7 +18,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,7 +127,7 @@ async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progres
             config = stored_config(info, db, require_files=False)
             set_max_db_outage(config.workers.max_db_outage_s)
             secrets = check_keys(config, " on this machine")
-            items = await queue.items()
+            items = await queue.items(of_open_jobs=True)
             await anyio.to_thread.run_sync(load_litellm)  # done before claiming (see the import above)
             fleet = FleetLimits(ledger, holder)
             stats, interrupted = await _work_stages(config, queue, secrets, items, progress, fleet, holder)
@@ -161,7 +160,7 @@ async def _work_stages(
         if interrupted:
             return total, True
         released = await advance_stages(config, queue, holder)
-        if released is None or not any(c.status == "pending" and c.n for c in await queue.counts()):
+        if released is None or not (await queue.status_totals()).get("pending"):
             return total, False
         items = released
 
@@ -188,7 +187,11 @@ async def _planned_run(queue: Queue, wait_s: float) -> dict[str, Any]:
     token = os.environ.get(_PLAN_TOKEN)
     while True:
         info = await queue.run_info()
-        if info is not None and token in (None, info["meta"].get("plan_token")) and await queue.counts():
+        if (
+            info is not None
+            and token in (None, info["meta"].get("plan_token"))
+            and await queue.status_totals()
+        ):
             return info
         if time.monotonic() >= deadline:
             if info is None:
@@ -201,10 +204,7 @@ async def _planned_run(queue: Queue, wait_s: float) -> dict[str, Any]:
 
 
 async def _counts(queue: Queue) -> dict[str, int]:
-    counts = Counter[str]()
-    for c in await queue.counts():
-        counts[c.status] += c.n
-    return dict(counts)
+    return await queue.status_totals()
 
 
 # --- knowwhen run, with or without more processes ----------------------------------------------------

@@ -13,7 +13,6 @@ import anyio
 from ..cache import cache_url, describe_url, open_cache
 from ..config import SweepConfig, load_config
 from ..exceptions import KnowwhenError
-from ..jobs import job_cost
 from ..plan import Plan
 from ..provider import CacheMode, LearnedLimit
 from ..provider.prices import BATCH_FALLBACK_RATE, batch_token_prices
@@ -176,25 +175,20 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
     queue, name = open_existing(run_dir, db, run)
     async with queue:
         by_model: dict[str, dict[str, Any]] = {}
-        for job, status, result, _error in await queue.results():
-            row = by_model.setdefault(
-                job.model_id,
-                {
-                    "done": 0,
-                    "pending": 0,
-                    "running": 0,
-                    "failed": 0,
-                    "cost_usd": 0.0,
-                    "calls": 0,
-                    "cache_hits": 0,
+        models = await queue.model_tallies()  # summed by the database, set-aside jobs apart
+        set_aside = sum(t.statuses.get(SET_ASIDE, 0) for t in models.values())
+        for model_id, tally in models.items():
+            if not set(tally.statuses) - {SET_ASIDE}:
+                continue  # a model of an earlier plan only
+            by_model[model_id] = {
+                **{
+                    status: tally.statuses.get(status, 0)
+                    for status in ("done", "pending", "running", "failed")
                 },
-            )
-            row[status] += 1
-            if result:
-                row["cost_usd"] += job_cost(result)
-                row["calls"] += 0 if result.get("cache_hit") else 1
-                row["cache_hits"] += 1 if result.get("cache_hit") else 0
-        set_aside = sum(c.n for c in await queue.counts() if c.status == SET_ASIDE)
+                "cost_usd": tally.cost_usd,
+                "calls": tally.calls,
+                "cache_hits": tally.cache_hits,
+            }
         records = await queue.batches()
         controls = await queue.controls()
         held = [

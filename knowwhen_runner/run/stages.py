@@ -64,7 +64,7 @@ class Stages:
         if done_before is not None and self.live == self.config_stamp:
             self.planned, self.skipped = done_before["jobs"], list(done_before["skipped"])
             if self.items is None:
-                self.items = await self.queue.items()
+                self.items = await self.queue.items(of_open_jobs=True)  # the done jobs' are not needed
             return self.items
         stage = _stage_key(fits) if fits else None
         if stage is not None:
@@ -74,7 +74,9 @@ class Stages:
         the_plan = plan(self.config, self.scenarios, fits)
         if self.work and self.cache is not None:
             await _preload_if_calls_coming(self.config, self.cache, the_plan)
-        whole = the_plan.job_ids()
+        # A run's first plan has nothing to set aside: no set of every id is built for it.
+        fresh = not self.known and self.live is None and not await self.queue.status_totals()
+        whole = None if fresh else the_plan.job_ids()
         self.added += await self.queue.enqueue(the_plan.jobs, the_plan.items, whole_plan=whole)
         self.planned, self.skipped = len(the_plan.jobs), list(the_plan.skipped)
         self.known[stamp] = {"jobs": self.planned, "skipped": self.skipped}

@@ -150,7 +150,7 @@ def _resuming_with_work_left(config: SweepConfig) -> bool:
 
     async def pending() -> bool:
         async with open_queue(config.db_url, config.name) as queue:
-            return any(c.status == "pending" for c in await queue.counts())
+            return any(c.status == "pending" for c in await queue.counts(open_only=True))
 
     try:
         return anyio.run(pending)
@@ -219,9 +219,7 @@ async def _run(
                 if fits is None and not new_fits:
                     break
                 fits = new_fits
-        counts = Counter[str]()
-        for c in await queue.counts():
-            counts[c.status] += c.n
+        counts = Counter[str](await queue.status_totals())
         summary = RunSummary(config.name, config.output, stages.planned, stages.added, total, dict(counts))
         summary.interrupted, summary.left_out = interrupted, [n for n in stages.skipped if "missing (" in n]
         waiting = [note for note in stages.skipped if "waits for" in note]
@@ -235,7 +233,7 @@ async def _run(
         if total.over_budget:
             summary.budget_spent = await _budget_sentences(config, queue, sorted(total.over_budget))
         if counts.get("failed"):
-            summary.failure_reasons = failure_reasons(await queue.results())
+            summary.failure_reasons = failure_reasons(await queue.results(status="failed"))
         if finalize and not interrupted and not counts.get("pending") and not counts.get("running"):
             from .outputs import finalize_with_drilldown
 
@@ -317,9 +315,9 @@ async def _work(
     limiters = Limiters(config.models, fleet=fleet, max_outage_s=config.workers.max_outage_s, learned=learned)
     tries, failing = max(2, config.workers.max_attempts + 1), config.workers.quarantine_failures
     client = ModelClient(limiters, secrets, transport=transport, max_tries=tries, failing_after=failing)
-    counts = [c for c in await queue.counts() if c.status != SET_ASIDE]
-    total = sum(c.n for c in counts)
-    already = sum(c.n for c in counts if c.status in ("done", "failed"))
+    totals = await queue.status_totals()  # from an index: the rows of done jobs are never read
+    total = sum(n for status, n in totals.items() if status != SET_ASIDE)
+    already = totals.get("done", 0) + totals.get("failed", 0)
     display = SweepProgress(total, already, backing_off=limiters.backing_off, enabled=progress)
     worker = Worker(
         config,
@@ -385,7 +383,7 @@ async def _preflight(
         await queue.set_control(model_id, "quarantined", "left out of this run with --skip-model")
     if not preflight.probe:
         return
-    open_jobs = [job for job, status, _r, _e in await queue.results() if status == "pending"]
+    open_jobs = [job for job, _s, _r, _e in await queue.results(status="pending")]
     probes = await probe_models(config, queue, secrets, items, open_jobs, store=store, skip=preflight.skip)
     if preflight.report is not None:
         preflight.report(probes)
@@ -398,9 +396,8 @@ async def _budget_sentences(config: SweepConfig, queue: Queue, scopes: list[str]
     tallies = await queue.budget_tallies()
     guard = BudgetGuard(config, queue)
     open_jobs = Counter[str]()
-    for c in await queue.counts():
-        if c.status in ("pending", "running"):
-            open_jobs[c.model_id] += c.n
+    for c in await queue.counts(open_only=True):
+        open_jobs[c.model_id] += c.n
     return [
         budget_sentence(config, scope, tallies, sum(open_jobs[m] for m in guard.models_under(scope)))
         for scope in scopes

@@ -329,7 +329,7 @@ class Worker(Recording):
         """No job left that this worker could work: jobs of models given up on or held back stay pending,
         and so do the episodes whose agent is (whichever process has them parked)."""
         await self.holds.refresh(now=True)
-        counts = await self.queue.counts()
+        counts = await self.queue.counts(open_only=True)
         gone = self.holds.gone()
         stuck = {
             s.id for s in self.config.scenarios if s.kind == "episodes" and self.config.agent_of(s).id in gone

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, inspect, text
 
 from knowwhen_runner.exceptions import SchemaVersionError
 from knowwhen_runner.jobs import Job
@@ -377,8 +377,9 @@ def test_a_database_of_the_previous_schema_version_is_upgraded_in_place(make_que
 
 
 def test_a_version_7_database_gains_the_claim_key_in_place(make_queue, request) -> None:
-    """A run database of version 7 (jobs without ``claim_key``) is upgraded on open: its jobs are kept
-    and claimed, and a claim sent again finds them."""
+    """A run database of version 7 (jobs without ``claim_key``, no index of done jobs by time) is upgraded
+    on open to this version: its jobs are kept and claimed, a claim sent again finds them, and the index
+    is there."""
     q = make_queue()
     url = _sql_url(q, request)
     run(q.init_run, "name: r", {})
@@ -387,6 +388,7 @@ def test_a_version_7_database_gains_the_claim_key_in_place(make_queue, request) 
     try:
         with engine.begin() as conn:
             conn.execute(text("ALTER TABLE kw_jobs DROP COLUMN claim_key"))
+            conn.execute(text("DROP INDEX kw_jobs_done_at"))
             conn.execute(text("UPDATE kw_meta SET value = '7' WHERE key = 'schema_version'"))
         again = open_queue(url, q.run)
         try:
@@ -397,9 +399,9 @@ def test_a_version_7_database_gains_the_claim_key_in_place(make_queue, request) 
         finally:
             run(again.close)
         with engine.begin() as conn:
-            assert (
-                conn.execute(text("SELECT value FROM kw_meta WHERE key = 'schema_version'")).scalar() == "8"
-            )
+            version = conn.execute(text("SELECT value FROM kw_meta WHERE key = 'schema_version'")).scalar()
+            assert version == str(SCHEMA_VERSION) == "9"
+            assert "kw_jobs_done_at" in {i["name"] for i in inspect(conn).get_indexes("kw_jobs")}
     finally:
         engine.dispose()
 
@@ -707,3 +709,123 @@ def test_a_stale_workers_jobs_go_back_while_a_live_workers_stay(make_queue) -> N
     assert sorted(statuses.values()) == ["pending", "pending", "running", "running"]
     again = run(q.claim, "other", 4, 600.0)
     assert len(again) == 2
+
+
+def test_results_of_one_status_only(make_queue) -> None:
+    """Results read for one status return exactly the plan's jobs in it (in id order), set-aside ones never."""
+    q = make_queue()
+    _answered(q)
+    every = run(q.results)
+    for status in ("done", "failed", "pending"):
+        only = anyio.run(lambda s=status: q.results(status=s))
+        assert [r.job.id for r in only] == [r.job.id for r in every if r.status == status]
+    assert [r.job.id for r in anyio.run(lambda: q.results(status="failed"))] == ["c-3"]
+    assert anyio.run(lambda: q.results({"t"}, status="done"))[0].job.id == "a-t0"
+
+
+def test_model_tallies_count_each_models_jobs_and_sum_what_they_recorded(make_queue) -> None:
+    """Tallies give each model its plan's jobs per status, the cost its results recorded (an episode's
+    parts summed), its calls and its cache hits; a set-aside job counts as set aside only."""
+    q = make_queue()
+    _answered(q)
+    run(q.enqueue, [Job("d-0", "d", "model", "s", "q0", {"kind": "question"}), *_jobs(2, "d")], {})
+    (job,) = [j for j in run(q.claim, "w", 10, 30.0) if j.id == "d-0"]
+    run(q.complete, "w", [(job.id, {"answer": "x", "cost_usd": 0, "cache_hit": True})])
+    tallies = run(q.model_tallies)
+    assert sorted(tallies) == ["a", "b", "c", "d"]
+    a, c, d = tallies["a"], tallies["c"], tallies["d"]
+    assert a.statuses == {"done": 6, "set_aside": 1} and a.cost_usd == pytest.approx(5 * 0.5 + 1.25)
+    assert (a.calls, a.cache_hits) == (6, 0)
+    assert c.statuses == {"done": 3, "failed": 1} and c.cost_usd == pytest.approx(1.5)
+    assert d.statuses.get("done") == 1 and sum(d.statuses.values()) == 3
+    assert (d.calls, d.cache_hits, d.cost_usd) == (0, 1, 0.0)
+
+
+def test_open_counts_and_status_totals_agree_with_the_full_counts(make_queue) -> None:
+    """Counts of open jobs only are exactly the pending and running groups of the full counts, and the
+    totals per status add the full counts up (set-aside jobs under ``set_aside``)."""
+    q = make_queue()
+    _answered(q)
+    run(q.enqueue, _jobs(4, "d"), {})
+    run(q.claim, "w", 1, 30.0)
+    full = run(q.counts)
+    assert anyio.run(lambda: q.counts(open_only=True)) == [
+        c for c in full if c.status in ("pending", "running")
+    ]
+    totals = Counter[str]()
+    for c in full:
+        totals[c.status] += c.n
+    assert run(q.status_totals) == dict(sorted(totals.items()))
+    assert run(q.status_totals) == {"done": 13, "failed": 1, "pending": 3, "running": 1, "set_aside": 1}
+
+
+def _tallies_from_results(q: Queue) -> dict:
+    """What ``model_tallies`` must say, from every result read whole (and the set-aside count per model)."""
+    from knowwhen_runner.queue.tallies import tallies_of
+
+    expected = tallies_of((r.job.model_id, r.status, r.result) for r in run(q.results))
+    for c in run(q.counts):
+        if c.status == "set_aside":
+            expected.setdefault(c.model_id, type(next(iter(expected.values())))(c.model_id)).add(
+                "aside:done", c.n, 0.0, 0, 0
+            )
+    return {m: (t.statuses, round(t.cost_usd, 9), t.calls, t.cache_hits) for m, t in sorted(expected.items())}
+
+
+def _said(q: Queue) -> dict:
+    return {
+        m: (t.statuses, round(t.cost_usd, 9), t.calls, t.cache_hits) for m, t in run(q.model_tallies).items()
+    }
+
+
+@pytest.mark.parametrize("refresh", ["kept", "added_to"])
+def test_model_tallies_stay_exact_across_kept_sums_new_results_and_a_set_aside(
+    make_queue, request, monkeypatch, refresh
+) -> None:
+    """Tallies of jobs done long ago (kept and summed once), then of jobs done since (added live, or to
+    the kept sums when they are renewed at once), then after a plan sets a done job aside and brings it
+    back, always equal what every result read whole says."""
+    if refresh == "added_to":
+        from knowwhen_runner.queue import tallies
+
+        monkeypatch.setattr(tallies, "_SETTLED_S", 0.0)
+        monkeypatch.setattr(tallies, "_REFRESH_S", 0.0)
+    q = make_queue()
+    _answered(q)
+    if _backend(request) != "memory":  # the first answers were done an hour ago: kept sums hold them
+        engine = create_engine(q.url.replace("postgresql://", "postgresql+psycopg://"))  # type: ignore[attr-defined]
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE kw_jobs SET updated_at = updated_at - 3600 WHERE status = 'done'"))
+        engine.dispose()
+    assert _said(q) == _tallies_from_results(q)
+    run(q.enqueue, _jobs(3, "a"), {})
+    claimed = run(q.claim, "w", 10, 30.0)
+    run(q.complete, "w", [(j.id, {"cost_usd": 0.25, "cache_hit": j.id.endswith("1")}) for j in claimed])
+    assert _said(q) == _tallies_from_results(q)
+    every = {r.job.id for r in run(q.results)} | {"old"}
+    anyio.run(lambda: q.enqueue([], {}, whole_plan=every - {"a-0", "b-1"}))
+    assert _said(q)["a"][0].get("set_aside") == 1 and _said(q) == _tallies_from_results(q)
+    anyio.run(lambda: q.enqueue([], {}, whole_plan=every))
+    assert "set_aside" not in _said(q)["a"][0] and _said(q) == _tallies_from_results(q)
+
+
+def test_items_of_open_jobs_are_those_of_the_pending_running_and_failed_ones(make_queue) -> None:
+    """Items read through the open jobs are exactly the items some pending, running or failed job of the
+    run names (of one scenario when asked); a done job's item alone is not read."""
+    q = make_queue()
+    jobs = [
+        Job(f"j{i}", "m", "model", "s" if i < 4 else "t", f"q{i}", {"kind": "question"}) for i in range(6)
+    ]
+    items = {(j.scenario_id, j.item): {"n": i} for i, j in enumerate(jobs)} | {("s", "unused"): {"n": 9}}
+    run(q.enqueue, jobs, items)
+    claimed = {j.id: j for j in run(q.claim, "w", 4, 30.0)}  # j0..j3: j0 done, j1 failed, j2-j3 running
+    run(q.complete, "w", [("j0", {"answer": "x"})])
+    run(q.fail, "w", [Failure("j1", "boom", final=True)])
+    assert set(claimed) == {"j0", "j1", "j2", "j3"}
+    open_items = anyio.run(lambda: q.items(of_open_jobs=True))
+    assert open_items == {k: v for k, v in items.items() if k not in {("s", "q0"), ("s", "unused")}}
+    assert anyio.run(lambda: q.items("t", of_open_jobs=True)) == {
+        ("t", "q4"): {"n": 4},
+        ("t", "q5"): {"n": 5},
+    }
+    assert run(q.items) == items

@@ -178,10 +178,10 @@ def _episode_results(fail: bool = True) -> list[tuple[Job, dict[str, Any] | None
     return out
 
 
-async def finished_queue(config: SweepConfig, *, fail: bool = True) -> Queue:
-    """A memory queue holding the small run, every job recorded (with ``fail``, one LLM question and one
-    gated episode failed for good: their cells show no score)."""
-    queue = open_queue("memory://", config.name)
+async def finished_queue(config: SweepConfig, *, fail: bool = True, url: str = "memory://") -> Queue:
+    """A queue (in memory unless ``url`` names a database) holding the small run, every job recorded
+    (with ``fail``, one LLM question and one gated episode failed for good: their cells show no score)."""
+    queue = open_queue(url, config.name)
     await queue.init_run("name: small\n", META)
     results = _question_results(config, fail)
     if any(s.kind == "episodes" for s in config.scenarios):

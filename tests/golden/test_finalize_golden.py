@@ -71,3 +71,32 @@ def test_table_matches_its_golden_file(finished: SweepConfig, name: str) -> None
 def test_table_md_keeps_its_format(finished: SweepConfig) -> None:
     """The short table.md of earlier versions is still written, with the benchmark rule's accuracy."""
     _check("table.md", (finished.output / "table.md").read_text())
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_finalising_from_a_database_writes_the_golden_files(
+    tmp_path_factory: pytest.TempPathFactory, backend: str
+) -> None:
+    """The same run recorded in SQLite or PostgreSQL finalises, from the database, into exactly the pinned
+    manifests and tables."""
+    from tests.pg import temporary_database
+
+    config = small_config(tmp_path_factory.mktemp(f"golden-{backend}"))
+
+    async def go(url: str) -> None:
+        queue = await finished_queue(config, url=url)
+        async with queue:
+            await finalize_run(config, queue)
+
+    if backend == "sqlite":
+        anyio.run(go, f"sqlite:///{config.output.parent / 'run.db'}")
+    else:
+        with temporary_database() as url:
+            anyio.run(go, url)
+    for model in ("dm", "llm"):
+        doc = json.loads((config.output / "manifests" / f"{model}.cxs.json").read_text())
+        text = json.dumps(_normalised(doc), indent=2, ensure_ascii=False) + "\n"
+        assert text == (GOLDEN / f"{model}.cxs.json").read_text(), f"{model}.cxs.json differs"
+    for name in TABLES:
+        assert (config.output / "tables" / name).read_text() == (GOLDEN / name).read_text(), name
+    assert (config.output / "table.md").read_text() == (GOLDEN / "table.md").read_text()

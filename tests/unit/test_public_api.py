@@ -117,6 +117,7 @@ PUBLIC = {
         "CONTROL_STATES",
         "ControlState",
         "ModelControl",
+        "ModelTally",
         "RecordedAnswer",
         "SET_ASIDE",
         "BatchRecord",

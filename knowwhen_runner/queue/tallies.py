@@ -1,0 +1,158 @@
+"""Each model's tally (jobs per status, recorded cost, calls and cache hits), counted by the database.
+
+``status`` and the live view show one row per model; reading every job's result into Python for it costs
+time that follows the whole plan (a million-job run's results are gigabytes). ``model_tallies()`` asks
+the database for the sums instead, in one grouped statement: ``TallyTables`` is a mixin of ``SqlQueue``,
+``tallies_of`` does the same over ``MemoryQueue``'s rows. Set-aside jobs are counted under ``set_aside``
+only (their results are the record of an earlier plan, not this one's spending); a job counts as a call
+when it has a result that is not a cache hit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from sqlalchemy import text
+
+from ..jobs import job_cost
+from . import ASIDE, SET_ASIDE
+from . import schema as s
+from .engine import RunStatements
+
+__all__ = ["ModelTally", "TallyTables", "kept_key", "tallies_of"]
+
+
+@dataclass
+class ModelTally:
+    """One model's jobs of the plan by status, and what its results recorded."""
+
+    model_id: str
+    statuses: dict[str, int] = field(default_factory=dict)  # pending / running / done / failed / set_aside
+    cost_usd: float = 0.0
+    calls: int = 0
+    cache_hits: int = 0
+
+    def add(self, status: str, n: int, cost_usd: float, calls: int, cache_hits: int) -> None:
+        if status.startswith(ASIDE):
+            self.statuses[SET_ASIDE] = self.statuses.get(SET_ASIDE, 0) + n
+            return
+        self.statuses[status] = self.statuses.get(status, 0) + n
+        self.cost_usd += cost_usd
+        self.calls += calls
+        self.cache_hits += cache_hits
+
+
+def tallies_of(rows: Iterable[tuple[str, str, dict[str, Any] | None]]) -> dict[str, ModelTally]:
+    """Tallies of (model id, status, result) rows of the run, by model id."""
+    out: dict[str, ModelTally] = {}
+    for model_id, status, result in rows:
+        hit = bool(result.get("cache_hit")) if result else False
+        tally = out.setdefault(model_id, ModelTally(model_id))
+        tally.add(status, 1, job_cost(result) if result else 0.0, int(bool(result) and not hit), int(hit))
+    return dict(sorted(out.items()))
+
+
+# Each dialect's sums of a group of jobs: count, cost (``cost_usd``, an episode's parts added), calls
+# and cache hits. On PostgreSQL each result is parsed once (a lateral subquery).
+_SQLITE = (
+    "SELECT model_id, status, count(*), "
+    "total(CASE json_type(result, '$.cost_usd') WHEN 'object' THEN (SELECT total(value) FROM "
+    "json_each(result, '$.cost_usd') WHERE json_type(value) IN ('integer', 'real')) "
+    "WHEN 'real' THEN json_extract(result, '$.cost_usd') "
+    "WHEN 'integer' THEN json_extract(result, '$.cost_usd') ELSE 0 END), "
+    "sum(CASE WHEN result IS NULL THEN 0 WHEN json_extract(result, '$.cache_hit') THEN 0 ELSE 1 END), "
+    "sum(CASE WHEN result IS NOT NULL AND json_extract(result, '$.cache_hit') THEN 1 ELSE 0 END) "
+    "FROM kw_jobs WHERE run = :run AND {where} GROUP BY model_id, status"
+)
+_NUMBER = r"'^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$'"
+_POSTGRES = (
+    "SELECT model_id, status, count(*), "
+    "coalesce(sum(CASE json_typeof(x.c) WHEN 'object' THEN (SELECT coalesce(sum(value::float8), 0) FROM "
+    f"json_each_text(x.c) WHERE value ~ {_NUMBER}) WHEN 'number' THEN (x.c #>> '{{{{}}}}')::float8 ELSE 0 END), 0), "
+    "sum(CASE WHEN result IS NULL THEN 0 WHEN x.h IN ('true', '1') THEN 0 ELSE 1 END), "
+    "sum(CASE WHEN result IS NOT NULL AND x.h IN ('true', '1') THEN 1 ELSE 0 END) "
+    "FROM kw_jobs CROSS JOIN LATERAL (SELECT result::json -> 'cost_usd' AS c, "
+    "result::json ->> 'cache_hit' AS h OFFSET 0) AS x "
+    "WHERE run = :run AND {where} GROUP BY model_id, status"
+)
+# Done jobs never change (a set-aside one changes status, and setting aside forgets the kept sums), so
+# each model's done jobs up to a moment are summed once and kept in kw_meta; ``status`` then adds what
+# was done since (an index of done jobs by time), the open and failed jobs (the status index) and the
+# set-aside ones: its cost follows the work left and the work done lately, not the plan.
+_SETTLED_S = 300.0  # done longer ago than this: no transaction still in flight records one older
+_REFRESH_S = 600.0  # kept sums older than this are summed again (what is added to them stays small)
+_SETTLED = "status = 'done' AND (updated_at IS NULL OR updated_at <= :upto)"
+_LATELY = "status = 'done' AND updated_at > :upto"
+_BETWEEN = "status = 'done' AND updated_at > :since AND updated_at <= :upto"
+_OPEN = "status IN ('pending', 'running', 'failed')"
+_ASIDE = "status > 'aside:' AND status < 'aside;'"  # every 'aside:...' status, by index range
+
+
+_KEPT = text("SELECT value FROM kw_meta WHERE key = :k")
+
+
+def kept_key(run: str) -> str:
+    """The kw_meta key of a run's kept sums (forgotten whenever jobs are set aside or brought back)."""
+    return "tally:" + hashlib.sha256(run.encode()).hexdigest()[:40]
+
+
+class TallyTables(RunStatements):
+    """``model_tallies`` of ``SqlQueue``."""
+
+    async def model_tallies(self) -> dict[str, ModelTally]:
+        """Each model's jobs of the plan per status, recorded cost, calls and cache hits (by model id)."""
+        return await self._call(self._model_tallies)
+
+    def _sums(self, conn: Any, where: str, params: dict[str, Any], into: dict[str, ModelTally]) -> None:
+        sql = (_POSTGRES if self.dialect == "postgresql" else _SQLITE).format(where=where)
+        for model_id, status, n, cost, calls, hits in conn.execute(text(sql), {"run": self.run, **params}):
+            tally = into.setdefault(model_id, ModelTally(model_id))
+            tally.add(status, int(n), float(cost or 0.0), int(calls or 0), int(hits or 0))
+
+    def _model_tallies(self) -> dict[str, ModelTally]:
+        key = kept_key(self.run)
+        with self._reading() as conn:
+            now = float(conn.execute(text(f"SELECT {self._clock.sql}"), self._clock.params()).scalar_one())
+            raw = conn.execute(_KEPT, {"k": key}).scalar()
+        kept = orjson.loads(raw) if raw else None
+        if kept is None or now - kept["upto"] > _SETTLED_S + _REFRESH_S:
+            kept = self._keep(key, now - _SETTLED_S, kept)
+        out = {
+            m: ModelTally(m, {"done": n}, cost, calls, hits)
+            for m, (n, cost, calls, hits) in kept["models"].items()
+        }
+        with self._reading() as conn:
+            for where in (_LATELY, _OPEN, _ASIDE):
+                self._sums(conn, where, {"upto": kept["upto"]}, out)
+        return dict(sorted(out.items()))
+
+    def _keep(self, key: str, upto: float, earlier: dict[str, Any] | None) -> dict[str, Any]:
+        """Sum each model's jobs done up to ``upto`` and keep the sums: every done job the first time,
+        then only those done since the ``earlier`` sums (the index of done jobs by time finds them)."""
+        found = {
+            m: ModelTally(m, {"done": n}, cost, calls, hits)
+            for m, (n, cost, calls, hits) in (earlier or {"models": {}})["models"].items()
+        }
+        with self._engine.begin() as conn:
+            if earlier is not None and conn.execute(_KEPT, {"k": key}).scalar() is None:
+                earlier, found = None, {}  # set aside since it was read: sum every done job again
+            if earlier is None:
+                self._sums(conn, _SETTLED, {"upto": upto}, found)
+            else:
+                self._sums(conn, _BETWEEN, {"since": earlier["upto"], "upto": upto}, found)
+            kept = {
+                "upto": upto,
+                "models": {
+                    m: [t.statuses.get("done", 0), t.cost_usd, t.calls, t.cache_hits]
+                    for m, t in found.items()
+                },
+            }
+            stmt = self._insert(s.meta).values(key=key, value=orjson.dumps(kept).decode())
+            conn.execute(
+                stmt.on_conflict_do_update(index_elements=["key"], set_={"value": stmt.excluded.value})
+            )
+        return kept
