@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..exceptions import ConfigError
+from .guards import claim_output_folder
 
 if TYPE_CHECKING:
     from ..config import SweepConfig
@@ -35,6 +36,7 @@ async def finalize_with_drilldown(config: SweepConfig, queue: Queue) -> dict[str
 
     if await queue.run_info() is None:  # nothing recorded (a new or empty database): write nothing over
         raise ConfigError(f"{config.output}: the database has no run {config.name!r}; run it first")
+    claim_output_folder(config.output, config.output)  # a folder of the user's that is no run: refused
     return await finalize_run(config, queue, drilldown)
 
 

@@ -364,6 +364,17 @@ def test_a_folder_that_is_not_a_run_is_never_written(tmp_path: Path, tally: Coun
     cfg = write_config(tmp_path / "c.yaml", "http://127.0.0.1:9", folder, output=str(empty))
     assert knowwhen("run", str(cfg), "--plan-only").returncode == 0
     assert (empty / ".knowwhen-run").is_file() and (empty / "knowwhen.db").is_file()
+    # finalize too: the run's config with its output moved to the user's folder (its database kept)
+    moved = write_config(
+        tmp_path / "moved.yaml",
+        "http://127.0.0.1:9",
+        folder,
+        output=str(mine),
+        db=f"sqlite:///{empty / 'knowwhen.db'}",
+    )
+    tally["bad inputs tried"] += 1
+    _one_line_error(knowwhen("finalize", str(moved)), "is not a knowwhen run folder")
+    assert sorted(p.name for p in mine.iterdir()) == ["table.md"]
 
 
 def test_a_run_folder_from_before_the_mark_keeps_working(tmp_path: Path) -> None:
