@@ -19,6 +19,7 @@ status, pause, resume; ``dataset_cli``: score, compare, import, fetch-dataset; `
 
 from __future__ import annotations
 
+import re
 import sys
 
 import typer
@@ -61,15 +62,26 @@ def main() -> None:
             raise known from None
     except KnowwhenError as exc:
         # escaped: a message may hold brackets ("pip install 'knowwhen-runner[figures]'") that are not markup
-        console.print(f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True)
+        console.print(
+            f"[bold red]error:[/] {escape(_one_line(redact(str(exc))))}", highlight=False, soft_wrap=True
+        )
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         console.print("interrupted")
         sys.exit(130)
     except OSError as exc:  # disk full, read-only or missing folder: say which file, not a traceback
         where = f"{exc.filename}: " if exc.filename else ""
-        console.print(f"[bold red]error:[/] {where}{exc.strerror or exc}", highlight=False, soft_wrap=True)
+        said = _one_line(f"{where}{exc.strerror or exc}")
+        console.print(f"[bold red]error:[/] {escape(said)}", highlight=False, soft_wrap=True)
         sys.exit(2)
+
+
+def _one_line(message: str) -> str:
+    """A message as one line: a control character in it (a newline in a path, say) is shown escaped."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], message)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @app.callback()

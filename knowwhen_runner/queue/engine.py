@@ -9,6 +9,7 @@ plumbing the queue's mixins share (``sql.py``).
 from __future__ import annotations
 
 import functools
+import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -310,6 +311,11 @@ class OnOneThread:
                 detail = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
                 error = DatabaseUnavailable if is_unavailable(exc) else QueueError
                 raise error(f"{safe_url(self.url)}: {self._what}{detail}") from None
+            except (json.JSONDecodeError, UnicodeDecodeError):  # damage SQLite's own checks let through
+                raise QueueError(
+                    f"{safe_url(self.url)}: a stored record does not read back: the database is damaged; "
+                    f"{DAMAGED_LEAVE}"
+                ) from None
 
     @contextmanager
     def _reading(self) -> Iterator[Connection]:

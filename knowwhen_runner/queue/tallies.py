@@ -85,6 +85,8 @@ _POSTGRES = (
 # set-aside ones: its cost follows the work left and the work done lately, not the plan.
 _SETTLED_S = 300.0  # done longer ago than this: no transaction still in flight records one older
 _REFRESH_S = 600.0  # kept sums older than this are summed again (what is added to them stays small)
+_KEEP_FROM = 5000  # done jobs: below this, summing them each time costs less than a write (and a status
+# of a small run stays read-only, as a damaged file asks)
 _SETTLED = "status = 'done' AND (updated_at IS NULL OR updated_at <= :upto)"
 _LATELY = "status = 'done' AND updated_at > :upto"
 _BETWEEN = "status = 'done' AND updated_at > :since AND updated_at <= :upto"
@@ -151,6 +153,8 @@ class TallyTables(RunStatements):
                     for m, t in found.items()
                 },
             }
+            if earlier is None and sum(t.statuses.get("done", 0) for t in found.values()) < _KEEP_FROM:
+                return kept  # not kept: cheaper to sum again next time
             stmt = self._insert(s.meta).values(key=key, value=orjson.dumps(kept).decode())
             conn.execute(
                 stmt.on_conflict_do_update(index_elements=["key"], set_={"value": stmt.excluded.value})
