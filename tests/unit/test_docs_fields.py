@@ -127,12 +127,14 @@ def test_a_stale_schema_version_is_reported() -> None:
 
 
 def test_the_readmes_table_md_sample_has_the_quickstarts_models_and_scenarios() -> None:
-    """The README's sample of table.md has one row per quickstart model and only quickstart scenarios as columns."""
+    """The README's sample of table.md ranks every quickstart model once (ranks 1..n) and has only
+    quickstart scenarios as columns."""
     config = yaml.safe_load((ROOT / "configs" / "quickstart.yaml").read_text())
     readme = (ROOT / "README.md").read_text()
-    sample = next(block for block in readme.split("```") if block.lstrip("\n").startswith("| model |"))
+    sample = next(block for block in readme.split("```") if block.lstrip("\n").startswith("| rank | model |"))
     lines = [line for line in sample.strip().splitlines() if not line.startswith("|---")]
-    columns = [cell.strip() for cell in lines[0].strip("|").split("|")][1:]
-    rows = [line.strip("|").split("|")[0].strip() for line in lines[1:]]
-    assert rows == [m["id"] for m in config["models"]]
+    columns = [cell.strip() for cell in lines[0].strip("|").split("|")][2:]
+    cells = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[1:]]
+    assert [row[0] for row in cells] == [str(i) for i in range(1, len(cells) + 1)]
+    assert sorted(row[1] for row in cells) == sorted(m["id"] for m in config["models"])
     assert set(columns) <= {s["id"] for s in config["scenarios"]} and columns
