@@ -141,8 +141,9 @@ async def finalize_run(
     _write_table(config, manifests)
     if any(s.kind == "isolated" for s in config.scenarios):
         from .l1_table import write_l1_table
+        from .ranking import rank_models
 
-        write_l1_table(config)
+        write_l1_table(config, rank_models(manifests, config.report.rank_by))
     return scores
 
 

@@ -114,9 +114,12 @@ def test_the_paper_page_runs_from_fetch_to_score(
     run = checkout / "results" / "paper-shifted-tasks"
     l1 = (run / "tables" / "l1.csv").read_text().splitlines()
     assert l1[0].startswith(
-        "model,scenario,questions,L1 pooled (%),tool choice (%),BFCL tool choice (%),arguments"
+        "rank,model,scenario,questions,L1 pooled (%),tool choice (%),BFCL tool choice (%),arguments"
     )
-    assert l1[1].startswith("e12,l1,") and l1[1].endswith(",19")  # its 19 argument questions, answered by run
+    ranked = [row.split(",") for row in l1[1:]]  # in the run's ranking, as every table
+    assert [int(r[0]) for r in ranked] == sorted(int(r[0]) for r in ranked)
+    e12 = next(",".join(r) for r in ranked if r[1:3] == ["e12", "l1"])
+    assert e12.endswith(",19")  # its 19 argument questions, answered by run
     manifest_e12 = json.loads((run / "manifests" / "e12.cxs.json").read_text())
     l1_provenance = next(s for s in manifest_e12["scenarios"] if s["id"] == "l1")
     fetched = checkout / "data" / "l1" / "l1-manifest.json"
