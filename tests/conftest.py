@@ -11,6 +11,7 @@ import pytest
 
 import knowwhen_runner  # noqa: F401  (sets LITELLM_LOCAL_MODEL_COST_MAP before any test imports litellm)
 from knowwhen_runner.serve import ServerProcess, start_server_process
+from tests.pg import fresh_db_url  # noqa: F401  (a run's database of its own, SQLite and PostgreSQL)
 from tests.prism import SpecProxy, start_prism
 from tests.reliability.tally import NAMES, TALLY
 

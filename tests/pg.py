@@ -54,3 +54,13 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'limits.db'}"
     return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def fresh_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The test runs twice: on a SQLite file of its own, and on a PostgreSQL database of its own."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'run.db'}"
+        return
+    with temporary_database() as url:
+        yield url

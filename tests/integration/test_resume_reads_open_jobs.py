@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,21 +10,11 @@ from sqlalchemy import create_engine, text
 
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config
-from tests.pg import temporary_database
 
 pytestmark = pytest.mark.slow  # each test runs knowwhen twice (litellm is imported once)
 
 _GARBAGE = "{not json: a resume that read this result would fail"
 _OPEN = 3
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'run.db'}"
-        return
-    with temporary_database() as url:
-        yield url
 
 
 def _rows(url: str, sql: str, **params: object) -> list[tuple]:
@@ -39,17 +28,17 @@ def _rows(url: str, sql: str, **params: object) -> list[tuple]:
 
 
 def test_a_resume_with_most_jobs_done_reads_and_calls_only_the_open_ones(
-    server: ServerProcess, tmp_path: Path, db_url: str
+    server: ServerProcess, tmp_path: Path, fresh_db_url: str
 ) -> None:
     """Every done job's stored result is made unreadable: the resume still works (it never reads them),
     calls the model for the open jobs alone, and leaves the done ones as they were."""
     scenario = make_question_set(tmp_path / "qs", n_tasks=4)
-    config = write_config(tmp_path / "c.yaml", server.base_url, scenario, db=db_url)
+    config = write_config(tmp_path / "c.yaml", server.base_url, scenario, db=fresh_db_url)
     planned = knowwhen("run", str(config), "-q", "--plan-only")
     assert planned.returncode == 0, planned.stderr
-    (total,) = _rows(db_url, "SELECT count(*) FROM kw_jobs")[0]
+    (total,) = _rows(fresh_db_url, "SELECT count(*) FROM kw_jobs")[0]
     _rows(
-        db_url,
+        fresh_db_url,
         "UPDATE kw_jobs SET status = 'done', result = :g WHERE id NOT IN "
         f"(SELECT id FROM kw_jobs ORDER BY id LIMIT {_OPEN})",
         g=_GARBAGE,
@@ -58,9 +47,9 @@ def test_a_resume_with_most_jobs_done_reads_and_calls_only_the_open_ones(
     resumed = knowwhen("run", str(config), "-q", "--no-finalize")
     assert resumed.returncode == 0, resumed.stderr
     assert total > 4 * _OPEN and server.count() == _OPEN
-    kept = _rows(db_url, "SELECT count(*) FROM kw_jobs WHERE result = :g", g=_GARBAGE)
+    kept = _rows(fresh_db_url, "SELECT count(*) FROM kw_jobs WHERE result = :g", g=_GARBAGE)
     assert kept == [(total - _OPEN,)]
-    assert _rows(db_url, "SELECT count(*) FROM kw_jobs WHERE status <> 'done'") == [(0,)]
+    assert _rows(fresh_db_url, "SELECT count(*) FROM kw_jobs WHERE status <> 'done'") == [(0,)]
 
 
 def test_rerunning_an_unchanged_config_writes_no_job_or_item(server: ServerProcess, tmp_path: Path) -> None:

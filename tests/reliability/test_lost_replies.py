@@ -151,15 +151,6 @@ def test_a_failure_whose_reply_is_lost_is_one_attempt() -> None:
 LEASE_S = 600.0
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def queue_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'q.db'}"
-        return
-    with temporary_database() as url:
-        yield url
-
-
 def _worker_config(tmp_path: Path) -> SweepConfig:
     scenario = make_question_set(tmp_path / "qs", n_tasks=4)  # 18 questions
     model = {"id": "m", "model": "hosted_vllm/m", "kind": "decision", "api_base": "http://127.0.0.1:9"}
@@ -199,12 +190,12 @@ async def _with_a_lost_claim(
 
 
 def test_jobs_a_lost_claim_leased_to_a_live_worker_go_back_when_it_is_idle(
-    tmp_path: Path, queue_url: str
+    tmp_path: Path, fresh_db_url: str
 ) -> None:
     """The worker answers the rest, finds itself idle with 5 jobs leased to it that it never saw, gives
     them back and answers them: all done in seconds, one attempt each, nothing left leased."""
     results, lost, seconds = anyio.run(
-        lambda: _with_a_lost_claim(_worker_config(tmp_path), queue_url, stop_first=False)
+        lambda: _with_a_lost_claim(_worker_config(tmp_path), fresh_db_url, stop_first=False)
     )
     assert len(lost) == 5
     assert [r.status for r in results] == ["done"] * 18
@@ -212,22 +203,24 @@ def test_jobs_a_lost_claim_leased_to_a_live_worker_go_back_when_it_is_idle(
     assert seconds < 30  # not the 600 s lease
 
 
-def test_jobs_a_lost_claim_leased_to_a_worker_go_back_when_it_exits(tmp_path: Path, queue_url: str) -> None:
+def test_jobs_a_lost_claim_leased_to_a_worker_go_back_when_it_exits(
+    tmp_path: Path, fresh_db_url: str
+) -> None:
     """A worker stopped before it claims anything still gives back what the lost claim leased to it."""
     results, lost, _ = anyio.run(
-        lambda: _with_a_lost_claim(_worker_config(tmp_path), queue_url, stop_first=True)
+        lambda: _with_a_lost_claim(_worker_config(tmp_path), fresh_db_url, stop_first=True)
     )
     assert len(lost) == 5
     assert {r.status for r in results} == {"pending"}
     assert all(r.job.attempts == 0 for r in results)
 
 
-def test_jobs_parked_in_a_provider_batch_are_not_given_back(tmp_path: Path, queue_url: str) -> None:
+def test_jobs_parked_in_a_provider_batch_are_not_given_back(tmp_path: Path, fresh_db_url: str) -> None:
     """Jobs parked under a provider batch are the batch's: a worker's sweep of what it does not hold
     leaves them leased; only the lost claim's jobs go back."""
 
     async def go() -> tuple[list[str], list[str]]:
-        queue = open_queue(queue_url, "r")
+        queue = open_queue(fresh_db_url, "r")
         try:
             await queue.init_run("", {})
             await queue.enqueue(_jobs(8), {})
