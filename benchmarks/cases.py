@@ -270,7 +270,7 @@ def plan_and_resume(
     # Planned as a user plans, with ``knowwhen run --plan-only`` (the run keeps its plan's stamp, as any
     # run does), in a process that reports its own peak memory.
     code = (
-        "import resource, sys\nfrom knowwhen_runner.cli import main\nsys.argv[0] = 'knowwhen'\n"
+        "import resource, sys\nfrom knowwhen_runner.cli.main import main\nsys.argv[0] = 'knowwhen'\n"
         "try:\n    main()\nfinally:\n"
         "    print('peak_rss_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
     )

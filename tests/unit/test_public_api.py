@@ -228,8 +228,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("results",),
     ("view",),
     ("run",),
-    ("cli_tables",),
-    ("run_cli", "status_cli", "dataset_cli", "serve_cli", "cache_cli", "gym_cli", "export_cli", "schemas"),
+    ("schemas",),
     ("cli",),
     ("__main__",),
 ]

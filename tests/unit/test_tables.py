@@ -13,7 +13,7 @@ import anyio
 import pytest
 from typer.testing import CliRunner
 
-from knowwhen_runner.cli import app
+from knowwhen_runner.cli.main import app
 from knowwhen_runner.config import SweepConfig
 from knowwhen_runner.dataset.files import load_answers, load_question_set
 from knowwhen_runner.dataset.scoring import score_l2

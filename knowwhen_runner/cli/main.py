@@ -12,9 +12,9 @@ run folder's runner-errors.log); 6 when the run database stayed unreachable long
 ``workers.max_db_outage_s``; 75 when stopped by SIGTERM (jobs handed back: may be requeued); 130 when
 interrupted. Rerunning the same command continues in every case (docs/faults.md).
 
-The commands live in small modules by concern (``run_cli``: run, plan, worker, finalize; ``status_cli``:
-status, pause, resume; ``dataset_cli``: score, compare, import, fetch-dataset; ``serve_cli``: serve, view;
-``gym_cli``, ``export_cli``, ``cache_cli``) and are registered on the one app here, in ``--help`` order.
+The commands live in this package, one module per command group (``run``: run, plan, worker, finalize;
+``status``: status, pause, resume; ``dataset``: score, compare, import, fetch-dataset, fetch-l1; ``serve``:
+serve, view; ``gym``, ``export``, ``cache``) and are registered on the one app here, in ``--help`` order.
 """
 
 from __future__ import annotations
@@ -26,15 +26,15 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from .cache_cli import cache_app
-from .dataset_cli import compare, fetch_dataset, fetch_l1, import_, score
-from .exceptions import KnowwhenError
-from .export_cli import export
-from .gym_cli import gym_app
-from .redaction import redact
-from .run_cli import EXIT_BUDGET, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PENDING, finalize, plan, run, worker
-from .serve_cli import serve, view
-from .status_cli import pause, resume, status
+from ..exceptions import KnowwhenError
+from ..redaction import redact
+from .cache import cache_app
+from .dataset import compare, fetch_dataset, fetch_l1, import_, score
+from .export import export
+from .gym import gym_app
+from .run import EXIT_BUDGET, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PENDING, finalize, plan, run, worker
+from .serve import serve, view
+from .status import pause, resume, status
 
 __all__ = ["EXIT_BUDGET", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_PENDING", "app", "main"]
 
@@ -95,7 +95,7 @@ def version() -> None:
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as dist_version
 
-    from . import __version__
+    from .. import __version__
 
     try:
         litellm_version = dist_version("litellm")

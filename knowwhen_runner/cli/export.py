@@ -34,8 +34,8 @@ def export(
     db: Annotated[str | None, typer.Option(help="Database URL of the run, for runs on PostgreSQL.")] = None,
 ) -> None:
     """Lay a finalised run out as an AgentDecisionBench dataset folder with its own card; optionally push it."""
-    from .dataset.publish import push_dataset
-    from .run.export import export_run
+    from ..dataset.publish import push_dataset
+    from ..run.export import export_run
 
     summary = export_run(run_dir, out_dir, db=db)
     sets = ", ".join(f"{sc} -> {folder}/" for sc, folder in summary.sets.items()) or "none"

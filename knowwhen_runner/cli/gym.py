@@ -43,7 +43,7 @@ def record(
     allow_eval: _AllowEval = False,
 ) -> None:
     """Record a question set (questions, occurrences, corpus.json) from canonical and perturbed runs."""
-    from .gym.bundle import record_split
+    from ..gym.bundle import record_split
 
     summary = record_split(
         out_dir,
@@ -72,8 +72,8 @@ def tasks(
     allow_eval: _AllowEval = False,
 ) -> None:
     """Write a task list (set, task_id, seed, index, suite, used_for, config) for one split."""
-    from .gym.splits import task_rows, write_task_list
-    from .gym.suite import get_suite
+    from ..gym.splits import task_rows, write_task_list
+    from ..gym.suite import get_suite
 
     rows = task_rows(get_suite(suite), split, n, start=start, set_name=set_name, allow_eval=allow_eval)
     count = write_task_list(out_file, rows)
@@ -87,7 +87,7 @@ def bundle_cmd(
     ),
 ) -> None:
     """Regenerate the bundled question sets (common, shift) bit for bit."""
-    from .gym.bundle import BUNDLES, bundle
+    from ..gym.bundle import BUNDLES, bundle
 
     for name, summary in zip(BUNDLES, bundle(out_dir), strict=True):
         out.print(
@@ -101,11 +101,11 @@ def show_task(
     suite: _Suite = "common",
 ) -> None:
     """Print a task's request, hidden variant and canonical plan, and whether replaying it succeeds."""
-    from .gym.answer_key import canonical_plan
-    from .gym.env import replay
-    from .gym.render import render_call
-    from .gym.suite import get_suite
-    from .gym.tasks import make_task
+    from ..gym.answer_key import canonical_plan
+    from ..gym.env import replay
+    from ..gym.render import render_call
+    from ..gym.suite import get_suite
+    from ..gym.tasks import make_task
 
     task = make_task(get_suite(suite), seed)
     plan = canonical_plan(task)

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 import typer
 from rich.console import Console
 
-from .exceptions import KnowwhenError
+from ..exceptions import KnowwhenError
 
 __all__ = ["compare", "fetch_dataset", "fetch_l1", "import_", "score"]
 
@@ -46,8 +46,8 @@ def score(
 
     A folder of episode files (an export's ``episodes/<scenario>/``, or the export itself when it has no
     questions file) gives the closed-loop success per model, mode and τ with the manifest's intervals."""
-    from .dataset.score_folder import run_score
-    from .results.episode_scores import episode_files, l3_recompute, run_episode_score
+    from ..dataset.score_folder import run_score
+    from ..results.episode_scores import episode_files, l3_recompute, run_episode_score
 
     if not leaderboard and not any(path.glob("questions*.jsonl*")) and episode_files(path):
         raise typer.Exit(run_episode_score(path, model=model, as_json=as_json, console=out))
@@ -80,7 +80,7 @@ def compare(
     ] = None,
 ) -> None:
     """What changed from run A to run B per model and scenario, and paired tests of what both share."""
-    from .results import run_compare
+    from ..results import run_compare
 
     raise typer.Exit(run_compare(run_a, run_b, as_json=as_json, fail_on=fail_on, console=out))
 
@@ -103,8 +103,8 @@ def import_(
 ) -> None:
     """Load the dataset's published answers (and an export's episodes) into a run as if answered (no model
     calls); then finalize."""
-    from .dataset.hub import resolve_dataset
-    from .run import import_dataset
+    from ..dataset.hub import resolve_dataset
+    from ..run import import_dataset
 
     root = resolve_dataset(dataset, fetch=fetch)
     wanted = {m.strip() for m in models.split(",") if m.strip()} if models else None
@@ -127,8 +127,8 @@ def fetch_dataset(
     ] = None,
 ) -> None:
     """Download AgentDecisionBench from the Hugging Face hub (once) and write one task list per set."""
-    from .dataset.hub import TASK_SETS_DIR
-    from .dataset.hub import fetch_dataset as fetch
+    from ..dataset.hub import TASK_SETS_DIR
+    from ..dataset.hub import fetch_dataset as fetch
 
     root = fetch(out_dir, revision=revision)
     out.print(f"dataset: {root}  (task lists per set: {root / TASK_SETS_DIR})")
@@ -153,8 +153,8 @@ def fetch_l1(
     ] = None,
 ) -> None:
     """Fetch the L1 data (BFCL v4 from a pinned bfcl-eval wheel, When2Call from the hub) with a manifest."""
-    from .dataset.l1_fetch import BFCL_RELEASE, L1_MANIFEST
-    from .dataset.l1_fetch import fetch_l1 as fetch
+    from ..dataset.l1_fetch import BFCL_RELEASE, L1_MANIFEST
+    from ..dataset.l1_fetch import fetch_l1 as fetch
 
     done = fetch(
         out_dir,
