@@ -335,7 +335,7 @@ def write_outputs(
 ) -> None:
     """Write the manifests, then the tables, plots and report built from them (and the report's drill-down),
     models ranked and plots focused as ``report`` says."""
-    from .plots import write_plots
+    from .figures import write_plots
     from .ranking import rank_models
     from .report import write_report
     from .table_files import write_tables

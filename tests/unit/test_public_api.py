@@ -136,6 +136,14 @@ PUBLIC = {
         "open_queue",
         "set_max_db_outage",
     ],
+    "results.export": ["ExportSummary", "RunSource", "set_folder_name", "write_export"],
+    "results.figures": [
+        "FigureFormat",
+        "figure_format",
+        "require_matplotlib",
+        "write_figures",
+        "write_plots",
+    ],
     "scenarios": ["MissingSource", "Scenario", "load_scenario"],
     "screening": [
         "Bounds",

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from .ranking import Focus
+from ..ranking import Focus
 
 __all__ = ["GREY", "PALETTE", "Canvas", "CanvasFactory", "PlotSpec", "color_of", "slug"]
 

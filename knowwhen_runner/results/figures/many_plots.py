@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from xml.sax.saxutils import escape
 
+from ..manifest import CxsManifest
+from ..ranking import Focus, Ranking, headline_figure
 from .canvas import GREY, Canvas, CanvasFactory, PlotSpec, color_of, slug
-from .manifest import CxsManifest
-from .ranking import Focus, Ranking, headline_figure
 
 __all__ = ["Panel", "PanelSet", "panel_sets", "panels_svg", "pareto_frontier", "pareto_specs"]
 

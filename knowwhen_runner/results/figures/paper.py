@@ -14,14 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from ..config import ReportSettings
-from ..exceptions import KnowwhenError
-from ..jsonio import atomic_write_bytes
+from ...config import ReportSettings
+from ...exceptions import KnowwhenError
+from ...jsonio import atomic_write_bytes
+from ..manifest import CxsManifest
+from ..ranking import plot_focus, rank_models
 from .canvas import Canvas
-from .manifest import CxsManifest
 from .many_plots import PanelSet, panel_sets
 from .plots import plot_specs
-from .ranking import plot_focus, rank_models
 
 __all__ = ["FIGURE_FORMATS", "FigureFormat", "figure_format", "require_matplotlib", "write_figures"]
 

@@ -5,7 +5,7 @@ The folder has the card's layout: one question-set folder per recorded question 
 and ``answers_<model>.jsonl.gz`` (``answers_<model>_<variant>.jsonl.gz`` for the other variants);
 ``isolated/answers.jsonl.gz`` (L1); ``tasks/decisiongym_tasks.jsonl.gz`` and ``episodes/<scenario>/`` (L3);
 ``leaderboard/headline_numbers.jsonl.gz``; ``models.jsonl.gz``; the run's manifests; and ``README.md``,
-whose ``configs:`` declare every column (``export_card``). Answer rows are rewritten in answer schema 3
+whose ``configs:`` declare every column (``card``). Answer rows are rewritten in answer schema 3
 whatever schema the run wrote them in, so ``knowwhen score`` and ``knowwhen import`` read the folder as
 they read the dataset.
 """
@@ -14,42 +14,25 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import ScenarioSpec, SweepConfig
-from ..dataset.answer_rows import file_row, record_row
-from ..dataset.features import ISOLATED_COLUMNS, MODEL_COLUMNS, TASK_COLUMNS, typed_row
-from ..dataset.files import find_answer_files, read_questions
-from ..exceptions import ScenarioError
-from ..jsonio import find_jsonl, iter_jsonl, write_jsonl
-from .episode_rows import read_episode_row
-from .manifest import manifest_path
+from ...config import ScenarioSpec, SweepConfig
+from ...dataset.answer_rows import file_row, record_row
+from ...dataset.features import ISOLATED_COLUMNS, MODEL_COLUMNS, TASK_COLUMNS, typed_row
+from ...dataset.files import find_answer_files, read_questions
+from ...exceptions import ScenarioError
+from ...jsonio import find_jsonl, iter_jsonl, write_jsonl
+from ..episode_rows import read_episode_row
+from ..manifest import manifest_path
+from .card import CARD_MARK, write_card
+from .headline_rows import write_headline_numbers
+from .source import ExportSummary, RunSource
 
-__all__ = ["ExportSummary", "RunSource", "set_folder_name", "write_export"]
+__all__ = ["set_folder_name", "write_export"]
 
 _CARD_NAMES = {"common": "common_states", "common_states": "common_states", "shift": "shift"}
 _SIDE_FILES = ("corpus.json", "variants.json")
-
-
-@dataclass(frozen=True)
-class RunSource:
-    """What an export reads of a run besides its files: the stored config, the task items of each
-    episodes scenario, and the run's record (its config text and metadata)."""
-
-    config: SweepConfig
-    tasks: dict[str, list[dict[str, Any]]]
-    info: dict[str, Any]
-
-
-@dataclass
-class ExportSummary:
-    """What an export wrote: the folder, its question-set folders (by scenario) and every file."""
-
-    out: Path
-    sets: dict[str, str] = field(default_factory=dict)  # scenario id -> folder name
-    files: list[Path] = field(default_factory=list)
 
 
 def set_folder_name(spec: ScenarioSpec) -> str:
@@ -241,16 +224,12 @@ def _copy_manifests(config: SweepConfig, out: Path) -> list[Path]:
 
 def _earlier_export(folder: Path) -> bool:
     """Whether ``folder`` holds a card written by an export (only then is it emptied and rewritten)."""
-    from .export_card import CARD_MARK
-
     card = folder / "README.md"
     return card.is_file() and CARD_MARK in card.read_text(encoding="utf-8", errors="replace")[:2000]
 
 
 def write_export(source: RunSource, out: Path) -> ExportSummary:
     """Lay the run out in ``out`` (emptied of an earlier export first) and write its card."""
-    from .export_card import write_card
-    from .headline_rows import write_headline_numbers
 
     config, out = source.config, Path(out)
     if out.resolve() == config.output.resolve():

@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
-from ..dataset.answer_rows import ANSWER_SCHEMA_VERSION, AnswerRow
-from ..dataset.features import (
+from ...dataset.answer_rows import ANSWER_SCHEMA_VERSION, AnswerRow
+from ...dataset.features import (
     ISOLATED_COLUMNS,
     LEADERBOARD_COLUMNS,
     MODEL_COLUMNS,
@@ -23,13 +23,11 @@ from ..dataset.features import (
     features_of_model,
     infer_features,
 )
-from ..jsonio import atomic_write_bytes, file_sha256, iter_jsonl
-from ..redaction import redact
-from .episode_rows import EPISODE_ROW_SCHEMA_VERSION, EpisodeRow
-from .manifest import load_manifest
-
-if TYPE_CHECKING:
-    from .export import ExportSummary, RunSource
+from ...jsonio import atomic_write_bytes, file_sha256, iter_jsonl
+from ...redaction import redact
+from ..episode_rows import EPISODE_ROW_SCHEMA_VERSION, EpisodeRow
+from ..manifest import load_manifest
+from .source import ExportSummary, RunSource
 
 __all__ = ["CARD_MARK", "CardConfig", "card_configs", "write_card"]
 

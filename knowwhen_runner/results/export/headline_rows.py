@@ -11,13 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..config import SweepConfig
-from ..dataset.features import LEADERBOARD_COLUMNS, typed_row
-from ..dataset.files import load_answers, read_isolated_answers
-from ..dataset.score_folder import load_variant
-from ..dataset.scoring import compile_key, score_l1, score_l2
-from ..jsonio import write_jsonl
-from .manifest import load_manifest, manifest_path
+from ...config import SweepConfig
+from ...dataset.features import LEADERBOARD_COLUMNS, typed_row
+from ...dataset.files import load_answers, read_isolated_answers
+from ...dataset.score_folder import load_variant
+from ...dataset.scoring import compile_key, score_l1, score_l2
+from ...jsonio import write_jsonl
+from ..manifest import load_manifest, manifest_path
 
 __all__ = ["headline_rows", "write_headline_numbers"]
 

@@ -6,7 +6,7 @@ Each plot names at most a handful of models (``ranking.plot_focus``: the pinned 
 of the ranking) in colour and draws every other one as a thin grey mark under one "N others" legend entry,
 so forty models stay readable and none is dropped unsaid. The plots draw on a ``Canvas``: deterministic
 SVG files by ``svg.Chart`` (no plotting library: drawing all of a run's plots takes milliseconds), or
-matplotlib figures for a paper (``figures``) from the very same marks.
+matplotlib figures for a paper (``paper``) from the very same marks.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
-from ..config import ReportSettings
-from ..jsonio import atomic_write_bytes
+from ...config import ReportSettings
+from ...jsonio import atomic_write_bytes
+from ..manifest import CxsManifest
+from ..ranking import Focus, Ranking, plot_focus, rank_models
 from .canvas import GREY, Canvas, CanvasFactory, PlotSpec, color_of, slug
-from .manifest import CxsManifest
-from .ranking import Focus, Ranking, plot_focus, rank_models
 from .svg import HEIGHT, WIDTH, Chart
 
 __all__ = ["HEIGHT", "WIDTH", "PlotSpec", "plot_specs", "write_plots"]
