@@ -122,6 +122,7 @@ def describe_url(url: str) -> str:
     """A store's URL for people: a SQLite file's path, or the URL with any password hidden."""
     if url.startswith("sqlite:///"):
         return url.removeprefix("sqlite:///")
+    # start-up: SQLAlchemy, only to show a database URL
     from ..queue.engine import safe_url
 
     return safe_url(url)
@@ -130,9 +131,9 @@ def describe_url(url: str) -> str:
 def open_cache(url: str) -> CacheStore:
     """Open the store at ``url`` (``memory://``, ``sqlite:///path``, ``postgresql://...``)."""
     if url.startswith("memory://"):
-        from .memory import MemoryCacheStore
+        from .memory import MemoryCacheStore  # start-up: each backend is loaded when a store is opened
 
         return MemoryCacheStore()
-    from .sql import SqlCacheStore
+    from .sql import SqlCacheStore  # start-up: SQLAlchemy, only when a SQL store is opened
 
     return SqlCacheStore(url)

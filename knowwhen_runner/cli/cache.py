@@ -52,6 +52,7 @@ def _print_counts(location: str, counts: dict[str, int]) -> None:
 @cache_app.command("stats")
 def cache_stats(target: _Target = None, store: _Store = None, db: _Db = None) -> None:
     """Where the store is, and its cached responses per model string."""
+    # start-up: a command loads only the stages it runs
     from ..run import cache_report, store_url
 
     location, counts, _ = cache_report(store_url(target, db=db, store=store))
@@ -70,6 +71,7 @@ def cache_prune(
     db: _Db = None,
 ) -> None:
     """Delete cached responses by model and/or age (recorded answers stay)."""
+    # start-up: a command loads only the stages it runs
     from ..run import cache_report, store_url
 
     if not (model or older_than or all_entries):
@@ -88,6 +90,7 @@ def cache_clear(
     db: _Db = None,
 ) -> None:
     """Delete cached responses of a run's store (rerun with cache policy refresh to re-ask instead)."""
+    # start-up: a command loads only the stages it runs
     from ..run import cache_report, store_url
 
     if not model and not all_models:
@@ -114,6 +117,7 @@ def cache_export(
     db: _Db = None,
 ) -> None:
     """Write a replay bundle: one content-addressed file with a manifest (counts, models, sha256)."""
+    # start-up: a command loads only the stages it runs
     from ..run import cache_export as export
     from ..run import store_url
 
@@ -135,6 +139,7 @@ def cache_import(
     db: _Db = None,
 ) -> None:
     """Load a replay bundle into a store (responses stored already keep theirs)."""
+    # start-up: a command loads only the stages it runs
     from ..run import cache_import as load
     from ..run import store_url
 

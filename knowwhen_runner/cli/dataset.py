@@ -46,6 +46,7 @@ def score(
 
     A folder of episode files (an export's ``episodes/<scenario>/``, or the export itself when it has no
     questions file) gives the closed-loop success per model, mode and τ with the manifest's intervals."""
+    # start-up: a command loads only the stages it runs
     from ..dataset.score_folder import run_score
     from ..results.episode_scores import episode_files, l3_recompute, run_episode_score
 
@@ -80,6 +81,7 @@ def compare(
     ] = None,
 ) -> None:
     """What changed from run A to run B per model and scenario, and paired tests of what both share."""
+    # start-up: a command loads only the stages it runs
     from ..results import run_compare
 
     raise typer.Exit(run_compare(run_a, run_b, as_json=as_json, fail_on=fail_on, console=out))
@@ -103,6 +105,7 @@ def import_(
 ) -> None:
     """Load the dataset's published answers (and an export's episodes) into a run as if answered (no model
     calls); then finalize."""
+    # start-up: a command loads only the stages it runs
     from ..dataset.hub import resolve_dataset
     from ..run import import_dataset
 
@@ -127,6 +130,7 @@ def fetch_dataset(
     ] = None,
 ) -> None:
     """Download AgentDecisionBench from the Hugging Face hub (once) and write one task list per set."""
+    # start-up: a command loads only the stages it runs
     from ..dataset.hub import TASK_SETS_DIR
     from ..dataset.hub import fetch_dataset as fetch
 
@@ -153,6 +157,7 @@ def fetch_l1(
     ] = None,
 ) -> None:
     """Fetch the L1 data (BFCL v4 from a pinned bfcl-eval wheel, When2Call from the hub) with a manifest."""
+    # start-up: a command loads only the stages it runs
     from ..dataset.l1_fetch import BFCL_RELEASE, L1_MANIFEST
     from ..dataset.l1_fetch import fetch_l1 as fetch
 

@@ -34,6 +34,7 @@ def export(
     db: Annotated[str | None, typer.Option(help="Database URL of the run, for runs on PostgreSQL.")] = None,
 ) -> None:
     """Lay a finalised run out as an AgentDecisionBench dataset folder with its own card; optionally push it."""
+    # start-up: a command loads only the stages it runs
     from ..dataset.publish import push_dataset
     from ..run.export import export_run
 

@@ -43,6 +43,7 @@ def record(
     allow_eval: _AllowEval = False,
 ) -> None:
     """Record a question set (questions, occurrences, corpus.json) from canonical and perturbed runs."""
+    # start-up: a command loads only the stages it runs
     from ..gym.bundle import record_split
 
     summary = record_split(
@@ -72,6 +73,7 @@ def tasks(
     allow_eval: _AllowEval = False,
 ) -> None:
     """Write a task list (set, task_id, seed, index, suite, used_for, config) for one split."""
+    # start-up: a command loads only the stages it runs
     from ..gym.splits import task_rows, write_task_list
     from ..gym.suite import get_suite
 
@@ -87,6 +89,7 @@ def bundle_cmd(
     ),
 ) -> None:
     """Regenerate the bundled question sets (common, shift) bit for bit."""
+    # start-up: a command loads only the stages it runs
     from ..gym.bundle import BUNDLES, bundle
 
     for name, summary in zip(BUNDLES, bundle(out_dir), strict=True):
@@ -101,6 +104,7 @@ def show_task(
     suite: _Suite = "common",
 ) -> None:
     """Print a task's request, hidden variant and canonical plan, and whether replaying it succeeds."""
+    # start-up: a command loads only the stages it runs
     from ..gym.answer_key import canonical_plan
     from ..gym.env import replay
     from ..gym.render import render_call

@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import re
 import sys
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as dist_version
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from .. import __version__
 from ..exceptions import KnowwhenError
 from ..redaction import redact
 from .cache import cache_app
@@ -92,11 +95,6 @@ def _root() -> None:
 @app.command()
 def version() -> None:
     """Print the versions of knowwhen_runner and litellm."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
-
-    from .. import __version__
-
     try:
         litellm_version = dist_version("litellm")
     except PackageNotFoundError:

@@ -5,11 +5,14 @@ The exit codes of ``run`` and ``worker`` are said in the docstring of ``cli``.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from ..exceptions import EXIT_REQUEUE
 from .tables import print_forecast, print_probes
@@ -69,7 +72,7 @@ def run(
     ] = False,
 ) -> None:
     """Plan CONFIG into its queue and work until every job is recorded, then finalise. Rerun to resume."""
-    from ..run import Preflight, run_fleet
+    from ..run import Preflight, run_fleet  # start-up: a command loads only the stages it runs
 
     summary = run_fleet(
         config,
@@ -171,11 +174,7 @@ def plan(
     ] = False,
 ) -> None:
     """Dry run: jobs per model/mode/scenario, calls still to make, cache hits and a cost estimate."""
-    import dataclasses
-    import json
-
-    from rich.table import Table
-
+    # start-up: a command loads only the stages it runs
     from ..run import plan_report, probe_report
 
     probes = probe_report(config, db=db) if probe else None
@@ -205,6 +204,7 @@ def plan(
         out.print(note)
     out.print(f"cache: {report.cache}", highlight=False)
     if probes is not None and not all(p.go for p in probes):
+        # start-up: a command loads only the stages it runs
         from ..run.preflight import no_go_message
 
         out.print(f"[red]{no_go_message(probes)}[/red]")
@@ -224,9 +224,11 @@ def finalize(
     ] = None,
 ) -> None:
     """Write the run's answers files and tables from what is recorded (idempotent)."""
+    # start-up: a command loads only the stages it runs
     from ..run import finalize_config
 
     if figures is not None:  # say what to install before any work is done
+        # start-up: a command loads only the stages it runs
         from ..results.figures import figure_format, require_matplotlib
 
         fmt = figure_format(figures)
@@ -234,6 +236,7 @@ def finalize(
     output = finalize_config(config, db=db)
     out.print(f"finalised: {output}")
     if figures is not None:
+        # start-up: a command loads only the stages it runs
         from ..run.outputs import write_run_figures
 
         drawn = write_run_figures(config, fmt, db=db)
@@ -258,6 +261,7 @@ def worker(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
 ) -> None:
     """Join a run in a shared database from any machine: work until it has no open jobs, then exit."""
+    # start-up: a command loads only the stages it runs
     from ..run import join_run
 
     summary = join_run(db, run_name, wait_s=wait, finalize=not no_finalize, progress=not quiet)

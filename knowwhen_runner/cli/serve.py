@@ -30,6 +30,7 @@ def serve(
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "warning",
 ) -> None:
     """Serve the reference models (lexical baselines) on System One and chat completions, for offline runs."""
+    # start-up: a command loads only the stages it runs
     from ..serve import parse_fault_spec, parse_rpm_spec, run_server
 
     try:
@@ -58,6 +59,7 @@ def view(
     ] = None,
 ) -> None:
     """Watch a run live and read every answer and episode in the browser (a local web app)."""
+    # start-up: a command loads only the stages it runs
     from ..view import serve_viewer
 
     serve_viewer(run_dir, db=db, run=run_name, host=host, port=port, compare=compare)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-
-if TYPE_CHECKING:
-    from rich.table import Table
+from rich.table import Table
 
 __all__ = ["pause", "resume", "status"]
 
@@ -25,10 +24,7 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Done / pending / failed per model, cost and calls so far, and the workers."""
-    import json
-
-    from rich.table import Table
-
+    # start-up: a command loads only the stages it runs
     from ..run import status_report
 
     report = status_report(run_dir, db=db, run=run_name)
@@ -55,6 +51,7 @@ def status(
         if row["adaptive"] or row["requests_per_minute"]:
             out.print(f"limit {row['model']}: {_describe_limit(row)}", highlight=False)
     if report["workers"]:
+        # start-up: a command loads only the stages it runs
         from ..queue import describe_workers
 
         workers = Table(title="workers")
@@ -68,8 +65,6 @@ def status(
 
 def _models_table(report: dict[str, Any]) -> Table:
     """One row per model: its job counts, calls, cost, time left and pace."""
-    from rich.table import Table
-
     table = Table(title=f"run {report['run']}")
     cols = ("done", "pending", "running", "failed", "calls", "cache_hits", "cost_usd", "eta")
     table.add_column("model")
@@ -97,8 +92,6 @@ def _describe_limit(row: dict[str, Any]) -> str:
 
 def _print_batches(rows: list[dict[str, Any]], outcomes: dict[str, int]) -> None:
     """Provider batches of the run: those in flight with their age and items, then every outcome counted."""
-    from rich.table import Table
-
     open_rows = [r for r in rows if r["status"] in ("submitting", "submitted")]
     if open_rows:
         table = Table(title="provider batches in flight")
@@ -123,6 +116,7 @@ def pause(
     ] = None,
 ) -> None:
     """Pause MODEL in a running run: every worker stops claiming its jobs within seconds (they stay pending)."""
+    # start-up: a command loads only the stages it runs
     from ..run import pause_model
 
     new = pause_model(run_dir, model, db=db, run=run_name)
@@ -138,6 +132,7 @@ def resume(
     ] = None,
 ) -> None:
     """Resume a paused MODEL: workers claim its jobs again within seconds (rerun if the run has ended)."""
+    # start-up: a command loads only the stages it runs
     from ..run import resume_model
 
     was = resume_model(run_dir, model, db=db, run=run_name)

@@ -118,6 +118,7 @@ def _states(item: dict[str, Any] | None, trajectory: list[dict[str, Any]]) -> di
     """The state before each step, rebuilt by replaying the recorded calls; stops at the first mismatch."""
     if not item or "suite" not in item or "seed" not in item:
         return {}
+    # start-up: the gym, only when an episode's states are rebuilt
     from ..gym import GymEnv, Suite, make_task, render_state
 
     try:

@@ -27,8 +27,14 @@ from ..dataset.scoring import AnswerKey, compile_key, score_l2
 from ..exceptions import KnowwhenError
 from ..jsonio import atomic_write_bytes, file_sha256, find_jsonl, write_jsonl
 from ..queue import Queue
+from ..scenarios import load_scenario
+from ..scenarios.states import planned_qhashes
 from .cells import closed_loop_cell, isolated_cell, open_loop_cell, operations
 from .collect import EpisodeKey, RunRecords, collect_records
+from .episode_rows import write_episode_files
+from .figures import write_plots
+from .isolated import finalize_isolated
+from .l1_table import write_l1_table
 from .manifest import (
     ClosedLoopCell,
     CxsManifest,
@@ -39,6 +45,10 @@ from .manifest import (
     ScenarioProvenance,
     manifest_path,
 )
+from .ranking import rank_models
+from .report import write_report
+from .table_files import write_tables
+from .tables import headline_table
 
 __all__ = ["PACKAGES", "Drilldown", "finalize_run", "scenario_folder", "write_outputs"]
 
@@ -116,12 +126,8 @@ async def finalize_run(
             if folder is not None:
                 folders[spec.id] = folder
         elif spec.kind == "isolated":
-            from .isolated import finalize_isolated
-
             records.rows.update(await finalize_isolated(config, spec, queue, records))
     if records.episodes:
-        from .episode_rows import write_episode_files
-
         items = {
             k: v
             for s in config.scenarios
@@ -140,9 +146,6 @@ async def finalize_run(
     write_outputs(config.output, manifests, shown, config.report)
     _write_table(config, manifests)
     if any(s.kind == "isolated" for s in config.scenarios):
-        from .l1_table import write_l1_table
-        from .ranking import rank_models
-
         write_l1_table(config, rank_models(manifests, config.report.rank_by))
     return scores
 
@@ -152,8 +155,6 @@ def _write_folder(config: SweepConfig, spec: ScenarioSpec, records: RunRecords) 
     _copy_question_files(spec, dest)
     if not any((spec.id, m.id) in records.rows for m in config.models):
         return None
-    from ..scenarios.states import planned_qhashes
-
     qset = load_question_set(dest, questions_stem=_stem(spec))
     for model in config.models:
         rows = sorted(records.rows.get((spec.id, model.id), []), key=lambda r: r["qhash"])
@@ -202,8 +203,6 @@ def _run_provenance(
 
 
 def _scenario_files(spec: ScenarioSpec) -> dict[str, str]:
-    from ..scenarios import load_scenario
-
     try:
         return dict(load_scenario(spec).files)
     except KnowwhenError:
@@ -335,11 +334,6 @@ def write_outputs(
 ) -> None:
     """Write the manifests, then the tables, plots and report built from them (and the report's drill-down),
     models ranked and plots focused as ``report`` says."""
-    from .figures import write_plots
-    from .ranking import rank_models
-    from .report import write_report
-    from .table_files import write_tables
-
     report = report or ReportSettings()
     ranking = rank_models(manifests, report.rank_by)
     written = set()
@@ -357,9 +351,6 @@ def write_outputs(
 
 
 def _write_table(config: SweepConfig, manifests: Sequence[CxsManifest]) -> None:
-    from .ranking import rank_models
-    from .tables import headline_table
-
     text = headline_table(manifests, rank_models(manifests, config.report.rank_by)).to_markdown()
     scopes = {c.scenario: c.scope for m in manifests for c in m.open_loop if c.scope and c.scope.subset}
     if scopes:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..stored_run import open_existing
 from .app import is_loopback, new_token, viewer_app
 from .data import RunData
 
@@ -30,9 +31,8 @@ def serve_viewer(
 
     ``compare``: the folder of a second run; the Two runs view lists what flipped between them.
     """
+    # start-up: the web server, only when the viewer is served
     import uvicorn
-
-    from ..stored_run import open_existing
 
     queue, _name = open_existing(Path(run_dir), db, run)
     token = None if is_loopback(host) else new_token()

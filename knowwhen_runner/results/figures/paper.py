@@ -44,10 +44,12 @@ def require_matplotlib(fmt: FigureFormat | None = None) -> Any:
     """The ``matplotlib.pyplot`` module on a file-only backend, or a one-sentence error naming what to
     install (the extra; for PGF, also the TeX system matplotlib lays its text out with)."""
     try:
+        # optional: matplotlib is the [figures] extra
         import matplotlib
     except ImportError:
         raise KnowwhenError(f"figures need matplotlib, which is not installed: {_INSTALL}") from None
     matplotlib.use("Agg", force=True)
+    # optional: matplotlib is the [figures] extra
     import matplotlib.pyplot as plt
 
     tex = str(matplotlib.rcParams["pgf.texsystem"])
@@ -118,6 +120,7 @@ class MplChart:
                      markerfacecolor=face, markeredgecolor=color)  # fmt: skip
 
     def key(self, label: str, color: str, *, marker: str | None = None, style: str | None = None) -> None:
+        # optional: matplotlib is the [figures] extra
         from matplotlib.lines import Line2D
 
         line: Any = _DASH.get(style, "none") if style else "none"

@@ -20,6 +20,7 @@ from ...jsonio import atomic_write_bytes
 from ..manifest import CxsManifest
 from ..ranking import Focus, Ranking, plot_focus, rank_models
 from .canvas import GREY, Canvas, CanvasFactory, PlotSpec, color_of, slug
+from .many_plots import panel_sets, panels_svg, pareto_specs
 from .svg import HEIGHT, WIDTH, Chart
 
 __all__ = ["HEIGHT", "WIDTH", "PlotSpec", "plot_specs", "write_plots"]
@@ -199,8 +200,6 @@ def _cost_plot(manifests: Sequence[CxsManifest], focus: Focus, make: CanvasFacto
 def plot_specs(manifests: Sequence[CxsManifest], ranking: Ranking, focus: Focus) -> list[PlotSpec]:
     """Every single-chart plot of the run, in the order the report shows them (with models folded, the
     Pareto plots too)."""
-    from .many_plots import pareto_specs
-
     states = [s.id for s in manifests[0].scenarios if s.kind == "states"] if manifests else []
     specs: list[PlotSpec] = []
     for sc in states:
@@ -221,8 +220,6 @@ def write_plots(
     report: ReportSettings | None = None,
 ) -> dict[str, Path]:
     """Draw every plot into ``folder`` (SVG); returns ``{name: path}`` in the order the report shows them."""
-    from .many_plots import panel_sets, panels_svg
-
     report = report or ReportSettings()
     ranking = ranking or rank_models(manifests, report.rank_by)
     focus = plot_focus(manifests, ranking, report.highlight, report.named)
