@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import re
 import sys
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as dist_version
 
 import typer
 from rich.console import Console
@@ -95,6 +93,10 @@ def _root() -> None:
 @app.command()
 def version() -> None:
     """Print the versions of knowwhen_runner and litellm."""
+    # start-up: importlib.metadata brings email, zipfile and csv (22 ms); only this command reads it
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
     try:
         litellm_version = dist_version("litellm")
     except PackageNotFoundError:
