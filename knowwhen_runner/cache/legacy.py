@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import anyio
 
-from . import CacheStore
+from .store import CacheStore
 
 __all__ = ["move_run_entries"]
 
