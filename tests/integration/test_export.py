@@ -533,3 +533,34 @@ def test_import_of_chosen_models_takes_only_their_episodes(
     config.write_text(yaml.safe_dump({**settings, "scenarios": EPISODE_SCENARIOS}, sort_keys=False))
     summary = import_dataset(out, config=config, models={"dm"})
     assert summary.published == {"eps": {"dm": 8}, "eps-fit": {"dm": 3}} and summary.skipped == []
+
+
+def test_the_l1_cell_scores_tool_choice_and_arguments_as_the_l1_table(
+    exported: tuple[Path, Path, Path],
+) -> None:
+    """Each manifest's L1 cell holds pooled, tool-choice (every one and BFCL's) and argument accuracy with
+    their counts and Wilson intervals, the numbers the L1 table prints from the answers file."""
+    _dataset, run, _out = exported
+    with open(run / "tables" / "l1.csv") as fh:
+        table = {r["model"]: r for r in csv.DictReader(fh)}
+    for model in ("agent", "dm"):
+        (cell,) = load_manifest(run / "manifests" / f"{model}.cxs.json").isolated
+        row = table[model]
+        assert (
+            cell.n_argument == int(row["argument questions"]) > 0
+            and cell.n_tool_choice == cell.items - cell.n_argument
+        )
+        shown = {
+            "L1 pooled (%)": cell.pooled_pct,
+            "tool choice (%)": cell.tool_choice_pct,
+            "arguments (%)": cell.argument_pct,
+        }
+        for column, value in shown.items():
+            assert value is not None and abs(float(row[column]) - value) < 1e-5, (model, column)
+        assert cell.intervals is not None and cell.intervals.argument_pct is not None
+        interval = cell.intervals.argument_pct
+        assert interval.low <= cell.argument_pct <= interval.high and interval.n == cell.n_argument
+        assert (
+            cell.intervals.tool_choice_pct is not None
+            and cell.intervals.tool_choice_pct.n == cell.n_tool_choice
+        )
