@@ -80,11 +80,14 @@ def published_episodes(
 
 
 def _at_its_tau(job: Job, row: EpisodeRow) -> bool:
-    """Whether the row was run at the job's τ (a gated job's; any other has none)."""
+    """Whether the row was run at the job's τ (a gated job's; any other has none). A fit that reached no
+    τ gives its gated jobs none, and their rows none."""
     tau = job.payload.get("tau")
     if job.mode != "gated":
         return True
-    return row.tau is not None and tau is not None and abs(float(row.tau) - float(tau)) <= 1e-12
+    if row.tau is None or tau is None:
+        return row.tau is None and tau is None
+    return abs(float(row.tau) - float(tau)) <= 1e-12
 
 
 async def _record_stage(
