@@ -12,6 +12,8 @@ one). An ``episodes`` scenario takes the episodes of ``episodes/<its id>/`` of a
 (``episode_import``: answered closed-loop jobs, gated ones once τ is refitted from the imported shadow
 episodes). A published model missing from the config joins it as ``model: imported/<id>`` when the import creates the run; an existing run keeps its
 stored config, and such models are reported as skipped. Completion never overwrites a recorded result.
+Each job is recorded as its row says it happened (``import_history``): claimed once per attempt, then
+done, or failed for good with its error and kind, so the manifests' job tallies come back too.
 """
 
 from __future__ import annotations
