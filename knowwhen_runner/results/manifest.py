@@ -12,9 +12,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from ..exceptions import ScenarioError
+from .manifest_intervals import (
+    BandPoint,
+    ClosedLoopIntervals,
+    ConfidenceInterval,
+    IsolatedIntervals,
+    ManifestPart,
+    OpenLoopIntervals,
+)
+from .manifest_selective import (
+    Calibration,
+    CoverageCurve,
+    CurvePoint,
+    Fit,
+    Gate,
+    GatePoint,
+    ReliabilityBin,
+)
 
 __all__ = [
     "MANIFEST_SCHEMA_VERSION",
@@ -49,8 +66,10 @@ __all__ = [
     "manifest_path",
 ]
 
-MANIFEST_SCHEMA_VERSION: Literal[4] = 4
-"""4: a cell with jobs that failed for good (a call that never got an answer: provider errors, not wrong
+MANIFEST_SCHEMA_VERSION: Literal[5] = 5
+"""5: an L1 cell scores every tool choice (``tool_choice_pct``: dp tool_select, When2Call included) and the
+argument questions (``argument_pct``: dp tool_params) beside pooled and BFCL tool choice, with their counts
+and Wilson intervals; a job tally counts what an import restored (its rows' attempts and failures). 4: a cell with jobs that failed for good (a call that never got an answer: provider errors, not wrong
 answers) shows no score: its accuracy, must-ask, strata, calibration, curve, fit, gate, success rate,
 pass^k and intervals are null, ``failed`` counts the jobs, and ``card_accuracy_pct`` /
 ``card_success_rate`` keep the card's rule (a failed job scored wrong), what the benchmark's own scorer
@@ -61,11 +80,7 @@ keep the server's: answer schema 2); open-loop cells say what set was scored (``
 and 2 still load (without intervals)."""
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ModelRef(_Model):
+class ModelRef(ManifestPart):
     """Which model this is: its id in the run, its litellm model string, kind and output-affecting params."""
 
     id: str
@@ -74,7 +89,7 @@ class ModelRef(_Model):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-class ScenarioProvenance(_Model):
+class ScenarioProvenance(ManifestPart):
     """A scenario of the run and the sha256 of each of its files (read at finalise time)."""
 
     id: str
@@ -88,7 +103,7 @@ class ScenarioProvenance(_Model):
     )
 
 
-class RunProvenance(_Model):
+class RunProvenance(ManifestPart):
     """Where the numbers come from: the run, its config, the code versions and when it happened (UTC)."""
 
     name: str
@@ -103,7 +118,7 @@ class RunProvenance(_Model):
     finalized_at: str = Field(description="When this manifest was written (the only field a rerun changes).")
 
 
-class JobTally(_Model):
+class JobTally(ManifestPart):
     """The model's jobs in the queue, and how hard they were to get done."""
 
     total: int
@@ -117,72 +132,13 @@ class JobTally(_Model):
     failure_kinds: dict[str, int] = Field(default_factory=dict, description="Failed jobs by error class.")
 
 
-class ConfidenceInterval(_Model):
-    """A two-sided confidence interval of the figure it names, in that figure's unit (percent for a
-    ``_pct``, else a fraction or a threshold). A bootstrap records its resamples and seed, so the same
-    data always gives the same interval; ``skipped`` resamples left the statistic undefined."""
-
-    estimate: float
-    low: float
-    high: float
-    method: str = Field(description="wilson, cluster bootstrap, or cluster bootstrap with refit.")
-    level: float
-    n: int = Field(description="Units counted (Wilson: items) or resampled (bootstrap: tasks).")
-    reps: int = 0
-    seed: int | None = None
-    skipped: int = 0
-
-
-class BandPoint(_Model):
-    """Covered accuracy of the most confident items that cover ``coverage`` of them, with its interval."""
-
-    coverage: float
-    accuracy: float
-    low: float
-    high: float
-
-
-class OpenLoopIntervals(_Model):
-    """Intervals of an open-loop cell: accuracy and must-ask (bootstrap over tasks, per task then mean); τ,
-    coverage, gated accuracy and its gain over the LLM (paired, a fraction) at τ (the whole fit redone on
-    each resample of the tasks); ECE and AURC (bootstrap over tasks)."""
-
-    accuracy_pct: ConfidenceInterval | None = None
-    must_ask_pct: ConfidenceInterval | None = None
-    tau: ConfidenceInterval | None = None
-    coverage_at_tau: ConfidenceInterval | None = None
-    gated_accuracy_at_tau: ConfidenceInterval | None = None
-    gain_at_tau: ConfidenceInterval | None = None
-    ece: ConfidenceInterval | None = None
-    aurc: ConfidenceInterval | None = None
-    coverage_band: list[BandPoint] = Field(
-        default_factory=list,
-        description="The band around the coverage curve: covered accuracy at every 5% of coverage, with its "
-        "interval (same bootstrap as ``tau``).",
-    )
-
-
-class IsolatedIntervals(_Model):
-    """Wilson intervals of L1 pooled and BFCL tool-choice accuracy (percent)."""
-
-    pooled_pct: ConfidenceInterval | None = None
-    bfcl_tool_choice_pct: ConfidenceInterval | None = None
-
-
-class ClosedLoopIntervals(_Model):
-    """Interval of L3 success (a fraction): Wilson over episodes with one repeat per task, else a
-    bootstrap over tasks of the per-task success."""
-
-    success_rate: ConfidenceInterval | None = None
-
-
-class Stratum(_Model):
+class Stratum(ManifestPart):
     accuracy_pct: float | None
     n_occurrences: int
     n_tasks: int
 
 
-class Scope(_Model):
+class Scope(ManifestPart):
     """What set an open-loop cell scored: the occurrences and tasks the run planned, out of the whole key.
 
     The benchmark's number is the whole set's (``subset`` false); a run that planned a subset (a
@@ -203,7 +159,7 @@ class Scope(_Model):
         )
 
 
-class Validity(_Model):
+class Validity(ManifestPart):
     """Answer rows by outcome: valid, answered but unscorable (invalid), or failed for good."""
 
     n_rows: int
@@ -213,95 +169,25 @@ class Validity(_Model):
     n_unanswered: int = Field(description="Occurrences of the answer key with no answer row (scored wrong).")
 
 
-class ReliabilityBin(_Model):
-    lower: float
-    upper: float
-    n: int
-    mean_confidence: float
-    accuracy: float
-
-
-class Calibration(_Model):
-    """Calibration of the chosen option's confidence, pooled over occurrences (10 equal-width bins)."""
-
-    ece: float | None
-    brier: float | None
-    bins: list[ReliabilityBin]
-
-
-class CurvePoint(_Model):
-    threshold: float
-    coverage: float
-    accuracy: float
-    support: int
-
-
-class CoverageCurve(_Model):
-    """Selective accuracy: the occurrences with confidence ≥ τ, their share and their accuracy (pooled).
-
-    ``area`` is the area under accuracy over coverage (= 1 − ``aurc``). Long curves are thinned to about
-    200 points for storage; ``n_thresholds`` says how many distinct confidences the full curve had.
-    """
-
-    points: list[CurvePoint]
-    area: float | None
-    aurc: float | None
-    n_thresholds: int
-    thinned: bool
-
-
-class Fit(_Model):
-    """The lowest τ whose covered accuracy reaches ``target``; ``target_source`` says where it came from."""
-
-    target: float
-    target_source: Literal["config", "llm", "default"]
-    reachable: bool
-    threshold: float | None
-    coverage: float
-    accuracy: float | None
-    support: int
-
-
-class GatePoint(_Model):
-    threshold: float
-    coverage: float
-    accuracy: float
-
-
-class Gate(_Model):
-    """Open-loop gating over ``llm``: the model's answer where its confidence ≥ τ, the LLM's elsewhere.
-
-    Accuracies are per task then mean (as L2 is scored), as fractions. ``curve`` may be thinned like the
-    coverage curve; ``at_thresholds`` are exact, at a few fixed τ."""
-
-    llm: str
-    llm_accuracy: float
-    model_accuracy: float
-    at_fit: GatePoint | None
-    at_thresholds: list[GatePoint]
-    curve: list[GatePoint]
-    thinned: bool
-
-
-class Cost(_Model):
+class Cost(ManifestPart):
     total_usd: float | None
     per_1k_decisions_usd: float | None
     n_priced: int = Field(description="Rows with a known price; the others have no list price.")
 
 
-class Latency(_Model):
+class Latency(ManifestPart):
     p50_ms: float | None
     p95_ms: float | None
     p99_ms: float | None
     n: int
 
 
-class Tokens(_Model):
+class Tokens(ManifestPart):
     input: int
     output: int
 
 
-class Operations(_Model):
+class Operations(ManifestPart):
     """What a set of decisions cost: calls, cache hits, money, latency of the model calls, tokens."""
 
     decisions: int
@@ -313,7 +199,7 @@ class Operations(_Model):
     batched: int = Field(0, description="Of the calls, those answered by a provider batch (Batch API).")
 
 
-class OpenLoopCell(_Model):
+class OpenLoopCell(ManifestPart):
     """One scenario × mode of the open loop (L2 states): the benchmark's scores and what they cost."""
 
     scenario: str
@@ -360,8 +246,9 @@ class OpenLoopCell(_Model):
         return round((self.validity.failed_rate or 0.0) * self.validity.n_rows)
 
 
-class IsolatedCell(_Model):
-    """L1 isolated accuracy on one scenario (BFCL and When2Call items)."""
+class IsolatedCell(ManifestPart):
+    """L1 isolated accuracy on one scenario (BFCL and When2Call items): pooled over every question, tool
+    choice (all, and BFCL's alone) and arguments, in percent (null where the scenario has none)."""
 
     scenario: str
     mode: str
@@ -369,10 +256,14 @@ class IsolatedCell(_Model):
     pooled_pct: float
     bfcl_tool_choice_pct: float | None
     n_bfcl_tool_choice: int
+    tool_choice_pct: float | None = Field(None, description="Every tool-choice question (dp tool_select).")
+    n_tool_choice: int = 0
+    argument_pct: float | None = Field(None, description="The argument questions (dp tool_params).")
+    n_argument: int = 0
     intervals: IsolatedIntervals | None = Field(None, description="None in version 1 and 2 manifests.")
 
 
-class ClosedLoopCell(_Model):
+class ClosedLoopCell(ManifestPart):
     """One scenario × mode × τ of the closed loop (L3 episodes).
 
     With episodes whose job failed for good (``failed``), ``success_rate``, pass^k and the intervals are
@@ -422,10 +313,10 @@ class ClosedLoopCell(_Model):
     )
 
 
-class CxsManifest(_Model):
+class CxsManifest(ManifestPart):
     """Coverage × success of one model over a whole run."""
 
-    schema_version: Literal[1, 2, 3, 4] = MANIFEST_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4, 5] = MANIFEST_SCHEMA_VERSION
     model: ModelRef
     run: RunProvenance
     scenarios: list[ScenarioProvenance]

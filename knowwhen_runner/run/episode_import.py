@@ -3,7 +3,8 @@
 An export holds every episode in ``episodes/<scenario>/episodes_<model>.jsonl.gz`` (``EpisodeRow``). For
 each ``episodes`` scenario of the importing config with the same id, the planner's own episode jobs are
 matched to rows by scenario, mode, decision model, agent LLM, task and repeat, and completed with the
-recorded result each row gives back (``episode_result``). Gated episodes whose τ is fitted wait for the
+recorded result each row gives back (``episode_result``), claimed as many times as the row's
+``attempts`` (``import_history``). Gated episodes whose τ is fitted wait for the
 fit, as in ``run``: the fit set's shadow episodes are recorded first, τ is fitted from them
 (``compute_fits``), and the gated jobs that fit releases are matched next; a gated row whose τ is not the
 refitted one is reported, never recorded under a τ it was not run at.
@@ -25,12 +26,12 @@ from ..queue import Queue
 from ..results.episode_rows import EpisodeRow, episode_result, read_episode_file
 from ..scenarios import load_scenario
 from .fits import compute_fits
+from .import_history import Recorded, record_history
 
 __all__ = ["EpisodeImport", "published_episodes", "record_episodes"]
 
 EpisodeKey = tuple[str, str, str, str, str, int]
 """(scenario, mode, decision model (the agent itself in mode llm), agent LLM, task, repeat)."""
-_WORKER = "import"
 _STAGES = 4  # each stage's fits may release gated jobs; two stages are all a config needs today
 
 
@@ -79,11 +80,14 @@ def published_episodes(
 
 
 def _at_its_tau(job: Job, row: EpisodeRow) -> bool:
-    """Whether the row was run at the job's τ (a gated job's; any other has none)."""
+    """Whether the row was run at the job's τ (a gated job's; any other has none). A fit that reached no
+    τ gives its gated jobs none, and their rows none."""
     tau = job.payload.get("tau")
     if job.mode != "gated":
         return True
-    return row.tau is not None and tau is not None and abs(float(row.tau) - float(tau)) <= 1e-12
+    if row.tau is None or tau is None:
+        return row.tau is None and tau is None
+    return abs(float(row.tau) - float(tau)) <= 1e-12
 
 
 async def _record_stage(
@@ -111,8 +115,11 @@ async def _record_stage(
     ]
     for (scenario, model), matched in sorted(groups.items()):
         found.jobs_added += await queue.enqueue([job for job, _row in matched], the_plan.items)
-        results = [(job.id, episode_result(row, job.payload.get("fit"))) for job, row in matched]
-        done = await queue.complete(_WORKER, results)
+        history = [
+            Recorded(job.id, job.model_id, row.attempts, result=episode_result(row, job.payload.get("fit")))
+            for job, row in matched
+        ]
+        done = await record_history(queue, history)
         for counts, n in ((found.published, len(matched)), (found.recorded, done)):
             per_model = counts.setdefault(scenario, {})
             per_model[model] = per_model.get(model, 0) + n

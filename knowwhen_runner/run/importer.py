@@ -12,11 +12,13 @@ one). An ``episodes`` scenario takes the episodes of ``episodes/<its id>/`` of a
 (``episode_import``: answered closed-loop jobs, gated ones once τ is refitted from the imported shadow
 episodes). A published model missing from the config joins it as ``model: imported/<id>`` when the import creates the run; an existing run keeps its
 stored config, and such models are reported as skipped. Completion never overwrites a recorded result.
+Each job is recorded as its row says it happened (``import_history``): claimed once per attempt, then
+done, or failed for good with its error and kind, so the manifests' job tallies come back too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,14 +35,13 @@ from ..jsonio import find_jsonl, iter_jsonl
 from ..plan import open_loop_mode, plan
 from ..queue import Queue, open_queue
 from ..scenarios import Scenario, load_scenario
+from .import_history import Recorded, attempts_of, record_history
 from .stored import config_from_run, run_meta, stored_config, with_db
 
 __all__ = ["IMPORTED_PREFIX", "ImportSummary", "import_dataset", "published_rows"]
 
 IMPORTED_PREFIX = "imported/"
 """litellm-style model string of a published model that is not in the config (never called)."""
-_CHUNK = 5000
-_WORKER = "import"
 
 Published = dict[str, dict[str, dict[str, Any]]]
 """``{model id: {item id: published row}}`` of one scenario."""
@@ -118,7 +119,8 @@ def _state_result(model_id: str, qhash: str, row: dict[str, Any]) -> dict[str, A
 
 
 def _isolated_result(model_id: str, item: str, row: dict[str, Any]) -> dict[str, Any]:
-    """A published L1 row, kept whole, with the answer-row fields the manifests read."""
+    """A published L1 row, kept whole, with the answer-row fields the manifests read; what an exported row
+    says of its calls (requests, cache hit, retries) is kept, a published row that says nothing made one."""
     answered = row.get("pred") is not None and not row.get("error")
     return {
         **row,
@@ -128,14 +130,28 @@ def _isolated_result(model_id: str, item: str, row: dict[str, Any]) -> dict[str,
         "confidence": row.get("conf"),
         "probabilities": None,
         "valid": answered,
-        "requests": 1,
-        "cache_hit": False,
-        "retry_errors": [],
+        "requests": row.get("requests", 1),
+        "cache_hit": bool(row.get("cache_hit")),
+        "retry_errors": list(row.get("retry_errors") or []),
     }
 
 
-def _result(spec: ScenarioSpec, model_id: str, item: str, row: dict[str, Any]) -> dict[str, Any]:
-    return (_isolated_result if spec.kind == "isolated" else _state_result)(model_id, item, row)
+def _failed_for_good(row: dict[str, Any]) -> bool:
+    """A row of a job that failed for good: it names its error's kind (answer schema 4, the L1 files of an
+    export), or, in an older row, it is unanswered with no request on record."""
+    if row.get("error_kind"):
+        return True
+    return "requests" in row and row["requests"] is None and not row.get("valid")
+
+
+def _recorded(spec: ScenarioSpec, model_id: str, job: Job, row: dict[str, Any]) -> Recorded:
+    """What the row says happened to the job: its attempts, then its result or its error for good."""
+    attempts = attempts_of(row)
+    if _failed_for_good(row):
+        kind = row.get("error_kind")
+        return Recorded(job.id, model_id, attempts, error=str(row.get("error") or "failed"), kind=kind)
+    result = (_isolated_result if spec.kind == "isolated" else _state_result)(model_id, job.item, row)
+    return Recorded(job.id, model_id, attempts, result=result)
 
 
 def _jobs(config: SweepConfig, spec: ScenarioSpec, model: ModelSpec, items: Collection[str]) -> list[Job]:
@@ -174,11 +190,6 @@ async def _stored_config(
     return stored_config(info), created
 
 
-def _chunks(pairs: list[tuple[str, dict[str, Any]]]) -> Iterator[list[tuple[str, dict[str, Any]]]]:
-    for start in range(0, len(pairs), _CHUNK):
-        yield pairs[start : start + _CHUNK]
-
-
 async def _record(
     queue: Queue, config: SweepConfig, published: dict[str, Published], summary: ImportSummary
 ) -> None:
@@ -191,11 +202,8 @@ async def _record(
                 continue
             jobs = _jobs(config, spec, model, rows)
             summary.jobs_added += await queue.enqueue(jobs, {})
-            pairs = [(j.id, _result(spec, model_id, j.item, rows[j.item])) for j in jobs]
-            done = 0
-            for chunk in _chunks(pairs):
-                done += await queue.complete(_WORKER, chunk)
-            summary.published.setdefault(spec.id, {})[model_id] = len(pairs)
+            done = await record_history(queue, [_recorded(spec, model_id, j, rows[j.item]) for j in jobs])
+            summary.published.setdefault(spec.id, {})[model_id] = len(jobs)
             summary.recorded.setdefault(spec.id, {})[model_id] = done
 
 
