@@ -1,7 +1,7 @@
 """From recorded results to what a user reads: answers files, CXS manifests, tables, plots, the report.
 
 Read in this order: ``collect`` (queue results grouped per cell), ``cells`` (the
-numbers of each cell), ``manifest`` (the versioned document per model), ``ranking`` (the leaderboard's
+numbers of each cell), ``manifest/`` (the versioned document per model, in three parts), ``ranking`` (the leaderboard's
 order, and which models a plot names), ``tables``, ``gated_tables`` and ``table_files`` (every table,
 ranked), ``figures/`` (the plots: SVG for the report, matplotlib for a paper; its ``__init__`` gives its
 own order), ``report``, ``finalize`` (all of it, idempotently), ``compare`` (two runs), ``cell_intervals``

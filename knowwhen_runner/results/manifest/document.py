@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
-from ..exceptions import ScenarioError
-from .manifest_intervals import (
+from ...exceptions import ScenarioError
+from .intervals import (
     BandPoint,
     ClosedLoopIntervals,
     ConfidenceInterval,
@@ -23,7 +23,7 @@ from .manifest_intervals import (
     ManifestPart,
     OpenLoopIntervals,
 )
-from .manifest_selective import (
+from .selective import (
     Calibration,
     CoverageCurve,
     CurvePoint,

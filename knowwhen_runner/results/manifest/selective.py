@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from .manifest_intervals import ManifestPart
+from .intervals import ManifestPart
 
 __all__ = ["Calibration", "CoverageCurve", "CurvePoint", "Fit", "Gate", "GatePoint", "ReliabilityBin"]
 
