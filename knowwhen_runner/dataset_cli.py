@@ -104,7 +104,7 @@ def import_(
     """Load the dataset's published answers (and an export's episodes) into a run as if answered (no model
     calls); then finalize."""
     from .dataset.hub import resolve_dataset
-    from .run import import_dataset
+    from .sweep import import_dataset
 
     root = resolve_dataset(dataset, fetch=fetch)
     wanted = {m.strip() for m in models.split(",") if m.strip()} if models else None

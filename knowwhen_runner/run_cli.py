@@ -15,7 +15,7 @@ from .cli_tables import print_forecast, print_probes
 from .exceptions import EXIT_REQUEUE
 
 if TYPE_CHECKING:
-    from .run import RunSummary
+    from .sweep import RunSummary
 
 __all__ = [
     "EXIT_BUDGET",
@@ -69,7 +69,7 @@ def run(
     ] = False,
 ) -> None:
     """Plan CONFIG into its queue and work until every job is recorded, then finalise. Rerun to resume."""
-    from .run import Preflight, run_fleet
+    from .sweep import Preflight, run_fleet
 
     summary = run_fleet(
         config,
@@ -176,7 +176,7 @@ def plan(
 
     from rich.table import Table
 
-    from .run import plan_report, probe_report
+    from .sweep import plan_report, probe_report
 
     probes = probe_report(config, db=db) if probe else None
     report = plan_report(config, db=db)
@@ -205,7 +205,7 @@ def plan(
         out.print(note)
     out.print(f"cache: {report.cache}", highlight=False)
     if probes is not None and not all(p.go for p in probes):
-        from .run.preflight import no_go_message
+        from .sweep.preflight import no_go_message
 
         out.print(f"[red]{no_go_message(probes)}[/red]")
         raise typer.Exit(2)
@@ -224,7 +224,7 @@ def finalize(
     ] = None,
 ) -> None:
     """Write the run's answers files and tables from what is recorded (idempotent)."""
-    from .run import finalize_config
+    from .sweep import finalize_config
 
     if figures is not None:  # say what to install before any work is done
         from .results.figures import figure_format, require_matplotlib
@@ -234,7 +234,7 @@ def finalize(
     output = finalize_config(config, db=db)
     out.print(f"finalised: {output}")
     if figures is not None:
-        from .run.outputs import write_run_figures
+        from .sweep.outputs import write_run_figures
 
         drawn = write_run_figures(config, fmt, db=db)
         out.print(f"figures: {len(drawn)} {fmt} files in {output / 'plots'}")
@@ -258,7 +258,7 @@ def worker(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
 ) -> None:
     """Join a run in a shared database from any machine: work until it has no open jobs, then exit."""
-    from .run import join_run
+    from .sweep import join_run
 
     summary = join_run(db, run_name, wait_s=wait, finalize=not no_finalize, progress=not quiet)
     st = summary.stats

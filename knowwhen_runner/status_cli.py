@@ -29,7 +29,7 @@ def status(
 
     from rich.table import Table
 
-    from .run import status_report
+    from .sweep import status_report
 
     report = status_report(run_dir, db=db, run=run_name)
     if as_json:
@@ -123,7 +123,7 @@ def pause(
     ] = None,
 ) -> None:
     """Pause MODEL in a running run: every worker stops claiming its jobs within seconds (they stay pending)."""
-    from .run import pause_model
+    from .stored import pause_model
 
     new = pause_model(run_dir, model, db=db, run=run_name)
     out.print(f"paused {model}" if new else f"{model} was paused already")
@@ -138,7 +138,7 @@ def resume(
     ] = None,
 ) -> None:
     """Resume a paused MODEL: workers claim its jobs again within seconds (rerun if the run has ended)."""
-    from .run import resume_model
+    from .stored import resume_model
 
     was = resume_model(run_dir, model, db=db, run=run_name)
     out.print(f"resumed {model}" if was else f"{model} was not paused")

@@ -10,8 +10,8 @@ import pytest
 
 from knowwhen_runner.queue import open_queue
 from knowwhen_runner.results import load_manifest
-from knowwhen_runner.run.sweep import run_sweep
 from knowwhen_runner.serve import ServerProcess
+from knowwhen_runner.sweep.sweep import run_sweep
 from tests.integration.test_episodes import _models, _tasks, _write
 
 pytestmark = pytest.mark.slow

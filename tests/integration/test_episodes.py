@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from knowwhen_runner.queue import open_queue
-from knowwhen_runner.run.sweep import run_sweep
 from knowwhen_runner.serve import ServerProcess
+from knowwhen_runner.sweep.sweep import run_sweep
 from tests.helpers import knowwhen
 
 pytestmark = pytest.mark.slow

@@ -105,8 +105,8 @@ async def _raw(proxy: RecordingProxy, base: str) -> None:
 
 
 def _sweep(proxy: RecordingProxy, base: str) -> None:
-    from knowwhen_runner.run import run_sweep
     from knowwhen_runner.serve import start_server_process
+    from knowwhen_runner.sweep import run_sweep
 
     proxy.label = "sweep"
     with start_server_process() as serve, tempfile.TemporaryDirectory() as tmp:

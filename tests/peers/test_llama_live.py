@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from knowwhen_runner.run import run_sweep
 from knowwhen_runner.serve import ServerProcess
+from knowwhen_runner.sweep import run_sweep
 
 from .llama_cases import MODEL, sweep_config
 

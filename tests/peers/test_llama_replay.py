@@ -19,8 +19,8 @@ from knowwhen_runner.config import ModelSpec
 from knowwhen_runner.exceptions import ProviderError
 from knowwhen_runner.provider import Limiters, ModelClient, Secrets, Verdict, classify, llm_body
 from knowwhen_runner.provider.transport import llm_response
-from knowwhen_runner.run import run_sweep
 from knowwhen_runner.serve import ServerProcess
+from knowwhen_runner.sweep import run_sweep
 
 from .cassette import read_cassette
 from .llama_cases import CASSETTES, MODEL, PARAMS, RAW_CASES, runner_item, sweep_config

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from knowwhen_runner import config as config_module
-from knowwhen_runner.run import fleet, run_fleet, sweep
+from knowwhen_runner.sweep import fleet, run_fleet, sweep
 from tests.helpers import make_question_set, write_config
 
 

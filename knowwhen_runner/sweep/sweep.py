@@ -34,17 +34,17 @@ from ..queue import (
     set_max_db_outage,
 )
 from ..scenarios import Scenario, load_scenario
-from .batch_lane import batch_outcomes
-from .budget import BudgetGuard, budget_sentence
-from .event_loop import loop_options
+from ..stored.run_meta import config_from_run, run_meta, with_db
+from ..work.batch_lane import batch_outcomes
+from ..work.budget import BudgetGuard, budget_sentence
+from ..work.event_loop import loop_options
+from ..work.stop_signals import watch_stop_signals
+from ..work.worker import Worker, WorkStats
 from .local_server import ensure_server
 from .notify import flush_notices, notify
 from .preflight import PreflightError, Probe, no_go_message, probe_models
 from .progress import SweepProgress
 from .stages import Stages
-from .stop_signals import watch_stop_signals
-from .stored import config_from_run, run_meta, with_db
-from .worker import Worker, WorkStats
 
 __all__ = [
     "Preflight",

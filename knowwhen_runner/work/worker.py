@@ -98,7 +98,7 @@ class Worker(Recording):
         self._unstarted: dict[str, anyio.CancelScope] = {}  # started jobs that have sent nothing yet
         self._slots = anyio.CapacityLimiter(self._settings.concurrency or math.inf)
         self.batches: BatchLane | None = (
-            None  # provider batches, when some model has them (run/batch_lane.py)
+            None  # provider batches, when some model has them (work/batch_lane.py)
         )
         if any(m.batch is not None for m in config.models):
             self.batches = BatchLane(
@@ -313,7 +313,7 @@ class Worker(Recording):
             if response is None and self.batches is not None and await self.batches.takes(q.job):
                 self.client.preload()
                 self.lanes.left(q.job.model_id)
-                self.batches.add(q.job, q.call)  # answered when its provider batch is (run/batch_lane.py)
+                self.batches.add(q.job, q.call)  # answered when its provider batch is (work/batch_lane.py)
                 continue
             if response is None:
                 self.client.preload()  # a real call is coming: start the slow import now

@@ -27,9 +27,9 @@ from ..exceptions import KnowwhenError, ProviderError
 from ..jobs import Items, Job
 from ..provider import CacheMode, Limiters, ModelClient, Secrets, Transport, token_prices
 from ..queue import Queue
-from .budget import BudgetGuard
-from .calls import CachedCalls, CallResult, Lookup, QuestionCall, question_call
-from .quarantine import quarantine_reason
+from ..work.budget import BudgetGuard
+from ..work.calls import CachedCalls, CallResult, Lookup, QuestionCall, question_call
+from ..work.quarantine import quarantine_reason
 
 __all__ = ["PROBE_QUESTION", "PreflightError", "Probe", "no_go_message", "probe_models"]
 

@@ -46,8 +46,8 @@ def write_run_figures(target: str | Path, fmt: FigureFormat, *, db: str | None =
     from ..config import load_config
     from ..results import load_manifest, manifest_path
     from ..results.figures import write_figures
-    from ..stored_run import with_db
-    from .stored import config_from_run
+    from ..stored.reader import with_db
+    from ..stored.run_meta import config_from_run
 
     target = Path(target)
 

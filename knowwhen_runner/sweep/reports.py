@@ -19,12 +19,12 @@ from ..provider.prices import BATCH_FALLBACK_RATE, batch_token_prices
 from ..queue import SET_ASIDE, BudgetTally, open_ledger, open_queue
 from ..queue.pace import PACE_WINDOW_S, model_pace, spent_models
 from ..redaction import redact_all
-from .batch_lane import batch_outcomes, batch_rows
-from .calls import question_call
+from ..stored.run_meta import open_existing, stored_config, with_db
+from ..work.batch_lane import batch_outcomes, batch_rows
+from ..work.calls import question_call
 from .forecast import Forecast, forecast
 from .local_server import ensure_server
 from .preflight import Probe, probe_models
-from .stored import open_existing, stored_config, with_db
 from .sweep import check_keys, load_and_plan
 
 __all__ = ["PlanReport", "plan_report", "probe_report", "status_report"]
