@@ -29,7 +29,7 @@ def status(
 
     from rich.table import Table
 
-    from .sweep import status_report
+    from .stored import status_report
 
     report = status_report(run_dir, db=db, run=run_name)
     if as_json:

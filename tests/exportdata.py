@@ -26,7 +26,7 @@ from knowwhen_runner.plan import plan
 from knowwhen_runner.queue import Failure, open_queue
 from knowwhen_runner.results.finalize import finalize_run
 from knowwhen_runner.scenarios import load_scenario
-from knowwhen_runner.stored.run_meta import run_meta
+from knowwhen_runner.stored import run_meta
 from knowwhen_runner.sweep.fits import compute_fits
 from tests.benchdata import make_dataset
 

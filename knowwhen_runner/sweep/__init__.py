@@ -4,8 +4,8 @@ Read in this order: ``sweep`` (``run``: plan, work, finalise), ``stages`` and ``
 once its inputs are complete), ``fits`` (τ from shadow episodes), ``fleet`` (many processes and
 machines), ``preflight`` (probe each model before spending), ``guards`` (a run folder and a config are the
 run's own), ``local_server`` (``knowwhen serve`` when a config needs it), ``progress``, ``notify``,
-``outputs`` (finalising, with the viewer's offline drill-down in the report), ``reports`` (``plan`` and
-``status``; each model's pace: ``queue.pace``), ``forecast`` (the cost forecast of ``plan``),
+``outputs`` (finalising, with the viewer's offline drill-down in the report), ``reports`` (``plan``
+and ``plan --probe``), ``forecast`` (the cost forecast of ``plan``),
 ``importer`` and ``episode_import`` (published answers and episodes recorded as a run).
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from .fleet import JoinSummary, finalize_once, join_run, run_fleet
 from .importer import import_dataset
 from .preflight import PreflightError, Probe
-from .reports import PlanReport, plan_report, probe_report, status_report
+from .reports import PlanReport, plan_report, probe_report
 from .sweep import Preflight, RunSummary, finalize_config, run_sweep, work_queue
 
 __all__ = [
@@ -32,6 +32,5 @@ __all__ = [
     "probe_report",
     "run_fleet",
     "run_sweep",
-    "status_report",
     "work_queue",
 ]

@@ -33,7 +33,7 @@ from ..jobs import Items
 # process should not spend holding leased jobs, and local workers then start calling together.
 from ..provider import FleetLimits, load_litellm, preload_litellm
 from ..queue import Queue, find_run_name, is_shared_url, open_ledger, open_queue, set_max_db_outage
-from ..stored.run_meta import stored_config
+from ..stored import stored_config
 from ..work.event_loop import loop_options
 from ..work.worker import WorkStats, new_worker_id
 from .advance import advance_stages, waiting_reason, waiting_stages

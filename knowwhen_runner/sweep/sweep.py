@@ -34,8 +34,8 @@ from ..queue import (
     set_max_db_outage,
 )
 from ..scenarios import Scenario, load_scenario
-from ..stored.run_meta import config_from_run, run_meta, with_db
-from ..work.batch_lane import batch_outcomes
+from ..stored import config_from_run, run_meta, with_db
+from ..stored.status import batch_outcomes
 from ..work.budget import BudgetGuard, budget_sentence
 from ..work.event_loop import loop_options
 from ..work.stop_signals import watch_stop_signals

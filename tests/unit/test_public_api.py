@@ -66,7 +66,6 @@ PUBLIC = {
         "probe_report",
         "run_fleet",
         "run_sweep",
-        "status_report",
         "work_queue",
     ],
     "stored": [
@@ -77,8 +76,11 @@ PUBLIC = {
         "open_existing",
         "pause_model",
         "resume_model",
+        "run_meta",
+        "status_report",
         "store_url",
         "stored_config",
+        "with_db",
     ],
     "work": [
         "WorkStats",
