@@ -69,20 +69,20 @@ def run(
     ] = False,
 ) -> None:
     """Plan CONFIG into its queue and work until every job is recorded, then finalise. Rerun to resume."""
-    from .sweep import Preflight, run_fleet
+    from .sweep import Preflight, RunRequest, run_fleet
 
     summary = run_fleet(
-        config,
-        db=db,
-        processes=processes,
-        retry_failed=retry_failed,
-        finalize=not no_finalize,
-        progress=not quiet,
-        plan_only=plan_only,
-        preflight=Preflight(
-            not no_probe, frozenset(skip_model or ()), lambda probes: print_probes(out, probes)
-        ),
-        replace_config=replace_config,
+        RunRequest(
+            config,
+            db=db,
+            processes=processes,
+            retry_failed=retry_failed,
+            finalize=not no_finalize,
+            progress=not quiet,
+            plan_only=plan_only,
+            preflight=Preflight(not no_probe, frozenset(skip_model or ()), lambda p: print_probes(out, p)),
+            replace_config=replace_config,
+        )
     )
     _say_outcome(summary)
     if plan_only:

@@ -1,6 +1,6 @@
 """The sweep: stages planned into the queue, the workers set to fill it, the fleet, finalising.
 
-Read in this order: ``sweep`` (``run``: plan, work, finalise), ``stages`` and ``advance`` (the next stage
+Read in this order: ``request`` (what ``run`` is asked), ``sweep`` (``run``: plan, work, finalise), ``stages`` and ``advance`` (the next stage
 once its inputs are complete), ``fits`` (τ from shadow episodes), ``fleet`` (many processes and
 machines), ``preflight`` (probe each model before spending), ``guards`` (a run folder and a config are the
 run's own), ``local_server`` (``knowwhen serve`` when a config needs it), ``progress``, ``notify``,
@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from .fleet import JoinSummary, finalize_once, join_run, run_fleet
 from .importer import import_dataset
-from .preflight import PreflightError, Probe
+from .preflight import Preflight, PreflightError, Probe
 from .reports import PlanReport, plan_report, probe_report
-from .sweep import Preflight, RunSummary, finalize_config, run_sweep, work_queue
+from .request import RunRequest
+from .sweep import RunSummary, finalize_config, run_sweep, work_queue
 
 __all__ = [
     "JoinSummary",
@@ -23,6 +24,7 @@ __all__ = [
     "Preflight",
     "PreflightError",
     "Probe",
+    "RunRequest",
     "RunSummary",
     "finalize_config",
     "finalize_once",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,7 @@ import anyio
 from ..cache import CacheStore, cache_url, open_cache
 from ..cache.legacy import move_run_entries
 from ..config import SweepConfig, load_config
-from ..exceptions import ConfigError, KnowwhenError
+from ..exceptions import KnowwhenError
 from ..jobs import Items
 from ..plan.grid import Plan, plan
 from ..provider import FleetLimits, LearnedLimits, Limiters, ModelClient, Secrets, Transport, preload_litellm
@@ -42,12 +41,12 @@ from ..work.stop_signals import watch_stop_signals
 from ..work.worker import Worker, WorkStats
 from .local_server import ensure_server
 from .notify import flush_notices, notify
-from .preflight import PreflightError, Probe, no_go_message, probe_models
+from .preflight import preflight_models
 from .progress import SweepProgress
+from .request import RunRequest
 from .stages import Stages
 
 __all__ = [
-    "Preflight",
     "RunSummary",
     "check_keys",
     "failure_reasons",
@@ -96,48 +95,45 @@ def failure_reasons(results: list[JobResult]) -> Counter[str]:
 
 
 def run_sweep(
-    config_path: str | Path,
+    request: RunRequest,
     *,
-    db: str | None = None,
-    retry_failed: bool = False,
-    finalize: bool = True,
-    progress: bool = True,
-    plan_only: bool = False,
-    plan_token: str | None = None,
-    fleet: FleetLimits | None = None,
-    preflight: Preflight | None = None,
     config: SweepConfig | None = None,
+    fleet: FleetLimits | None = None,
+    plan_token: str | None = None,
 ) -> RunSummary:
     """Plan the config into its queue and work until every job is recorded; then finalise.
 
-    ``plan_only``: enqueue the first stage's plan and return (for workers that join later).
-    ``plan_token``: noted with the run once the first stage is in the queue (workers spawned by
-    ``run --processes`` wait for it). ``fleet``: the rate limits are the fleet's, kept in its ledger.
-    ``preflight``: check the models before working (``knowwhen run`` probes them; None: no check).
-    ``config``: the file at ``config_path`` already loaded (by ``run_fleet``), so it is not read twice.
+    ``config``: the file at ``request.config_path`` already loaded (by ``run_fleet``), so it is not read
+    twice. As a member of a fleet (``run_fleet``): ``fleet``, the rate limits are the fleet's, kept in its
+    ledger; ``plan_token``, noted with the run once the first stage is in the queue (workers spawned by
+    ``run --processes`` wait for it).
     """
-    path = Path(config_path)
-    config = with_db(config if config is not None else load_config(path), db)
+    path = request.config_path
+    config = with_db(config if config is not None else load_config(path), request.db)
     set_max_db_outage(config.workers.max_db_outage_s)
     secrets = check_keys(config)
-    if not plan_only and _resuming_with_work_left(config):
+    if not request.plan_only and _resuming_with_work_left(config):
         preload_litellm()  # calls are coming: overlap the slow import with loading and planning
-    config_text = path.read_bytes().decode("utf-8")  # exactly the file (its hash is the file's)
-    return anyio.run(
-        _run,
-        path,
-        config_text,
-        config,
-        secrets,
-        retry_failed,
-        finalize and not plan_only,
-        progress,
-        plan_only,
-        plan_token,
-        fleet,
-        preflight,
-        backend_options=loop_options(),
-    )
+    text = path.read_bytes().decode("utf-8")  # exactly the file (its hash is the file's)
+    sweep = _Sweep(request, config, text, secrets, fleet, plan_token)
+    return anyio.run(_run, sweep, backend_options=loop_options())
+
+
+@dataclass(frozen=True)
+class _Sweep:
+    """One sweep as this process runs it: the request, its config loaded, and its place in a fleet."""
+
+    request: RunRequest
+    config: SweepConfig
+    config_text: str  # the file as it is (its hash is the file's)
+    secrets: Secrets
+    fleet: FleetLimits | None = None
+    plan_token: str | None = None
+
+    @property
+    def works(self) -> bool:
+        """Whether this process works the queue (else it only plans the first stage into it)."""
+        return not self.request.plan_only
 
 
 def _resuming_with_work_left(config: SweepConfig) -> bool:
@@ -158,91 +154,100 @@ def _resuming_with_work_left(config: SweepConfig) -> bool:
         return False  # the run proper reports it
 
 
-async def _run(
-    path: Path,
-    config_text: str,
-    config: SweepConfig,
-    secrets: Secrets,
-    retry_failed: bool,
-    finalize: bool,
-    progress: bool,
-    plan_only: bool = False,
-    plan_token: str | None = None,
-    fleet: FleetLimits | None = None,
-    preflight: Preflight | None = None,
-) -> RunSummary:
-    from .fits import compute_fits
-
+async def _run(sweep: _Sweep) -> RunSummary:
+    config, request = sweep.config, sweep.request
     store_url = cache_url(config)
     async with open_queue(config.db_url, config.name) as queue, open_cache(store_url) as store:
-        if not plan_only and config.cache.policy != "off":
+        if sweep.works and config.cache.policy != "off":
             await move_run_entries(config.db_url, store, store_url)
-        meta = run_meta(path, config_text)
-        info = await queue.init_run(config_text, meta)
-        if info["meta"] != meta:  # a rerun: describe this config (created stays the first run's)
-            info["meta"] = await queue.update_meta({k: v for k, v in meta.items() if k != "created"})
-        if retry_failed:
-            await queue.requeue_failed()
-        if not plan_only:  # a quarantine lasts one run: the user may have fixed the cause
-            await queue.clear_controls("quarantined")
-            if not await _others_working(queue):  # else their calls in flight still hold theirs
-                await queue.budget_forget_reservations()  # calls of an earlier (killed) run are over
-        stages = Stages(config, queue, info["meta"], work=not plan_only, cache=store)
-        fits: dict[str, Any] | None = None
-        total = WorkStats()
-        interrupted = False
+        stages = Stages(config, queue, await _start(sweep, queue), work=sweep.works, cache=store)
         with ExitStack() as stack:
-            if not plan_only:
+            if sweep.works:
                 ensure_server(config, stack)
-            # Stages: work what can be planned; a fit from finished jobs may release more (gated episodes).
-            while True:
-                items = await stages.plan(fits)
-                if preflight is not None and not plan_only:
-                    await _preflight(config, queue, store, secrets, items, preflight)
-                    preflight = None  # once per run, before anything is spent
-                if plan_token is not None:
-                    await queue.update_meta({"plan_token": plan_token})
-                    plan_token = None
-                if plan_only:
-                    break
-                if retry_failed:
-                    await queue.requeue_failed()
-                stats, interrupted = await work_queue(
-                    config, queue, secrets, items, progress=progress, fleet=fleet, cache=store
-                )
-                total.add(stats)
-                if interrupted:
-                    break
-                new_fits = await compute_fits(config, queue)
-                if fits is not None and new_fits == fits:
-                    break
-                if fits is None and not new_fits:
-                    break
-                fits = new_fits
-        counts = Counter[str](await queue.status_totals())
-        summary = RunSummary(config.name, config.output, stages.planned, stages.added, total, dict(counts))
-        summary.interrupted, summary.left_out = interrupted, [n for n in stages.skipped if "missing (" in n]
-        waiting = [note for note in stages.skipped if "waits for" in note]
-        if waiting:
-            from .advance import waiting_reason
-
-            reason = await waiting_reason(queue)
-            summary.waiting = [f"{note} ({reason})" for note in waiting]
-        summary.batches = batch_outcomes(await queue.batches())
-        summary.held_back = await queue.controls()
-        if total.over_budget:
-            summary.budget_spent = await _budget_sentences(config, queue, sorted(total.over_budget))
-        if counts.get("failed"):
-            summary.failure_reasons = failure_reasons(await queue.results(status="failed"))
-        if finalize and not interrupted and not counts.get("pending") and not counts.get("running"):
+            total, interrupted = await _work_stages(sweep, queue, store, stages)
+        summary = await _summary(config, queue, stages, total, interrupted)
+        finished = not summary.counts.get("pending") and not summary.counts.get("running")
+        if request.finalize and sweep.works and not interrupted and finished:
             from .outputs import finalize_with_drilldown
 
             await finalize_with_drilldown(config, queue)
             summary.finalized = True
-        if not plan_only and not interrupted:
+        if sweep.works and not interrupted:
             await anyio.to_thread.run_sync(lambda: notify(config, *_outcome(summary)))
         await anyio.to_thread.run_sync(flush_notices)  # a quarantine's notice, say, still on its way
         return summary
+
+
+async def _start(sweep: _Sweep, queue: Queue) -> dict[str, Any]:
+    """Record the run (a rerun describes this config; created stays the first run's) and clear what
+    lasts one run; the run's metadata as stored."""
+    meta = run_meta(sweep.request.config_path, sweep.config_text)
+    info = await queue.init_run(sweep.config_text, meta)
+    if info["meta"] != meta:
+        info["meta"] = await queue.update_meta({k: v for k, v in meta.items() if k != "created"})
+    if sweep.request.retry_failed:
+        await queue.requeue_failed()
+    if sweep.works:  # a quarantine lasts one run: the user may have fixed the cause
+        await queue.clear_controls("quarantined")
+        if not await _others_working(queue):  # else their calls in flight still hold theirs
+            await queue.budget_forget_reservations()  # calls of an earlier (killed) run are over
+    meta_now: dict[str, Any] = info["meta"]
+    return meta_now
+
+
+async def _work_stages(
+    sweep: _Sweep, queue: Queue, store: CacheStore, stages: Stages
+) -> tuple[WorkStats, bool]:
+    """Work what can be planned, stage by stage: a fit from finished jobs may release more (gated
+    episodes). What this process did, and whether it was interrupted."""
+    from .fits import compute_fits
+
+    config, request = sweep.config, sweep.request
+    preflight, plan_token = request.preflight if sweep.works else None, sweep.plan_token
+    fits: dict[str, Any] | None = None
+    total = WorkStats()
+    while True:
+        items = await stages.plan(fits)
+        if preflight is not None:
+            await preflight_models(config, queue, store, sweep.secrets, items, preflight)
+            preflight = None  # once per run, before anything is spent
+        if plan_token is not None:
+            await queue.update_meta({"plan_token": plan_token})
+            plan_token = None
+        if not sweep.works:
+            return total, False
+        if request.retry_failed:
+            await queue.requeue_failed()
+        stats, interrupted = await work_queue(
+            config, queue, sweep.secrets, items, progress=request.progress, fleet=sweep.fleet, cache=store
+        )
+        total.add(stats)
+        new_fits = None if interrupted else await compute_fits(config, queue)
+        if interrupted or new_fits == fits or (fits is None and not new_fits):
+            return total, interrupted
+        fits = new_fits
+
+
+async def _summary(
+    config: SweepConfig, queue: Queue, stages: Stages, total: WorkStats, interrupted: bool
+) -> RunSummary:
+    """What the run did and where it stands: counts, what waits and why, batches, held-back models."""
+    counts = Counter[str](await queue.status_totals())
+    summary = RunSummary(config.name, config.output, stages.planned, stages.added, total, dict(counts))
+    summary.interrupted, summary.left_out = interrupted, [n for n in stages.skipped if "missing (" in n]
+    waiting = [note for note in stages.skipped if "waits for" in note]
+    if waiting:
+        from .advance import waiting_reason
+
+        reason = await waiting_reason(queue)
+        summary.waiting = [f"{note} ({reason})" for note in waiting]
+    summary.batches = batch_outcomes(await queue.batches())
+    summary.held_back = await queue.controls()
+    if total.over_budget:
+        summary.budget_spent = await _budget_sentences(config, queue, sorted(total.over_budget))
+    if counts.get("failed"):
+        summary.failure_reasons = failure_reasons(await queue.results(status="failed"))
+    return summary
 
 
 async def _others_working(queue: Queue) -> bool:
@@ -355,40 +360,6 @@ async def _work(
             tg.start_soon(tick)
             tg.start_soon(work)
     return worker.stats, interrupted
-
-
-@dataclass(frozen=True)
-class Preflight:
-    """How ``run`` checks its models before working: probe them (unless ``probe`` is off), leave out
-    ``skip`` (their jobs stay pending this run), and show the go/no-go table with ``report``."""
-
-    probe: bool = True
-    skip: frozenset[str] = frozenset()
-    report: Callable[[list[Probe]], None] | None = None
-
-
-async def _preflight(
-    config: SweepConfig,
-    queue: Queue,
-    store: CacheStore,
-    secrets: Secrets,
-    items: Items,
-    preflight: Preflight,
-) -> None:
-    """Leave out the skipped models; probe the rest; stop on a no-go (``PreflightError``)."""
-    known = {m.id for m in config.models}
-    for model_id in sorted(preflight.skip):
-        if model_id not in known:
-            raise ConfigError(f"--skip-model {model_id}: no model with that id in the config")
-        await queue.set_control(model_id, "quarantined", "left out of this run with --skip-model")
-    if not preflight.probe:
-        return
-    open_jobs = [job for job, _s, _r, _e in await queue.results(status="pending")]
-    probes = await probe_models(config, queue, secrets, items, open_jobs, store=store, skip=preflight.skip)
-    if preflight.report is not None:
-        preflight.report(probes)
-    if not all(p.go for p in probes):
-        raise PreflightError(no_go_message(probes))
 
 
 async def _budget_sentences(config: SweepConfig, queue: Queue, scopes: list[str]) -> list[str]:

@@ -57,6 +57,7 @@ PUBLIC = {
         "Preflight",
         "PreflightError",
         "Probe",
+        "RunRequest",
         "RunSummary",
         "finalize_config",
         "finalize_once",
