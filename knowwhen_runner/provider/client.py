@@ -84,11 +84,6 @@ class ModelClient:
         self._transport.preload()
 
     @property
-    def transport(self) -> Transport:
-        """Where this client's requests go (provider batches go through the same one)."""
-        return self._transport
-
-    @property
     def secrets(self) -> Secrets:
         """The keys this client sends (read per request from the environment; never stored)."""
         return self._secrets

@@ -40,7 +40,8 @@ from ..work.worker import WorkStats, new_worker_id
 from .advance import advance_stages, waiting_reason, waiting_stages
 from .guards import check_before_run
 from .request import RunRequest
-from .sweep import RunSummary, check_keys, run_sweep, work_queue
+from .sweep import RunSummary, check_keys, run_sweep
+from .working import work_queue
 
 __all__ = [
     "JoinSummary",

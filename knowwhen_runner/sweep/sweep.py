@@ -6,7 +6,6 @@ because planning is idempotent and the queue keeps every recorded result.
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -19,16 +18,17 @@ from ..cache import CacheStore, cache_url, open_cache
 from ..cache.legacy import move_run_entries
 from ..config import SweepConfig, load_config
 from ..exceptions import KnowwhenError
-from ..jobs import Items
 from ..plan.grid import Plan, plan
-from ..provider import FleetLimits, LearnedLimits, Limiters, ModelClient, Secrets, Transport, preload_litellm
+from ..provider import (
+    FleetLimits,
+    Secrets,
+    preload_litellm,
+)
 from ..queue import (
-    SET_ASIDE,
     JobResult,
     ModelControl,
     Queue,
     describe_workers,
-    open_ledger,
     open_queue,
     set_max_db_outage,
 )
@@ -37,14 +37,13 @@ from ..stored import config_from_run, run_meta, with_db
 from ..stored.status import batch_outcomes
 from ..work.budget import BudgetGuard, budget_sentence
 from ..work.event_loop import loop_options
-from ..work.stop_signals import watch_stop_signals
-from ..work.worker import Worker, WorkStats
+from ..work.worker import WorkStats
 from .local_server import ensure_server
 from .notify import flush_notices, notify
 from .preflight import preflight_models
-from .progress import SweepProgress
 from .request import RunRequest
 from .stages import Stages
+from .working import work_queue
 
 __all__ = [
     "RunSummary",
@@ -53,7 +52,6 @@ __all__ = [
     "finalize_config",
     "load_and_plan",
     "run_sweep",
-    "work_queue",
 ]
 
 
@@ -270,98 +268,6 @@ def _outcome(summary: RunSummary) -> tuple[str, str]:
     return "finish", said
 
 
-async def work_queue(
-    config: SweepConfig,
-    queue: Queue,
-    secrets: Secrets,
-    items: Items,
-    *,
-    progress: bool = True,
-    fleet: FleetLimits | None = None,
-    transport: Transport | None = None,
-    cache: CacheStore | None = None,
-) -> tuple[WorkStats, bool]:
-    """Work the queue in this process with a progress bar; Ctrl-C stops gracefully, twice cancels.
-
-    ``fleet``: rate limits shared by every process of the run; ``transport``: how requests are sent
-    (litellm unless given: tests pass a ``MockTransport``); ``cache``: the response store (default: the
-    one the config names, opened for this call).
-    """
-    if cache is None:
-        async with open_cache(cache_url(config)) as store:
-            return await work_queue(
-                config,
-                queue,
-                secrets,
-                items,
-                progress=progress,
-                fleet=fleet,
-                transport=transport,
-                cache=store,
-            )
-    if fleet is None and any(m.adapts() for m in config.models) and not config.db_url.startswith("memory"):
-        # learned limits are kept in the run database for the next run, even without a fleet
-        async with open_ledger(config.db_url) as ledger:
-            return await _work(config, queue, secrets, items, progress, None, transport, cache, ledger)
-    return await _work(config, queue, secrets, items, progress, fleet, transport, cache, None)
-
-
-async def _work(
-    config: SweepConfig,
-    queue: Queue,
-    secrets: Secrets,
-    items: Items,
-    progress: bool,
-    fleet: FleetLimits | None,
-    transport: Transport | None,
-    cache: CacheStore,
-    learned: LearnedLimits | None,
-) -> tuple[WorkStats, bool]:
-    limiters = Limiters(config.models, fleet=fleet, max_outage_s=config.workers.max_outage_s, learned=learned)
-    tries, failing = max(2, config.workers.max_attempts + 1), config.workers.quarantine_failures
-    client = ModelClient(limiters, secrets, transport=transport, max_tries=tries, failing_after=failing)
-    totals = await queue.status_totals()  # from an index: the rows of done jobs are never read
-    total = sum(n for status, n in totals.items() if status != SET_ASIDE)
-    already = totals.get("done", 0) + totals.get("failed", 0)
-    display = SweepProgress(total, already, backing_off=limiters.backing_off, enabled=progress)
-    worker = Worker(
-        config,
-        queue,
-        client,
-        items,
-        cache=cache,
-        limiters=limiters,
-        on_progress=lambda s: display.update(s.done, s.cost_usd, s.failed, s.runner_errors),
-        on_quarantine=lambda model_id, reason: _quarantined(config, model_id, reason),
-    )
-    display.batches = worker.batches.describe if worker.batches is not None else None
-    interrupted = False
-    with display:
-        async with anyio.create_task_group() as tg:
-
-            def stopped() -> None:
-                nonlocal interrupted
-                interrupted = True
-
-            async def watch_signals() -> None:
-                grace = config.workers.stop_grace_s
-                await watch_stop_signals(worker, grace, stopped, tg.cancel_scope.cancel)
-
-            async def work() -> None:
-                await worker.run()
-                tg.cancel_scope.cancel()
-
-            async def tick() -> None:
-                while True:  # nothing is recorded while the database is away: the line still says so
-                    await anyio.sleep(1.0)
-                    display.tick()
-
-            tg.start_soon(watch_signals)
-            tg.start_soon(tick)
-            tg.start_soon(work)
-    return worker.stats, interrupted
-
-
 async def _budget_sentences(config: SweepConfig, queue: Queue, scopes: list[str]) -> list[str]:
     """What each spent budget bought and how many of its models' jobs wait."""
     tallies = await queue.budget_tallies()
@@ -373,20 +279,6 @@ async def _budget_sentences(config: SweepConfig, queue: Queue, scopes: list[str]
         budget_sentence(config, scope, tallies, sum(open_jobs[m] for m in guard.models_under(scope)))
         for scope in scopes
     ]
-
-
-def _quarantined(config: SweepConfig, model_id: str, reason: str) -> None:
-    _say_quarantined(model_id, reason)
-    notify(config, "quarantine", f"{model_id} is quarantined: {reason}", wait=False)
-
-
-def _say_quarantined(model_id: str, reason: str) -> None:
-    print(
-        f"\nknowwhen: quarantined {model_id} for this run: {reason}; its jobs stay pending, "
-        "the other models go on",
-        file=sys.stderr,
-        flush=True,
-    )
 
 
 # --- dry run and status -------------------------------------------------------------------------------

@@ -35,7 +35,15 @@ from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
 from ..exceptions import KnowwhenError, ProviderError
 from ..jobs import Items, Job
-from ..provider import FOR_JOB, REQUEST_STARTED, CacheMode, Limiters, ModelClient, ModelFailing
+from ..provider import (
+    FOR_JOB,
+    REQUEST_STARTED,
+    BatchTransport,
+    CacheMode,
+    Limiters,
+    ModelClient,
+    ModelFailing,
+)
 from ..provider.batch_client import BatchClient
 from ..queue import Failure, Queue
 from .batch_lane import BatchLane
@@ -72,6 +80,7 @@ class Worker(Recording):
         on_progress: Callable[[WorkStats], None] | None = None,
         on_quarantine: Callable[[str, str], None] | None = None,
         limiters: Limiters | None = None,
+        batch_transport: BatchTransport | None = None,
     ) -> None:
         self.config = config
         self.queue = queue
@@ -104,7 +113,7 @@ class Worker(Recording):
             self.batches = BatchLane(
                 queue, self.id, self._models, items, client.secrets, self._settings,
                 unhold=self._held.difference_update, on_recorded=self._batch_recorded,
-                store=self.calls.store, client=BatchClient(client.transport),
+                store=self.calls.store, client=BatchClient(batch_transport),
                 new_batches=config.cache.policy == "read-write",  # docs/batches.md: cache policies
             )  # fmt: skip
 

@@ -19,6 +19,7 @@ PUBLIC = {
     "plan": ["FitRequest", "Plan", "fit_requests", "open_loop_mode", "plan", "plan_stamp"],
     "provider": [
         "AdaptiveRate",
+        "BatchTransport",
         "CACHE_KEY_VERSION",
         "CacheMode",
         "CallKind",
@@ -34,6 +35,7 @@ PUBLIC = {
         "MockTransport",
         "ModelClient",
         "ModelFailing",
+        "ProviderTransport",
         "QUESTION_NAME",
         "REQUEST_STARTED",
         "Reply",
