@@ -172,7 +172,7 @@ def _seed_cache(config_path: Path, response: dict[str, Any]) -> int:
     from knowwhen_runner.config import load_config
     from knowwhen_runner.provider import decision_body
     from knowwhen_runner.provider.cache_keys import cache_key
-    from knowwhen_runner.run.sweep import load_and_plan
+    from knowwhen_runner.sweep.sweep import load_and_plan
 
     config = load_config(config_path)
     _scenarios, the_plan = load_and_plan(config)

@@ -27,9 +27,9 @@ from knowwhen_runner.jobs import Job
 from knowwhen_runner.plan import plan
 from knowwhen_runner.queue import Failure, open_queue
 from knowwhen_runner.results.finalize import finalize_run
-from knowwhen_runner.run.fits import compute_fits
-from knowwhen_runner.run.stored import run_meta
 from knowwhen_runner.scenarios import load_scenario
+from knowwhen_runner.stored import run_meta
+from knowwhen_runner.sweep.fits import compute_fits
 from tests.benchdata import make_dataset
 
 L1 = Path(__file__).resolve().parent / "fixtures" / "isolated"

@@ -1,6 +1,6 @@
 """`knowwhen cache ...`: the shared response store: where it is, what it holds, pruning, replay bundles.
 
-A thin typer layer over ``run.cache_commands``. A store is named by a config file or run folder (the
+A thin typer layer over ``stored.cache_commands``. A store is named by a config file or run folder (the
 store that run uses), by ``--store`` (a SQLite file or a database URL), or by nothing (the user's).
 """
 
@@ -53,7 +53,7 @@ def _print_counts(location: str, counts: dict[str, int]) -> None:
 def cache_stats(target: _Target = None, store: _Store = None, db: _Db = None) -> None:
     """Where the store is, and its cached responses per model string."""
     # start-up: a command loads only the stages it runs
-    from ..run import cache_report, store_url
+    from ..stored import cache_report, store_url
 
     location, counts, _ = cache_report(store_url(target, db=db, store=store))
     _print_counts(location, counts)
@@ -72,7 +72,7 @@ def cache_prune(
 ) -> None:
     """Delete cached responses by model and/or age (recorded answers stay)."""
     # start-up: a command loads only the stages it runs
-    from ..run import cache_report, store_url
+    from ..stored import cache_report, store_url
 
     if not (model or older_than or all_entries):
         raise ConfigError("cache prune: name a --model, an --older-than age, or give --all")
@@ -91,7 +91,7 @@ def cache_clear(
 ) -> None:
     """Delete cached responses of a run's store (rerun with cache policy refresh to re-ask instead)."""
     # start-up: a command loads only the stages it runs
-    from ..run import cache_report, store_url
+    from ..stored import cache_report, store_url
 
     if not model and not all_models:
         raise ConfigError("cache clear: name a --model or give --all")
@@ -118,8 +118,8 @@ def cache_export(
 ) -> None:
     """Write a replay bundle: one content-addressed file with a manifest (counts, models, sha256)."""
     # start-up: a command loads only the stages it runs
-    from ..run import cache_export as export
-    from ..run import store_url
+    from ..stored import cache_export as export
+    from ..stored import store_url
 
     targets = list(configs or [])
     url = store_url(targets[0] if targets else None, db=db, store=store)
@@ -140,8 +140,8 @@ def cache_import(
 ) -> None:
     """Load a replay bundle into a store (responses stored already keep theirs)."""
     # start-up: a command loads only the stages it runs
-    from ..run import cache_import as load
-    from ..run import store_url
+    from ..stored import cache_import as load
+    from ..stored import store_url
 
     location, summary = load(bundle, url=store_url(target, db=db, store=store))
     out.print(

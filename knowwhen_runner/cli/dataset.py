@@ -107,7 +107,7 @@ def import_(
     calls); then finalize."""
     # start-up: a command loads only the stages it runs
     from ..dataset.hub import resolve_dataset
-    from ..run import import_dataset
+    from ..sweep import import_dataset
 
     root = resolve_dataset(dataset, fetch=fetch)
     wanted = {m.strip() for m in models.split(",") if m.strip()} if models else None

@@ -1,6 +1,6 @@
 """`knowwhen export RUN_DIR --out DIR [--push REPO_ID] [--dry-run]`: a run as a dataset folder, and its upload.
 
-A thin typer layer over ``run.export`` (the stored run read back, laid out by ``results.export``) and ``dataset.publish`` (the upload).
+A thin typer layer over ``stored.export`` (the stored run read back, laid out by ``results.export``) and ``dataset.publish`` (the upload).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def export(
     """Lay a finalised run out as an AgentDecisionBench dataset folder with its own card; optionally push it."""
     # start-up: a command loads only the stages it runs
     from ..dataset.publish import push_dataset
-    from ..run.export import export_run
+    from ..stored.export import export_run
 
     summary = export_run(run_dir, out_dir, db=db)
     sets = ", ".join(f"{sc} -> {folder}/" for sc, folder in summary.sets.items()) or "none"

@@ -18,7 +18,7 @@ from ..exceptions import EXIT_REQUEUE
 from .tables import print_forecast, print_probes
 
 if TYPE_CHECKING:
-    from ..run import RunSummary
+    from ..sweep import RunSummary
 
 __all__ = [
     "EXIT_BUDGET",
@@ -72,20 +72,20 @@ def run(
     ] = False,
 ) -> None:
     """Plan CONFIG into its queue and work until every job is recorded, then finalise. Rerun to resume."""
-    from ..run import Preflight, run_fleet  # start-up: a command loads only the stages it runs
+    from ..sweep import Preflight, RunRequest, run_fleet  # start-up: a command loads only the stages it runs
 
     summary = run_fleet(
-        config,
-        db=db,
-        processes=processes,
-        retry_failed=retry_failed,
-        finalize=not no_finalize,
-        progress=not quiet,
-        plan_only=plan_only,
-        preflight=Preflight(
-            not no_probe, frozenset(skip_model or ()), lambda probes: print_probes(out, probes)
-        ),
-        replace_config=replace_config,
+        RunRequest(
+            config,
+            db=db,
+            processes=processes,
+            retry_failed=retry_failed,
+            finalize=not no_finalize,
+            progress=not quiet,
+            plan_only=plan_only,
+            preflight=Preflight(not no_probe, frozenset(skip_model or ()), lambda p: print_probes(out, p)),
+            replace_config=replace_config,
+        )
     )
     _say_outcome(summary)
     if plan_only:
@@ -175,7 +175,7 @@ def plan(
 ) -> None:
     """Dry run: jobs per model/mode/scenario, calls still to make, cache hits and a cost estimate."""
     # start-up: a command loads only the stages it runs
-    from ..run import plan_report, probe_report
+    from ..sweep import plan_report, probe_report
 
     probes = probe_report(config, db=db) if probe else None
     report = plan_report(config, db=db)
@@ -205,7 +205,7 @@ def plan(
     out.print(f"cache: {report.cache}", highlight=False)
     if probes is not None and not all(p.go for p in probes):
         # start-up: a command loads only the stages it runs
-        from ..run.preflight import no_go_message
+        from ..sweep.preflight import no_go_message
 
         out.print(f"[red]{no_go_message(probes)}[/red]")
         raise typer.Exit(2)
@@ -225,7 +225,7 @@ def finalize(
 ) -> None:
     """Write the run's answers files and tables from what is recorded (idempotent)."""
     # start-up: a command loads only the stages it runs
-    from ..run import finalize_config
+    from ..sweep import finalize_config
 
     if figures is not None:  # say what to install before any work is done
         # start-up: a command loads only the stages it runs
@@ -237,7 +237,7 @@ def finalize(
     out.print(f"finalised: {output}")
     if figures is not None:
         # start-up: a command loads only the stages it runs
-        from ..run.outputs import write_run_figures
+        from ..sweep.outputs import write_run_figures
 
         drawn = write_run_figures(config, fmt, db=db)
         out.print(f"figures: {len(drawn)} {fmt} files in {output / 'plots'}")
@@ -262,7 +262,7 @@ def worker(
 ) -> None:
     """Join a run in a shared database from any machine: work until it has no open jobs, then exit."""
     # start-up: a command loads only the stages it runs
-    from ..run import join_run
+    from ..sweep import join_run
 
     summary = join_run(db, run_name, wait_s=wait, finalize=not no_finalize, progress=not quiet)
     st = summary.stats

@@ -25,7 +25,7 @@ def status(
 ) -> None:
     """Done / pending / failed per model, cost and calls so far, and the workers."""
     # start-up: a command loads only the stages it runs
-    from ..run import status_report
+    from ..stored import status_report
 
     report = status_report(run_dir, db=db, run=run_name)
     if as_json:
@@ -117,7 +117,7 @@ def pause(
 ) -> None:
     """Pause MODEL in a running run: every worker stops claiming its jobs within seconds (they stay pending)."""
     # start-up: a command loads only the stages it runs
-    from ..run import pause_model
+    from ..stored import pause_model
 
     new = pause_model(run_dir, model, db=db, run=run_name)
     out.print(f"paused {model}" if new else f"{model} was paused already")
@@ -133,7 +133,7 @@ def resume(
 ) -> None:
     """Resume a paused MODEL: workers claim its jobs again within seconds (rerun if the run has ended)."""
     # start-up: a command loads only the stages it runs
-    from ..run import resume_model
+    from ..stored import resume_model
 
     was = resume_model(run_dir, model, db=db, run=run_name)
     out.print(f"resumed {model}" if was else f"{model} was not paused")

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from ..run import PlanReport, Probe
+    from ..sweep import PlanReport, Probe
 
 __all__ = ["print_forecast", "print_probes"]
 

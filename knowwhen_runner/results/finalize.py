@@ -101,7 +101,7 @@ class _Folder:
 
 
 Drilldown = Callable[[Sequence[CxsManifest]], Awaitable[str]]
-"""Builds the report's drill-down section from the manifests (the viewer's offline page, which ``run/``
+"""Builds the report's drill-down section from the manifests (the viewer's offline page, which ``sweep/``
 hands over: the viewer reads results, so results never import it)."""
 
 

@@ -24,7 +24,7 @@ from ..jobs import Items
 from ..queue import JobCounts, Queue
 from ..results import CxsManifest, load_manifest, manifest_path
 from ..results.episode_rows import episode_row
-from ..stored_run import stored_config
+from ..stored.reader import stored_config
 from .answer_keys import KeyEntry, answer_keys
 
 __all__ = ["RunData"]

@@ -19,8 +19,8 @@ from knowwhen_runner.dataset.score_folder import check_leaderboard, score_report
 from knowwhen_runner.exceptions import KnowwhenError
 from knowwhen_runner.jsonio import iter_jsonl
 from knowwhen_runner.results.manifest import load_manifest
-from knowwhen_runner.run import finalize_config, import_dataset
-from knowwhen_runner.run.export import export_run
+from knowwhen_runner.stored.export import export_run
+from knowwhen_runner.sweep import finalize_config, import_dataset
 from tests.card_snippet import card_score
 from tests.exportdata import EPISODE_SCENARIOS, FAILED_ERROR, MODELS, VARIANTS, make_run, write_run_config
 from tests.helpers import knowwhen

@@ -10,8 +10,8 @@ import anyio
 from knowwhen_runner.jobs import Job
 from knowwhen_runner.queue import open_queue
 from knowwhen_runner.results.episode_rows import EpisodeRow, EpisodeSpend
-from knowwhen_runner.run.episode_import import _at_its_tau
-from knowwhen_runner.run.import_history import EARLIER_ATTEMPT, Recorded, record_history
+from knowwhen_runner.sweep.episode_import import _at_its_tau
+from knowwhen_runner.sweep.import_history import EARLIER_ATTEMPT, Recorded, record_history
 
 
 def _job(job_id: str, model: str = "dm", mode: str = "model", payload: dict[str, Any] | None = None) -> Job:

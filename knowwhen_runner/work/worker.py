@@ -35,12 +35,21 @@ from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
 from ..exceptions import KnowwhenError, ProviderError
 from ..jobs import Items, Job
-from ..provider import FOR_JOB, REQUEST_STARTED, CacheMode, Limiters, ModelClient, ModelFailing
+from ..provider import (
+    FOR_JOB,
+    REQUEST_STARTED,
+    BatchTransport,
+    CacheMode,
+    Limiters,
+    ModelClient,
+    ModelFailing,
+)
 from ..provider.batch_client import BatchClient
 from ..queue import Failure, Queue
 from .batch_lane import BatchLane
 from .budget import BudgetGuard, BudgetSpent
 from .calls import CachedCalls, Lookup, question_call
+from .handover import Stopping
 from .holds import Holds
 from .lanes import Lanes
 from .outcome import Outcome, Outcomes, Question, WorkStats
@@ -72,6 +81,7 @@ class Worker(Recording):
         on_progress: Callable[[WorkStats], None] | None = None,
         on_quarantine: Callable[[str, str], None] | None = None,
         limiters: Limiters | None = None,
+        batch_transport: BatchTransport | None = None,
     ) -> None:
         self.config = config
         self.queue = queue
@@ -79,10 +89,8 @@ class Worker(Recording):
         self.items = items
         self.id = worker_id or new_worker_id()
         self.stats = WorkStats()
-        self.stopping = anyio.Event()
+        self.stopping = Stopping()
         self.runner_errors = RunnerErrors(config.output, self.id)
-        self._grace: float | None = None  # set by a hand-over: how long calls in flight may still run
-        self._callers: anyio.CancelScope | None = None
         self._on_progress = on_progress
         self._limiters = limiters
         self._models: dict[str, ModelSpec] = {m.id: m for m in config.models}
@@ -95,16 +103,15 @@ class Worker(Recording):
         self._requests: dict[str, Question] = {}  # questions looked up in the cache, waiting for a caller
         self._held: set[str] = set()  # job ids claimed and not yet recorded
         self._lost_at = -math.inf  # when this worker last looked for jobs leased to it but not held
-        self._unstarted: dict[str, anyio.CancelScope] = {}  # started jobs that have sent nothing yet
         self._slots = anyio.CapacityLimiter(self._settings.concurrency or math.inf)
         self.batches: BatchLane | None = (
-            None  # provider batches, when some model has them (run/batch_lane.py)
+            None  # provider batches, when some model has them (work/batch_lane.py)
         )
         if any(m.batch is not None for m in config.models):
             self.batches = BatchLane(
                 queue, self.id, self._models, items, client.secrets, self._settings,
                 unhold=self._held.difference_update, on_recorded=self._batch_recorded,
-                store=self.calls.store, client=BatchClient(client.transport),
+                store=self.calls.store, client=BatchClient(batch_transport),
                 new_batches=config.cache.policy == "read-write",  # docs/batches.md: cache policies
             )  # fmt: skip
 
@@ -194,11 +201,11 @@ class Worker(Recording):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._heartbeat_loop, tg)
                 tg.start_soon(self._record_loop, out_recv, tg)
-                tg.start_soon(self._abandon_after_grace)
+                tg.start_soon(self.stopping.abandon_after_grace)
                 if self.batches is not None:
                     tg.start_soon(self.batches.run)
                 async with out_send, anyio.create_task_group() as calls:
-                    self._callers = calls.cancel_scope
+                    self.stopping.callers = calls.cancel_scope
                     await self._claim_loop(calls, out_send)
         finally:
             with anyio.CancelScope(shield=True):
@@ -211,24 +218,13 @@ class Worker(Recording):
 
     def stop(self) -> None:
         """Stop claiming; calls in flight finish and are recorded, jobs that sent nothing are released."""
-        self.stopping.set()
-        for scope in list(self._unstarted.values()):
-            scope.cancel()
+        self.stopping.stop()
 
     def hand_over(self, grace_s: float) -> None:
         """SIGTERM: stop claiming, give unstarted jobs back now, abandon calls still running after
         ``grace_s`` (their jobs go back too); what finished in time is recorded."""
         self.stats.handed_over = True
-        self._grace = grace_s
-        self.stop()
-
-    async def _abandon_after_grace(self) -> None:
-        await self.stopping.wait()
-        if self._grace is None:
-            return
-        await anyio.sleep(self._grace)
-        if self._callers is not None:
-            self._callers.cancel()  # calls still in flight are abandoned; their jobs are released at exit
+        self.stopping.hand_over(grace_s)
 
     def given_up(self) -> dict[str, str]:
         """Models this worker stopped waiting for (down too long), with their last error."""
@@ -313,7 +309,7 @@ class Worker(Recording):
             if response is None and self.batches is not None and await self.batches.takes(q.job):
                 self.client.preload()
                 self.lanes.left(q.job.model_id)
-                self.batches.add(q.job, q.call)  # answered when its provider batch is (run/batch_lane.py)
+                self.batches.add(q.job, q.call)  # answered when its provider batch is (work/batch_lane.py)
                 continue
             if response is None:
                 self.client.preload()  # a real call is coming: start the slow import now
@@ -342,8 +338,8 @@ class Worker(Recording):
     async def _call(self, job: Job, outcomes: Outcomes) -> None:
         """One started job: it waits for its own model's limiter; handed back untouched if the worker stops
         before it sent anything (``REQUEST_STARTED`` tells when it has)."""
-        scope = self._unstarted[job.id] = anyio.CancelScope()
-        token = REQUEST_STARTED.set(lambda: self._started(job.id))
+        scope = self.stopping.unstarted(job.id)
+        token = REQUEST_STARTED.set(lambda: self.stopping.sent(job.id))  # it sent: a stop leaves it be
         FOR_JOB.set(job.id)  # this task's own context: the model's failures are counted per job
         outcome: Outcome | None = None
         try:
@@ -356,7 +352,7 @@ class Worker(Recording):
                     else:
                         outcome = await self._execute(job)
         finally:
-            self._unstarted.pop(job.id, None)
+            self.stopping.sent(job.id)
             REQUEST_STARTED.reset(token)
             self.lanes.left(job.model_id)
         if outcome is None:  # stopped before it sent anything: back to the queue at once
@@ -365,6 +361,3 @@ class Worker(Recording):
             return
         crashpoint("call")
         await outcomes.send(outcome)
-
-    def _started(self, job_id: str) -> None:
-        self._unstarted.pop(job_id, None)  # it sent a request: a stop no longer hands it back

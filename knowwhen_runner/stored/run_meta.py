@@ -2,8 +2,8 @@
 
 ``run`` records the config text and a little metadata with the run, so ``finalize``, ``status``,
 ``worker`` (on a machine with none of the files) and ``import`` all read the same config back, with the
-same one-line errors. Reopening a run and parsing its stored config live in ``knowwhen_runner.stored_run``
-(the viewer reads runs the same way); they are named here too for this package's modules.
+same one-line errors. Reopening a run and parsing its stored config live in ``reader`` (the viewer
+reads runs the same way).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from .. import __version__
 from ..config import SweepConfig
 from ..exceptions import ConfigError
 from ..jobs import JOB_ID_VERSION
-from ..stored_run import open_existing, stored_config, with_db
+from .reader import open_existing, stored_config
 
-__all__ = ["config_from_run", "open_existing", "run_meta", "stored_config", "with_db"]
+__all__ = ["config_from_run", "run_meta"]
 
 
 def run_meta(config_path: Path, config_text: str, **extra: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 
 from ..exceptions import ConfigError
-from .stored import open_existing
+from .reader import open_existing
 
 __all__ = ["pause_model", "resume_model"]
 

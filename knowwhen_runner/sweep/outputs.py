@@ -46,8 +46,7 @@ def write_run_figures(target: str | Path, fmt: FigureFormat, *, db: str | None =
     from ..config import load_config
     from ..results import load_manifest, manifest_path
     from ..results.figures import write_figures
-    from ..stored_run import with_db
-    from .stored import config_from_run
+    from ..stored import config_from_run, with_db
 
     target = Path(target)
 

@@ -39,7 +39,7 @@ from ..provider.batch_client import BatchClient, BatchLine, BatchState, LineResu
 from ..queue import BatchRecord, Failure, Queue
 from .calls import QuestionCall, question_call
 
-__all__ = ["BatchLane", "BatchStats", "batch_outcomes", "batch_rows"]
+__all__ = ["BatchLane", "BatchStats"]
 
 _TICK_S = 0.1
 
@@ -313,33 +313,3 @@ class BatchLane:
         self.stats.returned += len(failures)
         self.stats.finished[state.status] = self.stats.finished.get(state.status, 0) + 1
         self._on_recorded([r for _, r in results], sum(f.final for f in failures))
-
-
-def batch_outcomes(records: list[BatchRecord]) -> dict[str, int]:
-    """Batches per status, and their items answered and returned: what ``status`` shows."""
-    out: dict[str, int] = {}
-    for rec in records:
-        out[f"batches_{rec.status}"] = out.get(f"batches_{rec.status}", 0) + 1
-        for name in ("answered", "returned"):
-            out[f"items_{name}"] = out.get(f"items_{name}", 0) + int(rec.counts.get(name, 0))
-        if rec.status in ("submitting", "submitted"):
-            out["items_in_flight"] = out.get("items_in_flight", 0) + len(rec.job_ids)
-    return out
-
-
-def batch_rows(records: list[BatchRecord]) -> list[dict[str, Any]]:
-    """One plain row per batch, for ``status``: provider id, status, age, items and outcome counts."""
-    now = time.time()
-    return [
-        {
-            "key": rec.key,
-            "model": rec.model_id,
-            "provider_id": rec.provider_id,
-            "status": rec.status,
-            "items": len(rec.job_ids),
-            "age_s": round(max(0.0, now - rec.created_at), 1),
-            **rec.counts,
-            "error": rec.error,
-        }
-        for rec in records
-    ]

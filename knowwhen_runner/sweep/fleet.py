@@ -11,6 +11,7 @@ is finalised once, by the first process to find it finished (``Queue.take_finali
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import socket
@@ -33,12 +34,14 @@ from ..jobs import Items
 # process should not spend holding leased jobs, and local workers then start calling together.
 from ..provider import FleetLimits, load_litellm, preload_litellm
 from ..queue import Queue, find_run_name, is_shared_url, open_ledger, open_queue, set_max_db_outage
+from ..stored import stored_config
+from ..work.event_loop import loop_options
+from ..work.worker import WorkStats, new_worker_id
 from .advance import advance_stages, waiting_reason, waiting_stages
-from .event_loop import loop_options
 from .guards import check_before_run
-from .stored import stored_config
-from .sweep import Preflight, RunSummary, check_keys, run_sweep, work_queue
-from .worker import WorkStats, new_worker_id
+from .request import RunRequest
+from .sweep import RunSummary, check_keys, run_sweep
+from .working import work_queue
 
 __all__ = [
     "JoinSummary",
@@ -210,59 +213,30 @@ async def _counts(queue: Queue) -> dict[str, int]:
 # --- knowwhen run, with or without more processes ----------------------------------------------------
 
 
-def run_fleet(
-    config_path: str | Path,
-    *,
-    db: str | None = None,
-    processes: int = 1,
-    retry_failed: bool = False,
-    finalize: bool = True,
-    progress: bool = True,
-    plan_only: bool = False,
-    preflight: Preflight | None = None,
-    replace_config: bool = False,
-) -> RunSummary:
+def run_fleet(request: RunRequest) -> RunSummary:
     """``knowwhen run``: one process on a private database; with a shared one (PostgreSQL, or ``processes
     > 1``) a member of a fleet: it plans and works under the fleet's limits, ``processes - 1`` workers join
     it here, the run is finalised once (by whichever process finds it finished first) and keeps its config."""
-    config = load_config(config_path)
-    url = db or config.db_url
-    check_before_run(Path(config_path), config, url, replace_config=replace_config)
-    if plan_only or (processes <= 1 and not is_shared_url(url)):
-        return run_sweep(
-            config_path,
-            db=db,
-            retry_failed=retry_failed,
-            finalize=finalize,
-            progress=progress,
-            plan_only=plan_only,
-            preflight=preflight,
-            config=config,
-        )
+    config = load_config(request.config_path)
+    url = request.db or config.db_url
+    check_before_run(request.config_path, config, url, replace_config=request.replace_config)
+    if request.plan_only or (request.processes <= 1 and not is_shared_url(url)):
+        return run_sweep(request, config=config)
     ledger, holder = open_ledger(url), new_worker_id()
     token = uuid.uuid4().hex
-    children = _spawn_workers(url, config.name, processes - 1, token)
+    children = _spawn_workers(url, config.name, request.processes - 1, token)
     interrupted = True
     try:
         if children:
             load_litellm()  # while they import theirs: all start calling together
-        summary = run_sweep(
-            config_path,
-            db=db,
-            retry_failed=retry_failed,
-            finalize=False,
-            progress=progress,
-            plan_token=token,
-            fleet=FleetLimits(ledger, holder),
-            preflight=preflight,
-            config=config,
-        )
+        alone = dataclasses.replace(request, finalize=False)  # finalised once, below, by the fleet's rule
+        summary = run_sweep(alone, config=config, fleet=FleetLimits(ledger, holder), plan_token=token)
         interrupted = summary.interrupted
     finally:
         _finish_workers(children, interrupted)
     anyio.run(ledger.close)
     anyio.run(_drop_share, url, holder)
-    if finalize and not interrupted:
+    if request.finalize and not interrupted:
         summary.finalized = anyio.run(_finalize_after_run, config.model_copy(update={"db": url}), holder)
     return summary
 

@@ -15,7 +15,7 @@ from typing import Any
 from ..config import Cap, ModelSpec, SweepConfig
 from ..exceptions import ProviderError
 from ..provider import token_prices
-from ..queue import BudgetAsk, BudgetTally, Queue
+from ..queue import BudgetAsk, BudgetTally, HoldingBack
 
 __all__ = ["BudgetGuard", "BudgetSpent", "budget_sentence", "scope_label"]
 
@@ -64,7 +64,7 @@ def _cap(config: SweepConfig, scope: str) -> Cap | None:
 class BudgetGuard:
     """Reserves and settles the cost of one process's calls against the run's caps."""
 
-    def __init__(self, config: SweepConfig, queue: Queue) -> None:
+    def __init__(self, config: SweepConfig, queue: HoldingBack) -> None:
         self.config, self.queue = config, queue
         self._models = {m.id: m for m in config.models}
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import anyio
 
 from ..results.export import ExportSummary, RunSource, write_export
-from .stored import config_from_run, open_existing
+from .reader import open_existing
+from .run_meta import config_from_run
 
 __all__ = ["export_run"]
 

@@ -35,8 +35,8 @@ from ..jsonio import find_jsonl, iter_jsonl
 from ..plan import open_loop_mode, plan
 from ..queue import Queue, open_queue
 from ..scenarios import Scenario, load_scenario
+from ..stored import config_from_run, run_meta, stored_config, with_db
 from .import_history import Recorded, attempts_of, record_history
-from .stored import config_from_run, run_meta, stored_config, with_db
 
 __all__ = ["IMPORTED_PREFIX", "ImportSummary", "import_dataset", "published_rows"]
 

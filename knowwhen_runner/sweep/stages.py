@@ -24,7 +24,7 @@ from ..plan import Plan, plan, plan_stamp
 from ..provider import CacheMode, preload_litellm
 from ..queue import Queue
 from ..scenarios import Scenario, load_scenario
-from .calls import question_call
+from ..work.calls import question_call
 
 __all__ = ["Stages"]
 

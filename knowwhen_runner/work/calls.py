@@ -18,15 +18,7 @@ import anyio
 from ..cache import CacheEntry, CacheStore
 from ..config import ModelSpec
 from ..exceptions import ProviderError
-from ..provider import (
-    CacheMode,
-    CallKind,
-    ModelClient,
-    cache_key,
-    decision_body,
-    legacy_cache_key,
-    llm_body,
-)
+from ..provider import CacheMode, CallKind, ModelClient, cache_key, decision_body, legacy_cache_key, llm_body
 from .budget import BudgetGuard
 
 __all__ = ["CachedCalls", "CallResult", "CallTally", "Lookup", "QuestionCall", "question_call"]

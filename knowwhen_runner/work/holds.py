@@ -15,7 +15,7 @@ from collections.abc import Callable
 from ..config import ModelSpec, WorkerSettings
 from ..jobs import Job
 from ..provider import Limiters
-from ..queue import ModelControl, Queue
+from ..queue import HoldingBack, ModelControl
 from .quarantine import InvalidAnswers
 
 __all__ = ["Holds"]
@@ -28,7 +28,7 @@ class Holds:
 
     def __init__(
         self,
-        queue: Queue,
+        queue: HoldingBack,
         models: dict[str, ModelSpec],
         settings: WorkerSettings,
         limiters: Limiters | None,

@@ -14,7 +14,8 @@ import anyio
 from ..cache import cache_url, open_cache, user_cache_dir
 from ..cache.bundle import BundleManifest, ImportSummary, export_bundle, import_bundle
 from ..config import SweepConfig, load_config
-from .stored import config_from_run, with_db
+from .reader import with_db
+from .run_meta import config_from_run
 
 __all__ = ["cache_export", "cache_import", "cache_report", "store_url"]
 

@@ -15,6 +15,7 @@ table, and ``run`` prints it and stops on a no-go unless told to skip that model
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -23,15 +24,23 @@ import anyio
 from ..cache import CacheStore
 from ..config import ModelSpec, SweepConfig
 from ..dataset.answer_rows import validate_response
-from ..exceptions import KnowwhenError, ProviderError
+from ..exceptions import ConfigError, KnowwhenError, ProviderError
 from ..jobs import Items, Job
 from ..provider import CacheMode, Limiters, ModelClient, Secrets, Transport, token_prices
 from ..queue import Queue
-from .budget import BudgetGuard
-from .calls import CachedCalls, CallResult, Lookup, QuestionCall, question_call
-from .quarantine import quarantine_reason
+from ..work.budget import BudgetGuard
+from ..work.calls import CachedCalls, CallResult, Lookup, QuestionCall, question_call
+from ..work.quarantine import quarantine_reason
 
-__all__ = ["PROBE_QUESTION", "PreflightError", "Probe", "no_go_message", "probe_models"]
+__all__ = [
+    "PROBE_QUESTION",
+    "Preflight",
+    "PreflightError",
+    "Probe",
+    "no_go_message",
+    "preflight_models",
+    "probe_models",
+]
 
 Check = Literal["ok", "no", "?"]
 _SCAN = 256  # pending questions of a model looked up in the cache to find one not answered yet
@@ -229,3 +238,37 @@ async def probe_models(
             else:
                 tg.start_soon(one, model)
     return [probes[m.id] for m in config.models]
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """How ``run`` checks its models before working: probe them (unless ``probe`` is off), leave out
+    ``skip`` (their jobs stay pending this run), and show the go/no-go table with ``report``."""
+
+    probe: bool = True
+    skip: frozenset[str] = frozenset()
+    report: Callable[[list[Probe]], None] | None = None
+
+
+async def preflight_models(
+    config: SweepConfig,
+    queue: Queue,
+    store: CacheStore,
+    secrets: Secrets,
+    items: Items,
+    preflight: Preflight,
+) -> None:
+    """Leave out the skipped models; probe the rest; stop on a no-go (``PreflightError``)."""
+    known = {m.id for m in config.models}
+    for model_id in sorted(preflight.skip):
+        if model_id not in known:
+            raise ConfigError(f"--skip-model {model_id}: no model with that id in the config")
+        await queue.set_control(model_id, "quarantined", "left out of this run with --skip-model")
+    if not preflight.probe:
+        return
+    open_jobs = [job for job, _s, _r, _e in await queue.results(status="pending")]
+    probes = await probe_models(config, queue, secrets, items, open_jobs, store=store, skip=preflight.skip)
+    if preflight.report is not None:
+        preflight.report(probes)
+    if not all(p.go for p in probes):
+        raise PreflightError(no_go_message(probes))

@@ -1,6 +1,6 @@
 """A run kept in its database, reopened: its queue by its folder or a URL, and the config stored with it.
 
-Below both the sweep (``run/``) and the viewer (``view/``), which read runs the same way; ``run.stored``
+Below both the sweep (``sweep/``) and the viewer (``view/``), which read runs the same way; ``stored.run_meta``
 adds what a run records when it starts.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .config import SweepConfig, parse_config
-from .exceptions import ConfigError
-from .queue import Queue, find_run_name, open_queue
+from ..config import SweepConfig, parse_config
+from ..exceptions import ConfigError
+from ..queue import Queue, find_run_name, open_queue
 
 __all__ = ["open_existing", "stored_config", "with_db"]
 
