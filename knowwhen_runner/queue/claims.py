@@ -19,9 +19,9 @@ import orjson
 from sqlalchemy import Select, func, or_, select, text, update
 
 from ..jobs import Job
-from . import ClaimQuota
 from . import schema as s
 from .engine import RunStatements
+from .roles import ClaimQuota
 
 __all__ = ["JOB_COLUMNS", "LeaseTables", "claim_sql", "held_by", "job_from_row", "jobs_where"]
 

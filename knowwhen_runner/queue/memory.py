@@ -10,7 +10,11 @@ from typing import Any, cast
 
 from ..crashpoints import crashpoint
 from ..jobs import Items, Job
-from . import (
+from .answers import AnswerPage, AnswerQuery, answer_page, spend_of
+from .batches import MemoryBatches
+from .budget import MemoryBudget
+from .controls import MemoryControls
+from .roles import (
     ASIDE,
     SET_ASIDE,
     ClaimQuota,
@@ -18,14 +22,11 @@ from . import (
     JobCounts,
     JobResult,
     JobStatus,
+    ModelTally,
     aside_status,
     live_status,
 )
-from .answers import AnswerPage, AnswerQuery, answer_page, spend_of
-from .batches import MemoryBatches
-from .budget import MemoryBudget
-from .controls import MemoryControls
-from .tallies import ModelTally, tallies_of
+from .tallies import tallies_of
 
 __all__ = ["MemoryQueue"]
 

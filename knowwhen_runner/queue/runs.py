@@ -16,9 +16,9 @@ from sqlalchemy import select, text, update
 
 from ..exceptions import QueueError
 from ..jobs import Items, Job
-from . import ASIDE
 from . import schema as s
 from .engine import RunStatements, safe_url
+from .roles import ASIDE
 from .tallies import kept_key
 
 __all__ = ["RunTables"]

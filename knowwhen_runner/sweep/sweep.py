@@ -38,8 +38,11 @@ from ..stored.status import batch_outcomes
 from ..work.budget import BudgetGuard, budget_sentence
 from ..work.event_loop import loop_options
 from ..work.worker import WorkStats
+from .advance import waiting_reason
+from .fits import compute_fits
 from .local_server import ensure_server
 from .notify import flush_notices, notify
+from .outputs import finalize_with_drilldown
 from .preflight import preflight_models
 from .request import RunRequest
 from .stages import Stages
@@ -166,8 +169,6 @@ async def _run(sweep: _Sweep) -> RunSummary:
         summary = await _summary(config, queue, stages, total, interrupted)
         finished = not summary.counts.get("pending") and not summary.counts.get("running")
         if request.finalize and sweep.works and not interrupted and finished:
-            from .outputs import finalize_with_drilldown
-
             await finalize_with_drilldown(config, queue)
             summary.finalized = True
         if sweep.works and not interrupted:
@@ -198,7 +199,6 @@ async def _work_stages(
 ) -> tuple[WorkStats, bool]:
     """Work what can be planned, stage by stage: a fit from finished jobs may release more (gated
     episodes). What this process did, and whether it was interrupted."""
-    from .fits import compute_fits
 
     config, request = sweep.config, sweep.request
     preflight, plan_token = request.preflight if sweep.works else None, sweep.plan_token
@@ -235,8 +235,6 @@ async def _summary(
     summary.interrupted, summary.left_out = interrupted, [n for n in stages.skipped if "missing (" in n]
     waiting = [note for note in stages.skipped if "waits for" in note]
     if waiting:
-        from .advance import waiting_reason
-
         reason = await waiting_reason(queue)
         summary.waiting = [f"{note} ({reason})" for note in waiting]
     summary.batches = batch_outcomes(await queue.batches())
@@ -289,7 +287,6 @@ def finalize_config(target: str | Path, *, db: str | None = None) -> Path:
     target = Path(target)
 
     async def go() -> Path:
-        from .outputs import finalize_with_drilldown
 
         if target.is_dir():
             config = await config_from_run(target, db=db)
