@@ -346,8 +346,7 @@ def test_no_module_imports_a_peer_or_a_higher_layer() -> None:
     assert not wrong, "\n".join(wrong)
 
 
-KNOWN_CIRCLES: set[frozenset[str]] = {
-}
+KNOWN_CIRCLES: set[frozenset[str]] = set()
 """Circles left to undo: this set only shrinks (a test fails when one of them is gone)."""
 
 
