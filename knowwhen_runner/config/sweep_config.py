@@ -11,6 +11,7 @@ from ..jobs import Mode
 from .fields import _ID, _Frozen
 from .model_spec import ModelSpec
 from .scenario_spec import ScenarioSpec, TauFit
+from .screen_spec import ScreenSettings
 from .settings import (
     Budget,
     CacheSettings,
@@ -50,6 +51,13 @@ class SweepConfig(_Frozen):
         default_factory=lambda: ReportSettings(),
         description="How the tables, plots and report rank and highlight the models.",
     )
+    screen: ScreenSettings | None = Field(
+        None,
+        description=(
+            "Stop asking a model once an anytime-valid bound settles whether it is kept (off by default; "
+            "see docs/screening.md)."
+        ),
+    )
 
     @model_validator(mode="after")
     def _unique_ids(self) -> SweepConfig:
@@ -65,7 +73,26 @@ class SweepConfig(_Frozen):
         self._check_episodes()
         self._check_budget()
         self._check_report()
+        self._check_screen()
         return self
+
+    def _check_screen(self) -> None:
+        """A screen names a states scenario and, for a comparison, a model of this config."""
+        if self.screen is None:
+            return
+        kinds = {s.id: s.kind for s in self.scenarios}
+        if kinds.get(self.screen.scenario) != "states":
+            raise ValueError(f"screen.scenario: {self.screen.scenario!r} is not the id of a states scenario")
+        reference = self.screen.keep.not_worse_than
+        if reference is not None and reference.model not in {m.id for m in self.models}:
+            raise ValueError(
+                f"screen.keep.not_worse_than.model: {reference.model!r} is not the id of a model"
+            )
+        top = self.screen.keep.top
+        if top is not None and top >= len(self.models):
+            raise ValueError(
+                f"screen.keep.top: {top} keeps every model of the config; nothing would be screened"
+            )
 
     def _check_report(self) -> None:
         """The report ranks by a scenario of this config and highlights its models."""

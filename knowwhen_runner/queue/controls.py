@@ -1,4 +1,5 @@
-"""Models a run holds back from claims: quarantined by a fatal provider error, or paused by hand.
+"""Models a run holds back from claims: quarantined by a fatal provider error, paused by hand, or screened
+out (a screen settled that the model is not kept).
 
 Rows live in the run database (``kw_model_controls``) so every worker of the fleet, on any machine,
 obeys them: workers read them every few seconds and stop claiming the model's jobs, which stay pending.
@@ -20,8 +21,8 @@ from .engine import RunStatements
 
 __all__ = ["CONTROL_STATES", "ControlState", "ControlTables", "ModelControl"]
 
-ControlState = Literal["quarantined", "paused"]
-CONTROL_STATES: tuple[str, ...] = ("quarantined", "paused")
+ControlState = Literal["quarantined", "paused", "screened"]
+CONTROL_STATES: tuple[str, ...] = ("quarantined", "paused", "screened")
 
 
 @dataclass(frozen=True, slots=True)

@@ -109,7 +109,7 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
     ) -> list[Job]:
         now = time.time()
         out: list[Job] = []
-        for row in sorted(self._rows.values(), key=lambda r: r.job.id):
+        for row in sorted(self._rows.values(), key=lambda r: (r.job.draw, r.job.id)):
             if len(out) >= n:
                 break
             if row.job.model_id in exclude_models:
@@ -137,7 +137,7 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
         left = {model: i for i, q in enumerate(quotas) if q.n > 0 for model in q.models}
         room = [q.n for q in quotas]
         out: list[Job] = []
-        for row in sorted(self._rows.values(), key=lambda r: r.job.id):
+        for row in sorted(self._rows.values(), key=lambda r: (r.job.draw, r.job.id)):
             i = left.get(row.job.model_id)
             if i is None or room[i] <= 0:
                 continue

@@ -151,11 +151,11 @@ class RunTables(RunStatements):
         plan); how many were new."""
         ph = self._placeholder
         insert = (
-            "INSERT INTO kw_jobs (run, id, model_id, mode, scenario, item, payload, status, attempts) "
-            f"VALUES ({ph}, {ph}, {ph}, {ph}, {ph}, {ph}, {ph}, 'pending', 0) ON CONFLICT DO NOTHING"
+            "INSERT INTO kw_jobs (run, id, model_id, mode, scenario, item, payload, draw, status, attempts) "
+            f"VALUES ({ph}, {ph}, {ph}, {ph}, {ph}, {ph}, {ph}, {ph}, 'pending', 0) ON CONFLICT DO NOTHING"
         )
         added = 0
-        rows: list[tuple[str, ...]] = []
+        rows: list[tuple[str | int, ...]] = []
         for j in jobs:
             if j.id not in have_jobs:
                 have_jobs.add(j.id)
@@ -168,6 +168,7 @@ class RunTables(RunStatements):
                         j.scenario_id,
                         j.item,
                         orjson.dumps(j.payload).decode(),
+                        j.draw,
                     )
                 )
             if len(rows) == 5000:

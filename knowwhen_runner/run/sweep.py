@@ -41,6 +41,7 @@ from .local_server import ensure_server
 from .notify import flush_notices, notify
 from .preflight import PreflightError, Probe, no_go_message, probe_models
 from .progress import SweepProgress
+from .screen import open_beyond_screen, screened_work
 from .stages import Stages
 from .stop_signals import watch_stop_signals
 from .stored import config_from_run, run_meta, with_db
@@ -207,9 +208,8 @@ async def _run(
                     break
                 if retry_failed:
                     await queue.requeue_failed()
-                stats, interrupted = await work_queue(
-                    config, queue, secrets, items, progress=progress, fleet=fleet, cache=store
-                )
+                work = work_queue(config, queue, secrets, items, progress=progress, fleet=fleet, cache=store)
+                stats, interrupted = await screened_work(config, queue, stages.scenarios, work)
                 total.add(stats)
                 if interrupted:
                     break
@@ -234,7 +234,7 @@ async def _run(
             summary.budget_spent = await _budget_sentences(config, queue, sorted(total.over_budget))
         if counts.get("failed"):
             summary.failure_reasons = failure_reasons(await queue.results(status="failed"))
-        if finalize and not interrupted and not counts.get("pending") and not counts.get("running"):
+        if finalize and not interrupted and not await open_beyond_screen(queue, counts):
             from .outputs import finalize_with_drilldown
 
             await finalize_with_drilldown(config, queue)
