@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 
 from ..redaction import redact
 from . import schema as s
@@ -60,7 +60,13 @@ class ControlTables(RunStatements):
         if model_id is not None:
             stmt = stmt.where(t.c.model_id == model_id)
         with self._engine.begin() as conn:
-            return int(conn.execute(stmt).rowcount or 0)
+            cleared = int(conn.execute(stmt).rowcount or 0)
+            if cleared and state == "screened":  # their pending jobs are open again: finalise once more
+                runs = s.runs
+                conn.execute(
+                    update(runs).where(runs.c.name == self.run).values(finalized_at=None, finalized_by=None)
+                )
+            return cleared
 
     async def controls(self) -> list[ModelControl]:
         """Every model this run holds back, oldest first."""
@@ -93,6 +99,9 @@ class MemoryControls:
         gone = [k for k in self._controls if k[1] == state and model_id in (None, k[0])]
         for k in gone:
             del self._controls[k]
+        info = getattr(self, "_info", None)
+        if gone and state == "screened" and info is not None:  # open again: finalise once more
+            info.update(finalized_at=None, finalized_by=None)
         return len(gone)
 
     async def controls(self) -> list[ModelControl]:

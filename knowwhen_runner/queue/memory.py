@@ -212,7 +212,11 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
     async def take_finalize(self, worker: str) -> bool:
         if self._info is None or self._info["finalized_at"] is not None:
             return False
-        if any(r.status in ("pending", "running") for r in self._rows.values()):
+        out = {m for m, state in self._controls if state == "screened"}  # their pending jobs wait
+        if any(
+            r.status == "running" or (r.status == "pending" and r.job.model_id not in out)
+            for r in self._rows.values()
+        ):
             return False
         self._info.update(finalized_at=time.time(), finalized_by=worker)
         return True

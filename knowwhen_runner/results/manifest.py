@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..exceptions import ScenarioError
+from .screen_record import ScreenRecord
 
 __all__ = [
     "MANIFEST_SCHEMA_VERSION",
@@ -49,16 +50,16 @@ __all__ = [
     "manifest_path",
 ]
 
-MANIFEST_SCHEMA_VERSION: Literal[4] = 4
-"""4: a cell with jobs that failed for good (a call that never got an answer: provider errors, not wrong
-answers) shows no score: its accuracy, must-ask, strata, calibration, curve, fit, gate, success rate,
-pass^k and intervals are null, ``failed`` counts the jobs, and ``card_accuracy_pct`` /
-``card_success_rate`` keep the card's rule (a failed job scored wrong), what the benchmark's own scorer
-would print. Rerunning with ``--retry-failed`` gives the score back. 3: cells carry confidence intervals (``intervals``), each naming its method, level, n, resamples and
-seed; closed-loop cells keep each task's outcomes per repeat and pass^k. 2: every confidence
-(calibration, curves, τ) is the probability of the chosen option, as the card defines it (answer rows
-keep the server's: answer schema 2); open-loop cells say what set was scored (``scope``). Versions 1
-and 2 still load (without intervals)."""
+MANIFEST_SCHEMA_VERSION: Literal[5] = 5
+"""5: ``screen``, the run's screening of this model. 4: a cell with jobs that failed for good (a call that never
+got an answer: provider errors, not wrong answers) shows no score: its accuracy, must-ask, strata,
+calibration, curve, fit, gate, success rate, pass^k and intervals are null, ``failed`` counts the jobs, and
+``card_accuracy_pct`` / ``card_success_rate`` keep the card's rule (a failed job scored wrong), what the
+benchmark's own scorer would print; ``--retry-failed`` gives the score back. 3: cells carry confidence
+intervals (``intervals``), each naming its method, level, n, resamples and seed; closed-loop cells keep each
+task's outcomes per repeat and pass^k. 2: every confidence (calibration, curves, τ) is the probability of the
+chosen option, as the card defines it (answer rows keep the server's: answer schema 2); open-loop cells say
+what set was scored (``scope``). Versions 1 and 2 still load (without intervals)."""
 
 
 class _Model(BaseModel):
@@ -83,9 +84,7 @@ class ScenarioProvenance(_Model):
     version: str
     limit: int | None = None
     files: dict[str, str] = Field(default_factory=dict, description="File name -> sha256.")
-    settings: dict[str, Any] = Field(
-        default_factory=dict, description="Other fields the config set (episodes: suite, split, n, τ...)."
-    )
+    settings: dict[str, Any] = Field({}, description="Other config fields (episodes: suite, split, n, τ...).")
 
 
 class RunProvenance(_Model):
@@ -425,7 +424,7 @@ class ClosedLoopCell(_Model):
 class CxsManifest(_Model):
     """Coverage × success of one model over a whole run."""
 
-    schema_version: Literal[1, 2, 3, 4] = MANIFEST_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4, 5] = MANIFEST_SCHEMA_VERSION
     model: ModelRef
     run: RunProvenance
     scenarios: list[ScenarioProvenance]
@@ -434,6 +433,7 @@ class CxsManifest(_Model):
     open_loop: list[OpenLoopCell] = Field(default_factory=list)
     isolated: list[IsolatedCell] = Field(default_factory=list)
     closed_loop: list[ClosedLoopCell] = Field(default_factory=list)
+    screen: ScreenRecord | None = Field(None, description="The run's screen, if any (none before version 5).")
 
     def cell(self, scenario: str, mode: str | None = None) -> OpenLoopCell | None:
         """The open-loop cell of ``scenario`` (and ``mode``, when given), if the model has one."""

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from .confseq import betting_cs, paired_cs
 from .rules import Bounds, Decision, NotWorseThan, Rule, alpha_each, decide
 
-__all__ = ["Standing", "look"]
+__all__ = ["Standing", "look", "screen_status"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,3 +75,16 @@ def look(
         ref = np.asarray(reference, dtype=np.float64)
         now[rule.reference] = Standing(_bounds(ref, population, level, None), len(ref), Decision.KEEP)
     return now
+
+
+def screen_status(meta: dict[str, Any] | None, pending: dict[str, int]) -> dict[str, Any] | None:
+    """The screen as ``status`` and the live view show it: the record kept in the run's meta, with each
+    dropped model's calls saved (its jobs left pending). The bounds are screening bounds (anytime-valid)."""
+    record = (meta or {}).get("screen")
+    if not record:
+        return None
+    models = {
+        model: {**row, "calls_saved": pending.get(model, 0) if row.get("decision") == "drop" else 0}
+        for model, row in record.get("models", {}).items()
+    }
+    return {**record, "models": models, "bounds": "anytime-valid screening bounds on accuracy"}
