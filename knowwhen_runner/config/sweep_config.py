@@ -77,21 +77,24 @@ class SweepConfig(_Frozen):
         return self
 
     def _check_screen(self) -> None:
-        """A screen names a states scenario and, for a comparison, a model of this config."""
+        """A screen names a states scenario, races models that answer it, and compares with one of them."""
         if self.screen is None:
             return
         kinds = {s.id: s.kind for s in self.scenarios}
         if kinds.get(self.screen.scenario) != "states":
             raise ValueError(f"screen.scenario: {self.screen.scenario!r} is not the id of a states scenario")
+        answering = [m.id for m in self.models if ("model" if m.kind == "decision" else "llm") in self.modes]
         reference = self.screen.keep.not_worse_than
-        if reference is not None and reference.model not in {m.id for m in self.models}:
+        if reference is not None and reference.model not in answering:
             raise ValueError(
-                f"screen.keep.not_worse_than.model: {reference.model!r} is not the id of a model"
+                f"screen.keep.not_worse_than.model: {reference.model!r} is not the id of a model that answers "
+                f"{self.screen.scenario!r} (a decision model in mode model, an LLM in mode llm)"
             )
         top = self.screen.keep.top
-        if top is not None and top >= len(self.models):
+        if top is not None and top >= len(answering):
             raise ValueError(
-                f"screen.keep.top: {top} keeps every model of the config; nothing would be screened"
+                f"screen.keep.top: {top} keeps every model that answers {self.screen.scenario!r}; "
+                "nothing would be screened"
             )
 
     def _check_report(self) -> None:

@@ -173,9 +173,12 @@ async def screened_work(
     async with anyio.create_task_group() as tg:
 
         async def looking() -> None:
-            while True:
-                await anyio.sleep(LOOK_EVERY_S)
+            took = 0.0
+            while True:  # a look reads every answer of the scenario: on a big run, look less often
+                await anyio.sleep(max(LOOK_EVERY_S, 10 * took))
+                started = time.monotonic()
                 await screen.look()
+                took = time.monotonic() - started
 
         tg.start_soon(looking)
         try:

@@ -20,7 +20,12 @@ QUICKSTART = (ROOT / "configs" / "quickstart.yaml").read_text()
 
 
 def _config(screen: str):  # type: ignore[no-untyped-def]
-    return parse_config(f"{QUICKSTART}\n{screen}\n", base=ROOT / "configs", source="q.yaml")
+    """The quickstart with ``screen`` added after it (a ``modes:`` line in it replaces the quickstart's)."""
+    text = QUICKSTART
+    if "\nmodes:" in screen:
+        screen, modes = screen.split("\n", 1)
+        text = text.replace("modes: [llm, model, gated, shadow]", modes)
+    return parse_config(f"{text}\n{screen}\n", base=ROOT / "configs", source="q.yaml")
 
 
 def test_the_screen_block_is_off_by_default_and_reads_the_issues_forms() -> None:
@@ -49,13 +54,17 @@ def test_the_screen_block_is_off_by_default_and_reads_the_issues_forms() -> None
         ),
         (
             "screen: {scenario: common, keep: {not_worse_than: {model: ghost}}}",
-            "q.yaml:69: screen.keep.not_worse_than.model: 'ghost' is not the id of a model",
+            "q.yaml:69: screen.keep.not_worse_than.model: 'ghost' is not the id of a model that answers 'common'",
         ),
         (
             "screen: {scenario: common, keep: {top: 1, floor: 0.5}}",
             "q.yaml:69: screen.keep: give exactly one of",
         ),
         ("screen: {scenario: common, keep: {top: 3}}", "q.yaml:69: screen.keep.top: 3 keeps every model"),
+        (
+            "screen: {scenario: common, keep: {not_worse_than: {model: agent-sim}}}\nmodes: [model, shadow]",
+            "q.yaml:69: screen.keep.not_worse_than.model: 'agent-sim' is not the id of a model that answers",
+        ),
     ],
 )
 def test_a_wrong_screen_is_one_sentence_naming_its_line_and_field(screen: str, said: str) -> None:
