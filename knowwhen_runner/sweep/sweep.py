@@ -45,6 +45,7 @@ from .notify import flush_notices, notify
 from .outputs import finalize_with_drilldown
 from .preflight import preflight_models
 from .request import RunRequest
+from .screen import open_beyond_screen, screened_work
 from .stages import Stages
 from .working import work_queue
 
@@ -167,7 +168,7 @@ async def _run(sweep: _Sweep) -> RunSummary:
                 ensure_server(config, stack)
             total, interrupted = await _work_stages(sweep, queue, store, stages)
         summary = await _summary(config, queue, stages, total, interrupted)
-        finished = not summary.counts.get("pending") and not summary.counts.get("running")
+        finished = not await open_beyond_screen(queue, summary.counts)
         if request.finalize and sweep.works and not interrupted and finished:
             await finalize_with_drilldown(config, queue)
             summary.finalized = True
@@ -216,9 +217,10 @@ async def _work_stages(
             return total, False
         if request.retry_failed:
             await queue.requeue_failed()
-        stats, interrupted = await work_queue(
+        work = work_queue(
             config, queue, sweep.secrets, items, progress=request.progress, fleet=sweep.fleet, cache=store
         )
+        stats, interrupted = await screened_work(config, queue, stages.scenarios, work)
         total.add(stats)
         new_fits = None if interrupted else await compute_fits(config, queue)
         if interrupted or new_fits == fits or (fits is None and not new_fits):
