@@ -10,8 +10,9 @@ job claimable again; completion is idempotent (the first recorded result wins, l
 a failure reported by a worker that has lost its lease is kept as an attempt but leaves the job to its
 new holder.
 
-A run is what its config says now: ``enqueue(..., whole_plan=ids)`` names every job of the current plan,
-and any other job of the run is *set aside* (status ``aside:<status>``, a running one as
+A run is what its config says now: ``enqueue(..., whole_plan=ids)`` names every job of the current plan
+(``enqueue(..., cells=...)`` every job of some of its cells: a config changed in part is re-planned in part),
+and any other job of the run (of those cells) is *set aside* (status ``aside:<status>``, a running one as
 ``aside:pending``): kept with its result for the record, never claimed, completed, counted as open or
 returned by ``results`` (all scenarios', or those named); ``counts`` reports them as ``set_aside``. A job of the plan that was set aside
 is live again, with its result if it had one. ``init_run`` of an existing run records the new config text and keeps the meta. ``record``
@@ -29,13 +30,13 @@ rate against its limit, what it waits for) from what these return, for ``status`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from ..exceptions import ErrorKind
-from ..jobs import Items, Job
+from ..jobs import Cell, Items, Job
 from ..redaction import redact
 from .answers import AnswerPage, AnswerQuery, RecordedAnswer
 from .batch_rows import BatchRecord
@@ -155,11 +156,22 @@ class Queue(Protocol):
     async def update_meta(self, patch: dict[str, Any]) -> dict[str, Any]: ...
     async def enqueue(
         self,
-        jobs: list[Job],
+        jobs: Iterable[Job],
         items: Items,
         *,
         whole_plan: AbstractSet[str] | None = None,
-    ) -> int: ...
+        cells: Sequence[Cell] | None = None,
+        keep: AbstractSet[str] = frozenset(),
+    ) -> int:
+        """Add the jobs not in the run yet (and the items), in one transaction; how many were new.
+
+        ``jobs`` is read batch by batch, and again if the transaction is retried: give a list or an
+        iterable that starts over (a plan's ``Grid``), never a one-shot generator. ``cells``: the jobs
+        given and the ids in ``keep`` are the whole plan of these cells (``WHOLE_RUN``: of the run); their
+        other jobs are set aside, and a set-aside job given is live again. ``whole_plan``: every id of
+        the run's plan (those given and those kept), the same as ``cells=[WHOLE_RUN]``."""
+        ...
+
     async def claim(
         self, worker: str, n: int, lease_s: float, exclude_models: frozenset[str] = frozenset()
     ) -> list[Job]: ...
