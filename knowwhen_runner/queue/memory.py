@@ -47,8 +47,10 @@ def _in(job: Job, cells: Sequence[Cell]) -> bool:
     """Whether a job is in one of ``cells`` (its scenario, and model and mode when a cell names them)."""
     return any(
         cell == WHOLE_RUN
-        or (job.scenario_id == cell.scenario
-        and (cell.model_id is None or (job.model_id, job.mode) == (cell.model_id, cell.mode)))
+        or (
+            job.scenario_id == cell.scenario
+            and (cell.model_id is None or (job.model_id, job.mode) == (cell.model_id, cell.mode))
+        )
         for cell in cells
     )
 
@@ -108,12 +110,8 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
             plan = {job.id for job in jobs} | keep
             for row in self._rows.values():
                 aside = row.status.startswith(ASIDE)
-                if (
-                    (aside
-                    and row.job.id in plan)
-                    or (not aside
-                    and row.job.id not in plan
-                    and _in(row.job, cells))
+                if (aside and row.job.id in plan) or (
+                    not aside and row.job.id not in plan and _in(row.job, cells)
                 ):
                     row.status = live_status(row.status) if aside else aside_status(row.status)
                     row.lease_owner = None
