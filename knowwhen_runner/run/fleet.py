@@ -36,6 +36,7 @@ from ..queue import Queue, find_run_name, is_shared_url, open_ledger, open_queue
 from .advance import advance_stages, waiting_reason, waiting_stages
 from .event_loop import loop_options
 from .guards import check_before_run
+from .progress import planned_jobs
 from .stored import stored_config
 from .sweep import Preflight, RunSummary, check_keys, run_sweep, work_queue
 from .worker import WorkStats, new_worker_id
@@ -190,7 +191,7 @@ async def _planned_run(queue: Queue, wait_s: float) -> dict[str, Any]:
         if (
             info is not None
             and token in (None, info["meta"].get("plan_token"))
-            and await queue.status_totals()
+            and (planned_jobs(info["meta"]) is not None or await queue.status_totals())
         ):
             return info
         if time.monotonic() >= deadline:

@@ -24,7 +24,6 @@ from ..jobs import Items
 from ..plan.grid import Plan, plan
 from ..provider import FleetLimits, LearnedLimits, Limiters, ModelClient, Secrets, Transport, preload_litellm
 from ..queue import (
-    SET_ASIDE,
     JobResult,
     ModelControl,
     Queue,
@@ -40,7 +39,7 @@ from .event_loop import loop_options
 from .local_server import ensure_server
 from .notify import flush_notices, notify
 from .preflight import PreflightError, Probe, no_go_message, probe_models
-from .progress import SweepProgress
+from .progress import SweepProgress, progress_totals
 from .stages import Stages
 from .stop_signals import watch_stop_signals
 from .stored import config_from_run, run_meta, with_db
@@ -315,9 +314,7 @@ async def _work(
     limiters = Limiters(config.models, fleet=fleet, max_outage_s=config.workers.max_outage_s, learned=learned)
     tries, failing = max(2, config.workers.max_attempts + 1), config.workers.quarantine_failures
     client = ModelClient(limiters, secrets, transport=transport, max_tries=tries, failing_after=failing)
-    totals = await queue.status_totals()  # from an index: the rows of done jobs are never read
-    total = sum(n for status, n in totals.items() if status != SET_ASIDE)
-    already = totals.get("done", 0) + totals.get("failed", 0)
+    total, already = await progress_totals(queue)  # the open jobs alone, when the plan's size is kept
     display = SweepProgress(total, already, backing_off=limiters.backing_off, enabled=progress)
     worker = Worker(
         config,
