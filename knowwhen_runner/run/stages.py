@@ -5,6 +5,9 @@ fits from finished jobs release. Any process of the fleet (``run`` or ``worker``
 inputs complete; the stage is planned once fleet-wide: ``Queue.take_stage`` names the one process that
 plans it, and the others wait for its plan (``_STAGE_WAIT_S`` at most, then plan it themselves: planning
 is idempotent, so a planner that died half-way costs nothing but the wait).
+
+A config changed since the last plan is re-planned cell by cell (``plan.cells``): the cells whose stamps
+differ from those kept with the run are planned, the cells gone are set aside, the others are left alone.
 """
 
 from __future__ import annotations
