@@ -107,6 +107,10 @@ def main() -> None:
                 results["cases"][name] = cases.plan_and_resume(
                     server, work, 3 if q else 39, 50 if q else n_questions, 20 if q else 1000, tag=name
                 )
+        if {"plan_resume_15k", "plan_resume_1.5m"} <= wanted:  # measured in the same run, so comparable
+            results["cases"]["plan_resume_1.5m"]["vs_15k"] = cases.ratios(
+                results["cases"]["plan_resume_1.5m"], results["cases"]["plan_resume_15k"]
+            )
         if "rate_limit" in wanted:
             results["cases"]["rate_limit"] = cases.rate_limit_fidelity(
                 server, work, 600 if q else 1200, 5 if q else 60

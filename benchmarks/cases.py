@@ -309,6 +309,13 @@ def plan_and_resume(
     }
 
 
+def ratios(big: dict[str, Any], small: dict[str, Any]) -> dict[str, float | None]:
+    """Each start-up figure of a big plan over the same figure of a small one with the same work left
+    (the target: at most 1.5, the cost follows the work left, not the plan)."""
+    keys = ("start_to_first_call_s", "worker_join_to_first_call_s", "status_first_s", "status_s")
+    return {key: round(big[key] / small[key], 2) if big.get(key) and small.get(key) else None for key in keys}
+
+
 # --- (5) rate-limit fidelity -------------------------------------------------------------------------------
 
 

@@ -7,7 +7,7 @@ api_base, keys) are not part of it, so changing them never re-runs finished work
 Changing what goes into the id is a deliberate act: bump ``JOB_ID_VERSION``; golden tests pin ids.
 
 The shapes stages hand each other about jobs are named here too: ``JobKind`` (``Job.kind``), ``Items``
-(every item's data, by scenario and item), ``EpisodeCost`` (an episode's cost split) and ``job_cost`` (a
+(every item's data, by scenario and item), ``Cell`` (the unit a plan is made and re-planned in), ``EpisodeCost`` (an episode's cost split) and ``job_cost`` (a
 finished job's total cost, whichever its kind).
 """
 
@@ -34,6 +34,8 @@ Items = dict[tuple[str, str], dict[str, Any]]
 __all__ = [
     "JOB_ID_VERSION",
     "JOB_KINDS",
+    "WHOLE_RUN",
+    "Cell",
     "EpisodeCost",
     "Items",
     "Job",
@@ -123,6 +125,20 @@ class Job:
         None for a payload without a known kind (such a job is neither a question nor an episode)."""
         kind = self.payload.get("kind")
         return kind if kind in JOB_KINDS else None
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One cell of a grid; the queue's jobs in it are those of its scenario (and model and mode, when
+    given: an open-loop cell). ``WHOLE_RUN`` stands for every job of a run."""
+
+    scenario: str
+    model_id: str | None = None
+    mode: str | None = None
+
+
+WHOLE_RUN = Cell("*")
+"""Every job of the run (``*`` is no scenario id): a plan made whole sets aside whatever it does not hold."""
 
 
 class EpisodeCost(TypedDict):

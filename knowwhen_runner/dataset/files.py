@@ -123,6 +123,7 @@ def _str_list(path: Path, line: int, value: Any, name: str) -> tuple[str, ...]:
 def read_questions(path: Path) -> dict[str, Question]:
     """Read a questions file into ``{qhash: Question}``; a repeated qhash is an error."""
     out: dict[str, Question] = {}
+    once: dict[Any, Any] = {}  # equal option or description lists (most of one agent's) are kept once
     for line, row in iter_jsonl(path):
         qhash = _require(path, line, row, "qhash", str)
         state = row.get("state")
@@ -137,14 +138,13 @@ def read_questions(path: Path) -> dict[str, Question]:
         descriptions_raw = row.get("descriptions") or [None] * len(options)
         if not isinstance(descriptions_raw, list) or len(descriptions_raw) != len(options):
             raise ScenarioError(f"{path}:{line}: field 'descriptions' must have one entry per option")
-        mapping = row.get("map")
-        if mapping is not None and not (
-            isinstance(mapping, dict) and all(isinstance(v, str) for v in mapping.values())
-        ):
+        options, descriptions = once.setdefault(options, options), tuple(descriptions_raw)
+        m = row.get("map")
+        if m is not None and not (isinstance(m, dict) and all(isinstance(v, str) for v in m.values())):
             raise ScenarioError(f"{path}:{line}: field 'map' must map tool names to tool names")
         if qhash in out:
             raise ScenarioError(f"{path}:{line}: duplicate qhash {qhash}")
-        out[qhash] = Question(qhash, state, options, tuple(descriptions_raw), mapping)
+        out[qhash] = Question(qhash, state, options, once.setdefault(descriptions, descriptions), m)
     return out
 
 

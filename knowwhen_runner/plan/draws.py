@@ -7,16 +7,15 @@ drawn order, before any of its other jobs (``draw`` 0). Job ids do not change: t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..config import SweepConfig
 from ..dataset.files import load_question_set
 from ..dataset.scoring import AnswerKey, compile_key
-from ..jobs import Job
 from ..scenarios import Scenario
 from ..screening.order import drawn_order, question_places
 
-__all__ = ["ScreenKey", "screen_key", "with_draws"]
+__all__ = ["ScreenKey", "draw_places", "screen_key"]
 
 
 @dataclass(frozen=True)
@@ -48,10 +47,10 @@ def screen_key(config: SweepConfig, scenario: Scenario) -> ScreenKey:
     return ScreenKey(key, order, places)
 
 
-def with_draws(config: SweepConfig, scenario: Scenario, jobs: list[Job]) -> list[Job]:
-    """``jobs`` of ``scenario`` with their places in the screen's drawn order (unchanged when not screened)."""
+def draw_places(config: SweepConfig, scenario: Scenario) -> dict[str, int] | None:
+    """Each question's ``draw`` in ``scenario`` by item (None when the screen does not screen it)."""
     if config.screen is None or config.screen.scenario != scenario.id:
-        return jobs
+        return None
     drawn = screen_key(config, scenario)
     start = -len(drawn.order)
-    return [replace(j, draw=start + drawn.places[j.item]) if j.item in drawn.places else j for j in jobs]
+    return {item: start + place for item, place in drawn.places.items()}

@@ -4,6 +4,8 @@ The grid is models x modes x scenarios x items. Open loop (``states``, ``isolate
 answers in mode ``model``, an LLM in mode ``llm``; ``gated`` needs no calls of its own (it is computed at
 finalise time from both) and ``shadow`` exists only in the closed loop. Planning the same config again
 yields the same job ids, so enqueuing them again adds nothing: ``run`` after a crash is the resume.
+``expand`` gives the grid as cells (``jobs.Cell``) whose jobs are made as they are read, so a large plan
+is written batch by batch; ``plan`` lists them all (for small uses: a dry run, tests).
 
 Closed loop (``episodes``): one job per episode, see ``_episode_jobs``. An ``llm`` episode has no
 decision model: its job (and result) carries the agent LLM's id as its model, as an LLM's open-loop
@@ -13,20 +15,28 @@ answers do. A fitted τ is identified by its reference (fit set, target), not by
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..config import ModelSpec, ScenarioSpec, SweepConfig, TauFit
-from ..jobs import Items, Job, Mode, job_id, job_ids
+from ..jobs import Cell, Items, Job, Mode, job_id, job_ids
 from ..scenarios import Scenario
-from .draws import with_draws
+from .cells import cells_of, open_loop_mode
+from .draws import draw_places
 
-__all__ = ["FitRequest", "Plan", "fit_requests", "missing_source_notes", "open_loop_mode", "plan"]
-
-
-def open_loop_mode(model: ModelSpec) -> str:
-    """The only mode in which a model answers open-loop questions itself."""
-    return "model" if model.kind == "decision" else "llm"
+__all__ = [
+    "FitRequest",
+    "Grid",
+    "Plan",
+    "cells_of",
+    "expand",
+    "fit_requests",
+    "missing_source_notes",
+    "open_loop_mode",
+    "plan",
+]
 
 
 @dataclass
@@ -47,39 +57,123 @@ class Plan:
 
 
 def plan(config: SweepConfig, scenarios: dict[str, Scenario], fits: dict[str, Any] | None = None) -> Plan:
-    """Expand the grid into jobs (pure: same inputs, same jobs, same order).
+    """Expand the grid into jobs (pure: same inputs, same jobs, same order), all of them in one list.
 
     ``fits`` holds thresholds fitted from finished jobs (closed loop: ``shadow`` episodes on a fit task
-    set); jobs that need a fit not yet available are left out and planned again once it is.
+    set); jobs that need a fit not yet available are left out and planned again once it is. A large grid
+    is better enqueued from ``expand`` (its jobs are made as they are inserted, never all held at once).
     """
-    jobs: list[Job] = []
-    items: Items = {}
-    skipped: list[str] = []
-    waiting: set[str] = set()
+    grid = expand(config, scenarios, fits)
+    return Plan(list(grid.jobs()), grid.items, grid.skipped, grid.waiting)
+
+
+@dataclass
+class Grid:
+    """A config's plan as cells whose jobs are made on demand: ``jobs()`` yields them one at a time (an
+    open-loop cell's ids are hashed as they are asked for), so a caller holds a batch, never the grid."""
+
+    cells: dict[Cell, int]  # the cells expanded, with how many jobs each plans
+    items: Items
+    skipped: list[str]
+    waiting: set[str]
+    notes: dict[str, list[str]]  # the skipped notes of each scenario expanded, by scenario id
+    _parts: list[tuple[ModelSpec, Mode, Scenario] | list[Job]]  # question cells and episodes, in order
+    draws: dict[str, dict[str, int]] = field(default_factory=dict)  # a screened scenario's drawn places
+
+    def __iter__(self) -> Iterator[Job]:
+        return self.jobs()
+
+    def jobs(self) -> Iterator[Job]:
+        """Every planned job of the cells expanded, in config order (``plan``'s order); made anew each
+        time it is asked for."""
+        for part in self._parts:
+            if isinstance(part, list):
+                yield from part
+            elif (places := self.draws.get(part[2].id)) is None:
+                yield from _question_jobs(*part)
+            else:
+                yield from (replace(j, draw=places.get(j.item, 0)) for j in _question_jobs(*part))
+
+    def questions(self) -> list[tuple[ModelSpec, Scenario]]:
+        """The open-loop cells expanded, as (model, scenario): what a sample of their calls is drawn from."""
+        return [(part[0], part[2]) for part in self._parts if isinstance(part, tuple)]
+
+    def has_episodes(self) -> bool:
+        return any(isinstance(part, list) and part for part in self._parts)
+
+
+def expand(
+    config: SweepConfig,
+    scenarios: dict[str, Scenario],
+    fits: dict[str, Any] | None = None,
+    only: AbstractSet[Cell] | None = None,
+) -> Grid:
+    """The grid of the scenarios given (all of ``config``'s, or those ``only``'s cells need), cell by cell.
+
+    ``only``: expand these cells alone (a re-plan of what changed); the closed loop is one unit (its
+    fit sets' shadow episodes are shared between its scenarios), so it is expanded whole or not at all.
+    """
+    grid = Grid({}, {}, [], set(), {}, [])
+    closed = only is None or any(c.model_id is None for c in only)
+    episodes: list[list[Job]] = []
     for spec in config.scenarios:
-        scenario = scenarios[spec.id]
-        for item_id, payload in scenario.items.items():
-            items[(scenario.id, item_id)] = payload
-        if scenario.kind == "episodes":
-            jobs.extend(_episode_jobs(config, spec, scenario, fits or {}, skipped, waiting))
+        scenario = scenarios.get(spec.id)
+        if scenario is None:
             continue
-        answering, asked = 0, []
-        for model in config.models:
-            for mode in config.modes:
-                if scenario.kind in ("states", "isolated"):
-                    if mode != open_loop_mode(model):
-                        if mode in ("model", "llm"):
-                            skipped.append(
-                                f"{model.id} x {mode} x {scenario.id}: a {model.kind} model "
-                                f"answers open-loop questions in mode {open_loop_mode(model)!r}"
-                            )
-                        continue
-                    asked.extend(_question_jobs(model, mode, scenario))
-                    answering += 1
-        jobs.extend(with_draws(config, scenario, asked))
-        skipped.extend(missing_source_notes(scenario, answering))
-    jobs.extend(_fit_shadow_jobs(config, scenarios))
-    return Plan(_unique(jobs), items, skipped, waiting)
+        grid.items.update({(scenario.id, item_id): p for item_id, p in scenario.items.items()})
+        notes = grid.notes.setdefault(spec.id, [])
+        if scenario.kind == "episodes":
+            if closed:
+                episodes.append(_episode_jobs(config, spec, scenario, fits or {}, notes, grid.waiting))
+                grid.cells[Cell(spec.id)] = 0
+                grid._parts.append(episodes[-1])
+            continue
+        _open_loop(grid, config, scenario, notes, only)
+        if (places := draw_places(config, scenario)) is not None:
+            grid.draws[scenario.id] = places
+    if episodes:
+        episodes.append(_fit_shadow_jobs(config, scenarios))
+        grid._parts.append(episodes[-1])
+        _once(grid, episodes)
+    grid.skipped = [note for notes in grid.notes.values() for note in notes]
+    return grid
+
+
+def _open_loop(
+    grid: Grid, config: SweepConfig, scenario: Scenario, notes: list[str], only: AbstractSet[Cell] | None
+) -> None:
+    """Add an open-loop scenario's cells (those of ``only``) to ``grid``, and its notes to ``notes``."""
+    answering = 0
+    for model in config.models:
+        for mode in config.modes:
+            if mode != open_loop_mode(model):
+                if mode in ("model", "llm"):
+                    notes.append(
+                        f"{model.id} x {mode} x {scenario.id}: a {model.kind} model "
+                        f"answers open-loop questions in mode {open_loop_mode(model)!r}"
+                    )
+                continue
+            answering += 1
+            cell = Cell(scenario.id, model.id, mode)
+            if only is None or cell in only:
+                grid.cells[cell] = len(scenario.items)
+                grid._parts.append((model, mode, scenario))
+    notes.extend(missing_source_notes(scenario, answering))
+
+
+def _once(grid: Grid, episodes: list[list[Job]]) -> None:
+    """Keep the first of each episode (a fit set's own shadow episodes are also the ones a fit needs),
+    and count each scenario's cell (a fit set's also holds the shadow episodes fitted on it)."""
+    seen: set[str] = set()
+    for part in episodes:
+        kept = []
+        for job in part:
+            if job.id not in seen:
+                seen.add(job.id)
+                kept.append(job)
+                cell = Cell(job.scenario_id)
+                grid.cells[cell] = grid.cells.get(cell, 0) + 1
+        part[:] = kept
 
 
 def missing_source_notes(scenario: Scenario, answering: int) -> list[str]:
@@ -91,27 +185,25 @@ def missing_source_notes(scenario: Scenario, answering: int) -> list[str]:
     ]
 
 
-def _unique(jobs: list[Job]) -> list[Job]:
-    """First occurrence of each job id (a fit set's own shadow episodes are also the ones a fit needs)."""
-    return list({job.id: job for job in reversed(jobs)}.values())[::-1]
-
-
-def _question_jobs(model: ModelSpec, mode: Mode, scenario: Scenario) -> list[Job]:
+def _question_jobs(model: ModelSpec, mode: Mode, scenario: Scenario) -> Iterator[Job]:
+    """One cell's questions, made 5,000 at a time (their ids hashed as a batch, one payload shared)."""
     payload = {"kind": "question"}
     items = list(scenario.items)
-    ids = job_ids(
-        model_id=model.id,
-        model=model.served_model(),
-        params=model.identity_params(),
-        mode=mode,
-        scenario_id=scenario.id,
-        scenario_version=scenario.version,
-        items=items,
-    )
-    return [
-        Job(id=ident, model_id=model.id, mode=mode, scenario_id=scenario.id, item=item_id, payload=payload)
-        for ident, item_id in zip(ids, items, strict=True)
-    ]
+    for start in range(0, len(items), 5000):
+        chunk = items[start : start + 5000]
+        ids = job_ids(
+            model_id=model.id,
+            model=model.served_model(),
+            params=model.identity_params(),
+            mode=mode,
+            scenario_id=scenario.id,
+            scenario_version=scenario.version,
+            items=chunk,
+        )
+        for ident, item_id in zip(ids, chunk, strict=True):
+            yield Job(
+                id=ident, model_id=model.id, mode=mode, scenario_id=scenario.id, item=item_id, payload=payload
+            )
 
 
 # --- closed loop ----------------------------------------------------------------------------------------

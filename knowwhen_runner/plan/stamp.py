@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..config import SweepConfig
+from ..config import ScenarioSpec, SweepConfig
 from ..jobs import JOB_ID_VERSION
 from ..jsonio import dumps
 
-__all__ = ["plan_stamp"]
+__all__ = ["plan_stamp", "scenario_sources"]
 
 
 def _files(path: Path, *, recursive: bool) -> list[tuple[str, int, int]]:
@@ -44,14 +44,18 @@ def _files(path: Path, *, recursive: bool) -> list[tuple[str, int, int]]:
     return found
 
 
-def _sources(config: SweepConfig) -> dict[str, list[tuple[str, int, int]]]:
+def scenario_sources(spec: ScenarioSpec) -> dict[str, list[tuple[str, int, int]]]:
+    """(name, size, mtime) of the files one scenario is read from, by what the spec calls them."""
     out = {}
-    for spec in config.scenarios:
-        for label, value in (("path", spec.path), ("suite", spec.suite)):
-            candidate = Path(value) if value is not None else None
-            if candidate is not None and candidate.exists():
-                out[f"{spec.id}:{label}"] = _files(candidate, recursive=spec.kind != "states")
+    for label, value in (("path", spec.path), ("suite", spec.suite)):
+        candidate = Path(value) if value is not None else None
+        if candidate is not None and candidate.exists():
+            out[f"{spec.id}:{label}"] = _files(candidate, recursive=spec.kind != "states")
     return out
+
+
+def _sources(config: SweepConfig) -> dict[str, list[tuple[str, int, int]]]:
+    return {key: found for spec in config.scenarios for key, found in scenario_sources(spec).items()}
 
 
 def plan_stamp(config: SweepConfig, fits: dict[str, Any] | None) -> str:

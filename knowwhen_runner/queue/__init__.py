@@ -12,8 +12,9 @@ job claimable again; completion is idempotent (the first recorded result wins, l
 a failure reported by a worker that has lost its lease is kept as an attempt but leaves the job to its
 new holder.
 
-A run is what its config says now: ``enqueue(..., whole_plan=ids)`` names every job of the current plan,
-and any other job of the run is *set aside* (status ``aside:<status>``, a running one as
+A run is what its config says now: ``enqueue(..., whole_plan=ids)`` names every job of the current plan
+(``enqueue(..., cells=...)`` every job of some of its cells: a config changed in part is re-planned in part),
+and any other job of the run (of those cells) is *set aside* (status ``aside:<status>``, a running one as
 ``aside:pending``): kept with its result for the record, never claimed, completed, counted as open or
 returned by ``results`` (all scenarios', or those named); ``counts`` reports them as ``set_aside``. A job of the plan that was set aside
 is live again, with its result if it had one. ``init_run`` of an existing run records the new config text and keeps the meta. ``record``

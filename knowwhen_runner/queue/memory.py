@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from ..crashpoints import crashpoint
-from ..jobs import Items, Job
+from ..jobs import WHOLE_RUN, Cell, Items, Job
 from .answers import AnswerPage, AnswerQuery, answer_page, spend_of
 from .batches import MemoryBatches
 from .budget import MemoryBudget
@@ -42,6 +42,18 @@ class _Row:
     error: str | None = None
     errors: list[dict[str, Any]] = field(default_factory=list)
     done_at: float = 0.0
+
+
+def _in(job: Job, cells: Sequence[Cell]) -> bool:
+    """Whether a job is in one of ``cells`` (its scenario, and model and mode when a cell names them)."""
+    return any(
+        cell == WHOLE_RUN
+        or (
+            job.scenario_id == cell.scenario
+            and (cell.model_id is None or (job.model_id, job.mode) == (cell.model_id, cell.mode))
+        )
+        for cell in cells
+    )
 
 
 class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
@@ -82,18 +94,26 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
 
     async def enqueue(
         self,
-        jobs: list[Job],
+        jobs: Iterable[Job],
         items: Items,
         *,
         whole_plan: AbstractSet[str] | None = None,
+        cells: Sequence[Cell] | None = None,
+        keep: AbstractSet[str] = frozenset(),
     ) -> int:
         for key, payload in items.items():
             self._items.setdefault(key, payload)
-        changed = added = 0
+        jobs = list(jobs)
         if whole_plan is not None:
+            cells, keep = [WHOLE_RUN], whole_plan
+        changed = added = 0
+        if cells is not None:
+            plan = {job.id for job in jobs} | keep
             for row in self._rows.values():
                 aside = row.status.startswith(ASIDE)
-                if aside == (row.job.id in whole_plan):
+                if (aside and row.job.id in plan) or (
+                    not aside and row.job.id not in plan and _in(row.job, cells)
+                ):
                     row.status = live_status(row.status) if aside else aside_status(row.status)
                     row.lease_owner = None
                     changed += 1

@@ -8,13 +8,13 @@ worker, the sweep) takes ``Queue``. ``MemoryQueue`` and ``SqlQueue`` implement e
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from ..exceptions import ErrorKind
-from ..jobs import Job
+from ..jobs import Cell, Job
 from ..redaction import redact
 
 if TYPE_CHECKING:
@@ -190,11 +190,22 @@ class RunBookkeeping(Protocol):
     async def update_meta(self, patch: dict[str, Any]) -> dict[str, Any]: ...
     async def enqueue(
         self,
-        jobs: list[Job],
+        jobs: Iterable[Job],
         items: Items,
         *,
         whole_plan: AbstractSet[str] | None = None,
-    ) -> int: ...
+        cells: Sequence[Cell] | None = None,
+        keep: AbstractSet[str] = frozenset(),
+    ) -> int:
+        """Add the jobs not in the run yet (and the items), in one transaction; how many were new.
+
+        ``jobs`` is read batch by batch, and again if the transaction is retried: give a list or an
+        iterable that starts over (a plan's ``Grid``), never a one-shot generator. ``cells``: the jobs
+        given and the ids in ``keep`` are the whole plan of these cells (``WHOLE_RUN``: of the run); their
+        other jobs are set aside, and a set-aside job given is live again. ``whole_plan``: every id of
+        the run's plan (those given and those kept), the same as ``cells=[WHOLE_RUN]``."""
+        ...
+
     async def items(self, scenario_id: str | None = None, *, of_open_jobs: bool = False) -> Items:
         """The run's item data (of one scenario); ``of_open_jobs``: only the items of its pending, running
         and failed jobs, found through them (what a process that starts on a large run needs)."""

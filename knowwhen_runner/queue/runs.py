@@ -8,14 +8,17 @@ only the rest); a plan that no longer holds a job sets it aside rather than dele
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any
+from itertools import islice
+from operator import attrgetter
+from typing import Any, TypeVar
 
 import orjson
 from sqlalchemy import select, text, update
 
 from ..exceptions import QueueError
-from ..jobs import Items, Job
+from ..jobs import WHOLE_RUN, Cell, Items, Job
 from . import schema as s
 from .engine import RunStatements, safe_url
 from .roles import ASIDE
@@ -27,6 +30,35 @@ _OPEN = "('pending', 'running')"
 # A screen's dropped models: their pending jobs wait for a run without the screen, the run is finished.
 _SCREENED_OUT = "(SELECT model_id FROM kw_model_controls WHERE run = :run AND state = 'screened')"
 _UNFINISHED = "('pending', 'running', 'failed')"  # a failed job may be requeued by any process
+_AFTER_ASIDE = ASIDE[:-1] + chr(ord(ASIDE[-1]) + 1)  # the first status after every ``aside:...``
+
+T = TypeVar("T")
+
+
+def _batches(values: Iterable[T], size: int) -> Iterator[list[T]]:
+    it = iter(values)
+    while batch := list(islice(it, size)):
+        yield batch
+
+
+def _payload_json(made: dict[int, str], payload: dict[str, Any]) -> str:
+    text = made.get(id(payload))
+    if text is None:
+        text = made[id(payload)] = orjson.dumps(payload).decode()
+    return text
+
+
+def _scope(cell: Cell, ph: str) -> tuple[str, tuple[str, ...]]:
+    """The SQL condition (after ``run = ...``) that picks a cell's jobs, and its parameters."""
+    if cell == WHOLE_RUN:
+        return "", ()
+    if cell.model_id is None or cell.mode is None:
+        return f" AND scenario = {ph}", (cell.scenario,)
+    return f" AND scenario = {ph} AND model_id = {ph} AND mode = {ph}", (
+        cell.scenario,
+        cell.model_id,
+        cell.mode,
+    )
 
 
 class RunTables(RunStatements):
@@ -104,98 +136,125 @@ class RunTables(RunStatements):
 
     async def enqueue(
         self,
-        jobs: list[Job],
+        jobs: Iterable[Job],
         items: Items,
         *,
         whole_plan: AbstractSet[str] | None = None,
+        cells: Sequence[Cell] | None = None,
+        keep: AbstractSet[str] = frozenset(),
     ) -> int:
-        return await self._call(self._enqueue, jobs, items, whole_plan)
+        if whole_plan is not None:  # the plan's ids are known: they are its jobs and the ones kept
+            jobs, cells, keep = list(jobs), [WHOLE_RUN], whole_plan
+        return await self._call(self._enqueue, jobs, items, cells, keep)
 
     def _enqueue(
-        self,
-        jobs: list[Job],
-        items: Items,
-        whole_plan: AbstractSet[str] | None,
+        self, jobs: Iterable[Job], items: Items, cells: Sequence[Cell] | None, keep: AbstractSet[str]
     ) -> int:
-        # Resume is the common case (most jobs already there): read what exists, insert only the rest,
-        # through the driver's executemany (SQLAlchemy's per-row parameter handling costs seconds at 150k).
-        ph = self._placeholder
+        # One transaction, whatever the plan's size; jobs are read in batches (``jobs`` may make them as
+        # they are asked for), so memory follows the batch. With ``cells``, the ids given are noted in a
+        # temporary table, and what those cells held besides them is set aside in SQL: no id of the run's
+        # other jobs is ever read back. (A busy SQLite retries the whole transaction: ``jobs`` is read again.)
         with self._engine.begin() as conn:
-            have_items = {
-                (r[0], r[1])
-                for r in conn.exec_driver_sql(
-                    f"SELECT scenario, item FROM kw_items WHERE run = {ph}", (self.run,)
-                )
-            }
-            new_items = [
-                (self.run, sc, it, orjson.dumps(p).decode())
-                for (sc, it), p in items.items()
-                if (sc, it) not in have_items
-            ]
-            statuses: dict[str, str] = {
-                r[0]: r[1]
-                for r in conn.exec_driver_sql(f"SELECT id, status FROM kw_jobs WHERE run = {ph}", (self.run,))
-            }
-            changed = self._set_plan(conn, statuses, whole_plan) if whole_plan is not None else 0
-            conflict = " ON CONFLICT DO NOTHING"
-            for chunk in range(0, len(new_items), 5000):
-                conn.exec_driver_sql(
-                    f"INSERT INTO kw_items (run, scenario, item, payload) VALUES ({ph}, {ph}, {ph}, {ph}){conflict}",
-                    new_items[chunk : chunk + 5000],
-                )
-            added = self._insert_jobs(conn, jobs, set(statuses))
+            self._insert_items(conn, items)
+            if cells is not None:
+                self._plan_ids(conn, "CREATE")
+            added = 0
+            # In id order within a batch: each index's pages are then visited in order, not at random
+            # (SQLite spends half the CPU of a large plan on index pages its cache keeps losing otherwise).
+            for batch in _batches(jobs, 50_000):
+                batch.sort(key=attrgetter("id"))
+                added += self._insert_jobs(conn, batch)
+                if cells is not None:
+                    self._note_ids(conn, [j.id for j in batch])
+            changed = 0
+            if cells is not None:
+                for chunk in _batches(sorted(keep), 5000):
+                    self._note_ids(conn, chunk)
+                changed = self._set_plan(conn, cells)
+                self._plan_ids(conn, "DROP")
             if added or changed:
                 self._unmark_finalized(conn)
         return added
 
-    def _insert_jobs(self, conn: Any, jobs: list[Job], have_jobs: set[str]) -> int:
-        """Insert the jobs not in ``have_jobs``, 5,000 rows at a time (memory follows the batch, not the
-        plan); how many were new."""
+    def _insert_items(self, conn: Any, items: Items) -> None:
+        """Insert the items not in the run yet, 5,000 at a time (their JSON made batch by batch)."""
+        ph = self._placeholder
+        have = {
+            (r[0], r[1])
+            for r in conn.exec_driver_sql(
+                f"SELECT scenario, item FROM kw_items WHERE run = {ph}", (self.run,)
+            )
+        }
+        insert = f"INSERT INTO kw_items (run, scenario, item, payload) VALUES ({ph}, {ph}, {ph}, {ph}) ON CONFLICT DO NOTHING"
+        for batch in _batches((key for key in items if key not in have), 5000):
+            conn.exec_driver_sql(
+                insert, [(self.run, sc, it, orjson.dumps(items[sc, it]).decode()) for sc, it in batch]
+            )
+
+    def _insert_jobs(self, conn: Any, jobs: list[Job]) -> int:
+        """Insert one batch of jobs (those already in the run stay as they are); how many were new."""
         ph = self._placeholder
         insert = (
             "INSERT INTO kw_jobs (run, id, model_id, mode, scenario, item, payload, draw, status, attempts) "
             f"VALUES ({ph}, {ph}, {ph}, {ph}, {ph}, {ph}, {ph}, {ph}, 'pending', 0) ON CONFLICT DO NOTHING"
         )
-        added = 0
-        rows: list[tuple[str | int, ...]] = []
-        for j in jobs:
-            if j.id not in have_jobs:
-                have_jobs.add(j.id)
-                rows.append(
-                    (
-                        self.run,
-                        j.id,
-                        j.model_id,
-                        j.mode,
-                        j.scenario_id,
-                        j.item,
-                        orjson.dumps(j.payload).decode(),
-                        j.draw,
-                    )
-                )
-            if len(rows) == 5000:
-                conn.exec_driver_sql(insert, rows)
-                added, rows = added + len(rows), []
-        if rows:
-            conn.exec_driver_sql(insert, rows)
-        return added + len(rows)
+        payloads: dict[int, str] = {}  # a cell's jobs share one payload: its JSON is made once
+        rows = [
+            (
+                self.run,
+                j.id,
+                j.model_id,
+                j.mode,
+                j.scenario_id,
+                j.item,
+                _payload_json(payloads, j.payload),
+                j.draw,
+            )
+            for j in jobs
+        ]
+        return int(conn.exec_driver_sql(insert, rows).rowcount or 0)
 
-    def _set_plan(self, conn: Any, statuses: dict[str, str], plan: AbstractSet[str]) -> int:
-        """Set aside the jobs ``plan`` does not hold, and bring back the set-aside ones it holds again."""
+    def _plan_ids(self, conn: Any, what: str) -> None:
+        if what == "DROP":
+            conn.exec_driver_sql("DROP TABLE kw_plan_ids")
+        elif self.dialect == "postgresql":
+            conn.exec_driver_sql(
+                "CREATE TEMPORARY TABLE kw_plan_ids (id VARCHAR(64) PRIMARY KEY) ON COMMIT DROP"
+            )
+        else:
+            conn.exec_driver_sql(
+                "CREATE TEMPORARY TABLE IF NOT EXISTS kw_plan_ids (id VARCHAR(64) PRIMARY KEY)"
+            )
+            conn.exec_driver_sql("DELETE FROM kw_plan_ids")
+
+    def _note_ids(self, conn: Any, ids: list[str]) -> None:
         ph = self._placeholder
-        leave = [(self.run, i) for i, st in statuses.items() if i not in plan and not st.startswith(ASIDE)]
-        back = [(self.run, i) for i, st in statuses.items() if i in plan and st.startswith(ASIDE)]
-        aside = (
-            f"UPDATE kw_jobs SET status = CASE status WHEN 'running' THEN '{ASIDE}pending' "
-            f"ELSE '{ASIDE}' || status END, lease_owner = NULL WHERE run = {ph} AND id = {ph}"
+        conn.exec_driver_sql(
+            f"INSERT INTO kw_plan_ids (id) VALUES ({ph}) ON CONFLICT DO NOTHING", [(i,) for i in ids]
         )
-        live = f"UPDATE kw_jobs SET status = SUBSTR(status, {len(ASIDE) + 1}) WHERE run = {ph} AND id = {ph}"
-        for sql, rows in ((aside, leave), (live, back)):
-            for chunk in range(0, len(rows), 5000):
-                conn.exec_driver_sql(sql, rows[chunk : chunk + 5000])
-        if leave or back:  # each model's kept sums of done jobs no longer hold (``tallies``)
+
+    def _set_plan(self, conn: Any, cells: Sequence[Cell]) -> int:
+        """Set aside the jobs of ``cells`` not noted in ``kw_plan_ids``, and bring back the set-aside
+        jobs noted there (a set-aside job's status sorts from ``aside:`` to before ``aside;``)."""
+        ph = self._placeholder
+        live = f"(status < '{ASIDE}' OR status >= '{_AFTER_ASIDE}')"
+        changed = 0
+        for cell in cells:
+            scope, params = _scope(cell, ph)
+            changed += conn.exec_driver_sql(
+                f"UPDATE kw_jobs SET status = CASE status WHEN 'running' THEN '{ASIDE}pending' "
+                f"ELSE '{ASIDE}' || status END, lease_owner = NULL WHERE run = {ph}{scope} AND {live} "
+                "AND id NOT IN (SELECT id FROM kw_plan_ids)",
+                (self.run, *params),
+            ).rowcount
+        changed += conn.exec_driver_sql(
+            f"UPDATE kw_jobs SET status = SUBSTR(status, {len(ASIDE) + 1}) WHERE run = {ph} "
+            f"AND status >= '{ASIDE}' AND status < '{_AFTER_ASIDE}' AND id IN (SELECT id FROM kw_plan_ids)",
+            (self.run,),
+        ).rowcount
+        if changed:  # each model's kept sums of done jobs no longer hold (``tallies``)
             conn.exec_driver_sql(f"DELETE FROM kw_meta WHERE key = {ph}", (kept_key(self.run),))
-        return len(leave) + len(back)
+        return int(changed)
 
     def _unmark_finalized(self, conn: Any) -> None:
         conn.execute(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..config import SweepConfig
 from ..jobs import Items
-from ..plan import plan
+from ..plan import expand
 from ..queue import Queue
 from ..scenarios import load_scenario
 from .fits import compute_fits
@@ -43,7 +43,8 @@ async def waiting_stages(config: SweepConfig, queue: Queue) -> list[str]:
         return []
     fits = await compute_fits(config, queue)
     scenarios = {spec.id: load_scenario(spec) for spec in config.scenarios}
-    return [note for note in plan(config, scenarios, fits).skipped if "waits for" in note]
+    # The grid's notes alone: an open-loop cell's jobs are not made for them (``expand`` makes them lazily).
+    return [note for note in expand(config, scenarios, fits).skipped if "waits for" in note]
 
 
 async def waiting_reason(queue: Queue) -> str:

@@ -40,6 +40,7 @@ from ..work.worker import WorkStats, new_worker_id
 from .advance import advance_stages, waiting_reason, waiting_stages
 from .guards import check_before_run
 from .outputs import finalize_with_drilldown
+from .progress import planned_jobs
 from .request import RunRequest
 from .sweep import RunSummary, check_keys, run_sweep
 from .working import work_queue
@@ -193,7 +194,7 @@ async def _planned_run(queue: Queue, wait_s: float) -> dict[str, Any]:
         if (
             info is not None
             and token in (None, info["meta"].get("plan_token"))
-            and await queue.status_totals()
+            and (planned_jobs(info["meta"]) is not None or await queue.status_totals())
         ):
             return info
         if time.monotonic() >= deadline:

@@ -10,13 +10,34 @@ import sys
 import time
 from collections.abc import Callable
 from types import TracebackType
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
-from ..queue import database_down_since
+from ..queue import SET_ASIDE, Queue, database_down_since
 
-__all__ = ["SweepProgress"]
+__all__ = ["SweepProgress", "planned_jobs", "progress_totals"]
+
+
+def planned_jobs(meta: dict[str, Any]) -> int | None:
+    """How many jobs the run's live plan holds, from its cells kept with the run (None: none are kept,
+    as in a run planned by an earlier release or imported)."""
+    cells = meta.get("cells")
+    return sum(int(cell[-1]) for cell in cells) if cells else None
+
+
+async def progress_totals(queue: Queue) -> tuple[int, int]:
+    """The jobs of the plan and those already finished, for the progress bar. When the plan's size is
+    kept with the run, only the open jobs are counted (an index of them: the cost follows the work left);
+    else every status is counted from the status index."""
+    info = await queue.run_info()
+    planned = planned_jobs(info["meta"]) if info is not None else None
+    if planned is not None:
+        return planned, max(0, planned - sum(c.n for c in await queue.counts(open_only=True)))
+    totals = await queue.status_totals()  # from an index: the rows of done jobs are never read
+    total = sum(n for status, n in totals.items() if status != SET_ASIDE)
+    return total, totals.get("done", 0) + totals.get("failed", 0)
 
 
 class SweepProgress:

@@ -14,11 +14,11 @@ from ..cache import CacheStore, cache_url, open_cache
 from ..config import SweepConfig
 from ..jobs import Items
 from ..provider import FleetLimits, LearnedLimits, Limiters, ModelClient, ProviderTransport, Secrets
-from ..queue import SET_ASIDE, Queue, open_ledger
+from ..queue import Queue, open_ledger
 from ..work.stop_signals import watch_stop_signals
 from ..work.worker import Worker, WorkStats
 from .notify import notify
-from .progress import SweepProgress
+from .progress import SweepProgress, progress_totals
 
 __all__ = ["work_queue"]
 
@@ -73,9 +73,7 @@ async def _work(
     limiters = Limiters(config.models, fleet=fleet, max_outage_s=config.workers.max_outage_s, learned=learned)
     tries, failing = max(2, config.workers.max_attempts + 1), config.workers.quarantine_failures
     client = ModelClient(limiters, secrets, transport=transport, max_tries=tries, failing_after=failing)
-    totals = await queue.status_totals()  # from an index: the rows of done jobs are never read
-    total = sum(n for status, n in totals.items() if status != SET_ASIDE)
-    already = totals.get("done", 0) + totals.get("failed", 0)
+    total, already = await progress_totals(queue)  # the open jobs alone, when the plan's size is kept
     display = SweepProgress(total, already, backing_off=limiters.backing_off, enabled=progress)
     worker = Worker(
         config,

@@ -16,7 +16,19 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "knowwhen_runner"
 
 PUBLIC = {
-    "plan": ["FitRequest", "Plan", "fit_requests", "open_loop_mode", "plan", "plan_stamp"],
+    "plan": [
+        "FitRequest",
+        "Grid",
+        "Plan",
+        "cell_stamps",
+        "cells_of",
+        "expand",
+        "fit_requests",
+        "notes_stamps",
+        "open_loop_mode",
+        "plan",
+        "plan_stamp",
+    ],
     "provider": [
         "AdaptiveRate",
         "BatchTransport",
