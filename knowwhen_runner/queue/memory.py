@@ -275,6 +275,16 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
             and (status is None or r.status == status)
         ]
 
+    async def job_ids(self) -> dict[tuple[str, str], list[str]]:
+        out: dict[tuple[str, str], list[str]] = {}
+        for r in await self.results():
+            out.setdefault((r.job.scenario_id, r.job.model_id), []).append(r.job.id)
+        return out
+
+    async def results_of(self, ids: Sequence[str]) -> list[JobResult]:
+        wanted = set(ids)
+        return [r for r in await self.results() if r.job.id in wanted]
+
     def _done(self) -> list[tuple[Job, dict[str, Any]]]:
         return [(r.job, r.result) for r in self._rows.values() if r.status == "done" and r.result is not None]
 

@@ -723,6 +723,23 @@ def test_results_of_one_status_only(make_queue) -> None:
     assert anyio.run(lambda: q.results({"t"}, status="done"))[0].job.id == "a-t0"
 
 
+def test_job_ids_by_cell_and_results_read_by_key_are_those_of_the_plan(make_queue) -> None:
+    """The plan's job ids by (scenario, model) in id order, and the results of any of them read by key,
+    are exactly what ``results`` returns of them; a set-aside job is in neither, an unknown id is left out."""
+    q = make_queue()
+    _answered(q)
+    every = run(q.results)
+    cells: dict[tuple[str, str], list[str]] = {}
+    for r in every:
+        cells.setdefault((r.job.scenario_id, r.job.model_id), []).append(r.job.id)
+    assert run(q.job_ids) == cells and len(cells) > 2
+    some = sorted(i for ids in cells.values() for i in ids[::2])
+    assert run(q.results_of, [*reversed(some), "no-such-job"]) == [r for r in every if r.job.id in some]
+    _plan(q, [r.job for r in every[1:]])
+    assert every[0].job.id not in {i for ids in run(q.job_ids).values() for i in ids}
+    assert run(q.results_of, [every[0].job.id]) == []
+
+
 def test_model_tallies_count_each_models_jobs_and_sum_what_they_recorded(make_queue) -> None:
     """Tallies give each model its plan's jobs per status, the cost its results recorded (an episode's
     parts summed), its calls and its cache hits; a set-aside job counts as set aside only."""
