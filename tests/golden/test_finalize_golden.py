@@ -129,7 +129,9 @@ def test_finalising_reads_the_states_answers_one_model_at_a_time(
 
         queue.results, queue.results_of = results, results_of  # type: ignore[method-assign]
         async with queue:
-            planned.extend(i for (sc, _m), ids in (await queue.job_ids()).items() if sc in states for i in ids)
+            planned.extend(
+                i for (sc, _m), ids in (await queue.job_ids()).items() if sc in states for i in ids
+            )
             await finalize_run(config, queue)
 
     if backend == "sqlite":
