@@ -295,7 +295,9 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
         return spend_of(self._done())
 
     async def model_tallies(self) -> dict[str, ModelTally]:
-        return tallies_of((r.job.model_id, r.status, r.result) for r in self._rows.values())
+        return tallies_of(
+            (r.job.model_id, r.status, r.result, r.job.scenario_id) for r in self._rows.values()
+        )
 
     async def attempt_errors(self, job_id: str) -> list[dict[str, Any]]:
         row = self._rows.get(job_id)

@@ -9,6 +9,7 @@ the finaliser's memory follows one model's answers, not the run's.
 
 from __future__ import annotations
 
+import math
 import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,8 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ScenarioSpec, SweepConfig
-from ..dataset.answer_rows import file_row
-from ..dataset.files import AnswerTable, QuestionSet, find_answer_files, load_question_set, read_answers
+from ..dataset.answer_rows import file_row, probabilities_problem
+from ..dataset.files import (
+    Answer,
+    AnswerTable,
+    QuestionSet,
+    find_answer_files,
+    load_question_set,
+    read_answers,
+)
 from ..dataset.scoring import AnswerKey, compile_key
 from ..exceptions import ScenarioError
 from ..jsonio import atomic_write_bytes, find_jsonl, write_jsonl
@@ -103,6 +111,7 @@ async def write_states_folders(
         _copy_question_files(spec, config.output / spec.id)
     known = {m.id for m in config.models}
     sets: dict[str, QuestionSet] = {}
+    written: dict[Path, AnswerTable] = {}
     for model in config.models:
         ids = sorted(i for sc in specs for i in cells.get((sc, model.id), ()))
         if not ids:
@@ -114,29 +123,70 @@ async def write_states_folders(
             rows = records.rows.get((sc, model.id))
             if not rows:
                 continue
-            dest = config.output / sc
             if sc not in sets:
-                sets[sc] = load_question_set(dest, questions_stem=stem(spec))
-            ordered = sorted(rows, key=lambda r: r["qhash"])
-            write_jsonl(dest / f"answers_{model.id}.jsonl.gz", _file_rows(ordered, spec.variant, sets[sc]))
+                sets[sc] = load_question_set(config.output / sc, questions_stem=stem(spec))
+            path = config.output / sc / f"answers_{model.id}.jsonl.gz"
+            lines = list(_file_rows(sorted(rows, key=lambda r: r["qhash"]), spec.variant, sets[sc]))
+            write_jsonl(path, lines)
+            written[path] = _read_as_written(path, lines, sets[sc])
             records.rows[(sc, model.id)] = [{k: r[k] for k in OPERATION_FIELDS if k in r} for r in rows]
-    return {sc: _folder(specs[sc], qset) for sc, qset in sets.items()}
+    return {sc: _folder(specs[sc], qset, written) for sc, qset in sets.items()}
 
 
-def _folder(spec: ScenarioSpec, qset: QuestionSet) -> Folder:
+def _folder(spec: ScenarioSpec, qset: QuestionSet, written: Mapping[Path, AnswerTable]) -> Folder:
     from ..scenarios.states import planned_qhashes
 
     planned = planned_qhashes(spec, qset.questions) if spec.limit is not None else None
-    table = _read_back(qset.path, qset, spec.variant or "main")
+    table = _read_back(qset, spec.variant or "main", written)
     return Folder(spec, qset, compile_key(qset, planned=planned), table)
 
 
-def _read_back(folder: Path, qset: QuestionSet, variant: str) -> AnswerTable:
-    """Every answers file of ``folder``, read one file at a time as ``load_answers`` reads them all, each
-    answer kept without its probabilities (a run's would take gigabytes)."""
+def _finite(value: float | None) -> float | None:
+    """A number as it reads back from a file (JSON has no NaN or infinity: they are written as null)."""
+    return value if value is None or math.isfinite(value) else None
+
+
+def _read_as_written(path: Path, lines: Sequence[dict[str, Any]], qset: QuestionSet) -> AnswerTable:
+    """What ``read_answers`` reads of the rows just written to ``path`` (the same checks, the same values),
+    without parsing the file again; the probabilities are left out, as ``_read_back`` leaves them."""
     table: AnswerTable = {}
-    for path in find_answer_files(folder):
-        for key, answers in read_answers([path], qset.questions, variant=variant).items():
+    first: dict[tuple[str, str, str], int] = {}
+    for line, row in enumerate(lines, 1):
+        model, variant, qhash = row["model"], row["variant"], row["qhash"]
+        question = qset.questions.get(qhash)
+        if question is None:
+            raise ScenarioError(f"{path}:{line}: answer for unknown qhash {qhash} (not in the questions)")
+        if (model, variant, qhash) in first:
+            raise ScenarioError(
+                f"{path}:{line}: duplicate answer of model {model} ({variant}) to qhash {qhash}, "
+                f"first at {path.name}:{first[(model, variant, qhash)]}"
+            )
+        if problem := probabilities_problem(row["probabilities"], question.options):
+            raise ScenarioError(f"{path}:{line}: field 'probabilities' {problem}")
+        first[(model, variant, qhash)] = line
+        table.setdefault((model, variant), {})[qhash] = Answer(
+            qhash,
+            row["answer"],
+            _finite(row["confidence"]),
+            row["valid"],
+            row["error"],
+            _finite(row["cost_usd"]) or 0.0,
+            _finite(row["latency_ms"]),
+            None,
+        )
+    return table
+
+
+def _read_back(qset: QuestionSet, variant: str, written: Mapping[Path, AnswerTable]) -> AnswerTable:
+    """Every answers file of the folder as ``load_answers`` reads them all (those just written as they were
+    written, any other from its file), one file at a time and each answer without its probabilities (a
+    run's would take gigabytes)."""
+    table: AnswerTable = {}
+    for path in find_answer_files(qset.path):
+        part = written.get(path) or read_answers([path], qset.questions, variant=variant)
+        for key, answers in part.items():
+            if key[1] != variant:
+                continue
             bucket = table.setdefault(key, {})
             if twice := sorted(bucket.keys() & answers.keys()):
                 raise ScenarioError(

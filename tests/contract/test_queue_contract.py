@@ -758,6 +758,28 @@ def test_model_tallies_count_each_models_jobs_and_sum_what_they_recorded(make_qu
     assert (d.calls, d.cache_hits, d.cost_usd) == (0, 1, 0.0)
 
 
+def test_model_tallies_split_each_models_jobs_by_scenario_as_the_full_counts_do(
+    make_queue, monkeypatch
+) -> None:
+    """Each model's jobs per scenario and status in its tally are exactly the full counts' (set-aside ones
+    under ``set_aside``), when its done jobs are summed and again when they are read from the kept sums."""
+    from knowwhen_runner.queue import tallies
+
+    monkeypatch.setattr(tallies, "_KEEP_FROM", 0)
+    monkeypatch.setattr(tallies, "_SETTLED_S", 0.0)  # every done job is in the kept sums at once
+    q = make_queue()
+    _answered(q)
+    run(q.enqueue, _jobs(3, "d"), {})
+    run(q.claim, "w", 1, 30.0)
+    expected: dict[str, dict[str, dict[str, int]]] = {}
+    for c in run(q.counts):
+        cell = expected.setdefault(c.model_id, {}).setdefault(c.scenario_id, {})
+        cell[c.status] = cell.get(c.status, 0) + c.n
+    assert len(expected["a"]) == 3 and expected["a"]["s"]["done"] == 4
+    for _ in range(2):
+        assert {m: t.scenarios for m, t in run(q.model_tallies).items()} == expected
+
+
 def test_open_counts_and_status_totals_agree_with_the_full_counts(make_queue) -> None:
     """Counts of open jobs only are exactly the pending and running groups of the full counts, and the
     totals per status add the full counts up (set-aside jobs under ``set_aside``)."""
