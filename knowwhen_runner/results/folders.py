@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from ..config import ScenarioSpec, SweepConfig
 from ..dataset.answer_rows import file_row, probabilities_problem
 from ..dataset.files import (
@@ -112,24 +114,36 @@ async def write_states_folders(
     known = {m.id for m in config.models}
     sets: dict[str, QuestionSet] = {}
     written: dict[Path, AnswerTable] = {}
-    for model in config.models:
-        ids = sorted(i for sc in specs for i in cells.get((sc, model.id), ()))
-        if not ids:
-            continue
-        results = await queue.results_of(ids)
-        collect_records(results, known, await failure_kinds(queue, results), into=records)
-        del results
-        for sc, spec in specs.items():
-            rows = records.rows.get((sc, model.id))
-            if not rows:
+    # A file is compressed and written on a thread (zlib lets go of the interpreter) while the next
+    # model's results are read; at most two files' rows wait in memory.
+    in_flight = anyio.Semaphore(2)
+
+    async def write(path: Path, lines: list[dict[str, Any]]) -> None:
+        try:
+            await anyio.to_thread.run_sync(write_jsonl, path, lines)
+        finally:
+            in_flight.release()
+
+    async with anyio.create_task_group() as writing:
+        for model in config.models:
+            ids = sorted(i for sc in specs for i in cells.get((sc, model.id), ()))
+            if not ids:
                 continue
-            if sc not in sets:
-                sets[sc] = load_question_set(config.output / sc, questions_stem=stem(spec))
-            path = config.output / sc / f"answers_{model.id}.jsonl.gz"
-            lines = list(_file_rows(sorted(rows, key=lambda r: r["qhash"]), spec.variant, sets[sc]))
-            write_jsonl(path, lines)
-            written[path] = _read_as_written(path, lines, sets[sc])
-            records.rows[(sc, model.id)] = [{k: r[k] for k in OPERATION_FIELDS if k in r} for r in rows]
+            results = await queue.results_of(ids)
+            collect_records(results, known, await failure_kinds(queue, results), into=records)
+            del results
+            for sc, spec in specs.items():
+                rows = records.rows.get((sc, model.id))
+                if not rows:
+                    continue
+                if sc not in sets:
+                    sets[sc] = load_question_set(config.output / sc, questions_stem=stem(spec))
+                path = config.output / sc / f"answers_{model.id}.jsonl.gz"
+                lines = list(_file_rows(sorted(rows, key=lambda r: r["qhash"]), spec.variant, sets[sc]))
+                written[path] = _read_as_written(path, lines, sets[sc])
+                records.rows[(sc, model.id)] = [{k: r[k] for k in OPERATION_FIELDS if k in r} for r in rows]
+                await in_flight.acquire()
+                writing.start_soon(write, path, lines)
     return {sc: _folder(specs[sc], qset, written) for sc, qset in sets.items()}
 
 
