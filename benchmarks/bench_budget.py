@@ -17,7 +17,8 @@ import anyio
 from knowwhen_runner.config import load_config
 from knowwhen_runner.provider import MockTransport, Secrets
 from knowwhen_runner.queue import open_queue
-from knowwhen_runner.run.sweep import load_and_plan, work_queue
+from knowwhen_runner.sweep import work_queue
+from knowwhen_runner.sweep.sweep import load_and_plan
 from tests.helpers import make_question_set, write_config
 
 IN_FLIGHT = 32

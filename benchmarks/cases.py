@@ -172,7 +172,7 @@ def _seed_cache(config_path: Path, response: dict[str, Any]) -> int:
     from knowwhen_runner.config import load_config
     from knowwhen_runner.provider import decision_body
     from knowwhen_runner.provider.cache_keys import cache_key
-    from knowwhen_runner.run.sweep import load_and_plan
+    from knowwhen_runner.sweep.sweep import load_and_plan
 
     config = load_config(config_path)
     _scenarios, the_plan = load_and_plan(config)
@@ -270,7 +270,7 @@ def plan_and_resume(
     # Planned as a user plans, with ``knowwhen run --plan-only`` (the run keeps its plan's stamp, as any
     # run does), in a process that reports its own peak memory.
     code = (
-        "import resource, sys\nfrom knowwhen_runner.cli import main\nsys.argv[0] = 'knowwhen'\n"
+        "import resource, sys\nfrom knowwhen_runner.cli.main import main\nsys.argv[0] = 'knowwhen'\n"
         "try:\n    main()\nfinally:\n"
         "    print('peak_rss_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
     )

@@ -1,5 +1,5 @@
 """``python -m knowwhen_runner`` is the ``knowwhen`` command."""
 
-from .cli import main
+from .cli.main import main
 
 main()

@@ -16,7 +16,7 @@ from typing import Any
 import typer
 import typer.main
 
-from knowwhen_runner.cli import app
+from knowwhen_runner.cli.main import app
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "commands.md"

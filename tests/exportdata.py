@@ -5,7 +5,9 @@ It holds what an export must carry whatever the values: a decision model ``dm`` 
 job failed for good (its file does not sort first), an LLM ``agent`` whose rows have no confidence or
 probabilities at all (its file sorts first), the common states and the shift in every variant (main,
 nosurf, nodist), an isolated (L1) scenario, and closed-loop episodes in every mode, with repeats and a τ
-fitted on the shadow episodes of a fit set (planned in two stages, as ``run`` plans them). Episodes hold
+fitted on the shadow episodes of a fit set (planned in two stages, as ``run`` plans them). Every
+eleventh job of each stage fails its first attempt and is answered at its second; some answers retried
+within their attempt. Episodes hold
 what their files must type whatever the values: arguments as objects and as a bare string, a turn with
 no call, a decision model's unusable answer. Deterministic and a few seconds.
 """
@@ -25,9 +27,9 @@ from knowwhen_runner.jobs import Job
 from knowwhen_runner.plan import plan
 from knowwhen_runner.queue import Failure, open_queue
 from knowwhen_runner.results.finalize import finalize_run
-from knowwhen_runner.run.fits import compute_fits
-from knowwhen_runner.run.stored import run_meta
 from knowwhen_runner.scenarios import load_scenario
+from knowwhen_runner.stored import run_meta
+from knowwhen_runner.sweep.fits import compute_fits
 from tests.benchdata import make_dataset
 
 L1 = Path(__file__).resolve().parent / "fixtures" / "isolated"
@@ -64,7 +66,8 @@ def state_scenarios(dataset: Path) -> list[dict[str, Any]]:
 
 def write_run_config(path: Path, dataset: Path, *, name: str, episodes: bool = True) -> Path:
     """A config of the two models over the states, the L1 fixture and (``episodes``) two DecisionGym tasks."""
-    scenarios = [*state_scenarios(dataset), {"id": "l1", "kind": "isolated", "path": str(L1)}]
+    l1 = {"id": "l1", "kind": "isolated", "path": str(L1), "params": "required"}  # both question kinds
+    scenarios = [*state_scenarios(dataset), l1]
     if episodes:
         scenarios += EPISODE_SCENARIOS
     config = {
@@ -99,8 +102,9 @@ def _choice(item: dict[str, Any], gold: str | None, i: int) -> str:
 def _question_result(job: Job, item: dict[str, Any], gold: str | None, i: int) -> dict[str, Any]:
     choice = _choice(item, gold, i)
     if job.model_id == "dm":
-        rest = (1.0 - 0.7) / (len(item["options"]) - 1)
-        probs = {o: (0.7 if o == choice else rest) for o in item["options"]}
+        top = 0.7 if len(item["options"]) > 1 else 1.0  # an argument question may have one option
+        rest = (1.0 - top) / max(1, len(item["options"]) - 1)
+        probs = {o: (top if o == choice else rest) for o in item["options"]}
         response = {"choice": choice, "confidence": 0.4, "probabilities": probs, "cost_usd": 0.0}
     else:
         response = {"choice": choice, "confidence": None, "probabilities": None, "cost_usd": 0.002}
@@ -110,11 +114,11 @@ def _question_result(job: Job, item: dict[str, Any], gold: str | None, i: int) -
         qhash=job.item,
         item=item,
         response=response,
-        attempts=2 if i % 11 == 0 else 1,
+        attempts=job.attempts,
         requests=1,
         wall_ms=float(12 + i % 5),
         cache_hit=i % 9 == 0,
-        errors=["HTTP 503: busy"] if i % 11 == 0 else None,
+        errors=["HTTP 503: busy"] if i % 11 == 5 else None,
     )
 
 
@@ -195,6 +199,18 @@ def _answer(job: Job, i: int, items: dict[tuple[str, str], Any], golds: dict[str
     return _question_result(job, item, gold, i)
 
 
+async def _claimed(queue: Any, n: int) -> list[Job]:
+    """Claim the stage's jobs; every eleventh fails its first attempt (not for good) and is claimed again."""
+    claimed = sorted(
+        await queue.claim("w", n, 600.0), key=lambda j: (j.scenario_id, j.model_id, j.item, j.id)
+    )
+    again = [job.id for i, job in enumerate(claimed) if i % 11 == 0]
+    await queue.fail("w", [Failure(job_id, "HTTP 503: busy", "retry") for job_id in again])
+    second = {job.id: job for job in await queue.claim("w", len(again), 600.0)}
+    assert set(second) == set(again) and all(job.attempts == 2 for job in second.values())
+    return [second.get(job.id, job) for job in claimed]
+
+
 async def _fill(config_path: Path, text: str, golds: dict[str, str]) -> None:
     """Plan, answer every job, fit τ from the shadow episodes, plan the gated stage, answer it, finalise."""
     config = load_config(config_path)
@@ -206,12 +222,12 @@ async def _fill(config_path: Path, text: str, golds: dict[str, str]) -> None:
         for stage in range(2):
             the_plan = plan(config, scenarios, fits)
             await queue.enqueue(the_plan.jobs, the_plan.items, whole_plan=the_plan.job_ids())
-            claimed = await queue.claim("w", len(the_plan.jobs), 600.0)
+            claimed = await _claimed(queue, len(the_plan.jobs))
             results, failures = [], []
-            for i, job in enumerate(sorted(claimed, key=lambda j: (j.scenario_id, j.model_id, j.item, j.id))):
+            for i, job in enumerate(claimed):
                 if job.payload.get("kind") == "episode":
                     results.append((job.id, _episode_result(job, i + 100 * stage)))
-                elif job.model_id == "dm" and job.scenario_id in {"common", "shift-nosurf"} - failed:
+                elif job.model_id == "dm" and job.scenario_id in {"common", "shift-nosurf", "l1"} - failed:
                     failed.add(job.scenario_id)  # one job of each failed for good
                     failures.append(Failure(job.id, FAILED_ERROR, "fatal", True))
                 else:

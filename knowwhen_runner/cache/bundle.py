@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .. import __version__
 from ..exceptions import ConfigError, KnowwhenError
 from ..provider.cache_keys import CACHE_KEY_VERSION
-from . import CacheStore, StoredEntry
+from .store import CacheStore, StoredEntry
 
 __all__ = [
     "BUNDLE_SCHEMA_VERSION",

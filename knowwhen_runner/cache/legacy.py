@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import anyio
 
-from . import CacheStore
+from .store import CacheStore
 
 __all__ = ["move_run_entries"]
 
@@ -24,6 +24,7 @@ async def move_run_entries(run_db_url: str, store: CacheStore, store_url: str) -
         return 0  # a PostgreSQL run database is shared: its entries stay for its other runs (store: run)
     if not await anyio.Path(run_db_url.removeprefix("sqlite:///")).is_file():
         return 0
+    # start-up: SQLAlchemy, only when a SQLite run database has entries to move
     from .sql import SqlCacheStore
 
     old = SqlCacheStore(run_db_url)

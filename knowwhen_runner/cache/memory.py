@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from . import CacheEntry, StoredEntry
+from .store import CacheEntry, StoredEntry
 
 __all__ = ["MemoryCacheStore"]
 

@@ -19,7 +19,7 @@ from sqlalchemy import Column, Float, MetaData, String, Table, Text, func, inspe
 
 from ..exceptions import QueueError
 from ..queue.engine import OnOneThread, make_engine
-from . import CacheEntry, StoredEntry, describe_url
+from .store import CacheEntry, StoredEntry, describe_url
 
 __all__ = ["CACHE_SCHEMA_VERSION", "SqlCacheStore"]
 

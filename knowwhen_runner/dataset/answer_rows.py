@@ -10,7 +10,7 @@ above uniform), so it is derived from ``probabilities`` wherever the model gave 
 server said is kept in ``reported_confidence`` (answer schema 2; rows of schema 1 are upgraded on read).
 
 ``answer_row`` / ``failed_row`` are what the queue records (``probabilities`` keyed by option name);
-``file_row`` is the row of an answers file (schema 3): every key on every row with one type whatever the
+``file_row`` is the row of an answers file (schema 4): every key on every row with one type whatever the
 value (an LLM's null confidence, an error string, a retry history), ``variant`` on every row, and
 ``probabilities`` as a list aligned with the question's ``options``, so Hugging Face ``datasets`` types
 each column once. ``record_row`` turns a file row of any schema back into the recorded form.
@@ -41,7 +41,9 @@ __all__ = [
     "validate_response",
 ]
 
-ANSWER_SCHEMA_VERSION = 3
+ANSWER_SCHEMA_VERSION = 4
+"""4: ``error_kind``, the class of the error that failed a job for good (null when it got an answer), so
+an import fails the job again with it. 3: the export's file rows (every key on every row)."""
 _PROB_TOLERANCE = 0.02
 
 AnswerRowDict = dict[str, Any]
@@ -113,6 +115,7 @@ def answer_row(
         "probabilities": response.get("probabilities"),
         "valid": problem is None,
         "error": problem,
+        "error_kind": None,
         "attempts": attempts,
         "requests": requests,
         "cost_usd": response.get("cost_usd"),
@@ -126,8 +129,11 @@ def answer_row(
     }
 
 
-def failed_row(*, model_id: str, qhash: str, error: str, attempts: int) -> AnswerRowDict:
-    """The row for a question whose call failed for good: no answer, counted as wrong."""
+def failed_row(
+    *, model_id: str, qhash: str, error: str, attempts: int, error_kind: str = "error"
+) -> AnswerRowDict:
+    """The row for a question whose call failed for good: no answer, counted as wrong; ``error_kind`` is
+    the kind its last attempt recorded (``queue.AttemptKind``)."""
     return {
         "model": model_id,
         "qhash": qhash,
@@ -137,6 +143,7 @@ def failed_row(*, model_id: str, qhash: str, error: str, attempts: int) -> Answe
         "probabilities": None,
         "valid": False,
         "error": error,
+        "error_kind": error_kind,
         "attempts": attempts,
         "requests": None,
         "cost_usd": None,
@@ -151,13 +158,15 @@ def failed_row(*, model_id: str, qhash: str, error: str, attempts: int) -> Answe
 
 
 class AnswerRow(BaseModel):
-    """One row of an answers file (schema 3): every key present on every row, one type per key."""
+    """One row of an answers file (schema 4): every key present on every row, one type per key."""
 
     model_config = ConfigDict(
         extra="forbid", frozen=True, json_schema_extra={"x-answer-schema-version": ANSWER_SCHEMA_VERSION}
     )
 
-    schema_version: Literal[3] = Field(3, description="The answers file schema (3 since the export).")
+    schema_version: Literal[4] = Field(
+        4, description="The answers file schema (3 since the export, 4 with error_kind)."
+    )
     model: str
     variant: str = Field(description="The question variant: main, nosurf or nodist (main on common states).")
     qhash: str
@@ -174,6 +183,10 @@ class AnswerRow(BaseModel):
     )
     valid: bool
     error: str | None
+    error_kind: str | None = Field(
+        description="The kind of error that failed the job for good (fatal, retry, rate_limited, batch, "
+        "error...); null when the job got an answer (answer schema 4)."
+    )
     attempts: int
     requests: int | None
     cost_usd: float | None
@@ -253,6 +266,7 @@ def file_row(row: Mapping[str, Any], *, variant: str | None, options: Sequence[s
     out["probabilities"] = probs if isinstance(probs, list) else probability_list(probs, options)
     out["valid"] = bool(row.get("valid"))
     out["error"] = _text(row.get("error"))
+    out["error_kind"] = _text(row.get("error_kind"))
     out["attempts"] = _int(row.get("attempts")) or 1
     out["requests"] = _int(row.get("requests"))
     out.update({name: _float(row.get(name)) for name in _FLOATS[2:]})
@@ -266,7 +280,7 @@ def file_row(row: Mapping[str, Any], *, variant: str | None, options: Sequence[s
 
 
 def record_row(row: Mapping[str, Any], options: Sequence[str] | None) -> dict[str, Any]:
-    """A file row of any schema (1, 2 or 3, or the dataset's published rows) as the queue records answers:
+    """A file row of any schema (1 to 4, or the dataset's published rows) as the queue records answers:
     probabilities by option name; a row that says nothing of the server's own confidence has none."""
     out = {k: v for k, v in row.items() if k not in ("schema_version", "variant")}
     out["probabilities"] = probability_map(row.get("probabilities"), options)

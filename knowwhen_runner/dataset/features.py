@@ -54,8 +54,14 @@ ISOLATED_COLUMNS: dict[str, Column] = {
     "input_tokens": "int64",
     "output_tokens": "int64",
     "model_id": "string",
+    "attempts": "int64",
+    "requests": "int64",
+    "cache_hit": "bool",
+    "retry_errors": ("sequence", "string"),
+    "error_kind": "string",
 }
-"""``isolated/answers.jsonl.gz``: the card's ``isolated_answers`` fields, in its order."""
+"""``isolated/answers.jsonl.gz``: the card's ``isolated_answers`` fields, in its order, then the run's
+record of each call (``results.isolated.ISOLATED_FIELDS``)."""
 
 LEADERBOARD_COLUMNS: dict[str, Column] = {
     "model": "string",

@@ -29,6 +29,7 @@ def is_dataset(root: Path) -> bool:
 
 def _download(out: Path, revision: str | None) -> None:
     try:
+        # optional: huggingface_hub is the [hub] extra
         from huggingface_hub import snapshot_download
     except ImportError:
         raise KnowwhenError(

@@ -149,6 +149,7 @@ def _fetch_bfcl(out: Path, release: str, wheel: Path | None) -> dict[str, Any]:
 
 def _fetch_when2call(out: Path, revision: str) -> dict[str, Any]:
     try:
+        # optional: huggingface_hub is the [hub] extra
         from huggingface_hub import HfApi, hf_hub_download
     except ImportError:
         raise KnowwhenError(

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ..intervals import cluster_bootstrap, wilson
 from .files import Answer, IsolatedAnswer
 from .scoring import AnswerKey, occurrence_correct
 
@@ -26,8 +28,6 @@ SEED = 19  # the finaliser's seed: the same data gives the same interval in a ma
 
 def l2_interval(answers: Mapping[str, Answer], key: AnswerKey, measure: str) -> Interval | None:
     """Bootstrap over tasks of accuracy, must-ask or a stratum (``measure``); None for an empty subset."""
-    from ..intervals import cluster_bootstrap  # numpy, imported only when an interval is asked for
-
     correct = occurrence_correct(answers, key)
     by_task: dict[int, list[float]] = defaultdict(list)
     for i, (ok, t) in enumerate(zip(correct, key.task_index, strict=True)):
@@ -44,8 +44,6 @@ def l2_interval(answers: Mapping[str, Answer], key: AnswerKey, measure: str) -> 
 
 def l1_interval(rows: Sequence[IsolatedAnswer], measure: str) -> Interval | None:
     """Wilson interval of pooled or BFCL tool-choice accuracy; None when no row counts."""
-    from ..intervals import wilson
-
     if measure == "bfcl_tool_choice":
         rows = [r for r in rows if r.dp == "tool_select" and r.source.startswith("bfcl")]
     if not rows:
@@ -54,8 +52,6 @@ def l1_interval(rows: Sequence[IsolatedAnswer], measure: str) -> Interval | None
 
 
 def _percent(interval: Interval) -> Interval:
-    from dataclasses import replace
-
     return replace(
         interval, estimate=100 * interval.estimate, low=100 * interval.low, high=100 * interval.high
     )

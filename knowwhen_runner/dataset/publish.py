@@ -48,6 +48,7 @@ def push_dataset(folder: Path, repo_id: str, *, private: bool = True, dry_run: b
     if dry_run:
         return plan
     try:
+        # optional: huggingface_hub is the [hub] extra
         from huggingface_hub import HfApi
     except ImportError:
         raise KnowwhenError("pushing needs huggingface_hub: pip install 'knowwhen-runner[hub]'") from None

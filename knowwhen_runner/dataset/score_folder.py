@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from rich.console import Console
 
 from ..exceptions import ScenarioError
+from ..intervals import miss
 from ..jsonio import dumps, find_jsonl
 from .files import (
     AnswerTable,
@@ -299,10 +300,6 @@ def _within(
     slack: float,
 ) -> LeaderboardCheck:
     """A row checked against the recomputation's interval (widened by the printed precision)."""
-    from dataclasses import replace
-
-    from ..intervals import miss
-
     check = LeaderboardCheck(*base, got, "match" if same else "differs", note)
     if interval is None:
         return check

@@ -1,7 +1,7 @@
 """DecisionGym: seeded customer-service tasks with tools, an environment, answer keys and question sets.
 
 Reading order: suite -> world -> tools (distractors) -> tasks -> env (noise, render) -> answer_key ->
-record -> splits/bundle; ``knowwhen gym`` is ``gym_cli`` beside the package (so other commands start
+record -> splits/bundle; ``knowwhen gym`` is ``cli/gym.py`` (so other commands start
 without loading the gym). The names below are the surface other stages use (the closed loop, the
 served reference models, the quickstart).
 """

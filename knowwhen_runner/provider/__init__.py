@@ -22,7 +22,7 @@ from .prices import token_prices
 from .ratelimit import REQUEST_STARTED, FleetLimits, LearnedLimits, Limiter, Limiters
 from .retry import Verdict, classify, transport_failure
 from .secrets import Secrets
-from .transport import CallKind, LitellmTransport, Reply, Transport
+from .transport import BatchTransport, CallKind, LitellmTransport, ProviderTransport, Reply, Transport
 
 __all__ = [
     "CACHE_KEY_VERSION",
@@ -30,6 +30,7 @@ __all__ = [
     "QUESTION_NAME",
     "REQUEST_STARTED",
     "AdaptiveRate",
+    "BatchTransport",
     "CacheMode",
     "CallKind",
     "CallOutcome",
@@ -43,6 +44,7 @@ __all__ = [
     "MockTransport",
     "ModelClient",
     "ModelFailing",
+    "ProviderTransport",
     "Reply",
     "Secrets",
     "Sent",

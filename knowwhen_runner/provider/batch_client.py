@@ -1,6 +1,6 @@
 """Provider Batch APIs through the transport: upload a JSONL of chat requests, create, poll, read back, cancel.
 
-Every request goes through the ``Transport`` (``LitellmTransport``: OpenAI's files and batches endpoints,
+Every request goes through the ``BatchTransport`` (``LitellmTransport``: OpenAI's files and batches endpoints,
 which OpenAI-compatible servers share; ``MockTransport`` in tests). Each batch carries our key in its
 ``metadata``, so a process that died between creating a batch and writing its provider id down finds
 it again (``find``, paging through the provider's list) instead of submitting it twice. Answers are normalised by the transport with the
@@ -15,7 +15,7 @@ from ..config import ModelSpec
 from ..exceptions import ProviderError
 from .batch_wire import BatchLine, BatchState, LineResult, request_file
 from .prices import batch_token_prices
-from .transport import LitellmTransport, Transport
+from .transport import BatchTransport, LitellmTransport
 
 __all__ = ["METADATA_KEY", "BatchClient", "BatchLine", "BatchState", "LineResult"]
 
@@ -31,8 +31,8 @@ CLOCK_SKEW_S = 3600.0
 class BatchClient:
     """Files and batches requests for one process (keys are passed per call, never stored)."""
 
-    def __init__(self, transport: Transport | None = None) -> None:
-        self._transport: Transport = transport or LitellmTransport()
+    def __init__(self, transport: BatchTransport | None = None) -> None:
+        self._transport: BatchTransport = transport or LitellmTransport()
 
     def request_body(self, model: ModelSpec, body: dict[str, Any]) -> dict[str, Any]:
         """The chat body of one batch line: the synchronous request's fields and the model's params."""

@@ -84,11 +84,6 @@ class ModelClient:
         self._transport.preload()
 
     @property
-    def transport(self) -> Transport:
-        """Where this client's requests go (provider batches go through the same one)."""
-        return self._transport
-
-    @property
     def secrets(self) -> Secrets:
         """The keys this client sends (read per request from the environment; never stored)."""
         return self._secrets
@@ -112,7 +107,7 @@ class ModelClient:
                 return
             verdict = classify(exc)
             tally.errors.append(self._describe(exc, verdict))
-            limiter.last_error = tally.errors[-1]
+            limiter.breaker.last_error = tally.errors[-1]
             if verdict.kind == "rate_limited":
                 limiter.penalize(verdict.wait if verdict.wait is not None else self._backoff(tally.charged))
 
@@ -172,7 +167,7 @@ class ModelClient:
             if probe:
                 if not limiter.may_probe():
                     raise self._down(model, limiter, tally)
-                limiter.probing = True
+                limiter.breaker.probing = True
             try:
                 tally.requests += 1
                 started = time.perf_counter()
@@ -197,7 +192,7 @@ class ModelClient:
                 limiter.heard(reply.limits, ok=True)
             finally:
                 if probe:
-                    limiter.probing = False
+                    limiter.breaker.probing = False
         return {**reply.response, "latency_ms": round((time.perf_counter() - started) * 1000, 3)}
 
     def _refuse_failing(self, model: ModelSpec, tally: _Tally) -> None:
@@ -217,14 +212,14 @@ class ModelClient:
         self.streaks.failed(model.id, call, self._describe(exc, verdict))
 
     def _down(self, model: ModelSpec, limiter: Limiter, tally: _Tally) -> ProviderError:
-        last = limiter.last_error or "earlier requests failed"
+        last = limiter.breaker.last_error or "earlier requests failed"
         if limiter.gave_up():
             message = (
-                f"{model.id} has been down for {limiter.outage_s():.0f} s, longer than the run waits "
-                f"(workers.max_outage_s = {limiter.max_outage_s:.0f}); last error: {last}"
+                f"{model.id} has been down for {limiter.breaker.outage_s():.0f} s, longer than the run waits "
+                f"(workers.max_outage_s = {limiter.breaker.max_outage_s:.0f}); last error: {last}"
             )
         else:
-            message = f"{model.id} is down ({limiter.failures_in_row} failed requests in a row; last: {last})"
+            message = f"{model.id} is down ({limiter.breaker.failures_in_row} failed requests in a row; last: {last})"
         return ProviderError(message, kind="down", requests=tally.requests)
 
     def _backoff(self, charged: int) -> float:

@@ -7,7 +7,7 @@ is *down*, waited for) are not counted.
 Once the streak holds ``limit`` failed requests for at least ``MIN_JOBS`` different jobs (``FOR_JOB``,
 set by the worker for each job; a logical call without one counts as its own), the model is failing:
 the client sends it nothing more and raises ``ModelFailing``, which quarantines the model for the run
-(``run.quarantine``). The jobs rule keeps one job the server cannot take, retried, from setting a model
+(``work.quarantine``). The jobs rule keeps one job the server cannot take, retried, from setting a model
 aside; the streak's length keeps a model that fails often, but not always, at work: with one request in
 three failing, 12 in a row come once in two million.
 """

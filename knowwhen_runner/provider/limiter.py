@@ -3,7 +3,7 @@
 Requests are spaced evenly (GCRA with no burst): at N requests/min a request may start every 60/N s, so
 no sliding minute ever sees more than N. Tokens work the same way with the estimated size of each request.
 A 429/529 pauses the model for everyone in this process (``penalize``); a model that keeps failing
-unreachable is *down* (the breaker opens) and probed one request at a time. A learned limit follows an
+unreachable is *down* (its ``breaker`` opens) and probed one request at a time. A learned limit follows an
 ``AdaptiveRate`` shared through ``LearnedLimits``. ``ratelimit`` says the whole story and hands these out;
 ``fleet_limiter`` builds on ``Limiter`` for a fleet.
 """
@@ -21,6 +21,7 @@ import anyio
 
 from ..config import RateLimit
 from .adaptive import AdaptiveRate, LearnedLimit, LimitNews
+from .breaker import Breaker
 from .clock import MONOTONIC, Clock
 
 __all__ = ["REQUEST_STARTED", "LearnedLimits", "Limiter"]
@@ -29,8 +30,6 @@ __all__ = ["REQUEST_STARTED", "LearnedLimits", "Limiter"]
 #: jobs have sent something, and so which it may still hand back unstarted.
 REQUEST_STARTED: ContextVar[Callable[[], None] | None] = ContextVar("request_started", default=None)
 
-_BREAKER_AFTER = 8  # consecutive failed requests before the model is down (paused, then probed)
-_BREAKER_MAX_S = 30.0  # the longest pause between probes: a model back up is noticed within this
 _DEFAULT_MAX_OUTAGE_S = 1800.0
 _MARGIN = 1.002
 _RESET_WAIT_MAX_S = 60.0  # the longest wait for a stated reset (a per-minute limit resets within it)
@@ -64,7 +63,6 @@ class Limiter:
     ) -> None:
         self.name = name
         self._clock = clock
-        self.max_outage_s = max_outage_s
         self._rate = rate
         # Evenly spaced starts at exactly 60/N s put N + 1 requests into a closed 60 s window; a provider
         # counting that way answers the last with a 429. A hair wider spacing keeps every window at N.
@@ -82,11 +80,9 @@ class Limiter:
         self._next_token = 0.0
         self._in_flight = anyio.CapacityLimiter(rate.max_in_flight)
         self.paused_until = 0.0
-        self.failures_in_row = 0
         self.backoffs = 0
         self.waiting = 0
-        self.down_since: float | None = None  # when the breaker opened (monotonic), while it is open
-        self.probing = False  # a probe request of a down model is under way
+        self.breaker = Breaker(clock, max_outage_s)  # failures in a row, down since, the probe
         self.latency_s: float | None = None  # requests' recent duration (moving average)
 
     @property
@@ -228,33 +224,20 @@ class Limiter:
         self.backoffs += 1
         self.paused_until = max(self.paused_until, self._clock.now() + max(0.0, seconds))
 
-    last_error: str | None = None
-
     def down(self) -> bool:
-        """Whether the breaker is open: the model's last ``_BREAKER_AFTER`` requests or more all failed."""
-        return self.failures_in_row >= _BREAKER_AFTER
-
-    def outage_s(self) -> float:
-        """How long the model has been down (0 when it is up)."""
-        return 0.0 if self.down_since is None else self._clock.now() - self.down_since
+        """Whether the model is down (its breaker is open)."""
+        return self.breaker.down()
 
     def gave_up(self) -> bool:
-        """Down for longer than ``max_outage_s``: the run stops waiting for the model (its jobs stay pending)."""
-        return self.down() and self.outage_s() > self.max_outage_s
+        """Down for longer than the run waits for it (its jobs stay pending)."""
+        return self.breaker.gave_up()
 
     def may_probe(self) -> bool:
         """A down model takes one request at a time, and only once its pause is over."""
-        return not self.probing and self.paused_for() <= 0
+        return not self.breaker.probing and self.paused_for() <= 0
 
     def record(self, ok: bool, retry_after: float | None = None) -> None:
-        """Count consecutive failures; past a threshold the model is down, paused longer at each failure."""
-        if ok:
-            self.failures_in_row = 0
-            self.down_since = None
-            return
-        self.failures_in_row += 1
-        if self.failures_in_row >= _BREAKER_AFTER:
-            if self.down_since is None:
-                self.down_since = self._clock.now()
-            extra = self.failures_in_row - _BREAKER_AFTER
-            self.penalize(max(retry_after or 0.0, min(_BREAKER_MAX_S, 1.0 * (2 ** min(extra, 6)))))
+        """Count the request on the breaker; a down model is paused longer at each failure."""
+        pause = self.breaker.record(ok, retry_after)
+        if pause is not None:
+            self.penalize(pause)

@@ -28,6 +28,7 @@ def load_litellm() -> Any:
     global _litellm
     with _import_lock:
         if _litellm is None:
+            # start-up: litellm takes seconds to load; the first call loads it
             import litellm
 
             import knowwhen_runner  # noqa: F401  (sets LITELLM_LOCAL_MODEL_COST_MAP before the import)

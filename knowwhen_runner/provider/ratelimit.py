@@ -98,7 +98,7 @@ class Limiters:
     def given_up(self) -> dict[str, str]:
         """Models down for longer than the run waits, with their last error."""
         return {
-            model_id: lim.last_error or "no answer"
+            model_id: lim.breaker.last_error or "no answer"
             for model_id, lim in self._by_model.items()
             if lim.gave_up()
         }

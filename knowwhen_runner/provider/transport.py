@@ -2,8 +2,9 @@
 
 ``Transport.send`` makes exactly one HTTP request (no retries: those are the client's) and returns a
 ``Reply``: the normalised response the cache stores, and beside it what the response's headers said
-about rate limits (never stored); or it raises what the provider raised. The batch methods are the
-files and batches endpoints (``batch_client`` drives them), one request each. ``LitellmTransport`` is
+about rate limits (never stored); or it raises what the provider raised. ``BatchTransport`` is the
+other seam: the files and batches endpoints (``batch_client`` drives them), one request each; a caller
+takes the seam it needs, and ``ProviderTransport`` is both, for what wires a worker. ``LitellmTransport`` is
 the only code that sends requests through litellm; ``MockTransport`` (``mock_transport``) answers
 in-process, so the worker loop, retries, pausing, recording and batches are unit-tested without a server.
 
@@ -27,8 +28,10 @@ from .litellm_loader import litellm_loaded, load_litellm, preload_litellm
 from .prices import call_cost, register_price
 
 __all__ = [
+    "BatchTransport",
     "CallKind",
     "LitellmTransport",
+    "ProviderTransport",
     "Reply",
     "Transport",
     "chat_body_response",
@@ -49,7 +52,7 @@ class Reply:
 
 
 class Transport(Protocol):
-    """Sends one request to one model."""
+    """Sends one request to one model: the seam every synchronous call goes through."""
 
     def preload(self) -> None:
         """Start slow set-up in the background (a call is coming soon); must return at once."""
@@ -63,6 +66,15 @@ class Transport(Protocol):
         self, model: ModelSpec, kind: CallKind, body: dict[str, Any], api_key: str | None
     ) -> Reply:
         """One request; the normalised response and its limit news, or the provider's exception."""
+        ...
+
+
+class BatchTransport(Protocol):
+    """The files and batches endpoints of a model's provider, one request each (``batch_client`` drives
+    them): the seam provider batches go through."""
+
+    async def prepare(self, model: ModelSpec) -> None:
+        """Get ready to call ``model`` (imports, prices); called before its first request."""
         ...
 
     async def upload_batch_file(
@@ -96,8 +108,13 @@ class Transport(Protocol):
         ...
 
 
+class ProviderTransport(Transport, BatchTransport, Protocol):
+    """Both seams, for what wires a worker (``work_queue``): requests and batches reach one provider."""
+
+
 class LitellmTransport:
-    """Requests through litellm: ``asystemone`` for decision models, ``acompletion`` for LLMs."""
+    """Requests through litellm: ``asystemone`` for decision models, ``acompletion`` for LLMs, and the
+    files and batches endpoints (a ``ProviderTransport``)."""
 
     def __init__(self) -> None:
         self._prepared: set[str] = set()

@@ -1,8 +1,10 @@
 """The run's queue: jobs, leases and results, behind one interface (responses live in ``cache/``).
 
-Three backends implement ``Queue``: ``MemoryQueue`` (tests), and ``SqlQueue`` on SQLite (default, a file
-in the run folder) or PostgreSQL (many machines; ``FOR UPDATE SKIP LOCKED`` claims). One contract test
-suite runs on all of them. SQLAlchemy is touched only here and in ``cache/`` (the response store, which
+``Queue`` is the union of a few small roles (``roles``: claiming, recording, run bookkeeping, holding
+back, reading, batches); a caller takes the one it needs. Three backends implement them all:
+``MemoryQueue`` (tests), and ``SqlQueue`` on SQLite (default, a file in the run folder) or PostgreSQL
+(many machines; ``FOR UPDATE SKIP LOCKED`` claims). One contract test suite runs on all of them.
+SQLAlchemy is touched only here and in ``cache/`` (the response store, which
 opens its databases through ``engine``).
 
 Job states: pending -> running (claimed under a lease) -> done | failed; an expired lease makes a running
@@ -29,13 +31,11 @@ rate against its limit, what it waits for) from what these return, for ``status`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ..exceptions import ErrorKind
-from ..jobs import Items, Job
+from ..jobs import Job
 from ..redaction import redact
 from .answers import AnswerPage, AnswerQuery, RecordedAnswer
 from .batch_rows import BatchRecord
@@ -56,18 +56,24 @@ __all__ = [
     "AnswerQuery",
     "AttemptKind",
     "BatchRecord",
+    "Batching",
     "BudgetAsk",
     "BudgetTally",
     "ClaimQuota",
+    "Claiming",
     "ControlState",
     "Failure",
+    "HoldingBack",
     "JobCounts",
     "JobResult",
     "JobStatus",
     "ModelControl",
     "ModelTally",
     "Queue",
+    "Reading",
     "RecordedAnswer",
+    "Recording",
+    "RunBookkeeping",
     "aside_status",
     "database_down_since",
     "describe_workers",
@@ -145,139 +151,15 @@ class JobCounts:
     n: int
 
 
-class Queue(Protocol):
-    """What the worker, planner, finaliser and CLI may ask of a run's database."""
-
-    run: str
-
-    async def init_run(self, config_text: str, meta: dict[str, Any]) -> dict[str, Any]: ...
-    async def run_info(self) -> dict[str, Any] | None: ...
-    async def update_meta(self, patch: dict[str, Any]) -> dict[str, Any]: ...
-    async def enqueue(
-        self,
-        jobs: list[Job],
-        items: Items,
-        *,
-        whole_plan: AbstractSet[str] | None = None,
-    ) -> int: ...
-    async def claim(
-        self, worker: str, n: int, lease_s: float, exclude_models: frozenset[str] = frozenset()
-    ) -> list[Job]: ...
-    async def claim_each(
-        self, worker: str, quotas: Sequence[ClaimQuota], lease_s: float, *, key: str | None = None
-    ) -> list[Job]:
-        """Up to each quota's ``n`` pending jobs of its models, in id order, in one transaction.
-
-        A claim sent again (its reply lost: the database went away after the commit) returns the jobs
-        the first one leased and leases no more; ``key`` names a claim so that its caller may send it
-        again, and one is made up otherwise."""
-        ...
-
-    async def heartbeat(self, worker: str, lease_s: float) -> int: ...
-    async def complete(self, worker: str, results: list[tuple[str, dict[str, Any]]]) -> int: ...
-    async def fail(self, worker: str, failures: list[Failure]) -> int: ...
-    async def record(
-        self,
-        worker: str,
-        results: list[tuple[str, dict[str, Any]]],
-        failures: list[Failure],
-    ) -> int: ...
-    async def release(self, worker: str, job_ids: list[str]) -> int: ...
-    async def release_unheld(self, worker: str, held: AbstractSet[str]) -> list[str]:
-        """Give back the jobs leased to ``worker`` that are not in ``held`` (what it knows it holds): a
-        claim whose commit succeeded but whose reply never reached it. Jobs parked in a provider batch
-        are the batch's, not the worker's, and stay. Their ids, released as by ``release``."""
-        ...
-
-    async def take_stage(self, stage: str, worker: str) -> str:
-        """Who plans ``stage`` (a later stage of the run, named by the fits it is planned from): the
-        first process to ask, fleet-wide; the others get its name and wait for its plan."""
-        ...
-
-    async def take_finalize(self, worker: str) -> bool: ...
-    async def release_finalize(self, worker: str) -> None: ...
-    async def requeue_expired(self, stale_after_s: float | None = None) -> int:
-        """Running jobs whose lease expired, or (``stale_after_s``) whose worker's heartbeat is older than
-        that, go back to pending; how many."""
-        ...
-
-    async def requeue_failed(self) -> int: ...
-    async def counts(self, *, open_only: bool = False) -> list[JobCounts]:
-        """Jobs per model, mode, scenario and status (set-aside ones as ``SET_ASIDE``); ``open_only``:
-        the pending and running ones alone, found by index (what a start-up or an idle worker needs)."""
-        ...
-
-    async def status_totals(self) -> dict[str, int]:
-        """Jobs per status (set-aside ones as ``SET_ASIDE``), counted from an index, never the rows."""
-        ...
-
-    async def done_lately(self, seconds: float) -> dict[str, tuple[int, float]]:
-        """Per model: jobs done in the last ``seconds`` (database clock), and how long ago the first of them."""
-        ...
-
-    async def results(
-        self, scenarios: AbstractSet[str] | None = None, *, status: JobStatus | None = None
-    ) -> list[JobResult]:
-        """Every job of the plan (of the scenarios named) in id order, or only those in ``status``: a
-        resume reads its open jobs alone (an index of them), never the results of the done ones."""
-        ...
-
-    async def job_ids(self) -> dict[tuple[str, str], list[str]]:
-        """The ids of the plan's jobs by (scenario, model), in id order, without reading any result."""
-        ...
-
-    async def results_of(self, ids: Sequence[str]) -> list[JobResult]:
-        """The jobs of the plan among ``ids``, in id order, each found by its key: a finaliser reads one
-        model's results at a time, never the whole run's at once."""
-        ...
-
-    async def answers(self, query: AnswerQuery) -> AnswerPage: ...
-    async def spend(self) -> dict[str, float]: ...
-    async def model_tallies(self) -> dict[str, ModelTally]:
-        """Each model's jobs of the plan per status, recorded cost, calls and cache hits, summed by the
-        database (``status`` reads these, never every result)."""
-        ...
-
-    async def attempt_errors(self, job_id: str) -> list[dict[str, Any]]: ...
-    async def items(self, scenario_id: str | None = None, *, of_open_jobs: bool = False) -> Items:
-        """The run's item data (of one scenario); ``of_open_jobs``: only the items of its pending, running
-        and failed jobs, found through them (what a process that starts on a large run needs)."""
-        ...
-
-    # Provider batches (``batch_rows`` explains the rows): open before submitting, note what happened,
-    # lease open batches to poll them, take a finished batch's jobs back under a worker's lease.
-    async def batch_open(
-        self, worker: str, key: str, model_id: str, job_ids: list[str], lease_s: float
-    ) -> int: ...
-    async def batch_note(
-        self,
-        key: str,
-        *,
-        status: str | None = None,
-        provider_id: str | None = None,
-        counts: dict[str, int] | None = None,
-        error: str | None = None,
-    ) -> None: ...
-    async def batch_lease(
-        self, worker: str, lease_s: float, model_ids: frozenset[str]
-    ) -> list[BatchRecord]: ...
-    async def batch_take(self, worker: str, key: str, lease_s: float) -> list[Job]: ...
-    async def batches(self) -> list[BatchRecord]: ...
-    async def set_control(self, model_id: str, state: ControlState, reason: str) -> bool: ...
-    async def clear_controls(self, state: ControlState, model_id: str | None = None) -> int: ...
-    async def controls(self) -> list[ModelControl]: ...
-    async def budget_reserve(self, asks: list[BudgetAsk]) -> str | None: ...
-    async def budget_settle(
-        self, reserved: list[BudgetAsk], actual_usd: float, actual_tokens: int
-    ) -> None: ...
-    async def budget_tallies(self) -> list[BudgetTally]: ...
-    async def budget_forget_reservations(self) -> None: ...
-    async def register_worker(self, worker: str) -> None: ...
-    async def stop_worker(self, worker: str) -> None: ...
-    async def workers(self) -> list[dict[str, Any]]: ...
-    async def close(self) -> None: ...
-    async def __aenter__(self) -> Queue: ...
-    async def __aexit__(self, *exc: object) -> None: ...
+from .roles import (  # noqa: E402  (they name the types above)
+    Batching,
+    Claiming,
+    HoldingBack,
+    Queue,
+    Reading,
+    Recording,
+    RunBookkeeping,
+)
 
 
 def open_queue(url: str, run: str) -> Queue:

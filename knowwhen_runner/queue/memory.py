@@ -22,9 +22,9 @@ from . import (
     live_status,
 )
 from .answers import AnswerPage, AnswerQuery, answer_page, spend_of
+from .batches import MemoryBatches
 from .budget import MemoryBudget
 from .controls import MemoryControls
-from .memory_batches import MemoryBatches
 from .tallies import ModelTally, tallies_of
 
 __all__ = ["MemoryQueue"]

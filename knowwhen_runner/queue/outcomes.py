@@ -1,6 +1,6 @@
 """Outcomes of ``SqlQueue``: results and failures recorded, and read back (counts, errors, results).
 
-A mixin, like ``side_tables``: it uses the queue's ``_call``, ``_engine``, ``_clock``, ``_placeholder``
+A mixin, like the others of ``sql``: it uses the queue's ``_call``, ``_engine``, ``_clock``, ``_placeholder``
 and ``_bulk``. A batch of results and failures is one transaction, serialised before it begins.
 """
 

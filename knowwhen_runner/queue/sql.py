@@ -10,15 +10,15 @@ and keeps leases on the database server's clock (see ``engine.py``).
 from __future__ import annotations
 
 from .answers import AnswerTables
-from .batch_table import BatchTable
+from .batches import BatchTable
 from .budget import ControlBudget
+from .claims import LeaseTables
 from .controls import ControlTables
 from .engine import DbClock, make_engine, safe_url
-from .leases import LeaseTables
 from .outcomes import OutcomeTables
 from .runs import RunTables
-from .side_tables import SideTables
 from .tallies import TallyTables
+from .workers import SideTables
 
 __all__ = ["SqlQueue", "safe_url"]
 
@@ -36,9 +36,9 @@ class SqlQueue(
 ):
     """A ``Queue`` in a SQLite file or a PostgreSQL database.
 
-    Its operations come in mixins by concern: the run and its jobs (``runs``), claims and leases
-    (``leases``), outcomes (``outcomes``), answers, controls, budget, side tables and provider batches;
-    their common plumbing (``_insert``, ``_params``, ``_placeholder``, ``_bulk``) is ``RunStatements``.
+    Its operations come in mixins by the queue's roles (``roles``): the run and its jobs (``runs``),
+    claims and leases (``claims``), outcomes (``outcomes``), answers, tallies, controls, budget, the
+    worker registry (``workers``) and provider batches (``batches``); their common plumbing (``_insert``, ``_params``, ``_placeholder``, ``_bulk``) is ``RunStatements``.
     """
 
     def __init__(self, url: str, run: str) -> None:

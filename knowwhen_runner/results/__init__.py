@@ -1,12 +1,12 @@
 """From recorded results to what a user reads: answers files, CXS manifests, tables, plots, the report.
 
 Read in this order: ``collect`` (queue results grouped per cell), ``cells`` (the
-numbers of each cell), ``manifest`` (the versioned document per model), ``ranking`` (the leaderboard's
+numbers of each cell), ``manifest/`` (the versioned document per model, in three parts), ``ranking`` (the leaderboard's
 order, and which models a plot names), ``tables``, ``gated_tables`` and ``table_files`` (every table,
-ranked), ``canvas``, ``svg``, ``plots`` and ``many_plots`` (small multiples, Pareto), ``figures`` (the
-plots through matplotlib, for papers), ``report``, ``finalize`` (all of it, idempotently), ``compare`` (two runs), ``cell_intervals``
-(each cell's uncertainty, from the statistics of ``knowwhen_runner.intervals``), ``export`` (a finalised
-run as a dataset folder, with ``headline_rows`` and ``export_card``).
+ranked), ``figures/`` (the plots: SVG for the report, matplotlib for a paper; its ``__init__`` gives its
+own order), ``report``, ``finalize`` (all of it, idempotently), ``compare`` (two runs), ``cell_intervals``
+(each cell's uncertainty, from the statistics of ``knowwhen_runner.intervals``), ``export/`` (a finalised
+run as a dataset folder, with its headline numbers and card).
 """
 
 from __future__ import annotations

@@ -100,11 +100,19 @@ def open_loop_intervals(
     )
 
 
-def isolated_intervals(pooled: Sequence[bool], bfcl: Sequence[bool]) -> IsolatedIntervals:
-    """Wilson intervals of L1 pooled and BFCL tool-choice accuracy, in percent."""
+def isolated_intervals(
+    pooled: Sequence[bool], bfcl: Sequence[bool], choice: Sequence[bool] = (), arguments: Sequence[bool] = ()
+) -> IsolatedIntervals:
+    """Wilson intervals of L1 pooled, BFCL tool-choice, tool-choice and argument accuracy, in percent."""
+
+    def pct(flags: Sequence[bool]) -> ConfidenceInterval | None:
+        return to_manifest(wilson(sum(flags), len(flags), level=LEVEL), 100.0) if flags else None
+
     return IsolatedIntervals(
-        pooled_pct=to_manifest(wilson(sum(pooled), len(pooled), level=LEVEL), 100.0) if pooled else None,
-        bfcl_tool_choice_pct=to_manifest(wilson(sum(bfcl), len(bfcl), level=LEVEL), 100.0) if bfcl else None,
+        pooled_pct=pct(pooled),
+        bfcl_tool_choice_pct=pct(bfcl),
+        tool_choice_pct=pct(choice),
+        argument_pct=pct(arguments),
     )
 
 

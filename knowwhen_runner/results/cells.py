@@ -1,7 +1,7 @@
 """Coverage × success: turning a run's recorded results into the cells of the CXS manifests.
 
-Open-loop cells come from the answers as the benchmark reads them (scored by ``scoring``, selective
-metrics from ``metrics``) plus the raw rows for cost, latency, tokens and cache hits; closed-loop cells
+Open-loop cells come from the answers as the benchmark reads them (scored by ``scoring``; a decision
+model's calibration, curve, fit and gate from ``selective_cells``) plus the raw rows for cost, latency, tokens and cache hits; closed-loop cells
 come from episode results. This module groups, counts and converts units; it never re-implements a score.
 """
 
@@ -9,60 +9,35 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any
 
 import numpy as np
 
 from ..dataset.files import Answer, IsolatedAnswer
-from ..dataset.metrics import (
-    aurc,
-    brier_score,
-    coverage_accuracy_curve,
-    expected_calibration_error,
-    fit_threshold,
-    gated_at,
-)
-from ..dataset.scoring import AnswerKey, gated_open_loop, occurrence_correct, score_l1, score_l2, task_weights
+from ..dataset.scoring import AnswerKey, occurrence_correct, score_l1, score_l2
 from ..intervals import pass_hat_k, per_task_success
 from ..jobs import job_cost
 from .cell_intervals import closed_loop_intervals, isolated_intervals, open_loop_intervals
-from .fit_bootstrap import FitData
 from .manifest import (
-    Calibration,
     ClosedLoopCell,
     Cost,
-    CoverageCurve,
-    CurvePoint,
-    Fit,
-    Gate,
-    GatePoint,
     IsolatedCell,
     Latency,
     OpenLoopCell,
     Operations,
-    ReliabilityBin,
     Scope,
     Stratum,
     Tokens,
     Validity,
 )
+from .selective_cells import refit_data, selective_fields
 
 __all__ = [
-    "DEFAULT_TARGET",
-    "GATE_THRESHOLDS",
     "closed_loop_cell",
     "isolated_cell",
     "open_loop_cell",
     "operations",
 ]
-
-GATE_THRESHOLDS = (0.5, 0.8, 0.9, 0.95, 0.99)
-"""The τ at which every manifest records the gated point exactly (the gated table's columns)."""
-DEFAULT_TARGET = 0.99
-"""Target accuracy of the fitted threshold when the config has no ``gate`` section."""
-_CURVE_POINTS = 200
-_BINS = 10
-_P = TypeVar("_P", CurvePoint, GatePoint)
 
 
 def _finite(value: float | None) -> float | None:
@@ -94,9 +69,9 @@ def open_loop_cell(
         name: Stratum(accuracy_pct=_finite(s.accuracy), n_occurrences=s.n_occurrences, n_tasks=s.n_tasks)
         for name, s in score.strata.items()
     }
-    selective: dict[str, Any] = _selective(answers, key, target, llm) if decision else {}
+    selective: dict[str, Any] = selective_fields(answers, key, target, llm) if decision else {}
     correct = occurrence_correct(answers, key)
-    fit_data = _fit_data(answers, key, correct, target, llm) if decision else None
+    fit_data = refit_data(answers, key, correct, target, llm) if decision else None
     failed = sum(1 for r in rows if _failed(r))
     if failed:
         # No score for a cell whose calls did not all get an answer: failed is not wrong.
@@ -127,153 +102,6 @@ def open_loop_cell(
         **_operations(rows),
         intervals=None if failed else open_loop_intervals(correct, key.task_index, key.must_ask, fit_data),
     )
-
-
-def _fit_data(
-    answers: Mapping[str, Answer],
-    key: AnswerKey,
-    correct: list[bool],
-    target: float | str | None,
-    llm: tuple[str, Mapping[str, Answer]] | None,
-) -> FitData:
-    """What the refit bootstrap needs: the items of ``_selective`` and how its target is set."""
-    llm_correct = occurrence_correct(llm[1], key) if llm else None
-    goal: float | Literal["llm"] | None
-    if target == "llm":
-        goal = "llm" if llm else None
-    else:
-        goal = DEFAULT_TARGET if target is None else float(target)
-    conf = [_confidence(answers.get(q)) for q in key.qhashes]
-    return FitData(conf, correct, key.task_index, goal, llm_correct)
-
-
-def _confidence(answer: Answer | None) -> float:
-    # The rule of scoring.gated_open_loop: an answer that does not count has confidence 0.
-    if answer is None or answer.error or not answer.valid or answer.answer is None:
-        return 0.0
-    return float(answer.confidence or 0.0)
-
-
-def _selective(
-    answers: Mapping[str, Answer],
-    key: AnswerKey,
-    target: float | str | None,
-    llm: tuple[str, Mapping[str, Answer]] | None,
-) -> dict[str, Any]:
-    conf = [_confidence(answers.get(q)) for q in key.qhashes]
-    correct = occurrence_correct(answers, key)
-    goal, source = _target(target, key, llm)
-    fit = None
-    if goal is not None:
-        found = fit_threshold(conf, correct, goal)
-        fit = Fit(
-            target=found.target,
-            target_source=source,
-            reachable=found.reachable,
-            threshold=found.threshold,
-            coverage=found.coverage,
-            accuracy=found.accuracy,
-            support=found.support,
-        )
-    return {
-        "calibration": _calibration(conf, correct),
-        "curve": _curve(conf, correct),
-        "fit": fit,
-        "gate": _gate(answers, key, llm, conf, correct, goal) if llm else None,
-    }
-
-
-def _target(
-    target: float | str | None, key: AnswerKey, llm: tuple[str, Mapping[str, Answer]] | None
-) -> tuple[float | None, Literal["config", "llm", "default"]]:
-    if target is None:
-        return DEFAULT_TARGET, "default"
-    if target == "llm":
-        if llm is None:
-            return None, "llm"
-        return score_l2(llm[1], key).accuracy / 100.0, "llm"
-    return float(target), "config"
-
-
-def _calibration(conf: Sequence[float], correct: Sequence[bool]) -> Calibration:
-    c, k = np.asarray(conf, dtype=np.float64), np.asarray(correct, dtype=np.float64)
-    bins = np.clip(np.floor(c * _BINS).astype(np.int64), 0, _BINS - 1)
-    out = []
-    for b in range(_BINS):
-        mask = bins == b
-        if mask.any():
-            out.append(
-                ReliabilityBin(
-                    lower=b / _BINS,
-                    upper=(b + 1) / _BINS,
-                    n=int(mask.sum()),
-                    mean_confidence=float(c[mask].mean()),
-                    accuracy=float(k[mask].mean()),
-                )
-            )
-    return Calibration(
-        ece=expected_calibration_error(conf, correct), brier=brier_score(conf, correct), bins=out
-    )
-
-
-def _thin(points: Sequence[_P]) -> tuple[list[_P], bool]:
-    """Keep the first point reaching each 1/200 of coverage, and both ends."""
-    if len(points) <= _CURVE_POINTS + 1:
-        return list(points), False
-    kept: list[_P] = []
-    last = -1
-    for i, p in enumerate(points):
-        bucket = int(p.coverage * _CURVE_POINTS)
-        if bucket != last or i == len(points) - 1:
-            kept.append(p)
-            last = bucket
-    return kept, True
-
-
-def _curve(conf: Sequence[float], correct: Sequence[bool]) -> CoverageCurve:
-    full = [
-        CurvePoint(threshold=p.threshold, coverage=p.coverage, accuracy=p.accuracy, support=p.support)
-        for p in coverage_accuracy_curve(conf, correct)
-    ]
-    risk = aurc(conf, correct)
-    points, thinned = _thin(full)
-    return CoverageCurve(
-        points=points,
-        area=None if risk is None else 1.0 - risk,
-        aurc=risk,
-        n_thresholds=len(full),
-        thinned=thinned,
-    )
-
-
-def _gate(
-    answers: Mapping[str, Answer],
-    key: AnswerKey,
-    llm: tuple[str, Mapping[str, Answer]],
-    conf: Sequence[float],
-    correct: Sequence[bool],
-    goal: float | None,
-) -> Gate:
-    llm_id, llm_answers = llm
-    report = gated_open_loop(answers, llm_answers, key, target=goal)
-    llm_correct = occurrence_correct(llm_answers, key)
-    weights = task_weights(key)
-    exact = [gated_at(conf, correct, llm_correct, tau, weights) for tau in GATE_THRESHOLDS]
-    curve, thinned = _thin([GatePoint(**_fields(p)) for p in report.curve])
-    return Gate(
-        llm=llm_id,
-        llm_accuracy=report.llm_accuracy,
-        model_accuracy=report.model_accuracy,
-        at_fit=GatePoint(**_fields(report.at_fit)) if report.at_fit else None,
-        at_thresholds=[GatePoint(**_fields(p)) for p in exact],
-        curve=curve,
-        thinned=thinned,
-    )
-
-
-def _fields(point: Any) -> dict[str, float]:
-    """A metrics gated point as plain fields (slots dataclasses have no ``__dict__``)."""
-    return {"threshold": point.threshold, "coverage": point.coverage, "accuracy": point.accuracy}
 
 
 def _failed(row: Mapping[str, Any]) -> bool:
@@ -351,6 +179,8 @@ def isolated_cell(scenario: str, mode: str, rows: Sequence[Mapping[str, Any]]) -
         return None
     l1 = score_l1(scored)
     bfcl = [r.correct for r in scored if r.dp == "tool_select" and r.source.startswith("bfcl")]
+    choice = [r.correct for r in scored if r.dp == "tool_select"]
+    arguments = [r.correct for r in scored if r.dp == "tool_params"]
     return IsolatedCell(
         scenario=scenario,
         mode=mode,
@@ -358,7 +188,11 @@ def isolated_cell(scenario: str, mode: str, rows: Sequence[Mapping[str, Any]]) -
         pooled_pct=l1.pooled,
         bfcl_tool_choice_pct=l1.bfcl_tool_choice,
         n_bfcl_tool_choice=l1.n_bfcl_tool_choice,
-        intervals=isolated_intervals([r.correct for r in scored], bfcl),
+        tool_choice_pct=l1.tool_choice,
+        n_tool_choice=l1.n_tool_choice,
+        argument_pct=l1.arguments,
+        n_argument=l1.n_arguments,
+        intervals=isolated_intervals([r.correct for r in scored], bfcl, choice, arguments),
     )
 
 

@@ -70,7 +70,7 @@ def collect_records(
         if episode:
             key = (owner, job.scenario_id, job.mode, _tau(source.get("tau")))
             if status == "done" and result is not None:
-                rec.episodes[key].append(result)
+                rec.episodes[key].append({**result, "attempts": job.attempts})  # its episode row keeps them
             elif status == "failed":
                 rec.failed_episodes[key] += 1
                 rec.failed_tasks[key].append((job.item, int(job.payload.get("repeat") or 0)))
@@ -82,7 +82,11 @@ def collect_records(
             rec.rows[(job.scenario_id, job.model_id)].append(upgrade_row(result))
         elif status == "failed":
             row = failed_row(
-                model_id=job.model_id, qhash=job.item, error=error or "failed", attempts=job.attempts
+                model_id=job.model_id,
+                qhash=job.item,
+                error=error or "failed",
+                attempts=job.attempts,
+                error_kind=(failure_kinds or {}).get(job.id, "error"),
             )
             rec.rows[(job.scenario_id, job.model_id)].append(row)
     return rec

@@ -36,8 +36,9 @@ __all__ = [
     "write_episode_files",
 ]
 
-EPISODE_ROW_SCHEMA_VERSION = 2
-"""2: arguments as JSON text, costs and latencies as ``{decision, llm}``, repeat, seed and call counts."""
+EPISODE_ROW_SCHEMA_VERSION = 3
+"""3: ``attempts``, the claims the episode's job took (an import claims it as often; rows of 1 and 2 read
+with 1). 2: arguments as JSON text, costs and latencies as ``{decision, llm}``, repeat, seed and call counts."""
 
 
 class EpisodeStep(BaseModel):
@@ -86,7 +87,7 @@ class EpisodeRow(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[2] = 2
+    schema_version: Literal[3] = 3
     scenario: str
     task_id: str
     mode: str
@@ -108,6 +109,8 @@ class EpisodeRow(BaseModel):
     cache_hits: int = 0
     extra_tool_calls: int = 0
     """Tool calls the LLM made beside the first of a turn (never acted on)."""
+    attempts: int = 1
+    """Claims the episode's job took: 1 when its first attempt finished it (schema 3)."""
     cost_usd: EpisodeSpend
     latency_ms: EpisodeSpend
     reply: str | None = None
@@ -118,6 +121,7 @@ def _states(item: dict[str, Any] | None, trajectory: list[dict[str, Any]]) -> di
     """The state before each step, rebuilt by replaying the recorded calls; stops at the first mismatch."""
     if not item or "suite" not in item or "seed" not in item:
         return {}
+    # start-up: the gym, only when an episode's states are rebuilt
     from ..gym import GymEnv, Suite, make_task, render_state
 
     try:
@@ -192,6 +196,7 @@ def episode_row(model: str, result: dict[str, Any], item: dict[str, Any] | None 
         decision_calls=int(result.get("decision_calls") or 0),
         cache_hits=int(result.get("cache_hits") or 0),
         extra_tool_calls=extra if isinstance(extra, int) else len(extra or []),
+        attempts=int(result.get("attempts") or 1),
         cost_usd=_spend(result.get("cost_usd")),
         latency_ms=_spend(result.get("latency_ms")),
         reply=result.get("reply"),
@@ -200,21 +205,23 @@ def episode_row(model: str, result: dict[str, Any], item: dict[str, Any] | None 
 
 
 def read_episode_row(row: Mapping[str, Any]) -> EpisodeRow:
-    """A row of an episodes file of either schema (1: arguments as they were, costs keyed freely)."""
+    """A row of an episodes file of any schema (1: arguments as they were, costs keyed freely; 1 and 2: no
+    attempts, read as one)."""
     if row.get("schema_version") == 1:
         steps = [{**s, "arguments": _json_text(s.get("arguments"))} for s in row.get("steps") or []]
         row = {
             **row,
-            "schema_version": 2,
             "steps": steps,
             "cost_usd": _spend(row.get("cost_usd")),
             "latency_ms": _spend(row.get("latency_ms")),
         }
+    if row.get("schema_version") in (1, 2):
+        row = {**row, "schema_version": EPISODE_ROW_SCHEMA_VERSION}
     return EpisodeRow.model_validate(row)
 
 
 def read_episode_file(path: Path) -> Iterator[tuple[int, EpisodeRow]]:
-    """(line, row) of an episodes file of either schema; a line that is no episode row is named."""
+    """(line, row) of an episodes file of any schema; a line that is no episode row is named."""
     for line, data in iter_jsonl(path):
         try:
             yield line, read_episode_row(data)

@@ -21,9 +21,14 @@ from ..dataset.scoring import score_l2
 from ..exceptions import KnowwhenError
 from ..jsonio import atomic_write_bytes, file_sha256
 from ..queue import Queue
+from ..scenarios import load_scenario
 from .cells import closed_loop_cell, isolated_cell, open_loop_cell, operations
 from .collect import EpisodeKey, RunRecords, collect_records
+from .episode_rows import write_episode_files
+from .figures import write_plots
 from .folders import Folder, failure_kinds, write_states_folders
+from .isolated import finalize_isolated
+from .l1_table import write_l1_table
 from .manifest import (
     ClosedLoopCell,
     CxsManifest,
@@ -34,6 +39,10 @@ from .manifest import (
     ScenarioProvenance,
     manifest_path,
 )
+from .ranking import rank_models
+from .report import write_report
+from .table_files import write_tables
+from .tables import headline_table
 
 __all__ = ["PACKAGES", "Drilldown", "finalize_run", "scenario_folder", "write_outputs"]
 
@@ -46,7 +55,7 @@ def scenario_folder(config: SweepConfig, scenario_id: str) -> Path:
 
 
 Drilldown = Callable[[Sequence[CxsManifest]], Awaitable[str]]
-"""Builds the report's drill-down section from the manifests (the viewer's offline page, which ``run/``
+"""Builds the report's drill-down section from the manifests (the viewer's offline page, which ``sweep/``
 hands over: the viewer reads results, so results never import it)."""
 
 
@@ -70,12 +79,8 @@ async def finalize_run(
     del cells
     for spec in config.scenarios:
         if spec.kind == "isolated":
-            from .isolated import finalize_isolated
-
             records.rows.update(await finalize_isolated(config, spec, queue, records))
     if records.episodes:
-        from .episode_rows import write_episode_files
-
         items = {
             k: v
             for s in config.scenarios
@@ -94,9 +99,6 @@ async def finalize_run(
     write_outputs(config.output, manifests, shown, config.report)
     _write_table(config, manifests)
     if any(s.kind == "isolated" for s in config.scenarios):
-        from .l1_table import write_l1_table
-        from .ranking import rank_models
-
         write_l1_table(config, rank_models(manifests, config.report.rank_by))
     return scores
 
@@ -139,8 +141,6 @@ def _run_provenance(
 
 
 def _scenario_files(spec: ScenarioSpec) -> dict[str, str]:
-    from ..scenarios import load_scenario
-
     try:
         return dict(load_scenario(spec).files)
     except KnowwhenError:
@@ -272,11 +272,6 @@ def write_outputs(
 ) -> None:
     """Write the manifests, then the tables, plots and report built from them (and the report's drill-down),
     models ranked and plots focused as ``report`` says."""
-    from .plots import write_plots
-    from .ranking import rank_models
-    from .report import write_report
-    from .table_files import write_tables
-
     report = report or ReportSettings()
     ranking = rank_models(manifests, report.rank_by)
     written = set()
@@ -294,9 +289,6 @@ def write_outputs(
 
 
 def _write_table(config: SweepConfig, manifests: Sequence[CxsManifest]) -> None:
-    from .ranking import rank_models
-    from .tables import headline_table
-
     text = headline_table(manifests, rank_models(manifests, config.report.rank_by)).to_markdown()
     scopes = {c.scenario: c.scope for m in manifests for c in m.open_loop if c.scope and c.scope.subset}
     if scopes:

@@ -32,6 +32,7 @@ from ..dataset.scoring import AnswerKey, compile_key
 from ..exceptions import ScenarioError
 from ..jsonio import atomic_write_bytes, find_jsonl, write_jsonl
 from ..queue import JobResult, Queue
+from ..scenarios.states import planned_qhashes
 from .collect import RunRecords, collect_records
 
 __all__ = ["OPERATION_FIELDS", "Folder", "failure_kinds", "write_states_folders"]
@@ -148,8 +149,6 @@ async def write_states_folders(
 
 
 def _folder(spec: ScenarioSpec, qset: QuestionSet, written: Mapping[Path, AnswerTable]) -> Folder:
-    from ..scenarios.states import planned_qhashes
-
     planned = planned_qhashes(spec, qset.questions) if spec.limit is not None else None
     table = _read_back(qset, spec.variant or "main", written)
     return Folder(spec, qset, compile_key(qset, planned=planned), table)

@@ -50,8 +50,15 @@ ISOLATED_FIELDS = (
     "input_tokens",
     "output_tokens",
     "model_id",
+    "attempts",
+    "requests",
+    "cache_hit",
+    "retry_errors",
+    "error_kind",
 )
-"""The columns of ``isolated/answers.jsonl.gz``, in the dataset card's order."""
+"""The columns of ``isolated/answers.jsonl.gz``: the dataset card's, in its order, then what the run
+recorded of each call (attempts, requests, cache hit, retried errors, the kind of error that failed the
+job for good), so an import restores the run's tallies."""
 
 RowsByCell = dict[tuple[str, str], list[dict[str, Any]]]
 """``{(scenario, model): rows}``, as ``RunRecords.rows``."""

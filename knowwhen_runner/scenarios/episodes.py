@@ -16,7 +16,7 @@ from ..exceptions import ScenarioError
 from ..gym import SPLITS, Suite, check_eval_allowed, get_suite, task_id_for, task_rows
 from ..gym.splits import SPLIT_SIZE
 from ..jsonio import file_sha256, find_jsonl, iter_jsonl
-from . import Scenario
+from .scenario import Scenario
 
 __all__ = ["load_episodes", "task_item"]
 

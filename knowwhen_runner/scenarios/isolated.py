@@ -33,7 +33,8 @@ from typing import Any, get_args
 from ..config import IsolatedSource, ScenarioSpec
 from ..exceptions import ScenarioError
 from ..jsonio import file_sha256, iter_jsonl, loads
-from . import MissingSource, Scenario
+from .isolated_params import argument_items, read_calls
+from .scenario import MissingSource, Scenario
 
 __all__ = [
     "ASK_OPTION",
@@ -333,8 +334,6 @@ def load_isolated(spec: ScenarioSpec) -> Scenario:
 
 def _argument_items(spec: ScenarioSpec, raws: list[_Raw], items: dict[str, Any]) -> dict[str, Any]:
     """The ``tool_params`` questions of the BFCL items asked (``isolated_params``)."""
-    from .isolated_params import argument_items, read_calls
-
     assert spec.path is not None and spec.params is not None
     calls = {}
     for category in sorted({r.category for r in raws if r.source.startswith("bfcl:")} - _IRRELEVANCE):

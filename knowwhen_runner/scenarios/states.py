@@ -14,7 +14,7 @@ from ..config import ScenarioSpec
 from ..dataset.files import Question, load_question_set
 from ..exceptions import ScenarioError
 from ..jsonio import file_sha256, find_jsonl
-from . import Scenario
+from .scenario import Scenario
 
 __all__ = ["load_states", "planned_qhashes", "question_item"]
 

@@ -7,8 +7,9 @@ can watch the runner cope with a misbehaving provider without touching the inter
 
 from __future__ import annotations
 
+from .defaults import default_registry
 from .faults import FAULT_KINDS, FaultRule, parse_fault_spec, parse_rpm_spec
-from .models import ChatModel, DecisionModel, ModelRegistry, default_registry
+from .models import ChatModel, DecisionModel, ModelRegistry
 from .process import ServerProcess, start_server_process
 from .server import run_server
 

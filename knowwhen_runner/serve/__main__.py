@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from .faults import parse_fault_spec, parse_rpm_spec
+from .parent_watch import watch_parent
 from .server import run_server
 
 
@@ -35,8 +36,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--parent-pid", type=int, default=None, help="end when this process ends")
     args = parser.parse_args(argv)
     if args.parent_pid is not None:
-        from .parent_watch import watch_parent
-
         watch_parent(args.parent_pid)
     try:
         faults = [parse_fault_spec(spec) for spec in args.fault]

@@ -27,7 +27,7 @@ from .admin_guard import admin_refusal
 from .batch_api import BatchBook
 from .encoding import BodyTooLarge, UndecodableBody, UnsupportedEncoding, decode_body, read_body
 from .faults import FaultBook, FaultRule, RpmLimits, ceil_seconds, retry_after_header
-from .models import RELEASE_DATE, ModelRegistry, default_registry
+from .models import RELEASE_DATE, ModelRegistry
 from .stats import STATUS_RESET, Stats
 from .systemone import InvalidRequest, build_answer, parse_request
 
@@ -129,13 +129,13 @@ class ServeApp:
 
     def __init__(
         self,
-        registry: ModelRegistry | None = None,
+        registry: ModelRegistry,
         faults: FaultBook | None = None,
         limits: RpmLimits | None = None,
         stats: Stats | None = None,
         admin_token: str | None = None,
     ) -> None:
-        self.registry = registry or default_registry()
+        self.registry = registry
         self.admin_token = admin_token
         self.faults = faults or FaultBook()
         self.limits = limits or RpmLimits()
@@ -437,10 +437,10 @@ def create_app(
     faults: list[FaultRule] | None = None,
     enforce_rpm: dict[str, int] | None = None,
     limit_headers: bool = True,
-    registry: ModelRegistry | None = None,
+    registry: ModelRegistry,
     admin_token: str | None = None,
 ) -> ServeApp:
-    """The app with its reference models, starting faults and rate limits (and admin token, if any)."""
+    """The app over a registry of models, its starting faults and rate limits (and admin token, if any)."""
     return ServeApp(
         registry=registry,
         faults=FaultBook(faults or []),

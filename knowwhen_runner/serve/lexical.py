@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+import orjson
 
 __all__ = ["OptionIndex", "lexical_probabilities", "query_text", "softmax", "tokenize"]
 
@@ -84,8 +85,6 @@ def query_text(state: object) -> str:
     towards repeating the last call.
     """
     if not isinstance(state, str):
-        import orjson
-
         return orjson.dumps(state).decode()
     marks = list(_SECTION.finditer(state))
     if not marks:

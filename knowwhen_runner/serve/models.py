@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .lexical import DEFAULT_TEMPERATURE, lexical_probabilities
 
-#: The vendor SDK's default model name; served as an alias of the lexical baseline (see default_registry).
+#: The vendor SDK's default model name; served as an alias of the lexical baseline (``defaults``).
 DEFAULT_ALIAS = "jev-latest"
 #: The date the reference models last changed what they answer, for the vendor's model list.
 RELEASE_DATE = "2026-12-01"
@@ -28,7 +28,6 @@ __all__ = [
     "LexicalChatModel",
     "LexicalDecisionModel",
     "ModelRegistry",
-    "default_registry",
 ]
 
 
@@ -166,24 +165,3 @@ class ModelRegistry:
     def names(self) -> list[str]:
         """Every served model name, sorted."""
         return sorted({*self.decision, *self.chat})
-
-
-def default_registry() -> ModelRegistry:
-    """The reference models the server starts with."""
-    registry = ModelRegistry()
-    lexical = LexicalDecisionModel()
-    registry.add_decision(
-        "lexical", lexical, "Reference baseline: TF-IDF similarity of the state to each option."
-    )
-    registry.add_chat(
-        "lexical-llm",
-        LexicalChatModel(scorer=lexical),
-        "Reference baseline LLM: calls the best-matching tool.",
-    )
-    from .gym_models import register_gym_models  # DecisionGym's simulator, prior and test doubles
-
-    register_gym_models(registry)
-    # lexical, not prior: the SDK's default must answer any question from its descriptions, and prior only
-    # knows DecisionGym's tool names.
-    registry.add_decision_alias(DEFAULT_ALIAS, "lexical")
-    return registry

@@ -8,6 +8,7 @@ graceful stop), then exits outright if that has not ended it within a few second
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import sys
@@ -38,8 +39,6 @@ def _die_with_parent() -> None:
     if not sys.platform.startswith("linux"):
         return
     with contextlib.suppress(OSError, AttributeError):
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 

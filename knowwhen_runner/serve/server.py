@@ -12,8 +12,8 @@ import uvicorn
 
 from .admin_guard import admin_token_for
 from .app import create_app
+from .defaults import default_registry
 from .faults import FaultRule
-from .models import default_registry
 
 __all__ = ["run_server"]
 

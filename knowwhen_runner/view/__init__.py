@@ -3,13 +3,14 @@
 ``data`` reads the run through the ``Queue`` protocol (never SQL), ``live`` and ``questions`` shape its
 live and questions views, ``answer_keys`` reads the scenarios' answer keys, ``app`` serves the JSON
 endpoints and ``page`` the single page that renders them. ``offline`` builds the report's drill-down
-(the same views over data inlined in the page), which ``run/`` hands to the finaliser.
+(the same views over data inlined in the page), which ``sweep/`` hands to the finaliser.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from ..stored.reader import open_existing
 from .app import is_loopback, new_token, viewer_app
 from .data import RunData
 
@@ -30,9 +31,8 @@ def serve_viewer(
 
     ``compare``: the folder of a second run; the Two runs view lists what flipped between them.
     """
+    # start-up: the web server, only when the viewer is served
     import uvicorn
-
-    from ..stored_run import open_existing
 
     queue, _name = open_existing(Path(run_dir), db, run)
     token = None if is_loopback(host) else new_token()

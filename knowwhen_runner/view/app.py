@@ -20,10 +20,11 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from ..jsonio import dumps
+from .compare import flips as two_runs
 from .data import RunData
-from .live import spend_view
+from .live import live_view, spend_view
 from .page import PAGE
-from .questions import QuestionFilter
+from .questions import QuestionFilter, question_detail, question_page
 
 __all__ = ["TOKEN_HEADER", "is_loopback", "new_token", "viewer_app"]
 
@@ -53,17 +54,17 @@ def viewer_app(data: RunData, *, token: str | None = None, other: RunData | None
         return HTMLResponse(PAGE, headers={"Cache-Control": "no-store"})
 
     async def live(_request: Request) -> Response:
-        return _json(await data.live())
+        return _json(await live_view(data))
 
     async def questions(request: Request) -> Response:
-        return _json(await data.questions(QuestionFilter.from_params(request.query_params)))
+        return _json(await question_page(data, QuestionFilter.from_params(request.query_params)))
 
     async def spend(_request: Request) -> Response:
         return _json(await spend_view(data))
 
     async def question(request: Request) -> Response:
         q = request.query_params
-        found = await data.question(q.get("scenario", ""), q.get("model", ""), q.get("qhash", ""))
+        found = await question_detail(data, q.get("scenario", ""), q.get("model", ""), q.get("qhash", ""))
         return _json(found) if found is not None else _json({"error": "no such question"}, 404)
 
     async def episodes(_request: Request) -> Response:
@@ -76,8 +77,6 @@ def viewer_app(data: RunData, *, token: str | None = None, other: RunData | None
     async def flips(_request: Request) -> Response:
         if other is None:
             return _json({"error": "no second run: start the viewer with --compare OTHER_RUN"}, 404)
-        from .compare import flips as two_runs
-
         return _json(await two_runs(data, other))
 
     app = Starlette(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .data import RunData
+from .questions import judged_rows
 
 __all__ = ["flipped", "flips"]
 
@@ -47,7 +48,7 @@ def flipped(
 
 async def flips(a: RunData, b: RunData) -> dict[str, Any]:
     """What flipped from run ``a`` to run ``b``."""
-    questions = ((await a.all_questions())["rows"], (await b.all_questions())["rows"])
+    questions = ((await judged_rows(a, None))["rows"], (await judged_rows(b, None))["rows"])
     return {
         "a": a.queue.run,
         "b": b.queue.run,

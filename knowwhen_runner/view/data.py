@@ -1,8 +1,8 @@
 """What the viewer shows, read from a run's queue through its public methods only.
 
-``RunData`` holds one run's config, answer keys and what it read, and answers the views: ``live`` (counts,
-workers, controls; ``live.py``), ``questions`` (one filtered page, judged against the answer key;
-``questions.py``) and the episodes with every step (here). Nothing a first view needs reads the whole
+``RunData`` holds one run's config, answer keys and what it read (kept while no job finishes), and the
+episodes with every step; the views over it read it: ``live.py`` (counts, workers, controls) and
+``questions.py`` (one filtered page, judged against the answer key). Nothing a first view needs reads the whole
 run: the episodes (their scenarios' results) and the report's drill-down read whole results, kept while
 no job finishes.
 """
@@ -24,12 +24,10 @@ from ..jobs import Items
 from ..queue import JobCounts, Queue
 from ..results import CxsManifest, load_manifest, manifest_path
 from ..results.episode_rows import episode_row
-from ..stored_run import stored_config
+from ..stored.reader import stored_config
 from .answer_keys import KeyEntry, answer_keys
-from .live import live_view
-from .questions import QuestionFilter, judged_rows, public_answer, question_detail, question_page
 
-__all__ = ["RunData", "public_answer"]
+__all__ = ["RunData"]
 
 
 @dataclass
@@ -169,24 +167,6 @@ class RunData:
             except KnowwhenError:
                 continue
         return out
-
-    # --- live and questions (``live.py``, ``questions.py``) ----------------------------------------------
-
-    async def live(self) -> dict[str, Any]:
-        """Per model and scenario: done, pending, running, failed, set aside; rate, ETA, workers, controls."""
-        return await live_view(self)
-
-    async def questions(self, chosen: QuestionFilter | None = None) -> dict[str, Any]:
-        """One page of answered questions, judged against their answer key, as ``chosen`` filters them."""
-        return await question_page(self, chosen or QuestionFilter())
-
-    async def all_questions(self, manifests: list[CxsManifest] | None = None) -> dict[str, Any]:
-        """Every answered question judged (two runs compared, the report's drill-down), with the τ."""
-        return await judged_rows(self, manifests)
-
-    async def question(self, scenario: str, model: str, qhash: str) -> dict[str, Any] | None:
-        """One question: state, options with the model's probabilities, answer key, both answers."""
-        return await question_detail(self, scenario, model, qhash)
 
     # --- episodes -----------------------------------------------------------------------------------
 

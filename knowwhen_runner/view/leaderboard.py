@@ -8,13 +8,10 @@ is read again only when a manifest file changed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from ..results import manifest_path
 from ..results.ranking import plot_focus, rank_models
-
-if TYPE_CHECKING:
-    from .data import RunData
+from .data import RunData
 
 __all__ = ["Standings", "standings"]
 

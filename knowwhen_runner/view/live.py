@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..queue import SET_ASIDE, ModelControl, describe_workers
 from ..queue.pace import PACE_WINDOW_S, model_pace, spent_models
 from ..redaction import redact_all
+from .data import RunData
 from .leaderboard import standings
-
-if TYPE_CHECKING:
-    from .data import RunData
 
 __all__ = ["live_view", "spend_view"]
 

@@ -15,8 +15,9 @@ from typing import Any
 
 from ..jsonio import dumps
 from ..results import CxsManifest
-from .data import RunData, public_answer
+from .data import RunData
 from .page import NAV, VIEW_CSS, VIEW_JS
+from .questions import judged_rows, public_answer
 
 __all__ = ["MAX_BYTES", "drilldown_data", "drilldown_html"]
 
@@ -79,7 +80,7 @@ window.addEventListener('hashchange', toDrill);
 
 async def drilldown_data(data: RunData, manifests: Sequence[CxsManifest]) -> dict[str, Any]:
     """Every answered question (with its state, options and key) and every episode with its steps."""
-    questions = await data.all_questions(list(manifests))
+    questions = await judged_rows(data, list(manifests))
     keys = await data.keys()
     items: dict[str, Any] = {}
     answers: dict[str, Any] = {}

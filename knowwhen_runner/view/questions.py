@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import anyio
 
@@ -20,10 +20,8 @@ from ..config import SweepConfig
 from ..queue import AnswerQuery, RecordedAnswer
 from ..results import CxsManifest
 from .answer_keys import KeyEntry
+from .data import RunData
 from .leaderboard import standings
-
-if TYPE_CHECKING:
-    from .data import RunData
 
 __all__ = ["PAGE_SIZE", "QuestionFilter", "judged_rows", "public_answer", "question_detail", "question_page"]
 

@@ -10,8 +10,8 @@ import pytest
 
 from knowwhen_runner.queue import open_queue
 from knowwhen_runner.results import load_manifest
-from knowwhen_runner.run.sweep import run_sweep
 from knowwhen_runner.serve import ServerProcess
+from knowwhen_runner.sweep import RunRequest, run_sweep
 from tests.integration.test_episodes import _models, _tasks, _write
 
 pytestmark = pytest.mark.slow
@@ -33,7 +33,7 @@ def test_repeats_run_each_task_n_times_with_seeds_that_reach_the_agent(
 ) -> None:
     """Three repeats of 12 tasks: 36 seeded episodes, repeats that differ, pass^k and a bootstrap over tasks."""
     config = _write(tmp_path, _models(server.base_url), [_tasks("ev", "fit", 12, repeats=3)], ["llm"])
-    summary = run_sweep(config, progress=False)
+    summary = run_sweep(RunRequest(config, progress=False))
     assert summary.counts == {"done": 36}, summary.counts
     episodes = _episodes(tmp_path)
     assert sorted((r["repeat"], r["seed"]) for r in episodes) == sorted([(0, None), (1, 1), (2, 2)] * 12)

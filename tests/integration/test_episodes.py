@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from knowwhen_runner.queue import open_queue
-from knowwhen_runner.run.sweep import run_sweep
 from knowwhen_runner.serve import ServerProcess
+from knowwhen_runner.sweep import RunRequest, run_sweep
 from tests.helpers import knowwhen
 
 pytestmark = pytest.mark.slow
@@ -73,7 +73,7 @@ def _results(folder: Path) -> dict[tuple[str, str, str], dict[str, dict[str, Any
 
 
 def _run(config: Path) -> None:
-    summary = run_sweep(config, finalize=False, progress=False)
+    summary = run_sweep(RunRequest(config, finalize=False, progress=False))
     assert summary.counts == {"done": summary.planned}, summary.counts
 
 
@@ -231,5 +231,5 @@ def test_a_finished_episode_run_makes_no_calls_when_run_again(server: ServerProc
     _run(config)
     made = server.count()
     assert made > 0
-    summary = run_sweep(config, finalize=False, progress=False)
+    summary = run_sweep(RunRequest(config, finalize=False, progress=False))
     assert summary.added == 0 and server.count() == made

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from knowwhen_runner.run import plan_report
 from knowwhen_runner.serve import ServerProcess
+from knowwhen_runner.sweep import plan_report
 from tests.helpers import knowwhen, make_question_set, write_config
 
 pytestmark = pytest.mark.slow

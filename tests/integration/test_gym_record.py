@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from knowwhen_runner.cli.gym import gym_app
 from knowwhen_runner.dataset.files import compute_qhash, load_question_set
 from knowwhen_runner.gym import BUNDLES, SUITES, bundle, record_split, shift_map
-from knowwhen_runner.gym_cli import gym_app
 from knowwhen_runner.jsonio import file_sha256, iter_jsonl, read_json
 from tests.card_snippet import card_score
 

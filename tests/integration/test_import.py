@@ -15,8 +15,8 @@ from knowwhen_runner.config import load_config
 from knowwhen_runner.queue import open_queue
 from knowwhen_runner.results.isolated import score_isolated
 from knowwhen_runner.results.manifest import load_manifest
-from knowwhen_runner.run.sweep import load_and_plan
 from knowwhen_runner.serve import ServerProcess
+from knowwhen_runner.sweep.sweep import load_and_plan
 from tests.benchdata import make_dataset
 from tests.helpers import knowwhen
 

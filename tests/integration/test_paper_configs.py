@@ -106,7 +106,7 @@ def test_paper_configs_give_a_model_one_identity_and_address(offline: Path) -> N
 
 def test_table3_and_figure4b_share_their_l3_episodes(offline: Path) -> None:
     """The shifted L3 episodes of the models both configs run are the same jobs (ids), so one run pays."""
-    from knowwhen_runner.run.sweep import load_and_plan
+    from knowwhen_runner.sweep.sweep import load_and_plan
 
     def l3_jobs(name: str) -> dict[tuple[str, str, str], str]:
         _scenarios, plan = load_and_plan(load_config(offline / name))

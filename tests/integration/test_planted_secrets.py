@@ -31,8 +31,8 @@ from starlette.testclient import TestClient
 from knowwhen_runner.config import ModelSpec, load_config
 from knowwhen_runner.exceptions import ConfigError
 from knowwhen_runner.provider import LitellmTransport, llm_body
-from knowwhen_runner.run import open_existing
 from knowwhen_runner.serve import ServerProcess
+from knowwhen_runner.stored import open_existing
 from knowwhen_runner.view import RunData, viewer_app
 from tests.helpers import knowwhen, make_question_set, write_config
 from tests.pg import temporary_database

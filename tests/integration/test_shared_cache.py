@@ -16,9 +16,9 @@ from knowwhen_runner.cache import StoredEntry, open_cache
 from knowwhen_runner.config import load_config
 from knowwhen_runner.provider import legacy_cache_key
 from knowwhen_runner.queue import open_queue
-from knowwhen_runner.run.calls import question_call
-from knowwhen_runner.run.sweep import load_and_plan
 from knowwhen_runner.serve import ServerProcess
+from knowwhen_runner.sweep.sweep import load_and_plan
+from knowwhen_runner.work.calls import question_call
 from tests.helpers import knowwhen, make_question_set, read_answers
 
 pytestmark = pytest.mark.slow

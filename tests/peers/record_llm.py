@@ -105,15 +105,15 @@ async def _raw(proxy: RecordingProxy, base: str) -> None:
 
 
 def _sweep(proxy: RecordingProxy, base: str) -> None:
-    from knowwhen_runner.run import run_sweep
     from knowwhen_runner.serve import start_server_process
+    from knowwhen_runner.sweep import RunRequest, run_sweep
 
     proxy.label = "sweep"
     with start_server_process() as serve, tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "sweep.yaml"
         text = yaml.safe_dump(sweep_config(f"{base}/v1", serve.base_url, Path(tmp) / "out"))
         config.write_text(text, encoding="utf-8")
-        summary = run_sweep(config, finalize=False, progress=True)
+        summary = run_sweep(RunRequest(config, finalize=False, progress=True))
         print(f"sweep: planned {summary.planned}, {summary.counts}")
 
 

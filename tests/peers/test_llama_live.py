@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from knowwhen_runner.run import run_sweep
 from knowwhen_runner.serve import ServerProcess
+from knowwhen_runner.sweep import RunRequest, run_sweep
 
 from .llama_cases import MODEL, sweep_config
 
@@ -32,5 +32,5 @@ def test_small_sweep_against_a_live_server(server: ServerProcess, tmp_path: Path
     config = tmp_path / "sweep.yaml"
     settings = sweep_config(LIVE_URL.rstrip("/"), server.base_url, tmp_path / "out", model=LIVE_MODEL)
     config.write_text(yaml.safe_dump(settings))
-    summary = run_sweep(config, finalize=False, progress=False)
+    summary = run_sweep(RunRequest(config, finalize=False, progress=False))
     assert summary.counts == {"done": summary.planned}, summary.counts

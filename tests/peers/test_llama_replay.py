@@ -19,8 +19,8 @@ from knowwhen_runner.config import ModelSpec
 from knowwhen_runner.exceptions import ProviderError
 from knowwhen_runner.provider import Limiters, ModelClient, Secrets, Verdict, classify, llm_body
 from knowwhen_runner.provider.transport import llm_response
-from knowwhen_runner.run import run_sweep
 from knowwhen_runner.serve import ServerProcess
+from knowwhen_runner.sweep import RunRequest, run_sweep
 
 from .cassette import read_cassette
 from .llama_cases import CASSETTES, MODEL, PARAMS, RAW_CASES, runner_item, sweep_config
@@ -176,7 +176,7 @@ def test_small_sweep_replays_from_the_cassette(server: ServerProcess, tmp_path: 
     with replay_server(SWEEP) as replay:
         config = tmp_path / "sweep.yaml"
         config.write_text(yaml.safe_dump(sweep_config(f"{replay.url}/v1", server.base_url, tmp_path / "out")))
-        summary = run_sweep(config, finalize=False, progress=False)
+        summary = run_sweep(RunRequest(config, finalize=False, progress=False))
     replay.assert_all_matched()
     assert summary.counts == {"done": summary.planned}
     assert replay.hits == len(recorded)

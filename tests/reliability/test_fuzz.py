@@ -22,7 +22,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from knowwhen_runner import cli
+import knowwhen_runner.cli.main as cli
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config
 from tests.schema_strategy import from_schema

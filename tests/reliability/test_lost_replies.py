@@ -28,8 +28,8 @@ from knowwhen_runner.jobs import Job
 from knowwhen_runner.plan import plan
 from knowwhen_runner.provider import Limiters, MockTransport, ModelClient, Secrets
 from knowwhen_runner.queue import ClaimQuota, Failure, JobResult, Queue, open_queue, outage
-from knowwhen_runner.run import Worker
 from knowwhen_runner.scenarios import load_scenario
+from knowwhen_runner.work import Worker
 from tests.helpers import make_question_set, write_config
 from tests.pg import temporary_database
 

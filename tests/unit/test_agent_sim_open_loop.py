@@ -20,9 +20,9 @@ from knowwhen_runner.gym import (
     tool_schema,
 )
 from knowwhen_runner.provider import llm_body
-from knowwhen_runner.run.episode import agent_messages
 from knowwhen_runner.serve.agent_sim import DEFAULT_ERROR_RATE, AgentSim
 from knowwhen_runner.serve.gym_text import state_calls
+from knowwhen_runner.work.episode import agent_messages
 
 BUNDLED = Path(__file__).resolve().parents[2] / "scenarios" / "decisiongym"
 SETS = {  # scenario -> (folder, questions file stem, suite its states come from)

@@ -14,7 +14,7 @@ from knowwhen_runner.dataset.files import load_answers, load_question_set
 from knowwhen_runner.dataset.score_folder import score_report
 from knowwhen_runner.exceptions import ScenarioError
 from knowwhen_runner.jsonio import write_jsonl
-from knowwhen_runner.run.importer import published_rows
+from knowwhen_runner.sweep.importer import published_rows
 from tests.helpers import make_question_set
 
 

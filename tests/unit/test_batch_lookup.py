@@ -22,8 +22,8 @@ from knowwhen_runner.plan import plan
 from knowwhen_runner.provider import MockTransport, Secrets
 from knowwhen_runner.provider.batch_client import CLOCK_SKEW_S, BatchClient, BatchLine
 from knowwhen_runner.queue import BatchRecord, open_queue
-from knowwhen_runner.run.batch_lane import BatchLane
 from knowwhen_runner.scenarios import load_scenario
+from knowwhen_runner.work.batch_lane import BatchLane
 from tests.helpers import make_question_set, write_config
 from tests.unit.test_batch_transport import _body, _chat_answer, _model
 

@@ -22,9 +22,9 @@ from knowwhen_runner.provider import Limiters, MockTransport, ModelClient, Reply
 from knowwhen_runner.provider.adaptive import LimitNews
 from knowwhen_runner.provider.batch_client import METADATA_KEY, BatchClient, BatchLine, LineResult
 from knowwhen_runner.queue import JobResult, open_queue
-from knowwhen_runner.run.batch_lane import BatchLane
-from knowwhen_runner.run.calls import question_call
 from knowwhen_runner.scenarios import load_scenario
+from knowwhen_runner.work.batch_lane import BatchLane
+from knowwhen_runner.work.calls import question_call
 from tests.helpers import make_question_set, write_config
 
 PACKAGE = Path(__file__).resolve().parents[2] / "knowwhen_runner"

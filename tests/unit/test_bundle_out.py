@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from knowwhen_runner.cache import StoredEntry
 from knowwhen_runner.cache.memory import MemoryCacheStore
 from knowwhen_runner.cache.sql import SqlCacheStore
-from knowwhen_runner.cli import app
+from knowwhen_runner.cli.main import app
 from knowwhen_runner.exceptions import KnowwhenError
 from tests.helpers import knowwhen
 

@@ -11,8 +11,8 @@ from knowwhen_runner.config import load_config, parse_config, resolve_params
 from knowwhen_runner.exceptions import ConfigError
 from knowwhen_runner.provider import Secrets, cache_key
 from knowwhen_runner.redaction import REDACTED, public_url, redact
-from knowwhen_runner.results.export_card import _public_config
-from knowwhen_runner.stored_run import stored_config
+from knowwhen_runner.results.export.card import _public_config
+from knowwhen_runner.stored.reader import stored_config
 
 BASE = """\
 name: t

@@ -16,7 +16,7 @@ import pytest
 import typer.main
 import yaml
 
-from knowwhen_runner.cli import app
+from knowwhen_runner.cli.main import app
 from tests import commands_reference, config_reference
 
 ROOT = Path(__file__).resolve().parents[2]

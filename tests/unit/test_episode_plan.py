@@ -10,8 +10,8 @@ import yaml
 
 from knowwhen_runner.config import SweepConfig, parse_config
 from knowwhen_runner.plan.grid import fit_requests, plan
-from knowwhen_runner.run import plan_report
 from knowwhen_runner.scenarios import Scenario, load_scenario
+from knowwhen_runner.sweep import plan_report
 
 
 def _config(tmp_path: Path, **overrides: Any) -> SweepConfig:
@@ -167,7 +167,7 @@ def test_the_dry_run_counts_episodes_without_guessing_their_calls(tmp_path: Path
 def test_the_forecast_prices_episodes_from_finished_ones_of_their_cell(tmp_path: Path) -> None:
     """L3 cells with finished episodes are forecast at their mean cost (cheapest to dearest as the range);
     cells without any fall back to the stated per-step assumption, priced for priced models."""
-    from knowwhen_runner.run.forecast import forecast
+    from knowwhen_runner.sweep.forecast import forecast
 
     price = {"input_per_million": 1.0, "output_per_million": 4.0}
     models = [

@@ -128,7 +128,7 @@ def test_rows_of_schema_1_are_read_with_their_arguments_as_json_text() -> None:
     ):
         del old[name]
     row = read_episode_row(old)
-    assert row.schema_version == EPISODE_ROW_SCHEMA_VERSION == 2
+    assert row.schema_version == EPISODE_ROW_SCHEMA_VERSION == 3
     assert json.loads(row.steps[0].arguments or "") == {"customer_id": "C-1"}
     assert (row.cost_usd.decision, row.cost_usd.llm) == (0.0, 0.5)
 

@@ -9,7 +9,7 @@ import sys
 import anyio
 import pytest
 
-from knowwhen_runner.run.event_loop import loop_options
+from knowwhen_runner.work.event_loop import loop_options
 
 
 def _loop_module() -> str:

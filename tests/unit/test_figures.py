@@ -13,11 +13,11 @@ import pytest
 import yaml
 
 from knowwhen_runner.config import SweepConfig
-from knowwhen_runner.results.figures import MplChart
+from knowwhen_runner.results.figures.paper import MplChart
+from knowwhen_runner.results.figures.plots import plot_specs
+from knowwhen_runner.results.figures.svg import Chart
 from knowwhen_runner.results.manifest import CxsManifest, load_manifest, manifest_path
-from knowwhen_runner.results.plots import plot_specs
 from knowwhen_runner.results.ranking import plot_focus, rank_models
-from knowwhen_runner.results.svg import Chart
 from tests.crowd import crowd_config, crowd_queue
 from tests.helpers import knowwhen
 

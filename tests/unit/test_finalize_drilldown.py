@@ -1,5 +1,5 @@
 """The report's drill-down is handed to the finaliser from above: results/ writes what it is given, and
-every finalise of the sweep (run/outputs) gives it the viewer's offline page, as before the layers."""
+every finalise of the sweep (sweep/outputs) gives it the viewer's offline page, as before the layers."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 
 from knowwhen_runner.results import CxsManifest, finalize_run
-from knowwhen_runner.run.outputs import finalize_with_drilldown
+from knowwhen_runner.sweep.outputs import finalize_with_drilldown
 from knowwhen_runner.view.data import RunData
 from knowwhen_runner.view.offline import drilldown_html
 from tests.golden.builders import finished_queue, small_config
@@ -38,7 +38,7 @@ def test_results_write_the_section_they_are_handed_and_none_without_one(tmp_path
 
 
 def test_the_sweep_finalises_with_the_viewers_offline_drilldown(tmp_path: Path) -> None:
-    """run/outputs' finalise writes the same report as results/ handed the viewer's drilldown_html."""
+    """sweep/outputs' finalise writes the same report as results/ handed the viewer's drilldown_html."""
     config = small_config(tmp_path)
 
     async def go() -> tuple[str, str]:

@@ -13,7 +13,8 @@ import yaml
 from knowwhen_runner.exceptions import ConfigError
 from knowwhen_runner.jobs import Job
 from knowwhen_runner.queue import describe_workers, open_queue
-from knowwhen_runner.run import finalize_once, stored_config
+from knowwhen_runner.stored import stored_config
+from knowwhen_runner.sweep import finalize_once
 from tests.helpers import knowwhen, make_question_set, write_config
 
 

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from knowwhen_runner.gym import GymEnv, Task, canonical_plan, get_suite, key_for_env, split_tasks, tool_schema
-from knowwhen_runner.run.episode import agent_messages
 from knowwhen_runner.serve import default_registry
 from knowwhen_runner.serve.agent_sim import AgentSim
 from knowwhen_runner.serve.gym_text import role_of
 from knowwhen_runner.serve.prior import PriorDecisionModel
 from knowwhen_runner.serve.test_doubles import OracleDecisionModel, RandomDecisionModel
+from knowwhen_runner.work.episode import agent_messages
 
 
 def _play(task: Task, sim: AgentSim, decider: Any = None) -> tuple[GymEnv, list[bool]]:

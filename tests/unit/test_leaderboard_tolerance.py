@@ -9,7 +9,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from knowwhen_runner.cli import app
+from knowwhen_runner.cli.main import app
 from knowwhen_runner.dataset.score_folder import check_leaderboard
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "dataset"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from knowwhen_runner.serve.defaults import default_registry
 from knowwhen_runner.serve.faults import FaultBook, FaultRule, RpmLimits
 from knowwhen_runner.serve.lexical import OptionIndex, lexical_probabilities, query_text, tokenize
 from knowwhen_runner.serve.models import (
@@ -11,7 +12,6 @@ from knowwhen_runner.serve.models import (
     DecisionModel,
     LexicalChatModel,
     LexicalDecisionModel,
-    default_registry,
 )
 
 LABELS = ["find_customer", "cancel_order", "get_order_status", "ask_user"]

@@ -16,7 +16,6 @@ from knowwhen_runner.dataset.files import load_answers, load_question_set
 from knowwhen_runner.dataset.metrics import gated_at
 from knowwhen_runner.dataset.scoring import gated_open_loop, occurrence_correct, score_l2, task_weights
 from knowwhen_runner.exceptions import ScenarioError
-from knowwhen_runner.results.cells import GATE_THRESHOLDS, _thin
 from knowwhen_runner.results.finalize import finalize_run
 from knowwhen_runner.results.manifest import (
     MANIFEST_SCHEMA_VERSION,
@@ -25,6 +24,7 @@ from knowwhen_runner.results.manifest import (
     load_manifest,
     manifest_path,
 )
+from knowwhen_runner.results.selective_cells import GATE_THRESHOLDS, _thin
 from knowwhen_runner.schemas import SCHEMAS, schema_documents
 from tests.golden.builders import finished_queue, small_config
 
@@ -62,7 +62,7 @@ def test_written_manifests_validate_against_the_committed_schema(run: tuple[Swee
     for model in config.models:
         doc = json.loads(manifest_path(config.output, model.id).read_text())
         jsonschema.Draft202012Validator(schema).validate(doc)
-        assert doc["schema_version"] == MANIFEST_SCHEMA_VERSION == 4
+        assert doc["schema_version"] == MANIFEST_SCHEMA_VERSION == 5
 
 
 def test_schema_rejects_a_manifest_with_a_missing_field(run: tuple[SweepConfig, Any]) -> None:

@@ -127,9 +127,9 @@ def _without_intervals(m: CxsManifest) -> CxsManifest:
 
 def test_the_plots_draw_the_intervals(manifests: dict[str, CxsManifest]) -> None:
     """The coverage plot's band and τ bars and the cost plot's error bars change the drawn images."""
-    from knowwhen_runner.results.plots import _cost_plot, _coverage_plot
+    from knowwhen_runner.results.figures.plots import _cost_plot, _coverage_plot
+    from knowwhen_runner.results.figures.svg import Chart
     from knowwhen_runner.results.ranking import plot_focus, rank_models
-    from knowwhen_runner.results.svg import Chart
 
     def svg(chart: object) -> bytes:
         assert isinstance(chart, Chart)

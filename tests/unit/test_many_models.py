@@ -15,9 +15,9 @@ import pytest
 
 from knowwhen_runner.config import SweepConfig, parse_config
 from knowwhen_runner.exceptions import ConfigError
+from knowwhen_runner.results.figures.many_plots import pareto_frontier
 from knowwhen_runner.results.finalize import finalize_run
 from knowwhen_runner.results.manifest import CxsManifest, load_manifest, manifest_path
-from knowwhen_runner.results.many_plots import pareto_frontier
 from tests.crowd import LLM, STRONG, WEAK, crowd_config, crowd_queue
 
 PINNED = "weak-03"

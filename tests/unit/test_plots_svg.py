@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from xml.etree import ElementTree
 
-from knowwhen_runner.results.svg import Chart, nice_ticks
+from knowwhen_runner.results.figures.svg import Chart, nice_ticks
 
 _NS = "{http://www.w3.org/2000/svg}"
 

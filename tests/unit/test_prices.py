@@ -7,7 +7,7 @@ from pathlib import Path
 import knowwhen_runner  # noqa: F401  (sets LITELLM_LOCAL_MODEL_COST_MAP before litellm is imported)
 from knowwhen_runner.config import ModelSpec
 from knowwhen_runner.provider import token_prices
-from knowwhen_runner.run import plan_report
+from knowwhen_runner.sweep import plan_report
 from tests.helpers import make_question_set, write_config
 
 

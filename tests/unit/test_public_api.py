@@ -19,6 +19,7 @@ PUBLIC = {
     "plan": ["FitRequest", "Plan", "fit_requests", "open_loop_mode", "plan", "plan_stamp"],
     "provider": [
         "AdaptiveRate",
+        "BatchTransport",
         "CACHE_KEY_VERSION",
         "CacheMode",
         "CallKind",
@@ -34,6 +35,7 @@ PUBLIC = {
         "MockTransport",
         "ModelClient",
         "ModelFailing",
+        "ProviderTransport",
         "QUESTION_NAME",
         "REQUEST_STARTED",
         "Reply",
@@ -51,34 +53,41 @@ PUBLIC = {
         "token_prices",
         "transport_failure",
     ],
-    "run": [
+    "sweep": [
         "JoinSummary",
         "PlanReport",
         "Preflight",
         "PreflightError",
         "Probe",
+        "RunRequest",
         "RunSummary",
-        "WorkStats",
-        "Worker",
-        "cache_export",
-        "cache_import",
-        "cache_report",
-        "config_from_run",
         "finalize_config",
         "finalize_once",
         "import_dataset",
         "join_run",
-        "open_existing",
-        "pause_model",
         "plan_report",
         "probe_report",
-        "resume_model",
         "run_fleet",
         "run_sweep",
+        "work_queue",
+    ],
+    "stored": [
+        "cache_export",
+        "cache_import",
+        "cache_report",
+        "config_from_run",
+        "open_existing",
+        "pause_model",
+        "resume_model",
+        "run_meta",
         "status_report",
         "store_url",
         "stored_config",
-        "work_queue",
+        "with_db",
+    ],
+    "work": [
+        "WorkStats",
+        "Worker",
     ],
     "dataset": [
         "ANSWER_SCHEMA_VERSION",
@@ -135,6 +144,20 @@ PUBLIC = {
         "open_ledger",
         "open_queue",
         "set_max_db_outage",
+        "Batching",
+        "Claiming",
+        "HoldingBack",
+        "Reading",
+        "Recording",
+        "RunBookkeeping",
+    ],
+    "results.export": ["ExportSummary", "RunSource", "set_folder_name", "write_export"],
+    "results.figures": [
+        "FigureFormat",
+        "figure_format",
+        "require_matplotlib",
+        "write_figures",
+        "write_plots",
     ],
     "scenarios": ["MissingSource", "Scenario", "load_scenario"],
     "screening": [
@@ -173,7 +196,7 @@ def _imports(path: Path) -> list[tuple[int, str]]:
 def test_no_module_outside_queue_reaches_into_its_backends() -> None:
     """Only the storage packages (queue/, and cache/ which shares queue's database plumbing) name queue's
     backend modules (sql, memory, engine, limits, schema, ...): everything else uses its public face."""
-    private = {"sql", "memory", "engine", "limits", "schema", "side_tables", "controls", "budget"}
+    private = {"sql", "memory", "engine", "limits", "schema", "claims", "batches", "controls", "budget"}
     offenders = []
     for path in PACKAGE.rglob("*.py"):
         if path.parent.name in ("queue", "cache"):
@@ -224,12 +247,13 @@ LAYERS: list[tuple[str, ...]] = [
     ("gym",),
     ("scenarios", "serve", "provider"),
     ("plan", "queue"),
-    ("cache", "stored_run"),
+    ("cache",),
+    ("work",),
     ("results",),
+    ("stored",),
     ("view",),
-    ("run",),
-    ("cli_tables",),
-    ("run_cli", "status_cli", "dataset_cli", "serve_cli", "cache_cli", "gym_cli", "export_cli", "schemas"),
+    ("sweep",),
+    ("schemas",),
     ("cli",),
     ("__main__",),
 ]
@@ -322,16 +346,26 @@ def test_no_module_imports_a_peer_or_a_higher_layer() -> None:
     assert not wrong, "\n".join(wrong)
 
 
-KNOWN_CIRCLES: set[frozenset[str]] = set()
+KNOWN_CIRCLES: set[frozenset[str]] = {
+    # queue/ is being split: its __init__ defines ASIDE and SET_ASIDE, then imports tallies, which reads them
+    frozenset({"knowwhen_runner.queue", "knowwhen_runner.queue.tallies"}),
+}
 """Circles left to undo: this set only shrinks (a test fails when one of them is gone)."""
 
 
-def _circles() -> dict[frozenset[str], str]:
-    """Each circle of imports that run (late ones too), by its members, with one way round it."""
+def _circles(imports: list[_Import] | None = None) -> dict[frozenset[str], str]:
+    """Each circle of imports (late and typing-only ones too), by its members, with one way round it.
+
+    One kind of arrow is left out: a package's ``__init__`` loading one of its own modules late, inside a
+    function (the backend behind a protocol, chosen when a store is opened)."""
     graph: dict[str, set[str]] = {m: set() for m in MODULES}
-    for imp in _package_imports():
-        own = imp.imported.startswith(imp.importer + ".") and MODULES[imp.importer].name == "__init__.py"
-        if not imp.typing_only and not own and imp.imported != imp.importer:
+    for imp in _package_imports() if imports is None else imports:
+        backend = (
+            imp.late
+            and imp.imported.startswith(imp.importer + ".")
+            and MODULES[imp.importer].name == "__init__.py"
+        )
+        if not backend and imp.imported != imp.importer:
             graph[imp.importer].add(imp.imported)
     circles: dict[frozenset[str], str] = {}
     for start in sorted(graph):
@@ -355,10 +389,22 @@ def test_known_circles_are_still_there() -> None:
 
 
 def test_no_late_import_hides_a_circle() -> None:
-    """No chain of imports leads back to where it started (inside a subpackage too), counting late imports.
+    """No chain of imports leads back to where it started (inside a subpackage too), counting imports made
+    late inside a function and imports under ``TYPE_CHECKING``: either one can hide an arrow running upward.
 
-    An import under ``TYPE_CHECKING`` never runs, and a package's ``__init__`` may load its own modules
-    late (the backends behind a protocol); any other circle means an arrow runs upward.
+    A package's ``__init__`` may load its own modules late (the backends behind a protocol); any other
+    circle means an arrow runs upward.
     """
     circles = [way for members, way in _circles().items() if members not in KNOWN_CIRCLES]
     assert not circles, "imports run in a circle (an arrow runs upward):\n" + "\n".join(sorted(circles))
+
+
+@pytest.mark.parametrize("kind", ["top", "late", "typing"])
+def test_a_circle_inside_a_folder_is_found_however_it_is_hidden(kind: str) -> None:
+    """A circle of two modules of one folder is found whether the arrow back is at the top of the module,
+    inside a function or under ``TYPE_CHECKING``."""
+    down = _Import("knowwhen_runner.view.data", "knowwhen_runner.view.answer_keys", False, False)
+    back = _Import(
+        "knowwhen_runner.view.answer_keys", "knowwhen_runner.view.data", kind == "late", kind == "typing"
+    )
+    assert frozenset({down.importer, back.importer}) in _circles([*_package_imports(), down, back])

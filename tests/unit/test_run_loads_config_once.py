@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from knowwhen_runner import config as config_module
-from knowwhen_runner.run import fleet, run_fleet, sweep
+from knowwhen_runner.sweep import RunRequest, fleet, run_fleet, sweep
 from tests.helpers import make_question_set, write_config
 
 
@@ -27,6 +27,6 @@ def test_run_fleet_loads_the_config_once_and_plans_it(
     cfg = write_config(
         tmp_path / "c.yaml", "http://127.0.0.1:9", make_question_set(tmp_path / "qs", n_tasks=2)
     )
-    summary = run_fleet(cfg, plan_only=True, progress=False)
+    summary = run_fleet(RunRequest(cfg, plan_only=True, progress=False))
     assert loads == [str(cfg)]
     assert summary.planned > 0 and summary.counts.get("pending") == summary.planned

@@ -9,8 +9,8 @@ import anyio
 
 from knowwhen_runner.config import SweepConfig
 from knowwhen_runner.queue import open_queue
-from knowwhen_runner.run.notify import flush_notices, notify
-from knowwhen_runner.run.sweep import _others_working
+from knowwhen_runner.sweep.notify import flush_notices, notify
+from knowwhen_runner.sweep.sweep import _others_working
 
 
 def test_a_run_keeps_reservations_while_another_process_works(tmp_path: Path) -> None:

@@ -18,9 +18,10 @@ from knowwhen_runner.plan import plan
 from knowwhen_runner.provider import MockTransport, Secrets
 from knowwhen_runner.provider.ratelimit import Limiter
 from knowwhen_runner.queue import open_queue
-from knowwhen_runner.run import WorkStats, work_queue
-from knowwhen_runner.run.runner_errors import LOG_NAME, STOP_AFTER
 from knowwhen_runner.scenarios import load_scenario
+from knowwhen_runner.sweep import work_queue
+from knowwhen_runner.work import WorkStats
+from knowwhen_runner.work.runner_errors import LOG_NAME, STOP_AFTER
 from tests.unit.test_worker_loop import _answer, _config
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import typer.main
 import yaml
 
-from knowwhen_runner.cli import app
+from knowwhen_runner.cli.main import app
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = ("docs/scaling.md", "configs/slurm-worker.sh")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from knowwhen_runner.run.scheduler import Lane, Scheduler
+from knowwhen_runner.work.scheduler import Lane, Scheduler
 
 _TICK = 0.05
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from knowwhen_runner.cli import app
+from knowwhen_runner.cli.main import app
 from knowwhen_runner.dataset.score_folder import (
     LeaderboardTarget,
     check_leaderboard,
@@ -67,7 +67,7 @@ def test_cli_table_is_readable() -> None:
 
 def test_cli_unknown_model_is_one_line_and_exit_2() -> None:
     """A model without answers is a known error: one line naming the models found, exit code 2."""
-    code = "from knowwhen_runner.cli import main; main()"
+    code = "from knowwhen_runner.cli.main import main; main()"
     proc = subprocess.run(
         [sys.executable, "-c", code, "score", str(FIXTURE / "shift"), "--model", "nobody"],
         capture_output=True,

@@ -6,7 +6,7 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from knowwhen_runner.serve import start_server_process
+from knowwhen_runner.serve import default_registry, start_server_process
 from knowwhen_runner.serve.admin_guard import ADMIN_TOKEN_ENV, admin_token_for
 from knowwhen_runner.serve.app import create_app
 
@@ -16,7 +16,7 @@ JSON = {"content-type": "application/json"}
 
 def test_a_form_post_changes_nothing() -> None:
     """text/plain and form bodies (what another site's page can post) get 415 and leave the faults alone."""
-    client = TestClient(create_app())
+    client = TestClient(create_app(registry=default_registry()))
     for kind in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
         for path in ("/admin/faults", "/admin/limits", "/admin/reset", "/admin/batches"):
             refused = client.post(path, content=b'[{"status": 500}]', headers={"content-type": kind})
@@ -29,7 +29,7 @@ def test_a_form_post_changes_nothing() -> None:
 
 def test_with_a_token_admin_writes_need_it() -> None:
     """With an admin token, writes without it or with a wrong one get 401; reads and model calls do not."""
-    client = TestClient(create_app(admin_token="s3cret-admin"))
+    client = TestClient(create_app(registry=default_registry(), admin_token="s3cret-admin"))
     assert client.post("/admin/faults", json=RULE).status_code == 401
     assert (
         client.post("/admin/faults", json=RULE, headers={"X-Knowwhen-Admin-Token": "wrong"}).status_code

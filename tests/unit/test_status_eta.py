@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from knowwhen_runner.run.reports import _add_eta
+from knowwhen_runner.stored.status import _add_eta
 
 
 def _row(pending: int, running: int = 0) -> dict[str, int]:

@@ -13,15 +13,15 @@ import anyio
 import pytest
 from typer.testing import CliRunner
 
-from knowwhen_runner.cli import app
+from knowwhen_runner.cli.main import app
 from knowwhen_runner.config import SweepConfig
 from knowwhen_runner.dataset.files import load_answers, load_question_set
 from knowwhen_runner.dataset.scoring import score_l2
 from knowwhen_runner.results.compare import compare_runs
+from knowwhen_runner.results.figures.plots import write_plots
 from knowwhen_runner.results.finalize import finalize_run
 from knowwhen_runner.results.gated_tables import gated_table
 from knowwhen_runner.results.manifest import CxsManifest, load_manifest, manifest_path
-from knowwhen_runner.results.plots import write_plots
 from knowwhen_runner.results.tables import MISSING, Column, Table, comparison_table
 from tests.golden.builders import finished_queue, small_config
 

@@ -13,8 +13,8 @@ from knowwhen_runner.config import SweepConfig, parse_config
 from knowwhen_runner.plan.grid import FitRequest, fit_requests, plan
 from knowwhen_runner.queue import Failure
 from knowwhen_runner.queue.memory import MemoryQueue
-from knowwhen_runner.run.fits import compute_fits, fit_from_results
 from knowwhen_runner.scenarios import load_scenario
+from knowwhen_runner.sweep.fits import compute_fits, fit_from_results
 
 
 def _decision(conf: float | None, model_ok: bool | None, llm_ok: bool) -> dict[str, Any]:

@@ -6,8 +6,8 @@ import knowwhen_runner  # noqa: F401  (sets LITELLM_LOCAL_MODEL_COST_MAP before 
 from knowwhen_runner.config import ModelSpec
 from knowwhen_runner.plan.grid import _question_jobs
 from knowwhen_runner.provider.transport import llm_response
-from knowwhen_runner.run.calls import question_call
 from knowwhen_runner.scenarios import Scenario
+from knowwhen_runner.work.calls import question_call
 
 ITEM = {"state": "TASK: x", "options": ["a", "b"], "descriptions": ["A.", None]}
 

@@ -11,6 +11,8 @@ import anyio
 
 from knowwhen_runner.results.finalize import finalize_run
 from knowwhen_runner.view import RunData
+from knowwhen_runner.view.live import live_view
+from knowwhen_runner.view.questions import QuestionFilter, question_page
 from tests.crowd import crowd_config, crowd_queue
 
 PINNED = "weak-04"
@@ -24,9 +26,9 @@ def test_the_live_view_lists_models_in_the_reports_order_with_ranks_and_pins(tmp
     async def go() -> tuple[dict, dict, dict]:  # type: ignore[type-arg]
         queue = await crowd_queue(config)
         data = RunData(queue, output=config.output, given_config=config)
-        before = await data.live()
+        before = await live_view(data)
         await finalize_run(config, queue)
-        return before, await data.live(), await data.questions()
+        return before, await live_view(data), await question_page(data, QuestionFilter())
 
     before, after, questions = anyio.run(go)
     ids = sorted(m.id for m in config.models)

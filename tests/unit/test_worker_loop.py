@@ -20,8 +20,9 @@ from knowwhen_runner.config import ModelSpec, SweepConfig, load_config
 from knowwhen_runner.plan import plan
 from knowwhen_runner.provider import MockTransport, Secrets
 from knowwhen_runner.queue import JobResult, Queue, open_queue
-from knowwhen_runner.run import Worker, work_queue
 from knowwhen_runner.scenarios import load_scenario
+from knowwhen_runner.sweep import work_queue
+from knowwhen_runner.work import Worker
 from tests.helpers import make_question_set, write_config
 
 QUESTIONS = 18  # make_question_set(n_tasks=4)
@@ -178,7 +179,7 @@ def test_stopping_mid_run_loses_nothing_and_leaves_the_rest_pending(tmp_path: Pa
 
         transport = MockTransport(slow)
         from knowwhen_runner.provider import Limiters, ModelClient
-        from knowwhen_runner.run.worker import Worker as _Worker
+        from knowwhen_runner.work.worker import Worker as _Worker
 
         limiters = Limiters(config.models)
         client = ModelClient(limiters, Secrets(config.models), transport=transport)

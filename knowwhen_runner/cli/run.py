@@ -1,0 +1,283 @@
+"""``knowwhen run``, ``plan``, ``worker`` and ``finalize``: plan a sweep, work it, and write its results.
+
+The exit codes of ``run`` and ``worker`` are said in the docstring of ``cli``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..exceptions import EXIT_REQUEUE
+from .tables import print_forecast, print_probes
+
+if TYPE_CHECKING:
+    from ..sweep import RunSummary
+
+__all__ = [
+    "EXIT_BUDGET",
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_PENDING",
+    "EXIT_RUNNER_ERROR",
+    "finalize",
+    "plan",
+    "run",
+    "worker",
+]
+
+EXIT_FAILED = 1  # the run finished, and some jobs failed for good
+EXIT_PENDING = 3  # the run stopped with jobs left pending (a model down for too long)
+EXIT_BUDGET = 4  # the run stopped because a budget is spent; its jobs are pending
+EXIT_RUNNER_ERROR = 5  # the runner's own code failed on some jobs (a bug); they went back to pending
+EXIT_INTERRUPTED = 130
+
+out = Console()
+
+
+def run(
+    config: Annotated[Path, typer.Argument(help="Sweep config (YAML).")],
+    db: Annotated[
+        str | None, typer.Option(help="Database URL (default: SQLite file in the run folder).")
+    ] = None,
+    retry_failed: Annotated[
+        bool, typer.Option("--retry-failed", help="Re-queue jobs that failed for good.")
+    ] = False,
+    no_finalize: Annotated[
+        bool, typer.Option("--no-finalize", help="Skip writing answers and tables.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
+    processes: Annotated[
+        int, typer.Option("--processes", min=1, help="Worker processes on this machine (this one included).")
+    ] = 1,
+    plan_only: Annotated[
+        bool,
+        typer.Option("--plan-only", help="Put the plan in the queue and stop (workers join later)."),
+    ] = False,
+    skip_model: Annotated[
+        Optional[list[str]],  # noqa: UP045 (typer needs Optional here)
+        typer.Option("--skip-model", help="Leave this model out of this run (its jobs stay pending)."),
+    ] = None,
+    no_probe: Annotated[
+        bool, typer.Option("--no-probe", help="Do not probe each model with one question first.")
+    ] = False,
+    replace_config: Annotated[
+        bool, typer.Option("--replace-config", help="Shared database: replace the run's stored config.")
+    ] = False,
+) -> None:
+    """Plan CONFIG into its queue and work until every job is recorded, then finalise. Rerun to resume."""
+    from ..sweep import Preflight, RunRequest, run_fleet  # start-up: a command loads only the stages it runs
+
+    summary = run_fleet(
+        RunRequest(
+            config,
+            db=db,
+            processes=processes,
+            retry_failed=retry_failed,
+            finalize=not no_finalize,
+            progress=not quiet,
+            plan_only=plan_only,
+            preflight=Preflight(not no_probe, frozenset(skip_model or ()), lambda p: print_probes(out, p)),
+            replace_config=replace_config,
+        )
+    )
+    _say_outcome(summary)
+    if plan_only:
+        return  # the plan is in the queue, for workers to work: pending is what was asked for
+    raise typer.Exit(_verdict(summary))
+
+
+def _say_outcome(summary: RunSummary) -> None:
+    """What this run did, what waits, and where the results are (an interrupted run exits here)."""
+    st = summary.stats
+    out.print(
+        f"{summary.run}: {summary.planned} jobs planned ({summary.added} new); this run answered {st.done} "
+        f"({st.cache_hits} from cache, {st.calls} model calls, {st.requests} requests), failed {st.failed}, "
+        f"cost ${st.cost_usd:.4f}"
+    )
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items()))
+    out.print(f"queue: {counts}")
+    if st.waited:
+        out.print(f"{st.waited} times a job went back to the queue to wait for a model that was down")
+    if summary.batches:
+        out.print(
+            "provider batches: "
+            + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(summary.batches.items()))
+        )
+    if summary.counts.get("set_aside"):
+        out.print(
+            f"set aside: {summary.counts['set_aside']} jobs of an earlier version of the config "
+            "(kept, not worked, not finalised; they come back if the config does)"
+        )
+    for note in summary.waiting:
+        out.print(f"waiting: {note}")
+    for note in summary.left_out:
+        out.print(f"left out: {note}", highlight=False, soft_wrap=True)
+    _say_runner_errors(st, summary.output)
+    if summary.interrupted:
+        out.print("interrupted: run the same command again to resume")
+        raise typer.Exit(EXIT_REQUEUE if st.handed_over else EXIT_INTERRUPTED)
+    if summary.finalized:
+        # one line, never wrapped: paths are copied from it
+        out.print(f"results: {summary.output}  (table: {summary.output / 'table.md'})", soft_wrap=True)
+
+
+def _say_runner_errors(stats: Any, folder: Path) -> None:
+    if stats.runner_errors:
+        out.print(
+            f"[red]{stats.runner_errors} runner errors[/red] (bugs of knowwhen_runner, not the models' "
+            f"answers): their jobs went back to pending; tracebacks in {folder / 'runner-errors.log'}"
+        )
+
+
+def _verdict(summary: RunSummary) -> int:
+    """Say what is left to fix, if anything, and the exit code that goes with it."""
+    if summary.stats.runner_errors:
+        return EXIT_RUNNER_ERROR
+    for model_id, error in sorted(summary.stats.given_up.items()):
+        out.print(f"[red]stopped waiting for {model_id}[/red]: {error}")
+    for held in summary.held_back:
+        out.print(f"[red]{held.state} {held.model_id}[/red]: {held.reason}; its jobs stay pending")
+    left = summary.counts.get("pending", 0) + summary.counts.get("running", 0)
+    for sentence in summary.budget_spent:
+        out.print(f"[red]{sentence}[/red]")
+    if summary.budget_spent and left:
+        return EXIT_BUDGET
+    if left:
+        out.print(f"[red]{left} jobs are still pending[/red]: run the same command again to continue")
+        return EXIT_PENDING
+    failed = summary.counts.get("failed", 0)
+    if failed:
+        (reason, n), *_ = summary.failure_reasons.most_common(1) or [("unknown", failed)]
+        out.print(
+            f"[red]{failed} jobs failed[/red] (most common, {n} of them: {reason}); "
+            "fix the cause and rerun with --retry-failed"
+        )
+        return EXIT_FAILED
+    return 0
+
+
+def plan(
+    config: Annotated[Path, typer.Argument(help="Sweep config (YAML).")],
+    db: Annotated[
+        str | None, typer.Option(help="Database URL (default: SQLite file in the run folder).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    probe: Annotated[
+        bool, typer.Option("--probe", help="Ask each model one real question first: a go/no-go table.")
+    ] = False,
+) -> None:
+    """Dry run: jobs per model/mode/scenario, calls still to make, cache hits and a cost estimate."""
+    # start-up: a command loads only the stages it runs
+    from ..sweep import plan_report, probe_report
+
+    probes = probe_report(config, db=db) if probe else None
+    report = plan_report(config, db=db)
+    if as_json:
+        data = dataclasses.asdict(report)
+        if probes is not None:
+            data["probes"] = [dataclasses.asdict(p) for p in probes]
+        out.print_json(json.dumps(data))
+        raise typer.Exit(0 if probes is None or all(p.go for p in probes) else 2)
+    if probes is not None:
+        print_probes(out, probes)
+    table = Table(title=f"plan: {config}")
+    for col in ("model", "mode", "scenario", "jobs", "done"):
+        table.add_column(col, justify="right" if col in ("jobs", "done") else "left")
+    for cell in report.cells:
+        table.add_row(cell["model"], cell["mode"], cell["scenario"], str(cell["jobs"]), str(cell["done"]))
+    out.print(table)
+    print_forecast(out, report)
+    if report.est_batch_cost_usd is not None:
+        saving = report.est_cost_usd - report.est_batch_cost_usd
+        out.print(
+            f"with provider batches (models with batch:): estimated cost ${report.est_batch_cost_usd:,.4f}, "
+            f"saving ${saving:,.4f}"
+        )
+    for note in report.batch_notes:
+        out.print(note)
+    out.print(f"cache: {report.cache}", highlight=False)
+    if probes is not None and not all(p.go for p in probes):
+        # start-up: a command loads only the stages it runs
+        from ..sweep.preflight import no_go_message
+
+        out.print(f"[red]{no_go_message(probes)}[/red]")
+        raise typer.Exit(2)
+
+
+def finalize(
+    config: Annotated[Path, typer.Argument(help="The run folder, or the sweep config (YAML) of the run.")],
+    db: Annotated[
+        str | None, typer.Option(help="Database URL (default: SQLite file in the run folder).")
+    ] = None,
+    figures: Annotated[
+        str | None,
+        typer.Option(
+            help="Also draw each plot as a pdf, pgf or png figure beside its SVG (needs the figures extra)."
+        ),
+    ] = None,
+) -> None:
+    """Write the run's answers files and tables from what is recorded (idempotent)."""
+    # start-up: a command loads only the stages it runs
+    from ..sweep import finalize_config
+
+    if figures is not None:  # say what to install before any work is done
+        # start-up: a command loads only the stages it runs
+        from ..results.figures import figure_format, require_matplotlib
+
+        fmt = figure_format(figures)
+        require_matplotlib(fmt)
+    output = finalize_config(config, db=db)
+    out.print(f"finalised: {output}")
+    if figures is not None:
+        # start-up: a command loads only the stages it runs
+        from ..sweep.outputs import write_run_figures
+
+        drawn = write_run_figures(config, fmt, db=db)
+        out.print(f"figures: {len(drawn)} {fmt} files in {output / 'plots'}")
+
+
+def worker(
+    db: Annotated[
+        str,
+        typer.Option(envvar="KNOWWHEN_DB", help="Database URL of the run (PostgreSQL, or its SQLite file)."),
+    ],
+    run_name: Annotated[
+        str | None,
+        typer.Option("--run", envvar="KNOWWHEN_RUN", help="Run name, when the database holds several."),
+    ] = None,
+    wait: Annotated[
+        float, typer.Option(min=0, help="Wait up to this many seconds for the run to be planned.")
+    ] = 0.0,
+    no_finalize: Annotated[
+        bool, typer.Option("--no-finalize", help="Leave finalising to another process.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
+) -> None:
+    """Join a run in a shared database from any machine: work until it has no open jobs, then exit."""
+    # start-up: a command loads only the stages it runs
+    from ..sweep import join_run
+
+    summary = join_run(db, run_name, wait_s=wait, finalize=not no_finalize, progress=not quiet)
+    st = summary.stats
+    out.print(
+        f"{summary.run}: worker {summary.worker} answered {st.done} ({st.cache_hits} from cache, "
+        f"{st.calls} model calls, {st.requests} requests), failed {st.failed}, cost ${st.cost_usd:.4f}"
+    )
+    out.print("queue: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())))
+    _say_runner_errors(st, summary.output)
+    if summary.interrupted:
+        out.print("interrupted: its unfinished jobs are back in the queue for the other workers")
+        raise typer.Exit(EXIT_REQUEUE if st.handed_over else EXIT_INTERRUPTED)
+    if st.runner_errors:
+        raise typer.Exit(EXIT_RUNNER_ERROR)
+    out.print("finalised the run" if summary.finalized else (summary.note or "not finalised"))
+
+
+_ = (Path, Annotated, Optional)  # used by the commands above

@@ -1,0 +1,142 @@
+"""``knowwhen status``, ``pause`` and ``resume``: how a run is doing, and holding one model back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["pause", "resume", "status"]
+
+out = Console()
+
+
+def status(
+    run_dir: Annotated[Path, typer.Argument(help="Run folder (the config's output).")],
+    db: Annotated[str | None, typer.Option(help="Database URL, for runs on PostgreSQL.")] = None,
+    run_name: Annotated[
+        str | None, typer.Option("--run", help="Run name, when the database has several.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Done / pending / failed per model, cost and calls so far, and the workers."""
+    # start-up: a command loads only the stages it runs
+    from ..stored import status_report
+
+    report = status_report(run_dir, db=db, run=run_name)
+    if as_json:
+        out.print_json(json.dumps(report, default=str))
+        return
+    out.print(_models_table(report))
+    for b in report["budget"]:
+        reserved = f", ${b['reserved_usd']:.4f} reserved in flight" if b["reserved_usd"] > 0 else ""
+        out.print(f"budget {b['scope']}: ${b['spent_usd']:.4f} spent on {b['calls']} calls{reserved}")
+    out.print(
+        f"cache: {report['cache'] or 'unknown (the stored config cannot be read here)'}", highlight=False
+    )
+    if report["set_aside"]:
+        out.print(
+            f"{report['set_aside']} jobs of an earlier version of the config set aside "
+            "(kept, not worked, not in the results)"
+        )
+    if report["batches"]:
+        _print_batches(report["batches"], report["batch_outcomes"])
+    for held in report["held_back"]:
+        out.print(f"[red]{held['state']} {held['model']}[/red]: {held['reason']}; its jobs stay pending")
+    for row in report["limits"]:
+        if row["adaptive"] or row["requests_per_minute"]:
+            out.print(f"limit {row['model']}: {_describe_limit(row)}", highlight=False)
+    if report["workers"]:
+        # start-up: a command loads only the stages it runs
+        from ..queue import describe_workers
+
+        workers = Table(title="workers")
+        for col in ("worker", "state", "heartbeat", "jobs", "jobs/s"):
+            workers.add_column(col, justify="left" if col in ("worker", "state") else "right")
+        for w in describe_workers(report["workers"]):
+            heartbeat = f"{w['heartbeat_age_s']:.0f} s ago"
+            workers.add_row(w["id"], w["state"], heartbeat, str(w["jobs_done"]), f"{w['jobs_per_s']:.1f}")
+        out.print(workers)
+
+
+def _models_table(report: dict[str, Any]) -> Table:
+    """One row per model: its job counts, calls, cost, time left and pace."""
+    table = Table(title=f"run {report['run']}")
+    cols = ("done", "pending", "running", "failed", "calls", "cache_hits", "cost_usd", "eta")
+    table.add_column("model")
+    for col in cols:
+        table.add_column(col, justify="right")
+    table.add_column("pace: answers/min, in flight, waits for")
+    for model, row in sorted(report["models"].items()):
+        eta = row.get("eta_s")
+        cells = [f"${row[c]:.4f}" if c == "cost_usd" else str(row[c]) for c in cols[:-1]]
+        pace = (row.get("pace") or {}).get("described", "")
+        table.add_row(model, *cells, "–" if eta is None else f"{eta / 60:.1f} min", pace)
+    return table
+
+
+def _describe_limit(row: dict[str, Any]) -> str:
+    """A model's rate limit as status shows it: configured, or learned (and how)."""
+    if not row["adaptive"]:
+        tokens = f", {row['tokens_per_minute']:,.0f} tokens/min" if row["tokens_per_minute"] else ""
+        return f"{row['requests_per_minute']:,.0f} requests/min{tokens} (configured)"
+    learned = row["learned"]
+    if learned is None:
+        return "adaptive; nothing learned yet (starts at 60 requests/min)"
+    return f"adaptive; {learned['described']}"
+
+
+def _print_batches(rows: list[dict[str, Any]], outcomes: dict[str, int]) -> None:
+    """Provider batches of the run: those in flight with their age and items, then every outcome counted."""
+    open_rows = [r for r in rows if r["status"] in ("submitting", "submitted")]
+    if open_rows:
+        table = Table(title="provider batches in flight")
+        for col in ("model", "batch", "status", "items", "age"):
+            table.add_column(col)
+        for r in open_rows:
+            table.add_row(
+                r["model"], r["provider_id"] or "-", r["status"], str(r["items"]), f"{r['age_s']:.0f} s"
+            )
+        out.print(table)
+    out.print(
+        "provider batches: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(outcomes.items()))
+    )
+
+
+def pause(
+    run_dir: Annotated[Path, typer.Argument(help="Run folder (the config's output).")],
+    model: Annotated[str, typer.Argument(help="Model id to pause.")],
+    db: Annotated[str | None, typer.Option(help="Database URL, for runs on PostgreSQL.")] = None,
+    run_name: Annotated[
+        str | None, typer.Option("--run", help="Run name, when the database has several.")
+    ] = None,
+) -> None:
+    """Pause MODEL in a running run: every worker stops claiming its jobs within seconds (they stay pending)."""
+    # start-up: a command loads only the stages it runs
+    from ..stored import pause_model
+
+    new = pause_model(run_dir, model, db=db, run=run_name)
+    out.print(f"paused {model}" if new else f"{model} was paused already")
+
+
+def resume(
+    run_dir: Annotated[Path, typer.Argument(help="Run folder (the config's output).")],
+    model: Annotated[str, typer.Argument(help="Model id to resume.")],
+    db: Annotated[str | None, typer.Option(help="Database URL, for runs on PostgreSQL.")] = None,
+    run_name: Annotated[
+        str | None, typer.Option("--run", help="Run name, when the database has several.")
+    ] = None,
+) -> None:
+    """Resume a paused MODEL: workers claim its jobs again within seconds (rerun if the run has ended)."""
+    # start-up: a command loads only the stages it runs
+    from ..stored import resume_model
+
+    was = resume_model(run_dir, model, db=db, run=run_name)
+    out.print(f"resumed {model}" if was else f"{model} was not paused")
+
+
+_ = (Path, Annotated)  # used by the commands above

@@ -1,0 +1,212 @@
+"""The provider batch operations of both backends: ``BatchTable`` for ``SqlQueue`` and its memory twin
+``MemoryBatches`` for ``MemoryQueue``, one contract (``batch_rows`` says what a batch row means).
+
+``BatchTable`` is a mixin: it uses the queue's ``_call``, ``_engine`` and ``_clock``. Leasing a batch
+locks its row (``FOR UPDATE SKIP LOCKED`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` serialises), so two
+processes never poll, or submit, the same batch at once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+import orjson
+from sqlalchemy import select, update
+
+from ..jobs import Job
+from . import schema as s
+from .batch_rows import OPEN_BATCH, PARKED_UNTIL, BatchRecord, batch_owner
+from .claims import held_by, job_from_row, jobs_where
+from .engine import RunStatements
+
+__all__ = ["BatchTable", "MemoryBatches"]
+
+
+def _record(row: Any) -> BatchRecord:
+    return BatchRecord(
+        key=row.key,
+        model_id=row.model_id,
+        job_ids=tuple(orjson.loads(row.job_ids)),
+        status=row.status,
+        provider_id=row.provider_id,
+        owner=row.owner,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        counts=orjson.loads(row.counts or "{}"),
+        error=row.error,
+    )
+
+
+class BatchTable(RunStatements):
+    """Provider batch operations of ``SqlQueue``."""
+
+    async def batch_open(
+        self, worker: str, key: str, model_id: str, job_ids: list[str], lease_s: float
+    ) -> int:
+        return await self._call(self._batch_open, worker, key, model_id, job_ids, lease_s)
+
+    def _batch_open(self, worker: str, key: str, model_id: str, job_ids: list[str], lease_s: float) -> int:
+        now = self._clock.expr()
+        with self._engine.begin() as conn:
+            parked = conn.execute(
+                update(s.jobs)
+                .where(*held_by(self.run, worker, job_ids))
+                .values(lease_owner=batch_owner(key), lease_expires=PARKED_UNTIL)
+            )
+            conn.execute(
+                s.batches.insert().values(
+                    run=self.run,
+                    key=key,
+                    model_id=model_id,
+                    status="submitting",
+                    job_ids=orjson.dumps(sorted(job_ids)).decode(),
+                    owner=worker,
+                    lease_expires=now + lease_s,
+                    created_at=now,
+                    updated_at=now,
+                    counts="{}",
+                )
+            )
+        return int(parked.rowcount or 0)
+
+    async def batch_note(
+        self,
+        key: str,
+        *,
+        status: str | None = None,
+        provider_id: str | None = None,
+        counts: dict[str, int] | None = None,
+        error: str | None = None,
+    ) -> None:
+        values: dict[str, Any] = {"updated_at": self._clock.params()["now"]}
+        if status is not None:
+            values["status"] = status
+        if provider_id is not None:
+            values["provider_id"] = provider_id
+        if counts is not None:
+            values["counts"] = orjson.dumps(counts).decode()
+        if error is not None:
+            values["error"] = error
+        await self._call(self._batch_note, key, values)
+
+    def _batch_note(self, key: str, values: dict[str, Any]) -> None:
+        with self._engine.begin() as conn:
+            conn.execute(
+                update(s.batches).where(s.batches.c.run == self.run, s.batches.c.key == key).values(**values)
+            )
+
+    async def batch_lease(self, worker: str, lease_s: float, model_ids: frozenset[str]) -> list[BatchRecord]:
+        return await self._call(self._batch_lease, worker, lease_s, model_ids)
+
+    def _batch_lease(self, worker: str, lease_s: float, model_ids: frozenset[str]) -> list[BatchRecord]:
+        now = self._clock.expr()
+        b = s.batches.c
+        q = select(s.batches).where(
+            b.run == self.run,
+            b.status.in_(OPEN_BATCH),
+            b.model_id.in_(sorted(model_ids)),
+            (b.owner == worker) | (b.owner.is_(None)) | (b.lease_expires < now),
+        )
+        if self.dialect == "postgresql":
+            q = q.with_for_update(skip_locked=True)
+        with self._engine.begin() as conn:
+            rows = conn.execute(q.order_by(b.created_at)).fetchall()
+            keys = [r.key for r in rows]
+            if keys:
+                conn.execute(
+                    update(s.batches)
+                    .where(b.run == self.run, b.key.in_(keys))
+                    .values(owner=worker, lease_expires=now + lease_s)
+                )
+        return [replace(_record(r), owner=worker) for r in rows]
+
+    async def batch_take(self, worker: str, key: str, lease_s: float) -> list[Job]:
+        return await self._call(self._batch_take, worker, key, lease_s)
+
+    def _batch_take(self, worker: str, key: str, lease_s: float) -> list[Job]:
+        now = self._clock.expr()
+        j = s.jobs.c
+        mine = (j.run == self.run, j.lease_owner == batch_owner(key), j.status == "running")
+        with self._engine.begin() as conn:
+            rows = conn.execute(jobs_where(*mine)).fetchall()
+            conn.execute(update(s.jobs).where(*mine).values(lease_owner=worker, lease_expires=now + lease_s))
+        return sorted((job_from_row(r) for r in rows), key=lambda job: job.id)
+
+    async def batches(self) -> list[BatchRecord]:
+        return await self._call(self._batches)
+
+    def _batches(self) -> list[BatchRecord]:
+        q = select(s.batches).where(s.batches.c.run == self.run).order_by(s.batches.c.created_at)
+        with self._reading() as conn:
+            return [_record(r) for r in conn.execute(q)]
+
+
+class MemoryBatches:
+    """Batch rows in a dict; jobs parked in the queue's own rows."""
+
+    _rows: dict[str, Any]
+    _batch_rows: dict[str, BatchRecord]
+    _batch_leases: dict[str, float]
+
+    def _init_batches(self) -> None:
+        self._batch_rows = {}
+        self._batch_leases = {}
+
+    async def batch_open(
+        self, worker: str, key: str, model_id: str, job_ids: list[str], lease_s: float
+    ) -> int:
+        n = 0
+        for job_id in job_ids:
+            row = self._rows.get(job_id)
+            if row is not None and row.status == "running" and row.lease_owner == worker:
+                row.lease_owner, row.lease_expires, n = batch_owner(key), PARKED_UNTIL, n + 1
+        now = time.time()
+        self._batch_rows[key] = BatchRecord(
+            key, model_id, tuple(sorted(job_ids)), "submitting", owner=worker, created_at=now, updated_at=now
+        )
+        self._batch_leases[key] = now + lease_s
+        return n
+
+    async def batch_note(
+        self,
+        key: str,
+        *,
+        status: str | None = None,
+        provider_id: str | None = None,
+        counts: dict[str, int] | None = None,
+        error: str | None = None,
+    ) -> None:
+        old = self._batch_rows.get(key)
+        if old is None:
+            return
+        self._batch_rows[key] = replace(
+            old,
+            status=status or old.status,
+            provider_id=provider_id or old.provider_id,
+            counts=dict(counts) if counts is not None else old.counts,
+            error=error or old.error,
+            updated_at=time.time(),
+        )
+
+    async def batch_lease(self, worker: str, lease_s: float, model_ids: frozenset[str]) -> list[BatchRecord]:
+        now, out = time.time(), []
+        for key, rec in sorted(self._batch_rows.items(), key=lambda kv: kv[1].created_at):
+            free = rec.owner in (None, worker) or self._batch_leases.get(key, 0.0) < now
+            if rec.status in OPEN_BATCH and rec.model_id in model_ids and free:
+                self._batch_rows[key] = rec = replace(rec, owner=worker)
+                self._batch_leases[key] = now + lease_s
+                out.append(rec)
+        return out
+
+    async def batch_take(self, worker: str, key: str, lease_s: float) -> list[Job]:
+        until, out = time.time() + lease_s, []
+        for row in sorted(self._rows.values(), key=lambda r: r.job.id):
+            if row.status == "running" and row.lease_owner == batch_owner(key):
+                row.lease_owner, row.lease_expires = worker, until
+                out.append(replace(row.job, attempts=row.attempts))
+        return out
+
+    async def batches(self) -> list[BatchRecord]:
+        return sorted(self._batch_rows.values(), key=lambda r: r.created_at)

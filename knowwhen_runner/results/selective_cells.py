@@ -1,0 +1,184 @@
+"""What a decision model's open-loop cell adds to its scores: calibration, the coverage curve, the fitted
+τ and the gate over the LLM, and the items the refit bootstrap resamples (``fit_bootstrap``).
+
+Every figure comes from ``dataset.metrics`` and ``dataset.scoring``; this module picks the items, thins
+long curves for storage and fills the manifest's models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, TypeVar
+
+import numpy as np
+
+from ..dataset.files import Answer
+from ..dataset.metrics import (
+    aurc,
+    brier_score,
+    coverage_accuracy_curve,
+    expected_calibration_error,
+    fit_threshold,
+    gated_at,
+)
+from ..dataset.scoring import AnswerKey, gated_open_loop, occurrence_correct, score_l2, task_weights
+from .fit_bootstrap import FitData
+from .manifest import Calibration, CoverageCurve, CurvePoint, Fit, Gate, GatePoint, ReliabilityBin
+
+__all__ = ["DEFAULT_TARGET", "GATE_THRESHOLDS", "refit_data", "selective_fields"]
+
+GATE_THRESHOLDS = (0.5, 0.8, 0.9, 0.95, 0.99)
+"""The τ at which every manifest records the gated point exactly (the gated table's columns)."""
+DEFAULT_TARGET = 0.99
+"""Target accuracy of the fitted threshold when the config has no ``gate`` section."""
+_CURVE_POINTS = 200
+_BINS = 10
+_P = TypeVar("_P", CurvePoint, GatePoint)
+
+
+def refit_data(
+    answers: Mapping[str, Answer],
+    key: AnswerKey,
+    correct: list[bool],
+    target: float | str | None,
+    llm: tuple[str, Mapping[str, Answer]] | None,
+) -> FitData:
+    """What the refit bootstrap needs: the items of ``selective_fields`` and how its target is set."""
+    llm_correct = occurrence_correct(llm[1], key) if llm else None
+    goal: float | Literal["llm"] | None
+    if target == "llm":
+        goal = "llm" if llm else None
+    else:
+        goal = DEFAULT_TARGET if target is None else float(target)
+    conf = [_confidence(answers.get(q)) for q in key.qhashes]
+    return FitData(conf, correct, key.task_index, goal, llm_correct)
+
+
+def _confidence(answer: Answer | None) -> float:
+    # The rule of scoring.gated_open_loop: an answer that does not count has confidence 0.
+    if answer is None or answer.error or not answer.valid or answer.answer is None:
+        return 0.0
+    return float(answer.confidence or 0.0)
+
+
+def selective_fields(
+    answers: Mapping[str, Answer],
+    key: AnswerKey,
+    target: float | str | None,
+    llm: tuple[str, Mapping[str, Answer]] | None,
+) -> dict[str, Any]:
+    """The cell's calibration, coverage curve, fit (to ``target``) and gate over ``llm`` (when given)."""
+    conf = [_confidence(answers.get(q)) for q in key.qhashes]
+    correct = occurrence_correct(answers, key)
+    goal, source = _target(target, key, llm)
+    fit = None
+    if goal is not None:
+        found = fit_threshold(conf, correct, goal)
+        fit = Fit(
+            target=found.target,
+            target_source=source,
+            reachable=found.reachable,
+            threshold=found.threshold,
+            coverage=found.coverage,
+            accuracy=found.accuracy,
+            support=found.support,
+        )
+    return {
+        "calibration": _calibration(conf, correct),
+        "curve": _curve(conf, correct),
+        "fit": fit,
+        "gate": _gate(answers, key, llm, conf, correct, goal) if llm else None,
+    }
+
+
+def _target(
+    target: float | str | None, key: AnswerKey, llm: tuple[str, Mapping[str, Answer]] | None
+) -> tuple[float | None, Literal["config", "llm", "default"]]:
+    if target is None:
+        return DEFAULT_TARGET, "default"
+    if target == "llm":
+        if llm is None:
+            return None, "llm"
+        return score_l2(llm[1], key).accuracy / 100.0, "llm"
+    return float(target), "config"
+
+
+def _calibration(conf: Sequence[float], correct: Sequence[bool]) -> Calibration:
+    c, k = np.asarray(conf, dtype=np.float64), np.asarray(correct, dtype=np.float64)
+    bins = np.clip(np.floor(c * _BINS).astype(np.int64), 0, _BINS - 1)
+    out = []
+    for b in range(_BINS):
+        mask = bins == b
+        if mask.any():
+            out.append(
+                ReliabilityBin(
+                    lower=b / _BINS,
+                    upper=(b + 1) / _BINS,
+                    n=int(mask.sum()),
+                    mean_confidence=float(c[mask].mean()),
+                    accuracy=float(k[mask].mean()),
+                )
+            )
+    return Calibration(
+        ece=expected_calibration_error(conf, correct), brier=brier_score(conf, correct), bins=out
+    )
+
+
+def _thin(points: Sequence[_P]) -> tuple[list[_P], bool]:
+    """Keep the first point reaching each 1/200 of coverage, and both ends."""
+    if len(points) <= _CURVE_POINTS + 1:
+        return list(points), False
+    kept: list[_P] = []
+    last = -1
+    for i, p in enumerate(points):
+        bucket = int(p.coverage * _CURVE_POINTS)
+        if bucket != last or i == len(points) - 1:
+            kept.append(p)
+            last = bucket
+    return kept, True
+
+
+def _curve(conf: Sequence[float], correct: Sequence[bool]) -> CoverageCurve:
+    full = [
+        CurvePoint(threshold=p.threshold, coverage=p.coverage, accuracy=p.accuracy, support=p.support)
+        for p in coverage_accuracy_curve(conf, correct)
+    ]
+    risk = aurc(conf, correct)
+    points, thinned = _thin(full)
+    return CoverageCurve(
+        points=points,
+        area=None if risk is None else 1.0 - risk,
+        aurc=risk,
+        n_thresholds=len(full),
+        thinned=thinned,
+    )
+
+
+def _gate(
+    answers: Mapping[str, Answer],
+    key: AnswerKey,
+    llm: tuple[str, Mapping[str, Answer]],
+    conf: Sequence[float],
+    correct: Sequence[bool],
+    goal: float | None,
+) -> Gate:
+    llm_id, llm_answers = llm
+    report = gated_open_loop(answers, llm_answers, key, target=goal)
+    llm_correct = occurrence_correct(llm_answers, key)
+    weights = task_weights(key)
+    exact = [gated_at(conf, correct, llm_correct, tau, weights) for tau in GATE_THRESHOLDS]
+    curve, thinned = _thin([GatePoint(**_fields(p)) for p in report.curve])
+    return Gate(
+        llm=llm_id,
+        llm_accuracy=report.llm_accuracy,
+        model_accuracy=report.model_accuracy,
+        at_fit=GatePoint(**_fields(report.at_fit)) if report.at_fit else None,
+        at_thresholds=[GatePoint(**_fields(p)) for p in exact],
+        curve=curve,
+        thinned=thinned,
+    )
+
+
+def _fields(point: Any) -> dict[str, float]:
+    """A metrics gated point as plain fields (slots dataclasses have no ``__dict__``)."""
+    return {"threshold": point.threshold, "coverage": point.coverage, "accuracy": point.accuracy}

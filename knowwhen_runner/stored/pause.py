@@ -1,0 +1,43 @@
+"""Live control of a running run: pause a model, resume it (``knowwhen pause``/``resume``).
+
+A pause is a row in the run's database (``Queue.set_control``); every worker of the fleet reads those
+rows every few seconds and stops claiming the model's jobs, which stay pending; calls in flight finish.
+A pause outlasts the run (a rerun keeps it) until ``resume``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+
+from ..exceptions import ConfigError
+from .reader import open_existing
+
+__all__ = ["pause_model", "resume_model"]
+
+
+def pause_model(run_dir: str | Path, model_id: str, *, db: str | None = None, run: str | None = None) -> bool:
+    """Hold ``model_id`` back in the run; False if it was paused already."""
+
+    async def go() -> bool:
+        queue, _name = open_existing(Path(run_dir), db, run)
+        async with queue:
+            if model_id not in {c.model_id for c in await queue.counts()}:
+                raise ConfigError(f"{run_dir}: the run has no jobs of a model {model_id!r}")
+            return await queue.set_control(model_id, "paused", "paused with knowwhen pause")
+
+    return anyio.run(go)
+
+
+def resume_model(
+    run_dir: str | Path, model_id: str, *, db: str | None = None, run: str | None = None
+) -> bool:
+    """Let the run claim ``model_id``'s jobs again; False if it was not paused."""
+
+    async def go() -> bool:
+        queue, _name = open_existing(Path(run_dir), db, run)
+        async with queue:
+            return await queue.clear_controls("paused", model_id) > 0
+
+    return anyio.run(go)

@@ -1,0 +1,274 @@
+"""Pre-flight: before a sweep spends anything, each model answers one real question.
+
+The question is the run's own first unanswered one for that model (so the answer lands in the cache and
+its job costs nothing more later), or a tiny built-in one for a model with only episodes to run. The
+probe checks the key, the model name, that the answer is valid and that the model's price is known, and
+times the call. Only what would fail every call alike is a no-go (a refused key, an unknown model, an
+unknown price), and a model that answered every request of its probe with a failure (a 5xx other than
+502/503/504, a malformed reply), asked up to ``_PROBE_CALLS`` times: the run would set it aside anyway
+(``workers.quarantine_failures``), and a model failing one request in three fails six in a row once in
+830 probes.
+A model that did not answer at all (down), a rate limit or an invalid answer is a warning. ``knowwhen plan --probe`` prints the go/no-go
+table, and ``run`` prints it and stops on a no-go unless told to skip that model.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+
+from ..cache import CacheStore
+from ..config import ModelSpec, SweepConfig
+from ..dataset.answer_rows import validate_response
+from ..exceptions import ConfigError, KnowwhenError, ProviderError
+from ..jobs import Items, Job
+from ..provider import CacheMode, Limiters, ModelClient, Secrets, Transport, token_prices
+from ..queue import Queue
+from ..work.budget import BudgetGuard
+from ..work.calls import CachedCalls, CallResult, Lookup, QuestionCall, question_call
+from ..work.quarantine import quarantine_reason
+
+__all__ = [
+    "PROBE_QUESTION",
+    "Preflight",
+    "PreflightError",
+    "Probe",
+    "no_go_message",
+    "preflight_models",
+    "probe_models",
+]
+
+Check = Literal["ok", "no", "?"]
+_SCAN = 256  # pending questions of a model looked up in the cache to find one not answered yet
+_PROBE_CALLS = 3  # calls (of 2 tries each) a probe makes while every request is answered with a failure
+
+PROBE_QUESTION: dict[str, Any] = {
+    "qhash": "knowwhen-probe-1",
+    "state": "TASK: a customer asks where order #1001 is.\nHISTORY:\n(none)\nCURRENT OBSERVATION: start",
+    "options": ["lookup_order", "refund_order"],
+    "descriptions": ["Look up an order's status.", "Refund an order."],
+}
+"""The question a model with no open-loop question of its own is probed with."""
+
+
+class PreflightError(KnowwhenError):
+    """A model failed its pre-flight probe: the run stops before spending anything on it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """One model's pre-flight answer: the checks, what it cost and took, and what to fix on a no-go."""
+
+    model_id: str
+    go: bool
+    how: str  # "called", "cached" (its questions are all answered), "idle" (nothing left), "skipped"
+    auth: Check = "?"
+    name: Check = "?"
+    answer: Check = "?"
+    price: Check = "?"
+    latency_ms: float | None = None
+    cost_usd: float | None = None
+    problem: str | None = None  # a no-go: what to fix
+    note: str | None = None  # a go with a warning (a failed or invalid answer the run may get past)
+
+
+def no_go_message(probes: list[Probe]) -> str:
+    """One sentence naming the first model that cannot go, what to fix, and how to go without it."""
+    bad = [p for p in probes if not p.go]
+    first = bad[0]
+    others = f" (and {len(bad) - 1} more no-go models)" if len(bad) > 1 else ""
+    return (
+        f"pre-flight: {first.model_id} cannot go: {first.problem}{others}; fix it, or leave it out of "
+        f"this run with --skip-model {first.model_id}"
+    )
+
+
+async def _first_unanswered(
+    config: SweepConfig,
+    calls: CachedCalls,
+    model: ModelSpec,
+    items: Items,
+    open_jobs: list[Job],
+) -> tuple[QuestionCall, dict[str, Any]] | Literal["cached", "idle"] | None:
+    """The model's first pending question not in the cache; "cached" when all are, "idle" when it has no
+    pending job at all; None when its pending jobs are all episodes."""
+    candidates: list[tuple[QuestionCall, dict[str, Any]]] = []
+    pending = 0
+    for job in open_jobs:
+        if job.model_id != model.id:
+            continue
+        pending += 1
+        if job.kind != "question":
+            continue
+        item = items.get((job.scenario_id, job.item))
+        if item is not None:
+            candidates.append((question_call(model, item), item))
+        if len(candidates) >= _SCAN:
+            break
+    if not candidates:
+        return None if pending else "idle"
+    if not CacheMode(config.cache.policy).read:
+        return candidates[0]
+    cached = await calls.lookup([Lookup(model, c.kind, c.body, c.key) for c, _item in candidates])
+    for call, item in candidates:
+        if call.key not in cached:
+            return call, item
+    return "cached"
+
+
+def _failed_every_request(model: ModelSpec, client: ModelClient, exc: ProviderError, sent: int) -> str | None:
+    """What to fix when all ``sent`` requests of the probe were answered with a failure, else None."""
+    if sent < 1 or client.streaks.in_a_row(model.id) < sent:
+        return None
+    return (
+        f"it answered all {sent} requests of its probe with a failure ({exc}); "
+        f"check the model's server and `model:` of {model.id}"
+    )
+
+
+async def _ask(
+    client: ModelClient, calls: CachedCalls, model: ModelSpec, call: QuestionCall, lookup: bool
+) -> CallResult:
+    """The probe's call, made again (up to ``_PROBE_CALLS``) while every request fails; a ProviderError
+    carries the requests of all its calls."""
+    sent = made = 0
+    while True:
+        try:
+            return await calls.call(model, call.kind, call.body, key=call.key, lookup=lookup)
+        except ProviderError as exc:
+            sent, made = sent + exc.requests, made + 1
+            exc.requests = sent
+            if made >= _PROBE_CALLS or quarantine_reason(model, exc):
+                raise
+            if _failed_every_request(model, client, exc, sent) is None:
+                raise
+        await anyio.sleep(0.5)
+
+
+async def _probe_one(
+    config: SweepConfig,
+    client: ModelClient,
+    calls: CachedCalls,
+    model: ModelSpec,
+    items: Items,
+    open_jobs: list[Job],
+) -> Probe:
+    price: Check = "ok" if token_prices(model) is not None else "no"
+    price_fix = f"its price is unknown: give {model.id} a `pricing:` entry in the config"
+    found = await _first_unanswered(config, calls, model, items, open_jobs)
+    if found == "idle":
+        return Probe(model.id, True, "idle", problem=None)
+    if found == "cached":
+        ok = price == "ok"
+        return Probe(model.id, ok, "cached", "ok", "ok", "ok", price, problem=None if ok else price_fix)
+    call, item = found if found is not None else (question_call(model, PROBE_QUESTION), PROBE_QUESTION)
+    started = time.perf_counter()
+    timeout = model.timeout_s + 30.0
+    try:
+        with anyio.fail_after(timeout):
+            got = await _ask(client, calls, model, call, found is None)
+    except TimeoutError:
+        return Probe(model.id, False, "called", problem=f"no answer within {timeout:.0f} s")
+    except ProviderError as exc:
+        reason = quarantine_reason(model, exc) or _failed_every_request(model, client, exc, exc.requests)
+        if reason is None:  # a failure of this call (429, down): the run's retries may get past it
+            return Probe(model.id, True, "called", price=price, note=f"no answer yet: {exc}")
+        auth: Check = "no" if exc.status in (401, 403) else "?"
+        name: Check = "no" if exc.status == 404 else ("?" if auth == "no" else "ok")
+        return Probe(model.id, False, "called", auth, name, "?", price, problem=reason)
+    latency = got.response.get("latency_ms") or (time.perf_counter() - started) * 1000
+    invalid = validate_response(item, got.response)
+    # One invalid answer is evidence, not proof: the run quarantines a model whose answers mostly are.
+    note = None if invalid is None else f"its answer was invalid ({invalid})"
+    cost = got.response.get("cost_usd")
+    return Probe(
+        model.id,
+        price == "ok",
+        "called",
+        "ok",
+        "ok",
+        "ok" if invalid is None else "no",
+        price,
+        float(latency),
+        cost,
+        None if price == "ok" else price_fix,
+        note,
+    )
+
+
+async def probe_models(
+    config: SweepConfig,
+    queue: Queue,
+    secrets: Secrets,
+    items: Items,
+    open_jobs: list[Job],
+    *,
+    store: CacheStore,
+    skip: frozenset[str] = frozenset(),
+    transport: Transport | None = None,
+) -> list[Probe]:
+    """Probe every model of ``config`` at once (one call each at most), skipping ``skip``.
+
+    ``open_jobs``: the run's jobs still to do; a model's probe is its first question not in the cache.
+    """
+    limiters = Limiters(config.models, max_outage_s=min(60.0, config.workers.max_outage_s))
+    client = ModelClient(
+        limiters,
+        secrets,
+        transport=transport,
+        max_tries=2,
+        max_backoff_s=2.0,
+        failing_after=config.workers.quarantine_failures,
+    )
+    budget = BudgetGuard(config, queue) if config.budget is not None else None
+    calls = CachedCalls(store, client, config.cache.policy, budget=budget)  # probes count as spending
+    probes: dict[str, Probe] = {}
+
+    async def one(model: ModelSpec) -> None:
+        probes[model.id] = await _probe_one(config, client, calls, model, items, open_jobs)
+
+    async with anyio.create_task_group() as tg:
+        for model in config.models:
+            if model.id in skip:
+                probes[model.id] = Probe(model.id, True, "skipped", problem="left out with --skip-model")
+            else:
+                tg.start_soon(one, model)
+    return [probes[m.id] for m in config.models]
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """How ``run`` checks its models before working: probe them (unless ``probe`` is off), leave out
+    ``skip`` (their jobs stay pending this run), and show the go/no-go table with ``report``."""
+
+    probe: bool = True
+    skip: frozenset[str] = frozenset()
+    report: Callable[[list[Probe]], None] | None = None
+
+
+async def preflight_models(
+    config: SweepConfig,
+    queue: Queue,
+    store: CacheStore,
+    secrets: Secrets,
+    items: Items,
+    preflight: Preflight,
+) -> None:
+    """Leave out the skipped models; probe the rest; stop on a no-go (``PreflightError``)."""
+    known = {m.id for m in config.models}
+    for model_id in sorted(preflight.skip):
+        if model_id not in known:
+            raise ConfigError(f"--skip-model {model_id}: no model with that id in the config")
+        await queue.set_control(model_id, "quarantined", "left out of this run with --skip-model")
+    if not preflight.probe:
+        return
+    open_jobs = [job for job, _s, _r, _e in await queue.results(status="pending")]
+    probes = await probe_models(config, queue, secrets, items, open_jobs, store=store, skip=preflight.skip)
+    if preflight.report is not None:
+        preflight.report(probes)
+    if not all(p.go for p in probes):
+        raise PreflightError(no_go_message(probes))

@@ -1,0 +1,135 @@
+"""Working the queue in this process: the worker, its progress bar, and the signals that stop it.
+
+``work_queue`` is what every working process runs for a stage: ``run`` (``sweep``) and ``worker``
+(``fleet``) alike.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import anyio
+
+from ..cache import CacheStore, cache_url, open_cache
+from ..config import SweepConfig
+from ..jobs import Items
+from ..provider import FleetLimits, LearnedLimits, Limiters, ModelClient, ProviderTransport, Secrets
+from ..queue import SET_ASIDE, Queue, open_ledger
+from ..work.stop_signals import watch_stop_signals
+from ..work.worker import Worker, WorkStats
+from .notify import notify
+from .progress import SweepProgress
+
+__all__ = ["work_queue"]
+
+
+async def work_queue(
+    config: SweepConfig,
+    queue: Queue,
+    secrets: Secrets,
+    items: Items,
+    *,
+    progress: bool = True,
+    fleet: FleetLimits | None = None,
+    transport: ProviderTransport | None = None,
+    cache: CacheStore | None = None,
+) -> tuple[WorkStats, bool]:
+    """Work the queue in this process with a progress bar; Ctrl-C stops gracefully, twice cancels.
+
+    ``fleet``: rate limits shared by every process of the run; ``transport``: how requests and provider
+    batches are sent (litellm unless given: tests pass a ``MockTransport``); ``cache``: the response store (default: the
+    one the config names, opened for this call).
+    """
+    if cache is None:
+        async with open_cache(cache_url(config)) as store:
+            return await work_queue(
+                config,
+                queue,
+                secrets,
+                items,
+                progress=progress,
+                fleet=fleet,
+                transport=transport,
+                cache=store,
+            )
+    if fleet is None and any(m.adapts() for m in config.models) and not config.db_url.startswith("memory"):
+        # learned limits are kept in the run database for the next run, even without a fleet
+        async with open_ledger(config.db_url) as ledger:
+            return await _work(config, queue, secrets, items, progress, None, transport, cache, ledger)
+    return await _work(config, queue, secrets, items, progress, fleet, transport, cache, None)
+
+
+async def _work(
+    config: SweepConfig,
+    queue: Queue,
+    secrets: Secrets,
+    items: Items,
+    progress: bool,
+    fleet: FleetLimits | None,
+    transport: ProviderTransport | None,
+    cache: CacheStore,
+    learned: LearnedLimits | None,
+) -> tuple[WorkStats, bool]:
+    limiters = Limiters(config.models, fleet=fleet, max_outage_s=config.workers.max_outage_s, learned=learned)
+    tries, failing = max(2, config.workers.max_attempts + 1), config.workers.quarantine_failures
+    client = ModelClient(limiters, secrets, transport=transport, max_tries=tries, failing_after=failing)
+    totals = await queue.status_totals()  # from an index: the rows of done jobs are never read
+    total = sum(n for status, n in totals.items() if status != SET_ASIDE)
+    already = totals.get("done", 0) + totals.get("failed", 0)
+    display = SweepProgress(total, already, backing_off=limiters.backing_off, enabled=progress)
+    worker = Worker(
+        config,
+        queue,
+        client,
+        items,
+        cache=cache,
+        limiters=limiters,
+        batch_transport=transport,
+        on_progress=lambda s: display.update(s.done, s.cost_usd, s.failed, s.runner_errors),
+        on_quarantine=lambda model_id, reason: _quarantined(config, model_id, reason),
+    )
+    display.batches = worker.batches.describe if worker.batches is not None else None
+    with display:
+        return await _until_done(worker, display, config.workers.stop_grace_s)
+
+
+async def _until_done(worker: Worker, display: SweepProgress, grace: float) -> tuple[WorkStats, bool]:
+    """Run the worker beside its signal watch and the display's tick; what it did, and whether it was
+    interrupted."""
+    interrupted = False
+    async with anyio.create_task_group() as tg:
+
+        def stopped() -> None:
+            nonlocal interrupted
+            interrupted = True
+
+        async def watch_signals() -> None:
+            await watch_stop_signals(worker, grace, stopped, tg.cancel_scope.cancel)
+
+        async def work() -> None:
+            await worker.run()
+            tg.cancel_scope.cancel()
+
+        async def tick() -> None:
+            while True:  # nothing is recorded while the database is away: the line still says so
+                await anyio.sleep(1.0)
+                display.tick()
+
+        tg.start_soon(watch_signals)
+        tg.start_soon(tick)
+        tg.start_soon(work)
+    return worker.stats, interrupted
+
+
+def _quarantined(config: SweepConfig, model_id: str, reason: str) -> None:
+    _say_quarantined(model_id, reason)
+    notify(config, "quarantine", f"{model_id} is quarantined: {reason}", wait=False)
+
+
+def _say_quarantined(model_id: str, reason: str) -> None:
+    print(
+        f"\nknowwhen: quarantined {model_id} for this run: {reason}; its jobs stay pending, "
+        "the other models go on",
+        file=sys.stderr,
+        flush=True,
+    )
