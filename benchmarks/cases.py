@@ -359,7 +359,7 @@ def finalise_at_scale(server: ServerProcess, work: Path, n_models: int, n_questi
     answered = _answered(work / tag / "out" / "knowwhen.db", tag)
     write_s = time.perf_counter() - started
     code = (
-        "import resource, sys\nfrom knowwhen_runner.cli import main\nsys.argv[0] = 'knowwhen'\n"
+        "import resource, sys\nfrom knowwhen_runner.cli.main import main\nsys.argv[0] = 'knowwhen'\n"
         "try:\n    main()\nfinally:\n"
         "    print('peak_rss_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
     )
