@@ -115,6 +115,7 @@ class Job:
     item: str
     payload: dict[str, Any] = field(default_factory=dict)
     attempts: int = 0
+    draw: int = 0  # claim order (lower first): a screened job's place in the drawn order of tasks, else 0
 
     @property
     def kind(self) -> JobKind | None:

@@ -143,8 +143,12 @@ def _verdict(summary: RunSummary) -> int:
     for model_id, error in sorted(summary.stats.given_up.items()):
         out.print(f"[red]stopped waiting for {model_id}[/red]: {error}")
     for held in summary.held_back:
+        if held.state == "screened":  # the screen's answer, not a fault: its jobs wait for a full run
+            out.print(f"{held.model_id}: {held.reason}")
+            continue
         out.print(f"[red]{held.state} {held.model_id}[/red]: {held.reason}; its jobs stay pending")
-    left = summary.counts.get("pending", 0) + summary.counts.get("running", 0)
+    # finalised with jobs pending: they are all of models the screen held back (a full run asks them)
+    left = 0 if summary.finalized else summary.counts.get("pending", 0) + summary.counts.get("running", 0)
     for sentence in summary.budget_spent:
         out.print(f"[red]{sentence}[/red]")
     if summary.budget_spent and left:

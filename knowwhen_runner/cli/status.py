@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -45,8 +46,7 @@ def status(
         )
     if report["batches"]:
         _print_batches(report["batches"], report["batch_outcomes"])
-    for held in report["held_back"]:
-        out.print(f"[red]{held['state']} {held['model']}[/red]: {held['reason']}; its jobs stay pending")
+    _print_held(report)
     for row in report["limits"]:
         if row["adaptive"] or row["requests_per_minute"]:
             out.print(f"limit {row['model']}: {_describe_limit(row)}", highlight=False)
@@ -76,6 +76,41 @@ def _models_table(report: dict[str, Any]) -> Table:
         cells = [f"${row[c]:.4f}" if c == "cost_usd" else str(row[c]) for c in cols[:-1]]
         pace = (row.get("pace") or {}).get("described", "")
         table.add_row(model, *cells, "–" if eta is None else f"{eta / 60:.1f} min", pace)
+    return table
+
+
+def _print_held(report: dict[str, Any]) -> None:
+    """The models the run holds back, and the screen's table (which says why the screened-out wait)."""
+    for held in report["held_back"]:
+        if held["state"] != "screened":
+            out.print(f"[red]{held['state']} {held['model']}[/red]: {held['reason']}; its jobs stay pending")
+    if report.get("screen"):
+        out.print(_screen_table(report["screen"]))
+
+
+def _screen_table(screen: dict[str, Any]) -> Table:
+    """One row per screened model: its screening bounds, the tasks they rest on, the decision, when, the calls saved."""
+
+    keep = ", ".join(f"{k} {v}" for k, v in screen["keep"].items())
+    table = Table(
+        title=(
+            f"screen on {screen['scenario']} ({keep}; alpha {screen['alpha']:g}, {screen['alpha_each']:.4g} per "
+            f"model): anytime-valid screening bounds on accuracy, not the full run's figures"
+        )
+    )
+    for col in ("model", "tasks", "lower", "upper", "decision", "decided", "calls saved"):
+        table.add_column(col, justify="left" if col in ("model", "decision") else "right")
+    for model, row in sorted(screen["models"].items()):
+        at = row.get("decided_at")
+        table.add_row(
+            model,
+            f"{row['tasks']}/{screen['tasks']}",
+            f"{row['lower']:.3f}",
+            f"{row['upper']:.3f}",
+            row.get("decision") or "open",
+            "" if at is None else f"{time.time() - at:.0f} s ago",
+            str(row["calls_saved"]),
+        )
     return table
 
 

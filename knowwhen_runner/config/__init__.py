@@ -8,7 +8,8 @@ Relative paths resolve against the folder of the config file, so a config can be
 
 The models live in one module per concern, read in this order: ``fields`` (the frozen base and shared
 shapes), ``model_spec`` (a model: rate limits, prices, provider batches), ``scenario_spec`` (a scenario
-and its τ), ``settings`` (cache, workers, server, gates, caps, budget, notifications), ``sweep_config``
+and its τ), ``settings`` (cache, workers, server, gates, caps, budget, notifications), ``screen_spec`` (the ``screen:``
+block), ``sweep_config``
 (the whole sweep), ``credentials`` (``${VAR}`` references, literal credentials found) and ``loader`` (files, ``${VAR}`` expansion, line numbers, errors).
 """
 
@@ -19,6 +20,7 @@ from .fields import CONFIG_SCHEMA_VERSION, CachePolicy
 from .loader import config_hash, load_config, parse_config
 from .model_spec import BatchSettings, ModelSpec, Pricing, RateLimit
 from .scenario_spec import DEFAULT_MAX_STEPS, IsolatedSource, ScenarioSpec, TauFit
+from .screen_spec import Keep, NotWorseThanSpec, ScreenSettings
 from .settings import (
     Budget,
     CacheSettings,
@@ -40,6 +42,7 @@ __all__ = [
     "RateLimit",
     "ReportSettings",
     "ScenarioSpec",
+    "ScreenSettings",
     "ServeSettings",
     "SweepConfig",
     "TauFit",
@@ -51,4 +54,15 @@ __all__ = [
 ]
 
 # Importable from here as before, though outside the pinned list above.
-_ALSO = (BatchSettings, Budget, CachePolicy, Cap, DEFAULT_MAX_STEPS, IsolatedSource, Notify, config_hash)
+_ALSO = (
+    BatchSettings,
+    Budget,
+    CachePolicy,
+    Cap,
+    DEFAULT_MAX_STEPS,
+    IsolatedSource,
+    Keep,
+    Notify,
+    NotWorseThanSpec,
+    config_hash,
+)

@@ -223,6 +223,10 @@ def _parse(text: str, *, base: Path, source: str, check_files: bool, stored: boo
         if err["type"] == "extra_forbidden":
             msg = "unknown field"
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        named = re.match(r"([A-Za-z_][\w.]*): ", msg) if not loc else None
+        if named:  # a check across fields names the field it refuses: point at that one's line
+            loc = tuple(int(p) if p.isdigit() else p for p in named[1].split("."))
+            line, msg = _line_of(root, loc), msg[named.end() :]
         raise ConfigError(f"{path}:{line}: {_dotted(loc)}: {msg}{more}") from None
     for i, sc in enumerate(config.scenarios if check_files else ()):
         if sc.path is not None and not sc.path.exists():

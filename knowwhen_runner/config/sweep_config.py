@@ -11,6 +11,7 @@ from ..jobs import Mode
 from .fields import _ID, _Frozen
 from .model_spec import ModelSpec
 from .scenario_spec import ScenarioSpec, TauFit
+from .screen_spec import ScreenSettings
 from .settings import (
     Budget,
     CacheSettings,
@@ -50,6 +51,13 @@ class SweepConfig(_Frozen):
         default_factory=lambda: ReportSettings(),
         description="How the tables, plots and report rank and highlight the models.",
     )
+    screen: ScreenSettings | None = Field(
+        None,
+        description=(
+            "Stop asking a model once an anytime-valid bound settles whether it is kept (off by default; "
+            "see docs/screening.md)."
+        ),
+    )
 
     @model_validator(mode="after")
     def _unique_ids(self) -> SweepConfig:
@@ -65,7 +73,29 @@ class SweepConfig(_Frozen):
         self._check_episodes()
         self._check_budget()
         self._check_report()
+        self._check_screen()
         return self
+
+    def _check_screen(self) -> None:
+        """A screen names a states scenario, races models that answer it, and compares with one of them."""
+        if self.screen is None:
+            return
+        kinds = {s.id: s.kind for s in self.scenarios}
+        if kinds.get(self.screen.scenario) != "states":
+            raise ValueError(f"screen.scenario: {self.screen.scenario!r} is not the id of a states scenario")
+        answering = [m.id for m in self.models if ("model" if m.kind == "decision" else "llm") in self.modes]
+        reference = self.screen.keep.not_worse_than
+        if reference is not None and reference.model not in answering:
+            raise ValueError(
+                f"screen.keep.not_worse_than.model: {reference.model!r} is not the id of a model that answers "
+                f"{self.screen.scenario!r} (a decision model in mode model, an LLM in mode llm)"
+            )
+        top = self.screen.keep.top
+        if top is not None and top >= len(answering):
+            raise ValueError(
+                f"screen.keep.top: {top} keeps every model that answers {self.screen.scenario!r}; "
+                "nothing would be screened"
+            )
 
     def _check_report(self) -> None:
         """The report ranks by a scenario of this config and highlights its models."""

@@ -19,6 +19,7 @@ from typing import Any
 from ..config import ModelSpec, ScenarioSpec, SweepConfig, TauFit
 from ..jobs import Items, Job, Mode, job_id, job_ids
 from ..scenarios import Scenario
+from .draws import with_draws
 
 __all__ = ["FitRequest", "Plan", "fit_requests", "missing_source_notes", "open_loop_mode", "plan"]
 
@@ -62,7 +63,7 @@ def plan(config: SweepConfig, scenarios: dict[str, Scenario], fits: dict[str, An
         if scenario.kind == "episodes":
             jobs.extend(_episode_jobs(config, spec, scenario, fits or {}, skipped, waiting))
             continue
-        answering = 0
+        answering, asked = 0, []
         for model in config.models:
             for mode in config.modes:
                 if scenario.kind in ("states", "isolated"):
@@ -73,8 +74,9 @@ def plan(config: SweepConfig, scenarios: dict[str, Scenario], fits: dict[str, An
                                 f"answers open-loop questions in mode {open_loop_mode(model)!r}"
                             )
                         continue
-                    jobs.extend(_question_jobs(model, mode, scenario))
+                    asked.extend(_question_jobs(model, mode, scenario))
                     answering += 1
+        jobs.extend(with_draws(config, scenario, asked))
         skipped.extend(missing_source_notes(scenario, answering))
     jobs.extend(_fit_shadow_jobs(config, scenarios))
     return Plan(_unique(jobs), items, skipped, waiting)

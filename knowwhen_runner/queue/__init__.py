@@ -31,22 +31,37 @@ rate against its limit, what it waits for) from what these return, for ``status`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
-
-from ..exceptions import ErrorKind
-from ..jobs import Job
-from ..redaction import redact
 from .answers import AnswerPage, AnswerQuery, RecordedAnswer
 from .batch_rows import BatchRecord
 from .budget import BudgetAsk, BudgetTally
 from .controls import CONTROL_STATES, ControlState, ModelControl
+from .engine import is_shared_url
+from .limits import LimitLedger
+from .memory import MemoryQueue
 from .outage import down_since as database_down_since
 from .outage import set_max_db_outage
+from .roles import (
+    ASIDE,
+    SET_ASIDE,
+    AttemptKind,
+    Batching,
+    Claiming,
+    ClaimQuota,
+    Failure,
+    HoldingBack,
+    JobCounts,
+    JobResult,
+    JobStatus,
+    ModelTally,
+    Queue,
+    Reading,
+    Recording,
+    RunBookkeeping,
+    aside_status,
+    live_status,
+)
+from .sql import SqlQueue
 from .workers import describe_workers
-
-if TYPE_CHECKING:
-    from .limits import LimitLedger
 
 __all__ = [
     "ASIDE",
@@ -85,98 +100,16 @@ __all__ = [
     "set_max_db_outage",
 ]
 
-JobStatus = Literal["pending", "running", "done", "failed"]
-"""Where a job of the current plan stands (a set-aside job's status is ``ASIDE`` + one of these)."""
-
-AttemptKind = Literal[ErrorKind, "batch", "error"]
-"""What a failed attempt records as its kind: a model call's ``ErrorKind``, ``batch`` (a provider batch
-failed it) or ``error`` (anything else)."""
-
-ASIDE = "aside:"
-"""Prefix of the status of a job set aside (planned by an earlier version of the config)."""
-SET_ASIDE = "set_aside"
-"""The status ``counts`` reports set-aside jobs under, whatever they were before."""
-
-from .tallies import ModelTally  # noqa: E402  (it reads the two names above)
-
-
-def aside_status(status: str) -> str:
-    """The status a job gets when set aside: a running job's lease is dropped (it is pending again)."""
-    if status.startswith(ASIDE):
-        return status
-    return ASIDE + ("pending" if status == "running" else status)
-
-
-def live_status(status: str) -> str:
-    """The status a set-aside job gets back when the plan holds it again."""
-    return status.removeprefix(ASIDE)
-
-
-@dataclass(frozen=True, slots=True)
-class Failure:
-    """One failed attempt of a job. ``final`` fails the job; otherwise it goes back to pending."""
-
-    job_id: str
-    error: str
-    kind: AttemptKind = "error"
-    final: bool = False
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "error", redact(self.error))  # stored, printed and served: never a secret
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimQuota:
-    """Up to ``n`` jobs of any of ``models`` (one limit group) for one claim (``Queue.claim_each``)."""
-
-    models: frozenset[str]
-    n: int
-
-
-class JobResult(NamedTuple):
-    """A job of the current plan and where it stands: its result when done, its last error when failed."""
-
-    job: Job
-    status: JobStatus
-    result: dict[str, Any] | None
-    error: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class JobCounts:
-    model_id: str
-    mode: str
-    scenario_id: str
-    status: str
-    n: int
-
-
-from .roles import (  # noqa: E402  (they name the types above)
-    Batching,
-    Claiming,
-    HoldingBack,
-    Queue,
-    Reading,
-    Recording,
-    RunBookkeeping,
-)
-
 
 def open_queue(url: str, run: str) -> Queue:
     """Open the queue at ``url`` (``memory://``, ``sqlite:///path``, ``postgresql://...``) for ``run``."""
     if url.startswith("memory://"):
-        from .memory import MemoryQueue
-
         return MemoryQueue(run)
-    from .sql import SqlQueue
-
     return SqlQueue(url, run)
 
 
 def find_run_name(url: str) -> str:
     """The name of the only run in the database at ``url``; a ``QueueError`` names what it found instead."""
-    from .sql import SqlQueue
-
     probe = SqlQueue(url, "")
     try:
         return probe.single_run_name()
@@ -186,13 +119,4 @@ def find_run_name(url: str) -> str:
 
 def open_ledger(url: str) -> LimitLedger:
     """The fleet's rate-limit ledger in the database at ``url`` (close it, or use it with ``async with``)."""
-    from .limits import LimitLedger
-
     return LimitLedger(url)
-
-
-def is_shared_url(url: str) -> bool:
-    """Whether processes on other machines can reach the database at ``url`` (PostgreSQL)."""
-    from .engine import is_shared_url as shared
-
-    return shared(url)

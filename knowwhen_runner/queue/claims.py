@@ -1,8 +1,8 @@
 """Claiming jobs under leases (``SqlQueue``): a claim's statements (SQLite and PostgreSQL), heartbeats,
 giving jobs back, expired leases.
 
-A claim returns expired leases to pending, then takes up to ``n`` jobs in id order, leaving some models
-out (``Queue.claim``), or up to ``n`` jobs of each of several groups of models in one transaction
+A claim returns expired leases to pending, then takes up to ``n`` jobs in claim order (``draw``, then id: a
+screened job's drawn place first), leaving some models out (``Queue.claim``), or up to ``n`` jobs of each of several groups of models in one transaction
 (``Queue.claim_each``): one arm per group, each its own ``LIMIT``, so a scheduler keeps work in hand per
 group without one round trip per group. ``LeaseTables`` is a mixin, like the other tables of ``sql``: it
 uses the queue's ``_call``, ``_engine``, ``_clock`` and ``_params``, and ``RunTables._unmark_finalized``.
@@ -19,9 +19,9 @@ import orjson
 from sqlalchemy import Select, func, or_, select, text, update
 
 from ..jobs import Job
-from . import ClaimQuota
 from . import schema as s
 from .engine import RunStatements
+from .roles import ClaimQuota
 
 __all__ = ["JOB_COLUMNS", "LeaseTables", "claim_sql", "held_by", "job_from_row", "jobs_where"]
 
@@ -50,10 +50,10 @@ def job_from_row(row: Any) -> Job:
 def _arms(
     dialect: str, exclude: frozenset[str] | None, quotas: Sequence[ClaimQuota], params: dict[str, Any]
 ) -> list[str]:
-    """One ``SELECT id`` of pending jobs per group (or one for a plain claim), in id order, limited.
+    """One ``SELECT id`` of pending jobs per group (or one for a plain claim), in claim order, limited.
 
-    A one-model group walks its model's pending jobs in id order (``kw_jobs_pending_model``). A group
-    of several models walks all pending jobs in id order (``kw_jobs_pending``) and stops at ``n``: on
+    A one-model group walks its model's pending jobs in claim order (``kw_jobs_pending_model``). A group
+    of several models walks all pending jobs in claim order (``kw_jobs_pending``) and stops at ``n``: on
     SQLite the model test is kept off the indexes (``+``), so the planner never gathers every pending
     job of those models through the per-model index to sort them, once per claim."""
     base = "SELECT id FROM kw_jobs WHERE run = :run AND status = 'pending'"
@@ -63,7 +63,7 @@ def _arms(
             params[f"x{i}"] = model
             names.append(f":x{i}")
         excl = f" AND model_id NOT IN ({', '.join(names)})" if names else ""
-        return [f"{base}{excl} ORDER BY id LIMIT :n"]
+        return [f"{base}{excl} ORDER BY draw, id LIMIT :n"]
     arms = []
     for i, quota in enumerate(quotas):
         names = []
@@ -75,7 +75,7 @@ def _arms(
             test = f"model_id = {names[0]}"
         else:
             test = f"{'+' if dialect == 'sqlite' else ''}model_id IN ({', '.join(names)})"
-        arms.append(f"{base} AND {test} ORDER BY id LIMIT :n{i}")
+        arms.append(f"{base} AND {test} ORDER BY draw, id LIMIT :n{i}")
     return arms
 
 

@@ -1,4 +1,5 @@
-"""Models a run holds back from claims: quarantined by a fatal provider error, or paused by hand.
+"""Models a run holds back from claims: quarantined by a fatal provider error, paused by hand, or screened
+out (a screen settled that the model is not kept).
 
 Rows live in the run database (``kw_model_controls``) so every worker of the fleet, on any machine,
 obeys them: workers read them every few seconds and stop claiming the model's jobs, which stay pending.
@@ -12,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 
 from ..redaction import redact
 from . import schema as s
@@ -20,8 +21,8 @@ from .engine import RunStatements
 
 __all__ = ["CONTROL_STATES", "ControlState", "ControlTables", "ModelControl"]
 
-ControlState = Literal["quarantined", "paused"]
-CONTROL_STATES: tuple[str, ...] = ("quarantined", "paused")
+ControlState = Literal["quarantined", "paused", "screened"]
+CONTROL_STATES: tuple[str, ...] = ("quarantined", "paused", "screened")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +60,13 @@ class ControlTables(RunStatements):
         if model_id is not None:
             stmt = stmt.where(t.c.model_id == model_id)
         with self._engine.begin() as conn:
-            return int(conn.execute(stmt).rowcount or 0)
+            cleared = int(conn.execute(stmt).rowcount or 0)
+            if cleared and state == "screened":  # their pending jobs are open again: finalise once more
+                runs = s.runs
+                conn.execute(
+                    update(runs).where(runs.c.name == self.run).values(finalized_at=None, finalized_by=None)
+                )
+            return cleared
 
     async def controls(self) -> list[ModelControl]:
         """Every model this run holds back, oldest first."""
@@ -92,6 +99,9 @@ class MemoryControls:
         gone = [k for k in self._controls if k[1] == state and model_id in (None, k[0])]
         for k in gone:
             del self._controls[k]
+        info = getattr(self, "_info", None)
+        if gone and state == "screened" and info is not None:  # open again: finalise once more
+            info.update(finalized_at=None, finalized_by=None)
         return len(gone)
 
     async def controls(self) -> list[ModelControl]:

@@ -10,7 +10,11 @@ from typing import Any, cast
 
 from ..crashpoints import crashpoint
 from ..jobs import Items, Job
-from . import (
+from .answers import AnswerPage, AnswerQuery, answer_page, spend_of
+from .batches import MemoryBatches
+from .budget import MemoryBudget
+from .controls import MemoryControls
+from .roles import (
     ASIDE,
     SET_ASIDE,
     ClaimQuota,
@@ -18,14 +22,11 @@ from . import (
     JobCounts,
     JobResult,
     JobStatus,
+    ModelTally,
     aside_status,
     live_status,
 )
-from .answers import AnswerPage, AnswerQuery, answer_page, spend_of
-from .batches import MemoryBatches
-from .budget import MemoryBudget
-from .controls import MemoryControls
-from .tallies import ModelTally, tallies_of
+from .tallies import tallies_of
 
 __all__ = ["MemoryQueue"]
 
@@ -109,7 +110,7 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
     ) -> list[Job]:
         now = time.time()
         out: list[Job] = []
-        for row in sorted(self._rows.values(), key=lambda r: r.job.id):
+        for row in sorted(self._rows.values(), key=lambda r: (r.job.draw, r.job.id)):
             if len(out) >= n:
                 break
             if row.job.model_id in exclude_models:
@@ -137,7 +138,7 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
         left = {model: i for i, q in enumerate(quotas) if q.n > 0 for model in q.models}
         room = [q.n for q in quotas]
         out: list[Job] = []
-        for row in sorted(self._rows.values(), key=lambda r: r.job.id):
+        for row in sorted(self._rows.values(), key=lambda r: (r.job.draw, r.job.id)):
             i = left.get(row.job.model_id)
             if i is None or room[i] <= 0:
                 continue
@@ -212,7 +213,11 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
     async def take_finalize(self, worker: str) -> bool:
         if self._info is None or self._info["finalized_at"] is not None:
             return False
-        if any(r.status in ("pending", "running") for r in self._rows.values()):
+        out = {m for m, state in self._controls if state == "screened"}  # their pending jobs wait
+        if any(
+            r.status == "running" or (r.status == "pending" and r.job.model_id not in out)
+            for r in self._rows.values()
+        ):
             return False
         self._info.update(finalized_at=time.time(), finalized_by=worker)
         return True

@@ -14,10 +14,10 @@ import orjson
 from sqlalchemy import String, bindparam, func, select, text, update
 
 from ..crashpoints import crashpoint
-from . import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult, JobStatus
 from . import schema as s
 from .claims import JOB_COLUMNS, job_from_row
 from .engine import RunStatements
+from .roles import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult, JobStatus
 
 __all__ = ["OutcomeTables"]
 

@@ -1,4 +1,5 @@
-"""The queue's roles: small protocols a backend implements, and ``Queue``, their union.
+"""The queue's roles: small protocols a backend implements, ``Queue``, their union, and the values they
+trade in (a job's status, a failed attempt, a claim's quota, a model's tally).
 
 A caller takes the role it needs (the budget guard ``HoldingBack``, say); what needs them all (the
 worker, the sweep) takes ``Queue``. ``MemoryQueue`` and ``SqlQueue`` implement every role, and
@@ -9,18 +10,132 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
+
+from ..exceptions import ErrorKind
+from ..jobs import Job
+from ..redaction import redact
 
 if TYPE_CHECKING:
-    from ..jobs import Items, Job
-    from . import ClaimQuota, Failure, JobCounts, JobResult, JobStatus
+    from ..jobs import Items
     from .answers import AnswerPage, AnswerQuery
     from .batch_rows import BatchRecord
     from .budget import BudgetAsk, BudgetTally
     from .controls import ControlState, ModelControl
-    from .tallies import ModelTally
 
-__all__ = ["Batching", "Claiming", "HoldingBack", "Queue", "Reading", "Recording", "RunBookkeeping"]
+__all__ = [
+    "ASIDE",
+    "SET_ASIDE",
+    "AttemptKind",
+    "Batching",
+    "ClaimQuota",
+    "Claiming",
+    "Failure",
+    "HoldingBack",
+    "JobCounts",
+    "JobResult",
+    "JobStatus",
+    "ModelTally",
+    "Queue",
+    "Reading",
+    "Recording",
+    "RunBookkeeping",
+    "aside_status",
+    "live_status",
+]
+
+
+JobStatus = Literal["pending", "running", "done", "failed"]
+"""Where a job of the current plan stands (a set-aside job's status is ``ASIDE`` + one of these)."""
+
+AttemptKind = Literal[ErrorKind, "batch", "error"]
+"""What a failed attempt records as its kind: a model call's ``ErrorKind``, ``batch`` (a provider batch
+failed it) or ``error`` (anything else)."""
+
+ASIDE = "aside:"
+"""Prefix of the status of a job set aside (planned by an earlier version of the config)."""
+SET_ASIDE = "set_aside"
+"""The status ``counts`` reports set-aside jobs under, whatever they were before."""
+
+
+def aside_status(status: str) -> str:
+    """The status a job gets when set aside: a running job's lease is dropped (it is pending again)."""
+    if status.startswith(ASIDE):
+        return status
+    return ASIDE + ("pending" if status == "running" else status)
+
+
+def live_status(status: str) -> str:
+    """The status a set-aside job gets back when the plan holds it again."""
+    return status.removeprefix(ASIDE)
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """One failed attempt of a job. ``final`` fails the job; otherwise it goes back to pending."""
+
+    job_id: str
+    error: str
+    kind: AttemptKind = "error"
+    final: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "error", redact(self.error))  # stored, printed and served: never a secret
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimQuota:
+    """Up to ``n`` jobs of any of ``models`` (one limit group) for one claim (``Queue.claim_each``)."""
+
+    models: frozenset[str]
+    n: int
+
+
+class JobResult(NamedTuple):
+    """A job of the current plan and where it stands: its result when done, its last error when failed."""
+
+    job: Job
+    status: JobStatus
+    result: dict[str, Any] | None
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobCounts:
+    model_id: str
+    mode: str
+    scenario_id: str
+    status: str
+    n: int
+
+
+@dataclass
+class ModelTally:
+    """One model's jobs of the plan by status, and what its results recorded."""
+
+    model_id: str
+    statuses: dict[str, int] = field(default_factory=dict)  # pending / running / done / failed / set_aside
+    cost_usd: float = 0.0
+    calls: int = 0
+    cache_hits: int = 0
+    scenarios: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Its jobs per scenario and status (set-aside ones as ``set_aside``): the live view's cells."""
+
+    def add(
+        self, status: str, n: int, cost_usd: float, calls: int, cache_hits: int, scenario: str | None = None
+    ) -> None:
+        if scenario is not None:
+            cell = self.scenarios.setdefault(scenario, {})
+            key = SET_ASIDE if status.startswith(ASIDE) else status
+            cell[key] = cell.get(key, 0) + n
+        if status.startswith(ASIDE):
+            self.statuses[SET_ASIDE] = self.statuses.get(SET_ASIDE, 0) + n
+            return
+        self.statuses[status] = self.statuses.get(status, 0) + n
+        self.cost_usd += cost_usd
+        self.calls += calls
+        self.cache_hits += cache_hits
 
 
 class Claiming(Protocol):

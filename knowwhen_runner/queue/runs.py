@@ -16,14 +16,16 @@ from sqlalchemy import select, text, update
 
 from ..exceptions import QueueError
 from ..jobs import Items, Job
-from . import ASIDE
 from . import schema as s
 from .engine import RunStatements, safe_url
+from .roles import ASIDE
 from .tallies import kept_key
 
 __all__ = ["RunTables"]
 
 _OPEN = "('pending', 'running')"
+# A screen's dropped models: their pending jobs wait for a run without the screen, the run is finished.
+_SCREENED_OUT = "(SELECT model_id FROM kw_model_controls WHERE run = :run AND state = 'screened')"
 _UNFINISHED = "('pending', 'running', 'failed')"  # a failed job may be requeued by any process
 
 
@@ -151,11 +153,11 @@ class RunTables(RunStatements):
         plan); how many were new."""
         ph = self._placeholder
         insert = (
-            "INSERT INTO kw_jobs (run, id, model_id, mode, scenario, item, payload, status, attempts) "
-            f"VALUES ({ph}, {ph}, {ph}, {ph}, {ph}, {ph}, {ph}, 'pending', 0) ON CONFLICT DO NOTHING"
+            "INSERT INTO kw_jobs (run, id, model_id, mode, scenario, item, payload, draw, status, attempts) "
+            f"VALUES ({ph}, {ph}, {ph}, {ph}, {ph}, {ph}, {ph}, {ph}, 'pending', 0) ON CONFLICT DO NOTHING"
         )
         added = 0
-        rows: list[tuple[str, ...]] = []
+        rows: list[tuple[str | int, ...]] = []
         for j in jobs:
             if j.id not in have_jobs:
                 have_jobs.add(j.id)
@@ -168,6 +170,7 @@ class RunTables(RunStatements):
                         j.scenario_id,
                         j.item,
                         orjson.dumps(j.payload).decode(),
+                        j.draw,
                     )
                 )
             if len(rows) == 5000:
@@ -235,7 +238,7 @@ class RunTables(RunStatements):
         stmt = text(
             f"UPDATE kw_runs SET finalized_at = {self._clock.sql}, finalized_by = :w WHERE name = :run "
             "AND finalized_at IS NULL AND NOT EXISTS (SELECT 1 FROM kw_jobs WHERE run = :run "
-            f"AND status IN {_OPEN})"
+            f"AND status IN {_OPEN} AND NOT (status = 'pending' AND model_id IN {_SCREENED_OUT}))"
         )
         with self._engine.begin() as conn:
             return bool(conn.execute(stmt, self._params(w=worker)).rowcount)

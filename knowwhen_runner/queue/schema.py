@@ -59,16 +59,31 @@ __all__ = [
 #    lost (the database went away after its commit) returns the jobs the first one leased.
 # 9: kw_jobs_done_at, an index of done jobs by when they were done: the jobs done lately (pace, ETA,
 #    and what ``status`` adds to each model's kept sums) are found without walking past the others.
-SCHEMA_VERSION = 9
+# 10: kw_jobs.draw, the claim order of a screened job (its task's place in the order drawn for the screen,
+#     counted from -tasks; 0 for every other job): claims take pending jobs by (draw, id), so a screened
+#     model answers its tasks in the drawn order, before its other jobs. The pending indexes gain it.
+SCHEMA_VERSION = 10
 _DONE_AT = "CREATE INDEX IF NOT EXISTS kw_jobs_done_at ON kw_jobs (run, updated_at) WHERE status = 'done'"
 _PENDING_BY_MODEL = (
     "CREATE INDEX IF NOT EXISTS kw_jobs_pending_model ON kw_jobs (run, model_id, id) WHERE status = 'pending'"
+)
+_DRAWN_PENDING = (
+    "DROP INDEX IF EXISTS kw_jobs_pending",
+    "DROP INDEX IF EXISTS kw_jobs_pending_model",
+    "CREATE INDEX IF NOT EXISTS kw_jobs_pending ON kw_jobs (run, draw, id) WHERE status = 'pending'",
+    "CREATE INDEX IF NOT EXISTS kw_jobs_pending_model ON kw_jobs (run, model_id, draw, id) "
+    "WHERE status = 'pending'",
 )
 
 
 def _add_claim_key(conn: Connection) -> None:
     if "claim_key" not in {c["name"] for c in inspect(conn).get_columns("kw_jobs")}:
         conn.execute(text("ALTER TABLE kw_jobs ADD COLUMN claim_key VARCHAR(32)"))
+
+
+def _add_draw(conn: Connection) -> None:
+    if "draw" not in {c["name"] for c in inspect(conn).get_columns("kw_jobs")}:
+        conn.execute(text("ALTER TABLE kw_jobs ADD COLUMN draw INTEGER NOT NULL DEFAULT 0"))
 
 
 MIGRATIONS: dict[int, tuple[str | Callable[[Connection], None], ...]] = {
@@ -79,6 +94,7 @@ MIGRATIONS: dict[int, tuple[str | Callable[[Connection], None], ...]] = {
     6: (_PENDING_BY_MODEL,),
     7: (_add_claim_key,),
     8: (_DONE_AT,),
+    9: (_add_draw, *_DRAWN_PENDING),
 }
 """Older version -> the statements (or steps) that bring its tables to the next version (run in one
 transaction)."""
@@ -130,6 +146,7 @@ jobs = Table(
     Column("lease_owner", String(128)),
     Column("lease_expires", Float),
     Column("claim_key", String(32)),  # the claim that leased it (a claim sent again finds its jobs)
+    Column("draw", Integer, nullable=False, server_default="0"),  # claim order: a screened job's drawn place
     Column("result", Text),
     Column("error", Text),
     Column("updated_at", Float),
@@ -139,6 +156,7 @@ jobs = Table(
     Index(
         "kw_jobs_pending",
         "run",
+        "draw",
         "id",
         postgresql_where=text("status = 'pending'"),
         sqlite_where=text("status = 'pending'"),
@@ -147,6 +165,7 @@ jobs = Table(
         "kw_jobs_pending_model",
         "run",
         "model_id",
+        "draw",
         "id",
         postgresql_where=text("status = 'pending'"),
         sqlite_where=text("status = 'pending'"),

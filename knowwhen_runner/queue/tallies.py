@@ -12,46 +12,17 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from sqlalchemy import text
 
 from ..jobs import job_cost
-from . import ASIDE, SET_ASIDE
 from . import schema as s
 from .engine import RunStatements
+from .roles import ModelTally
 
-__all__ = ["ModelTally", "TallyTables", "kept_key", "tallies_of"]
-
-
-@dataclass
-class ModelTally:
-    """One model's jobs of the plan by status, and what its results recorded."""
-
-    model_id: str
-    statuses: dict[str, int] = field(default_factory=dict)  # pending / running / done / failed / set_aside
-    cost_usd: float = 0.0
-    calls: int = 0
-    cache_hits: int = 0
-    scenarios: dict[str, dict[str, int]] = field(default_factory=dict)
-    """Its jobs per scenario and status (set-aside ones as ``set_aside``): the live view's cells."""
-
-    def add(
-        self, status: str, n: int, cost_usd: float, calls: int, cache_hits: int, scenario: str | None = None
-    ) -> None:
-        if scenario is not None:
-            cell = self.scenarios.setdefault(scenario, {})
-            key = SET_ASIDE if status.startswith(ASIDE) else status
-            cell[key] = cell.get(key, 0) + n
-        if status.startswith(ASIDE):
-            self.statuses[SET_ASIDE] = self.statuses.get(SET_ASIDE, 0) + n
-            return
-        self.statuses[status] = self.statuses.get(status, 0) + n
-        self.cost_usd += cost_usd
-        self.calls += calls
-        self.cache_hits += cache_hits
+__all__ = ["TallyTables", "kept_key", "tallies_of"]
 
 
 def tallies_of(rows: Iterable[tuple[Any, ...]]) -> dict[str, ModelTally]:

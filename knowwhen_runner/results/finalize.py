@@ -41,8 +41,9 @@ from .manifest import (
 )
 from .ranking import rank_models
 from .report import write_report
+from .screen_record import screen_record, screened_table
 from .table_files import write_tables
-from .tables import headline_table
+from .tables import CI, headline_table
 
 __all__ = ["PACKAGES", "Drilldown", "finalize_run", "scenario_folder", "write_outputs"]
 
@@ -92,9 +93,9 @@ async def finalize_run(
         sc: {m: score_l2(a, f.key) for (m, v), a in f.table.items() if v == (f.spec.variant or "main")}
         for sc, f in folders.items()
     }
-    provenance = _run_provenance(config, await queue.run_info() or {}, await queue.workers())
+    provenance = _run_provenance(config, info := (await queue.run_info() or {}), await queue.workers())
     scenarios = [_scenario_provenance(spec) for spec in config.scenarios]
-    manifests = [_manifest(config, m.id, records, folders, provenance, scenarios) for m in config.models]
+    manifests = _manifests(config, records, folders, provenance, scenarios, info.get("meta"))
     shown = await drilldown(manifests) if drilldown is not None else ""
     write_outputs(config.output, manifests, shown, config.report)
     _write_table(config, manifests)
@@ -165,6 +166,23 @@ def _scenario_provenance(spec: ScenarioSpec) -> ScenarioProvenance:
         files=_scenario_files(spec),
         settings=spec.model_dump(mode="json", exclude_defaults=True, exclude=_SCENARIO_FIELDS_SHOWN),
     )
+
+
+def _manifests(
+    config: SweepConfig,
+    records: RunRecords,
+    folders: dict[str, Folder],
+    run: RunProvenance,
+    scenarios: list[ScenarioProvenance],
+    meta: dict[str, Any] | None,
+) -> list[CxsManifest]:
+    """Every model's manifest, with what the run's screen (if any) says of it."""
+    out = []
+    for m in config.models:
+        manifest = _manifest(config, m.id, records, folders, run, scenarios)
+        screen = screen_record(meta, m.id, manifest.jobs.pending)
+        out.append(manifest.model_copy(update={"screen": screen}))
+    return out
 
 
 def _manifest(
@@ -289,7 +307,8 @@ def write_outputs(
 
 
 def _write_table(config: SweepConfig, manifests: Sequence[CxsManifest]) -> None:
-    text = headline_table(manifests, rank_models(manifests, config.report.rank_by)).to_markdown()
+    table = headline_table(manifests, rank_models(manifests, config.report.rank_by))
+    text = screened_table(table, manifests, CI).to_markdown()
     scopes = {c.scenario: c.scope for m in manifests for c in m.open_loop if c.scope and c.scope.subset}
     if scopes:
         notes = [f"- {sc}: a subset was scored, {scope.describe()}" for sc, scope in scopes.items()]

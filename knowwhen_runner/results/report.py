@@ -183,6 +183,28 @@ def _gated_html(tables: Mapping[str, Table]) -> str:
     return out
 
 
+def _screen_html(manifests: Sequence[CxsManifest]) -> str:
+    """The screen of a screened run: each model's screening bounds, decision and calls saved, named as such."""
+    records = [(m.model.id, m.screen) for m in manifests if m.screen is not None]
+    if not records:
+        return ""
+    first = records[0][1]
+    keep = ", ".join(f"{k}: {v}" for k, v in first.keep.items())
+    rows = "".join(
+        f"<tr><td>{escape(model)}</td><td>{r.tasks_answered}/{r.tasks}</td><td>{r.lower:.3f}</td>"
+        f"<td>{r.upper:.3f}</td><td>{escape(r.decision or 'open')}</td><td>{r.calls_saved}</td></tr>"
+        for model, r in records
+    )
+    return (
+        f"<h2>Screen</h2><p>Screened on {escape(first.scenario)} ({escape(keep)}), alpha {first.alpha:g} "
+        f"({first.alpha_each:.4g} per model). The bounds below are <strong>screening bounds</strong>: "
+        "anytime-valid confidence sequences over the tasks answered in the drawn order, not the fixed-sample "
+        "intervals of the tables; a screened-out model's figures in the tables are replaced by them.</p>"
+        "<table><thead><tr><th>model</th><th>tasks</th><th>lower</th><th>upper</th><th>decision</th>"
+        f"<th>calls saved</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
 def render_report(
     manifests: Sequence[CxsManifest],
     tables: Mapping[str, Table],
@@ -215,6 +237,7 @@ def render_report(
             f"<h1>{escape(run.name)}</h1>",
             f'<p class="meta">Coverage × success of {len(manifests)} models, {escape(ranking.label)}; '
             f"config {escape(run.config_file or '–')}, created {escape(run.created or '–')}.</p>",
+            _screen_html(manifests),
             *sections,
             drilldown,
             f"<h2>Provenance</h2>{_provenance(manifests)}",

@@ -17,6 +17,7 @@ from ..provider import LearnedLimit
 from ..queue import SET_ASIDE, BatchRecord, BudgetTally, open_ledger
 from ..queue.pace import PACE_WINDOW_S, model_pace, spent_models
 from ..redaction import redact_all
+from ..screening.live import screen_status
 from .reader import open_existing, stored_config
 
 __all__ = ["batch_outcomes", "batch_rows", "status_report"]
@@ -57,7 +58,8 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
         _add_eta(by_model, await queue.done_lately(_ETA_WINDOW_S), {c.model_id for c in controls})
         tallies = await queue.budget_tallies()
         budget = [_budget_row(t) for t in tallies]
-        config, unreadable = _readable_config(await queue.run_info(), db)
+        info = await queue.run_info()
+        config, unreadable = _readable_config(info, db)
         cache = _cache_location(config) if config is not None else unreadable
         limits, learned = await _limits(config, db or f"sqlite:///{run_dir / 'knowwhen.db'}")
         if config is not None:
@@ -74,6 +76,7 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
             "batch_outcomes": batch_outcomes(records),
             "cache": cache,
             "limits": limits,
+            "screen": screen_status((info or {}).get("meta"), {m: r["pending"] for m, r in by_model.items()}),
         }
 
 

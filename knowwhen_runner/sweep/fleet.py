@@ -39,6 +39,7 @@ from ..work.event_loop import loop_options
 from ..work.worker import WorkStats, new_worker_id
 from .advance import advance_stages, waiting_reason, waiting_stages
 from .guards import check_before_run
+from .outputs import finalize_with_drilldown
 from .request import RunRequest
 from .sweep import RunSummary, check_keys, run_sweep
 from .working import work_queue
@@ -66,7 +67,6 @@ async def finalize_once(config: SweepConfig, queue: Queue, who: str) -> str | No
     Finalising reads the scenario files (the answer key), so a machine without them leaves it to one
     that has them (``knowwhen finalize``).
     """
-    from .outputs import finalize_with_drilldown
 
     missing = [spec.path for spec in config.scenarios if spec.path is not None and not spec.path.exists()]
     if missing:

@@ -36,6 +36,7 @@ from ..plan import open_loop_mode, plan
 from ..queue import Queue, open_queue
 from ..scenarios import Scenario, load_scenario
 from ..stored import config_from_run, run_meta, stored_config, with_db
+from .episode_import import record_episodes
 from .import_history import Recorded, attempts_of, record_history
 
 __all__ = ["IMPORTED_PREFIX", "ImportSummary", "import_dataset", "published_rows"]
@@ -289,7 +290,6 @@ async def _import(
     source: _Source,
     summary: ImportSummary,
 ) -> bool:
-    from .episode_import import record_episodes
 
     base.output.mkdir(parents=True, exist_ok=True)
     async with open_queue(base.db_url, base.name) as queue:

@@ -33,6 +33,7 @@ def ensure_server(config: SweepConfig, stack: ExitStack) -> None:
     wanted = {m.model.split("/", 1)[-1] for m in config.models if m.api_base and m.api_base.startswith(base)}
     offered = _served_models(base)
     if offered is None:
+        # start-up: the model server (starlette, uvicorn) loads only when a run starts one
         from ..serve import start_server_process
 
         server = start_server_process(config.serve.port, host=config.serve.host, end_with_us=True)

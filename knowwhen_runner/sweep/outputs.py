@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ..config import load_config
 from ..exceptions import ConfigError
+from ..results import finalize_run, load_manifest, manifest_path
+from ..results.figures import write_figures
+from ..stored import config_from_run, with_db
+from ..view.data import RunData
+from ..view.offline import drilldown_html
 from .guards import claim_output_folder
 
 if TYPE_CHECKING:
@@ -27,9 +33,6 @@ __all__ = ["finalize_with_drilldown", "write_run_figures"]
 
 async def finalize_with_drilldown(config: SweepConfig, queue: Queue) -> dict[str, Any]:
     """Write every output of the run, the report with its drill-down; returns ``finalize_run``'s scores."""
-    from ..results import finalize_run
-    from ..view.data import RunData
-    from ..view.offline import drilldown_html
 
     async def drilldown(manifests: Sequence[CxsManifest]) -> str:
         return await drilldown_html(RunData(queue, given_config=config), manifests)
@@ -43,10 +46,6 @@ async def finalize_with_drilldown(config: SweepConfig, queue: Queue) -> dict[str
 def write_run_figures(target: str | Path, fmt: FigureFormat, *, db: str | None = None) -> dict[str, Path]:
     """Draw a finalised run's plots as ``fmt`` figures beside their SVG files, ranked and highlighted as
     its config's ``report`` says; ``target`` is the run folder or its config file."""
-    from ..config import load_config
-    from ..results import load_manifest, manifest_path
-    from ..results.figures import write_figures
-    from ..stored import config_from_run, with_db
 
     target = Path(target)
 

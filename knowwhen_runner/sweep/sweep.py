@@ -38,10 +38,14 @@ from ..stored.status import batch_outcomes
 from ..work.budget import BudgetGuard, budget_sentence
 from ..work.event_loop import loop_options
 from ..work.worker import WorkStats
+from .advance import waiting_reason
+from .fits import compute_fits
 from .local_server import ensure_server
 from .notify import flush_notices, notify
+from .outputs import finalize_with_drilldown
 from .preflight import preflight_models
 from .request import RunRequest
+from .screen import open_beyond_screen, screened_work
 from .stages import Stages
 from .working import work_queue
 
@@ -164,10 +168,8 @@ async def _run(sweep: _Sweep) -> RunSummary:
                 ensure_server(config, stack)
             total, interrupted = await _work_stages(sweep, queue, store, stages)
         summary = await _summary(config, queue, stages, total, interrupted)
-        finished = not summary.counts.get("pending") and not summary.counts.get("running")
+        finished = not await open_beyond_screen(queue, summary.counts)
         if request.finalize and sweep.works and not interrupted and finished:
-            from .outputs import finalize_with_drilldown
-
             await finalize_with_drilldown(config, queue)
             summary.finalized = True
         if sweep.works and not interrupted:
@@ -198,7 +200,6 @@ async def _work_stages(
 ) -> tuple[WorkStats, bool]:
     """Work what can be planned, stage by stage: a fit from finished jobs may release more (gated
     episodes). What this process did, and whether it was interrupted."""
-    from .fits import compute_fits
 
     config, request = sweep.config, sweep.request
     preflight, plan_token = request.preflight if sweep.works else None, sweep.plan_token
@@ -216,9 +217,10 @@ async def _work_stages(
             return total, False
         if request.retry_failed:
             await queue.requeue_failed()
-        stats, interrupted = await work_queue(
+        work = work_queue(
             config, queue, sweep.secrets, items, progress=request.progress, fleet=sweep.fleet, cache=store
         )
+        stats, interrupted = await screened_work(config, queue, stages.scenarios, work)
         total.add(stats)
         new_fits = None if interrupted else await compute_fits(config, queue)
         if interrupted or new_fits == fits or (fits is None and not new_fits):
@@ -235,8 +237,6 @@ async def _summary(
     summary.interrupted, summary.left_out = interrupted, [n for n in stages.skipped if "missing (" in n]
     waiting = [note for note in stages.skipped if "waits for" in note]
     if waiting:
-        from .advance import waiting_reason
-
         reason = await waiting_reason(queue)
         summary.waiting = [f"{note} ({reason})" for note in waiting]
     summary.batches = batch_outcomes(await queue.batches())
@@ -289,7 +289,6 @@ def finalize_config(target: str | Path, *, db: str | None = None) -> Path:
     target = Path(target)
 
     async def go() -> Path:
-        from .outputs import finalize_with_drilldown
 
         if target.is_dir():
             config = await config_from_run(target, db=db)

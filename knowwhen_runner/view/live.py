@@ -14,6 +14,7 @@ from typing import Any
 from ..queue import SET_ASIDE, ModelControl, describe_workers
 from ..queue.pace import PACE_WINDOW_S, model_pace, spent_models
 from ..redaction import redact_all
+from ..screening.live import screen_status
 from .data import RunData
 from .leaderboard import standings
 
@@ -46,6 +47,7 @@ async def live_view(data: RunData) -> dict[str, Any]:
     models = _models(cells.values(), spend, controls)
     await _add_pace(data, models, controls)
     ranked = await standings(data)
+    meta = ((await data.queue.run_info()) or {}).get("meta")
     for t in models:
         t.update(ranked.describe(t["model"]))
     return redact_all(  # served to a browser: stored texts pass the one redaction once more
@@ -61,6 +63,7 @@ async def live_view(data: RunData) -> dict[str, Any]:
             "eta_s": open_jobs / rate if rate and open_jobs else None,
             "spend_usd": None if spend is None else sum(spend.values()),
             "workers": [_worker(w) for w in describe_workers(await data.queue.workers())],
+            "screen": screen_status(meta, {t["model"]: t["pending"] for t in models}),
         }
     )
 
@@ -117,7 +120,7 @@ def _models(
             t[k] += c[k]
     for t in totals.values():
         t["spend_usd"] = None if spend is None else spend.get(t["model"], 0.0)
-        for state in ("paused", "quarantined"):
+        for state in ("paused", "quarantined", "screened"):
             reasons = [c.reason for c in held if c.model_id == t["model"] and c.state == state]
             t[state] = bool(reasons)
             t[f"{state}_reason"] = reasons[0] if reasons else None

@@ -49,6 +49,7 @@ from ..queue import Failure, Queue
 from .batch_lane import BatchLane
 from .budget import BudgetGuard, BudgetSpent
 from .calls import CachedCalls, Lookup, question_call
+from .episode import EpisodeContext, run_episode
 from .handover import Stopping
 from .holds import Holds
 from .lanes import Lanes
@@ -182,7 +183,6 @@ class Worker(Recording):
         return Outcome(job, failure=Failure(job.id, str(exc), kind=exc.kind, final=final))
 
     async def _execute_episode(self, job: Job) -> Outcome:
-        from .episode import EpisodeContext, run_episode
 
         ctx = EpisodeContext(models=self._models, items=self.items, calls=self.calls, job=job)
         try:

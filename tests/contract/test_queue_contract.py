@@ -341,6 +341,20 @@ def test_a_plan_that_holds_set_aside_jobs_again_brings_them_back_with_their_resu
     assert _ids(run(q.claim, "w2", 10, 30.0)) == {second.id, jobs[2].id}
 
 
+def test_a_run_whose_open_jobs_are_all_screened_out_is_finished_until_they_are_released(make_queue) -> None:
+    """Pending jobs of a model a screen held back leave the run finished; releasing the model reopens it."""
+    q = make_queue()
+    run(q.init_run, "name: r", {})
+    run(q.enqueue, [*_jobs(1), *_jobs(2, model="out")], {})
+    run(q.set_control, "out", "screened", "screened out after 3 tasks")
+    assert not run(q.take_finalize, "a")  # m's job is pending, and m is not held back
+    job = run(q.claim_each, "a", [ClaimQuota(frozenset({"m"}), 5)], 30.0)[0]
+    run(q.complete, "a", [(job.id, {})])
+    assert run(q.take_finalize, "a")  # only the screened-out model's jobs are open
+    assert run(q.clear_controls, "screened") == 1
+    assert run(q.run_info)["finalized_at"] is None and not run(q.take_finalize, "b")
+
+
 def test_setting_jobs_aside_clears_the_finalize_marker(make_queue) -> None:
     """A finalised run whose plan shrinks is finalised again, without the jobs set aside."""
     q = make_queue()
@@ -387,6 +401,7 @@ def test_a_version_7_database_gains_the_claim_key_in_place(make_queue, request) 
     engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
     try:
         with engine.begin() as conn:
+            _as_version_9(conn)
             conn.execute(text("ALTER TABLE kw_jobs DROP COLUMN claim_key"))
             conn.execute(text("DROP INDEX kw_jobs_done_at"))
             conn.execute(text("UPDATE kw_meta SET value = '7' WHERE key = 'schema_version'"))
@@ -400,8 +415,67 @@ def test_a_version_7_database_gains_the_claim_key_in_place(make_queue, request) 
             run(again.close)
         with engine.begin() as conn:
             version = conn.execute(text("SELECT value FROM kw_meta WHERE key = 'schema_version'")).scalar()
-            assert version == str(SCHEMA_VERSION) == "9"
+            assert version == str(SCHEMA_VERSION) == "10"
             assert "kw_jobs_done_at" in {i["name"] for i in inspect(conn).get_indexes("kw_jobs")}
+    finally:
+        engine.dispose()
+
+
+def test_jobs_are_claimed_by_their_drawn_place_before_the_others(make_queue) -> None:
+    """Jobs with a drawn place (a screen's order) are claimed lowest place first, whatever their ids, and
+    before the jobs without one; per-model claims follow the same order."""
+    q = make_queue()
+    run(q.init_run, "name: r", {})
+    drawn = [
+        Job(f"d{i}", "m", "model", "s", f"d{i}", {"kind": "question"}, draw=place)
+        for i, place in enumerate((-1, -3, -2))
+    ]
+    run(q.enqueue, [*_jobs(2), *drawn], {})
+    first = anyio.run(lambda: q.claim_each("w", [ClaimQuota(frozenset({"m"}), 2)], 30.0))
+    assert {j.id for j in first} == {"d1", "d2"}
+    assert [j.id for j in anyio.run(lambda: q.claim("w", 1, 30.0))] == ["d0"]
+    assert {j.id for j in anyio.run(lambda: q.claim("w", 5, 30.0))} == {"m-0000", "m-0001"}
+
+
+def _as_version_9(conn) -> None:
+    """Take ``kw_jobs`` back to version 9: no ``draw``, pending indexes by id alone."""
+    conn.execute(text("DROP INDEX kw_jobs_pending"))
+    conn.execute(text("DROP INDEX kw_jobs_pending_model"))
+    conn.execute(text("ALTER TABLE kw_jobs DROP COLUMN draw"))
+    conn.execute(text("CREATE INDEX kw_jobs_pending ON kw_jobs (run, id) WHERE status = 'pending'"))
+    conn.execute(
+        text("CREATE INDEX kw_jobs_pending_model ON kw_jobs (run, model_id, id) WHERE status = 'pending'")
+    )
+    conn.execute(text("UPDATE kw_meta SET value = '9' WHERE key = 'schema_version'"))
+
+
+def test_a_version_9_database_gains_the_claim_order_in_place(make_queue, request) -> None:
+    """A run database of version 9 (jobs without ``draw``) is upgraded on open: its jobs are kept, claimed
+    in id order as before, and jobs enqueued after it with a drawn place are claimed first."""
+    q = make_queue()
+    url = _sql_url(q, request)
+    run(q.init_run, "name: r", {})
+    run(q.enqueue, _jobs(3), {})
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        with engine.begin() as conn:
+            _as_version_9(conn)
+        again = open_queue(url, q.run)
+        try:
+            drawn = [
+                Job(f"z{i}", "m", "model", "s", f"zi{i}", {"kind": "question"}, draw=-2 + i) for i in (1, 0)
+            ]
+            run(again.enqueue, drawn, {})
+            claimed = anyio.run(lambda: again.claim("w", 2, 30.0))
+            assert {j.id for j in claimed} == {"z0", "z1"}
+        finally:
+            run(again.close)
+        with engine.begin() as conn:
+            assert (
+                conn.execute(text("SELECT value FROM kw_meta WHERE key = 'schema_version'")).scalar() == "10"
+            )
+            pending = {i["name"]: i["column_names"] for i in inspect(conn).get_indexes("kw_jobs")}
+            assert pending["kw_jobs_pending_model"] == ["run", "model_id", "draw", "id"]
     finally:
         engine.dispose()
 

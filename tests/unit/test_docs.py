@@ -185,6 +185,13 @@ def test_every_command_and_option_a_page_names_exists(page: Path) -> None:
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_page_holds_a_merge_conflict_marker(page: Path) -> None:
+    """A page never keeps the marker lines of an unresolved merge (they once reached the commands page)."""
+    marked = [n for n, line in enumerate(page.read_text().splitlines(), 1) if re.match(r"(<{7}|>{7}) ", line)]
+    assert not marked, f"{page.relative_to(ROOT)}: merge conflict markers at lines {marked}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_config_key_a_page_names_exists(page: Path) -> None:
     """Dotted key paths, ``key: {...}`` spans and YAML config blocks in a page use only keys the config has."""
     problems = _key_problems(page.read_text())

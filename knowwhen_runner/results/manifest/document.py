@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 
 from ...exceptions import ScenarioError
+from ..screen_record import ScreenRecord
 from .intervals import (
     BandPoint,
     ClosedLoopIntervals,
@@ -66,8 +67,8 @@ __all__ = [
     "manifest_path",
 ]
 
-MANIFEST_SCHEMA_VERSION: Literal[5] = 5
-"""5: an L1 cell scores every tool choice (``tool_choice_pct``: dp tool_select, When2Call included) and the
+MANIFEST_SCHEMA_VERSION: Literal[6] = 6
+"""6: ``screen``, the run's screening of this model. 5: an L1 cell scores every tool choice (``tool_choice_pct``: dp tool_select, When2Call included) and the
 argument questions (``argument_pct``: dp tool_params) beside pooled and BFCL tool choice, with their counts
 and Wilson intervals; a job tally counts what an import restored (its rows' attempts and failures). 4: a cell with jobs that failed for good (a call that never got an answer: provider errors, not wrong
 answers) shows no score: its accuracy, must-ask, strata, calibration, curve, fit, gate, success rate,
@@ -98,9 +99,7 @@ class ScenarioProvenance(ManifestPart):
     version: str
     limit: int | None = None
     files: dict[str, str] = Field(default_factory=dict, description="File name -> sha256.")
-    settings: dict[str, Any] = Field(
-        default_factory=dict, description="Other fields the config set (episodes: suite, split, n, τ...)."
-    )
+    settings: dict[str, Any] = Field({}, description="Other config fields (episodes: suite, split, n, τ...).")
 
 
 class RunProvenance(ManifestPart):
@@ -316,7 +315,7 @@ class ClosedLoopCell(ManifestPart):
 class CxsManifest(ManifestPart):
     """Coverage × success of one model over a whole run."""
 
-    schema_version: Literal[1, 2, 3, 4, 5] = MANIFEST_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4, 5, 6] = MANIFEST_SCHEMA_VERSION
     model: ModelRef
     run: RunProvenance
     scenarios: list[ScenarioProvenance]
@@ -325,6 +324,7 @@ class CxsManifest(ManifestPart):
     open_loop: list[OpenLoopCell] = Field(default_factory=list)
     isolated: list[IsolatedCell] = Field(default_factory=list)
     closed_loop: list[ClosedLoopCell] = Field(default_factory=list)
+    screen: ScreenRecord | None = Field(None, description="The run's screen, if any (none before version 5).")
 
     def cell(self, scenario: str, mode: str | None = None) -> OpenLoopCell | None:
         """The open-loop cell of ``scenario`` (and ``mode``, when given), if the model has one."""

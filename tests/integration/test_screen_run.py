@@ -1,0 +1,112 @@
+"""A screened run end to end: the real local server, a real SQLite file or PostgreSQL database, the quickstart's
+models over its common states, a screen that keeps the best one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+
+from knowwhen_runner.queue import open_queue
+from knowwhen_runner.results.manifest import load_manifest, manifest_path
+from knowwhen_runner.serve import ServerProcess
+from tests.helpers import knowwhen
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+QUESTIONS = 383  # the common states' questions: each model answers each once
+TASKS = 60
+
+
+def _config(path: Path, base_url: str, db: str, *, screen: bool) -> Path:
+    """configs/quickstart.yaml's models over its common states, paced like a hosted provider, with or
+    without ``screen: {scenario: common, keep: {top: 1}}``."""
+    quick = yaml.safe_load((ROOT / "configs" / "quickstart.yaml").read_text())
+    models = []
+    for m in quick["models"]:
+        base = f"{base_url}/v1" if m["api_base"].endswith("/v1") else base_url
+        models.append(
+            {**m, "api_base": base, "rate_limit": {"requests_per_minute": 1200, "max_in_flight": 2}}
+        )
+    config: dict[str, Any] = {
+        "name": "screened",
+        "output": str(path.parent / "out"),
+        "db": db,
+        "models": models,
+        "modes": ["llm", "model"],
+        "scenarios": [{"id": "common", "kind": "states", "path": str(ROOT / "scenarios/decisiongym/common")}],
+        "cache": {"policy": "off"},
+    }
+    if screen:
+        config["screen"] = {"scenario": "common", "alpha": 0.05, "keep": {"top": 1}}
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def _state(url: str) -> tuple[dict[str, dict[str, int]], dict[str, Any], dict[str, str]]:
+    """Per model its jobs by status, the run's screen record, and the models held back (with their state)."""
+
+    async def read() -> tuple[dict[str, dict[str, int]], dict[str, Any], dict[str, str]]:
+        async with open_queue(url, "screened") as queue:
+            counts: dict[str, dict[str, int]] = {}
+            for c in await queue.counts():
+                counts.setdefault(c.model_id, {})[c.status] = c.n
+            info = await queue.run_info()
+            held = {c.model_id: c.state for c in await queue.controls()}
+            return counts, (info or {}).get("meta", {}).get("screen") or {}, held
+
+    return anyio.run(read)
+
+
+def test_a_screen_stops_the_clearly_worse_model_and_a_full_run_finishes_it_without_asking_twice(
+    server: ServerProcess, tmp_path: Path, fresh_db_url: str
+) -> None:
+    """The screen drops lexical early and leaves its jobs pending; a run without the screen asks only those."""
+    screened = knowwhen(
+        "run",
+        str(_config(tmp_path / "s.yaml", server.base_url, fresh_db_url, screen=True)),
+        "-q",
+        "--no-probe",
+    )
+    assert screened.returncode == 0, screened.stderr
+    counts, record, held = _state(fresh_db_url)
+    lexical = record["models"]["lexical"]
+    assert lexical["decision"] == "drop" and lexical["tasks"] < TASKS / 2 and lexical["upper"] < 0.5
+    assert held["lexical"] == "screened"
+    assert counts["lexical"].get("pending", 0) > QUESTIONS / 2  # stopped early: most of its jobs never asked
+    assert counts["agent-sim"] == {"done": QUESTIONS}  # the kept model answers everything
+    assert server.count() == sum(
+        c.get("done", 0) for c in counts.values()
+    )  # one call per answered job, none wasted
+    assert "screened out" in screened.stdout + screened.stderr
+    out = tmp_path / "out"
+    mark = load_manifest(manifest_path(out, "lexical")).screen
+    assert mark is not None and mark.decision == "drop" and mark.calls_saved == counts["lexical"]["pending"]
+    assert mark.alpha == 0.05 and mark.upper == lexical["upper"]
+    kept = load_manifest(manifest_path(out, "agent-sim")).screen
+    assert kept is not None and kept.calls_saved == 0
+    table = next(line for line in (out / "table.md").read_text().splitlines() if "| lexical |" in line)
+    assert "screened out after" in table and "screening bounds" in table  # no fixed-sample figure for it
+    assert "screening bounds" in (out / "report.html").read_text()
+    status = json.loads(knowwhen("status", str(out), "--db", fresh_db_url, "--json").stdout)
+    assert status["screen"]["models"]["lexical"]["calls_saved"] == counts["lexical"]["pending"]
+
+    full = knowwhen(
+        "run",
+        str(_config(tmp_path / "f.yaml", server.base_url, fresh_db_url, screen=False)),
+        "-q",
+        "--no-probe",
+        "--replace-config",  # a shared database keeps the first config until told
+    )
+    assert full.returncode == 0, full.stderr
+    counts, record, held = _state(fresh_db_url)
+    assert record == {} and held == {}
+    assert all(c == {"done": QUESTIONS} for c in counts.values()), counts
+    assert server.count() == 3 * QUESTIONS  # each question asked once over both runs
+    assert load_manifest(manifest_path(tmp_path / "out", "lexical")).screen is None
+    assert "screened out" not in (tmp_path / "out" / "table.md").read_text()

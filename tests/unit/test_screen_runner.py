@@ -1,0 +1,127 @@
+"""A screen in the runner: the config block, the drawn order of tasks, the jobs' places, live decisions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from knowwhen_runner.config import parse_config
+from knowwhen_runner.exceptions import ConfigError
+from knowwhen_runner.plan import plan
+from knowwhen_runner.scenarios import load_scenario
+from knowwhen_runner.screening import Bounds, Decision, Floor, TopK
+from knowwhen_runner.screening.live import Standing, look
+from knowwhen_runner.screening.order import complete_prefix, drawn_order, question_places
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICKSTART = (ROOT / "configs" / "quickstart.yaml").read_text()
+
+
+def _config(screen: str):  # type: ignore[no-untyped-def]
+    """The quickstart with ``screen`` added after it (a ``modes:`` line in it replaces the quickstart's)."""
+    text = QUICKSTART
+    if "\nmodes:" in screen:
+        screen, modes = screen.split("\n", 1)
+        text = text.replace("modes: [llm, model, gated, shadow]", modes)
+    return parse_config(f"{text}\n{screen}\n", base=ROOT / "configs", source="q.yaml")
+
+
+def test_the_screen_block_is_off_by_default_and_reads_the_issues_forms() -> None:
+    """No screen unless asked; top, floor and not_worse_than each parse into one keep."""
+    assert _config("").screen is None
+    assert _config("screen: {scenario: common, keep: {top: 2}}").screen.keep.top == 2  # type: ignore[union-attr]
+    assert _config("screen: {scenario: common, keep: {floor: 0.8}}").screen.alpha == 0.05  # type: ignore[union-attr]
+    nwt = _config("screen: {scenario: common, keep: {not_worse_than: {model: prior, margin: 0.02}}}").screen
+    assert nwt is not None and nwt.keep.not_worse_than is not None and nwt.keep.not_worse_than.margin == 0.02
+
+
+@pytest.mark.parametrize(
+    ("screen", "said"),
+    [
+        (
+            "screen: {scenario: nope, keep: {top: 1}}",
+            "q.yaml:69: screen.scenario: 'nope' is not the id of a states scenario",
+        ),
+        (
+            "screen: {scenario: l3, keep: {top: 1}}",
+            "q.yaml:69: screen.scenario: 'l3' is not the id of a states scenario",
+        ),
+        (
+            "screen: {scenario: common, alpha: 0, keep: {top: 1}}",
+            "q.yaml:69: screen.alpha: Input should be greater than 0",
+        ),
+        (
+            "screen: {scenario: common, keep: {not_worse_than: {model: ghost}}}",
+            "q.yaml:69: screen.keep.not_worse_than.model: 'ghost' is not the id of a model that answers 'common'",
+        ),
+        (
+            "screen: {scenario: common, keep: {top: 1, floor: 0.5}}",
+            "q.yaml:69: screen.keep: give exactly one of",
+        ),
+        ("screen: {scenario: common, keep: {top: 3}}", "q.yaml:69: screen.keep.top: 3 keeps every model"),
+        (
+            "screen: {scenario: common, keep: {not_worse_than: {model: agent-sim}}}\nmodes: [model, shadow]",
+            "q.yaml:69: screen.keep.not_worse_than.model: 'agent-sim' is not the id of a model that answers",
+        ),
+    ],
+)
+def test_a_wrong_screen_is_one_sentence_naming_its_line_and_field(screen: str, said: str) -> None:
+    """An unknown scenario, an unknown model, a bad alpha or two keeps: one line naming file, line and field."""
+    with pytest.raises(ConfigError) as err:
+        _config(screen)
+    assert str(err.value).startswith(said) and "\n" not in str(err.value)
+
+
+def test_the_drawn_order_is_a_seeded_permutation_whatever_the_input_order() -> None:
+    """The same seed gives the same order of the same tasks; another seed another order."""
+    tasks = [f"t{i}" for i in range(50)]
+    first = drawn_order(tasks, 0)
+    assert sorted(first) == sorted(tasks) and first == drawn_order(reversed(tasks), 0)
+    assert first != drawn_order(tasks, 1) and first != sorted(tasks)
+
+
+def test_a_shared_question_takes_its_earliest_task_and_a_task_completes_with_all_before_it() -> None:
+    """Places are the earliest task's; the complete prefix stops at the first task with a question open."""
+    places = question_places(
+        [("b", "q1"), ("a", "q1"), ("a", "q2"), ("c", "q3"), ("x", "q4")], ["a", "b", "c"]
+    )
+    assert places == {"q1": 0, "q2": 0, "q3": 2}
+    by_place = [["q1", "q2"], [], ["q3"]]
+    assert complete_prefix({"q1"}, by_place) == 0
+    assert complete_prefix({"q1", "q2"}, by_place) == 2
+    assert complete_prefix({"q1", "q2", "q3"}, by_place) == 3
+
+
+def test_screened_jobs_get_their_drawn_places_and_keep_their_ids() -> None:
+    """Screening the common states changes the claim order of its jobs, never their ids; others stay at 0."""
+    plain, screened = _config(""), _config("screen: {scenario: common, keep: {top: 1}}")
+    scenarios = {s.id: load_scenario(s) for s in plain.scenarios if s.kind == "states"}
+    plain = plain.model_copy(update={"scenarios": [s for s in plain.scenarios if s.kind == "states"]})
+    screened = screened.model_copy(update={"scenarios": plain.scenarios})
+    a, b = plan(plain, scenarios).jobs, plan(screened, scenarios).jobs
+    assert [j.id for j in a] == [j.id for j in b] and all(j.draw == 0 for j in a)
+    common = [j for j in b if j.scenario_id == "common"]
+    assert {j.draw for j in common} <= set(range(-60, 0)) and len({j.draw for j in common}) > 30
+    assert all(j.draw == 0 for j in b if j.scenario_id != "common")
+    by_model = {}
+    for j in common:
+        by_model.setdefault(j.model_id, {})[j.item] = j.draw
+    assert len({tuple(sorted(d.items())) for d in by_model.values()}) == 1  # one order for every model
+
+
+def test_a_look_decides_each_model_on_its_own_prefix_and_keeps_earlier_decisions() -> None:
+    """A model far below the floor is dropped on its few tasks; one decided earlier keeps its standing."""
+    rng = np.random.default_rng(3)
+    values = {
+        "good": np.clip(rng.normal(0.95, 0.03, 150), 0, 1),
+        "bad": np.zeros(12),
+        "slow": np.full(2, 0.5),
+    }
+    earlier = {"slow": Standing(Bounds(0.9, 0.99), 2, Decision.KEEP)}
+    now = look(Floor(0.8), values, 200, 0.05, earlier)
+    assert now["bad"].decision is Decision.DROP and now["bad"].tasks == 12
+    assert now["good"].decision is Decision.KEEP and now["good"].bounds.lower >= 0.8
+    assert now["slow"] == earlier["slow"]
+    assert look(TopK(1), {"a": np.ones(3), "b": np.ones(3)}, 200, 0.05, {})["a"].decision is None
