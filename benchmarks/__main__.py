@@ -39,6 +39,7 @@ TARGETS = {
     "processes": "2 processes >= 1.7 x one (steady jobs/s)",
     "rate_limit": ">= 95% of the limit with zero 429s",
     "scoring": "scoring 153,621 rows <= 5 s",
+    "finalise_153k": "knowwhen finalize of 153,621 answered jobs (39 models x 3,939 states) <= 20 s and <= 1 GB peak",
     "screen": "simulated 40-model screen, 200 seeds: calls <= 40 % of the full sweep (top 5, floor 0.80); seeds with a wrong decision <= alpha",
     "failing_model": "requests to an always-500 agent in the quickstart <= 5% of the run without the rule",
     "fair_share": (
@@ -110,6 +111,10 @@ def main() -> None:
         if {"plan_resume_15k", "plan_resume_1.5m"} <= wanted:  # measured in the same run, so comparable
             results["cases"]["plan_resume_1.5m"]["vs_15k"] = cases.ratios(
                 results["cases"]["plan_resume_1.5m"], results["cases"]["plan_resume_15k"]
+            )
+        if "finalise_153k" in wanted:
+            results["cases"]["finalise_153k"] = cases.finalise_at_scale(
+                server, work, 3 if q else 39, 50 if q else 3939
             )
         if "rate_limit" in wanted:
             results["cases"]["rate_limit"] = cases.rate_limit_fidelity(

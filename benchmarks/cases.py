@@ -316,6 +316,75 @@ def ratios(big: dict[str, Any], small: dict[str, Any]) -> dict[str, float | None
     return {key: round(big[key] / small[key], 2) if big.get(key) and small.get(key) else None for key in keys}
 
 
+# --- (4) finalising a large answered run --------------------------------------------------------------
+
+
+def _answered(db: Path, run: str, seed: int = 0) -> int:
+    """Mark every planned job of the SQLite run at ``db`` done with a 69-option answer (probabilities,
+    tokens, cost, latency), as a finished sweep records it: one transaction of bulk updates."""
+    import random
+    import sqlite3
+
+    rng = random.Random(seed)
+    with sqlite3.connect(db) as conn:
+        jobs = conn.execute("SELECT id, model_id, item FROM kw_jobs WHERE run = ?", (run,)).fetchall()
+        rows = []
+        for job_id, model_id, qhash in jobs:
+            weights = [rng.random() ** 4 for _ in OPTIONS]
+            total = sum(weights)
+            probs = {o: w / total for o, w in zip(OPTIONS, weights, strict=True)}
+            choice = max(probs, key=probs.__getitem__)
+            result = {
+                "model": model_id, "qhash": qhash, "answer": choice, "confidence": probs[choice],
+                "probabilities": probs, "valid": True, "error": None, "attempts": 1, "requests": 1,
+                "cost_usd": 0.0001, "latency_ms": 20.0, "wall_ms": 21.0, "input_tokens": 1600,
+                "output_tokens": 0, "cache_hit": False, "retry_errors": [], "extra_choices": None,
+            }  # fmt: skip
+            rows.append((json.dumps(result), time.time(), run, job_id))
+        conn.executemany(
+            "UPDATE kw_jobs SET status = 'done', attempts = 1, result = ?, updated_at = ? "
+            "WHERE run = ? AND id = ?",  # by the primary key (run, id): one lookup per job
+            rows,
+        )
+    return len(rows)
+
+
+def finalise_at_scale(server: ServerProcess, work: Path, n_models: int, n_questions: int) -> dict[str, Any]:
+    """Plan ``n_models`` (one of them the gate's LLM) over ``n_questions`` states, record an answer for
+    every job straight into the SQLite queue, then time ``knowwhen finalize`` as a process (its peak RSS)."""
+    tag = "finalise"
+    scenario = write_states(work / f"{tag}-qs", n_questions)
+    models = [decision_model(server, f"m{i:02d}", params={"variant": i}) for i in range(n_models - 1)]
+    models.append(llm_model(server))
+    cfg = write_config(
+        work / tag / "c.yaml", server, scenario, models=models, name=tag, modes=["llm", "model"],
+        gate={"llm": "lexical-llm", "target": 0.95},
+    )  # fmt: skip
+    planned = knowwhen("run", str(cfg), "-q", "--plan-only")
+    assert planned.returncode == 0, planned.stderr[-2000:]
+    started = time.perf_counter()
+    answered = _answered(work / tag / "out" / "knowwhen.db", tag)
+    write_s = time.perf_counter() - started
+    code = (
+        "import resource, sys\nfrom knowwhen_runner.cli.main import main\nsys.argv[0] = 'knowwhen'\n"
+        "try:\n    main()\nfinally:\n"
+        "    print('peak_rss_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+    )
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", code, "finalize", str(work / tag / "out")], capture_output=True, text=True
+    )
+    seconds = time.perf_counter() - started
+    assert done.returncode == 0, done.stderr[-2000:]
+    rss_kb = int(done.stderr.split("peak_rss_kb")[-1].split()[0])
+    return {
+        "jobs": answered,
+        "write_answers_s": round(write_s, 1),
+        "finalize_s": round(seconds, 2),
+        "finalize_peak_rss_mb": round(rss_kb / 1024, 1),
+    }
+
+
 # --- (5) rate-limit fidelity -------------------------------------------------------------------------------
 
 

@@ -215,7 +215,8 @@ def probability_list(probs: Any, options: Sequence[str]) -> list[float | None] |
     """Probabilities keyed by option name as a list aligned with ``options`` (None: none were given)."""
     if not isinstance(probs, Mapping) or not probs:
         return None
-    return [_float(probs.get(option)) for option in options]
+    # A float is kept as it is (``_float`` of one is itself): the common case, 69 times a row.
+    return [v if type(v) is float else _float(v) for v in map(probs.get, options)]
 
 
 def probability_map(probs: Any, options: Sequence[str] | None) -> dict[str, float] | None:

@@ -300,6 +300,16 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
             and (status is None or r.status == status)
         ]
 
+    async def job_ids(self) -> dict[tuple[str, str], list[str]]:
+        out: dict[tuple[str, str], list[str]] = {}
+        for r in await self.results():
+            out.setdefault((r.job.scenario_id, r.job.model_id), []).append(r.job.id)
+        return out
+
+    async def results_of(self, ids: Sequence[str]) -> list[JobResult]:
+        wanted = set(ids)
+        return [r for r in await self.results() if r.job.id in wanted]
+
     def _done(self) -> list[tuple[Job, dict[str, Any]]]:
         return [(r.job, r.result) for r in self._rows.values() if r.status == "done" and r.result is not None]
 
@@ -310,7 +320,9 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
         return spend_of(self._done())
 
     async def model_tallies(self) -> dict[str, ModelTally]:
-        return tallies_of((r.job.model_id, r.status, r.result) for r in self._rows.values())
+        return tallies_of(
+            (r.job.model_id, r.status, r.result, r.job.scenario_id) for r in self._rows.values()
+        )
 
     async def attempt_errors(self, job_id: str) -> list[dict[str, Any]]:
         row = self._rows.get(job_id)

@@ -6,6 +6,7 @@ and ``_bulk``. A batch of results and failures is one transaction, serialised be
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -21,6 +22,7 @@ from .roles import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult, JobStatus
 __all__ = ["OutcomeTables"]
 
 _COMPLETABLE = "('pending', 'running', 'failed')"  # not done, not set aside
+_BY_KEY = 500  # ids bound in one statement of ``results_of`` (well under every driver's limit)
 
 # The batch is a sorted (so materialised) subquery and the status test is kept off the indexes (``+``):
 # the planner then walks the batch and finds each job by its primary key. Without both it walks all the
@@ -216,4 +218,34 @@ class OutcomeTables(RunStatements):
             params["scenarios"] = sorted(scenarios)
         with self._reading() as conn:
             rows = conn.execute(q, params).fetchall()
+        return [JobResult(job_from_row(r), r[7], orjson.loads(r[8]) if r[8] else None, r[9]) for r in rows]
+
+    async def job_ids(self) -> dict[tuple[str, str], list[str]]:
+        return await self._call(self._job_ids)
+
+    def _job_ids(self) -> dict[tuple[str, str], list[str]]:
+        # Three short columns of each job, never its result: a finaliser groups the plan by cell with it.
+        q = text(
+            f"SELECT scenario, model_id, id FROM kw_jobs WHERE run = :run AND status NOT LIKE '{ASIDE}%' "
+            "ORDER BY id"
+        )
+        out: dict[tuple[str, str], list[str]] = {}
+        with self._reading() as conn:
+            for scenario, model_id, job_id in conn.execute(q, {"run": self.run}):
+                out.setdefault((scenario, model_id), []).append(job_id)
+        return out
+
+    async def results_of(self, ids: Sequence[str]) -> list[JobResult]:
+        return await self._call(self._results_of, ids)
+
+    def _results_of(self, ids: Sequence[str]) -> list[JobResult]:
+        q = text(
+            f"SELECT {JOB_COLUMNS}, status, result, error FROM kw_jobs WHERE run = :run "
+            f"AND id IN :ids AND status NOT LIKE '{ASIDE}%'"
+        ).bindparams(bindparam("ids", expanding=True, type_=String))
+        rows: list[Any] = []
+        with self._reading() as conn:
+            for at in range(0, len(ids), _BY_KEY):  # each job found by its key, a page of keys at a time
+                rows += conn.execute(q, {"run": self.run, "ids": list(ids[at : at + _BY_KEY])}).fetchall()
+        rows.sort(key=lambda r: r[0])
         return [JobResult(job_from_row(r), r[7], orjson.loads(r[8]) if r[8] else None, r[9]) for r in rows]

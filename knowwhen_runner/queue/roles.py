@@ -119,8 +119,16 @@ class ModelTally:
     cost_usd: float = 0.0
     calls: int = 0
     cache_hits: int = 0
+    scenarios: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Its jobs per scenario and status (set-aside ones as ``set_aside``): the live view's cells."""
 
-    def add(self, status: str, n: int, cost_usd: float, calls: int, cache_hits: int) -> None:
+    def add(
+        self, status: str, n: int, cost_usd: float, calls: int, cache_hits: int, scenario: str | None = None
+    ) -> None:
+        if scenario is not None:
+            cell = self.scenarios.setdefault(scenario, {})
+            key = SET_ASIDE if status.startswith(ASIDE) else status
+            cell[key] = cell.get(key, 0) + n
         if status.startswith(ASIDE):
             self.statuses[SET_ASIDE] = self.statuses.get(SET_ASIDE, 0) + n
             return
@@ -262,6 +270,15 @@ class Reading(Protocol):
     ) -> list[JobResult]:
         """Every job of the plan (of the scenarios named) in id order, or only those in ``status``: a
         resume reads its open jobs alone (an index of them), never the results of the done ones."""
+        ...
+
+    async def job_ids(self) -> dict[tuple[str, str], list[str]]:
+        """The ids of the plan's jobs by (scenario, model), in id order, without reading any result."""
+        ...
+
+    async def results_of(self, ids: Sequence[str]) -> list[JobResult]:
+        """The jobs of the plan among ``ids``, in id order, each found by its key: a finaliser reads one
+        model's results at a time, never the whole run's at once."""
         ...
 
     async def answers(self, query: AnswerQuery) -> AnswerPage: ...

@@ -25,38 +25,39 @@ from .roles import ModelTally
 __all__ = ["TallyTables", "kept_key", "tallies_of"]
 
 
-def tallies_of(rows: Iterable[tuple[str, str, dict[str, Any] | None]]) -> dict[str, ModelTally]:
-    """Tallies of (model id, status, result) rows of the run, by model id."""
+def tallies_of(rows: Iterable[tuple[Any, ...]]) -> dict[str, ModelTally]:
+    """Tallies of (model id, status, result[, scenario]) rows of the run, by model id."""
     out: dict[str, ModelTally] = {}
-    for model_id, status, result in rows:
+    for model_id, status, result, *scenario in rows:
         hit = bool(result.get("cache_hit")) if result else False
         tally = out.setdefault(model_id, ModelTally(model_id))
-        tally.add(status, 1, job_cost(result) if result else 0.0, int(bool(result) and not hit), int(hit))
+        cost = job_cost(result) if result else 0.0
+        tally.add(status, 1, cost, int(bool(result) and not hit), int(hit), *scenario[:1])
     return dict(sorted(out.items()))
 
 
 # Each dialect's sums of a group of jobs: count, cost (``cost_usd``, an episode's parts added), calls
 # and cache hits. On PostgreSQL each result is parsed once (a lateral subquery).
 _SQLITE = (
-    "SELECT model_id, status, count(*), "
+    "SELECT model_id, status, scenario, count(*), "
     "total(CASE json_type(result, '$.cost_usd') WHEN 'object' THEN (SELECT total(value) FROM "
     "json_each(result, '$.cost_usd') WHERE json_type(value) IN ('integer', 'real')) "
     "WHEN 'real' THEN json_extract(result, '$.cost_usd') "
     "WHEN 'integer' THEN json_extract(result, '$.cost_usd') ELSE 0 END), "
     "sum(CASE WHEN result IS NULL THEN 0 WHEN json_extract(result, '$.cache_hit') THEN 0 ELSE 1 END), "
     "sum(CASE WHEN result IS NOT NULL AND json_extract(result, '$.cache_hit') THEN 1 ELSE 0 END) "
-    "FROM kw_jobs WHERE run = :run AND {where} GROUP BY model_id, status"
+    "FROM kw_jobs WHERE run = :run AND {where} GROUP BY model_id, status, scenario"
 )
 _NUMBER = r"'^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$'"
 _POSTGRES = (
-    "SELECT model_id, status, count(*), "
+    "SELECT model_id, status, scenario, count(*), "
     "coalesce(sum(CASE json_typeof(x.c) WHEN 'object' THEN (SELECT coalesce(sum(value::float8), 0) FROM "
     f"json_each_text(x.c) WHERE value ~ {_NUMBER}) WHEN 'number' THEN (x.c #>> '{{{{}}}}')::float8 ELSE 0 END), 0), "
     "sum(CASE WHEN result IS NULL THEN 0 WHEN x.h IN ('true', '1') THEN 0 ELSE 1 END), "
     "sum(CASE WHEN result IS NOT NULL AND x.h IN ('true', '1') THEN 1 ELSE 0 END) "
     "FROM kw_jobs CROSS JOIN LATERAL (SELECT result::json -> 'cost_usd' AS c, "
     "result::json ->> 'cache_hit' AS h OFFSET 0) AS x "
-    "WHERE run = :run AND {where} GROUP BY model_id, status"
+    "WHERE run = :run AND {where} GROUP BY model_id, status, scenario"
 )
 # Done jobs never change (a set-aside one changes status, and setting aside forgets the kept sums), so
 # each model's done jobs up to a moment are summed once and kept in kw_meta; ``status`` then adds what
@@ -90,9 +91,10 @@ class TallyTables(RunStatements):
 
     def _sums(self, conn: Any, where: str, params: dict[str, Any], into: dict[str, ModelTally]) -> None:
         sql = (_POSTGRES if self.dialect == "postgresql" else _SQLITE).format(where=where)
-        for model_id, status, n, cost, calls, hits in conn.execute(text(sql), {"run": self.run, **params}):
+        rows = conn.execute(text(sql), {"run": self.run, **params})
+        for model_id, status, scenario, n, cost, calls, hits in rows:
             tally = into.setdefault(model_id, ModelTally(model_id))
-            tally.add(status, int(n), float(cost or 0.0), int(calls or 0), int(hits or 0))
+            tally.add(status, int(n), float(cost or 0.0), int(calls or 0), int(hits or 0), scenario)
 
     def _model_tallies(self) -> dict[str, ModelTally]:
         key = kept_key(self.run)
@@ -100,12 +102,11 @@ class TallyTables(RunStatements):
             now = float(conn.execute(text(f"SELECT {self._clock.sql}"), self._clock.params()).scalar_one())
             raw = conn.execute(_KEPT, {"k": key}).scalar()
         kept = orjson.loads(raw) if raw else None
+        if kept is not None and "scenarios" not in kept:
+            kept = None  # kept by a release that summed no scenarios: summed again, once
         if kept is None or now - kept["upto"] > _SETTLED_S + _REFRESH_S:
             kept = self._keep(key, now - _SETTLED_S, kept)
-        out = {
-            m: ModelTally(m, {"done": n}, cost, calls, hits)
-            for m, (n, cost, calls, hits) in kept["models"].items()
-        }
+        out = _from_kept(kept)
         with self._reading() as conn:
             for where in (_LATELY, _OPEN, _ASIDE):
                 self._sums(conn, where, {"upto": kept["upto"]}, out)
@@ -114,10 +115,7 @@ class TallyTables(RunStatements):
     def _keep(self, key: str, upto: float, earlier: dict[str, Any] | None) -> dict[str, Any]:
         """Sum each model's jobs done up to ``upto`` and keep the sums: every done job the first time,
         then only those done since the ``earlier`` sums (the index of done jobs by time finds them)."""
-        found = {
-            m: ModelTally(m, {"done": n}, cost, calls, hits)
-            for m, (n, cost, calls, hits) in (earlier or {"models": {}})["models"].items()
-        }
+        found = _from_kept(earlier or {"models": {}, "scenarios": {}})
         with self._engine.begin() as conn:
             if earlier is not None and conn.execute(_KEPT, {"k": key}).scalar() is None:
                 earlier, found = None, {}  # set aside since it was read: sum every done job again
@@ -131,6 +129,9 @@ class TallyTables(RunStatements):
                     m: [t.statuses.get("done", 0), t.cost_usd, t.calls, t.cache_hits]
                     for m, t in found.items()
                 },
+                "scenarios": {
+                    m: {sc: c.get("done", 0) for sc, c in t.scenarios.items()} for m, t in found.items()
+                },
             }
             if earlier is None and sum(t.statuses.get("done", 0) for t in found.values()) < _KEEP_FROM:
                 return kept  # not kept: cheaper to sum again next time
@@ -139,3 +140,14 @@ class TallyTables(RunStatements):
                 stmt.on_conflict_do_update(index_elements=["key"], set_={"value": stmt.excluded.value})
             )
         return kept
+
+
+def _from_kept(kept: dict[str, Any]) -> dict[str, ModelTally]:
+    """Each model's done jobs (in all and per scenario), cost, calls and cache hits, as kept."""
+    scenarios = kept["scenarios"]
+    return {
+        m: ModelTally(
+            m, {"done": n}, cost, calls, hits, {sc: {"done": k} for sc, k in scenarios.get(m, {}).items()}
+        )
+        for m, (n, cost, calls, hits) in kept["models"].items()
+    }

@@ -55,9 +55,11 @@ def collect_records(
     results: Iterable[JobResult],
     known_models: set[str],
     failure_kinds: Mapping[str, str] | None = None,
+    into: RunRecords | None = None,
 ) -> RunRecords:
-    """Group ``Queue.results()``: answer rows per (scenario, model), episodes per cell, job tallies."""
-    rec = RunRecords()
+    """Group ``Queue.results()``: answer rows per (scenario, model), episodes per cell, job tallies
+    (added to ``into`` when given: results read a model at a time are grouped as if read at once)."""
+    rec = RunRecords() if into is None else into
     for job, status, result, error in results:
         episode = job.kind == "episode"
         source = result if episode and result is not None else job.payload

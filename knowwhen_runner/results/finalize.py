@@ -2,18 +2,14 @@
 tables, plots, a static HTML report, and the short ``table.md``.
 
 Idempotent: it reads only the queue's recorded results and rewrites the same files (atomically); a rerun
-changes nothing but the ``finalized_at`` time. For each ``states`` scenario it writes
-``<output>/<scenario>/`` as a question-set folder of its own — the questions, answer key and corpus copied
-beside one ``answers_<model>.jsonl.gz`` per model, rows of answer schema 3 (``answer_rows.file_row``) — so the benchmark's scoring code and ``knowwhen score``
-read it unchanged; the manifests are scored from those same files.
+changes nothing but the ``finalized_at`` time. Each ``states`` scenario becomes a question-set folder of its
+own, written one model at a time (``folders``); the manifests are scored from those same files.
 """
 
 from __future__ import annotations
 
-import shutil
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as dist_version
 from pathlib import Path
@@ -21,18 +17,16 @@ from typing import Any
 
 from ..config import ReportSettings, ScenarioSpec, SweepConfig
 from ..crashpoints import crashpoint
-from ..dataset.answer_rows import file_row
-from ..dataset.files import AnswerTable, QuestionSet, load_answers, load_question_set
-from ..dataset.scoring import AnswerKey, compile_key, score_l2
+from ..dataset.scoring import score_l2
 from ..exceptions import KnowwhenError
-from ..jsonio import atomic_write_bytes, file_sha256, find_jsonl, write_jsonl
+from ..jsonio import atomic_write_bytes, file_sha256
 from ..queue import Queue
 from ..scenarios import load_scenario
-from ..scenarios.states import planned_qhashes
 from .cells import closed_loop_cell, isolated_cell, open_loop_cell, operations
 from .collect import EpisodeKey, RunRecords, collect_records
 from .episode_rows import write_episode_files
 from .figures import write_plots
+from .folders import Folder, failure_kinds, write_states_folders
 from .isolated import finalize_isolated
 from .l1_table import write_l1_table
 from .manifest import (
@@ -61,46 +55,6 @@ def scenario_folder(config: SweepConfig, scenario_id: str) -> Path:
     return config.output / scenario_id
 
 
-def _stem(spec: ScenarioSpec) -> str:
-    return "questions" if spec.variant in (None, "main") else f"questions_{spec.variant}"
-
-
-def _copy_question_files(spec: ScenarioSpec, dest: Path) -> None:
-    dest.mkdir(parents=True, exist_ok=True)
-    if spec.path is None:  # states scenarios always have one (config validation)
-        return
-    for name in (_stem(spec), "occurrences"):
-        src = find_jsonl(spec.path, name)
-        if src is not None:
-            target = dest / src.name
-            if not target.exists() or target.stat().st_size != src.stat().st_size:
-                atomic_write_bytes(target, src.read_bytes())
-    if (spec.path / "corpus.json").is_file():
-        shutil.copyfile(spec.path / "corpus.json", dest / "corpus.json")
-
-
-def _file_rows(
-    rows: list[dict[str, Any]], variant: str | None, qset: QuestionSet
-) -> Iterator[dict[str, Any]]:
-    """The answers-file rows (schema 3): probabilities aligned with each question's options."""
-    for row in rows:
-        question = qset.questions.get(row["qhash"])
-        yield file_row(row, variant=variant or "main", options=question.options if question else ())
-
-
-@dataclass
-class _Folder:
-    """A finalised question-set folder, loaded as the benchmark reads it."""
-
-    spec: ScenarioSpec
-    qset: QuestionSet
-    key: AnswerKey
-    table: AnswerTable
-
-    def answers(self, model_id: str) -> dict[str, Any] | None:
-        return self.table.get((model_id, self.spec.variant or "main"))
-
-
 Drilldown = Callable[[Sequence[CxsManifest]], Awaitable[str]]
 """Builds the report's drill-down section from the manifests (the viewer's offline page, which ``sweep/``
 hands over: the viewer reads results, so results never import it)."""
@@ -113,20 +67,19 @@ async def finalize_run(
 
     ``drilldown``, when given, builds the report's drill-down section; without it the report has none.
     """
-    results = await queue.results()
-    kinds = {
-        job.id: ((await queue.attempt_errors(job.id)) or [{}])[-1].get("kind", "error")
-        for job, status, _r, _e in results
-        if status == "failed"
-    }
-    records = collect_records(results, {m.id for m in config.models}, kinds)
-    folders: dict[str, _Folder] = {}
+    # What is not a states scenario's (episodes, isolated items) is read whole, as before; the states
+    # scenarios' answers, most of a large run, are read and written one model at a time.
+    cells = await queue.job_ids()
+    states = {spec.id for spec in config.scenarios if spec.kind == "states"}
+    rest = await queue.results_of(
+        sorted(i for (sc, _m), ids in cells.items() if sc not in states for i in ids)
+    )
+    records = collect_records(rest, {m.id for m in config.models}, await failure_kinds(queue, rest))
+    del rest
+    folders = await write_states_folders(config, queue, records, cells)
+    del cells
     for spec in config.scenarios:
-        if spec.kind == "states":
-            folder = _write_folder(config, spec, records)
-            if folder is not None:
-                folders[spec.id] = folder
-        elif spec.kind == "isolated":
+        if spec.kind == "isolated":
             records.rows.update(await finalize_isolated(config, spec, queue, records))
     if records.episodes:
         items = {
@@ -149,21 +102,6 @@ async def finalize_run(
     if any(s.kind == "isolated" for s in config.scenarios):
         write_l1_table(config, rank_models(manifests, config.report.rank_by))
     return scores
-
-
-def _write_folder(config: SweepConfig, spec: ScenarioSpec, records: RunRecords) -> _Folder | None:
-    dest = scenario_folder(config, spec.id)
-    _copy_question_files(spec, dest)
-    if not any((spec.id, m.id) in records.rows for m in config.models):
-        return None
-    qset = load_question_set(dest, questions_stem=_stem(spec))
-    for model in config.models:
-        rows = sorted(records.rows.get((spec.id, model.id), []), key=lambda r: r["qhash"])
-        if rows:
-            write_jsonl(dest / f"answers_{model.id}.jsonl.gz", _file_rows(rows, spec.variant, qset))
-    table = load_answers(dest, qset.questions, variant=spec.variant or "main")
-    planned = planned_qhashes(spec, qset.questions) if spec.limit is not None else None
-    return _Folder(spec, qset, compile_key(qset, planned=planned), table)
 
 
 # --- manifests -----------------------------------------------------------------------------------------
@@ -233,7 +171,7 @@ def _scenario_provenance(spec: ScenarioSpec) -> ScenarioProvenance:
 def _manifests(
     config: SweepConfig,
     records: RunRecords,
-    folders: dict[str, _Folder],
+    folders: dict[str, Folder],
     run: RunProvenance,
     scenarios: list[ScenarioProvenance],
     meta: dict[str, Any] | None,
@@ -251,7 +189,7 @@ def _manifest(
     config: SweepConfig,
     model_id: str,
     records: RunRecords,
-    folders: dict[str, _Folder],
+    folders: dict[str, Folder],
     run: RunProvenance,
     scenarios: list[ScenarioProvenance],
 ) -> CxsManifest:
@@ -270,7 +208,7 @@ def _manifest(
 
 
 def _open_loop(
-    config: SweepConfig, model_id: str, records: RunRecords, folders: dict[str, _Folder]
+    config: SweepConfig, model_id: str, records: RunRecords, folders: dict[str, Folder]
 ) -> list[OpenLoopCell]:
     decision = config.model(model_id).kind == "decision"
     gate = config.gate

@@ -797,6 +797,23 @@ def test_results_of_one_status_only(make_queue) -> None:
     assert anyio.run(lambda: q.results({"t"}, status="done"))[0].job.id == "a-t0"
 
 
+def test_job_ids_by_cell_and_results_read_by_key_are_those_of_the_plan(make_queue) -> None:
+    """The plan's job ids by (scenario, model) in id order, and the results of any of them read by key,
+    are exactly what ``results`` returns of them; a set-aside job is in neither, an unknown id is left out."""
+    q = make_queue()
+    _answered(q)
+    every = run(q.results)
+    cells: dict[tuple[str, str], list[str]] = {}
+    for r in every:
+        cells.setdefault((r.job.scenario_id, r.job.model_id), []).append(r.job.id)
+    assert run(q.job_ids) == cells and len(cells) > 2
+    some = sorted(i for ids in cells.values() for i in ids[::2])
+    assert run(q.results_of, [*reversed(some), "no-such-job"]) == [r for r in every if r.job.id in some]
+    _plan(q, [r.job for r in every[1:]])
+    assert every[0].job.id not in {i for ids in run(q.job_ids).values() for i in ids}
+    assert run(q.results_of, [every[0].job.id]) == []
+
+
 def test_model_tallies_count_each_models_jobs_and_sum_what_they_recorded(make_queue) -> None:
     """Tallies give each model its plan's jobs per status, the cost its results recorded (an episode's
     parts summed), its calls and its cache hits; a set-aside job counts as set aside only."""
@@ -813,6 +830,28 @@ def test_model_tallies_count_each_models_jobs_and_sum_what_they_recorded(make_qu
     assert c.statuses == {"done": 3, "failed": 1} and c.cost_usd == pytest.approx(1.5)
     assert d.statuses.get("done") == 1 and sum(d.statuses.values()) == 3
     assert (d.calls, d.cache_hits, d.cost_usd) == (0, 1, 0.0)
+
+
+def test_model_tallies_split_each_models_jobs_by_scenario_as_the_full_counts_do(
+    make_queue, monkeypatch
+) -> None:
+    """Each model's jobs per scenario and status in its tally are exactly the full counts' (set-aside ones
+    under ``set_aside``), when its done jobs are summed and again when they are read from the kept sums."""
+    from knowwhen_runner.queue import tallies
+
+    monkeypatch.setattr(tallies, "_KEEP_FROM", 0)
+    monkeypatch.setattr(tallies, "_SETTLED_S", 0.0)  # every done job is in the kept sums at once
+    q = make_queue()
+    _answered(q)
+    run(q.enqueue, _jobs(3, "d"), {})
+    run(q.claim, "w", 1, 30.0)
+    expected: dict[str, dict[str, dict[str, int]]] = {}
+    for c in run(q.counts):
+        cell = expected.setdefault(c.model_id, {}).setdefault(c.scenario_id, {})
+        cell[c.status] = cell.get(c.status, 0) + c.n
+    assert len(expected["a"]) == 3 and expected["a"]["s"]["done"] == 4
+    for _ in range(2):
+        assert {m: t.scenarios for m, t in run(q.model_tallies).items()} == expected
 
 
 def test_open_counts_and_status_totals_agree_with_the_full_counts(make_queue) -> None:

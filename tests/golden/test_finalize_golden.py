@@ -100,3 +100,47 @@ def test_finalising_from_a_database_writes_the_golden_files(
     for name in TABLES:
         assert (config.output / "tables" / name).read_text() == (GOLDEN / name).read_text(), name
     assert (config.output / "table.md").read_text() == (GOLDEN / "table.md").read_text()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_finalising_reads_the_states_answers_one_model_at_a_time(
+    tmp_path_factory: pytest.TempPathFactory, backend: str
+) -> None:
+    """Finalising never reads a states scenario's results through the whole-plan read (``results``): each
+    read by key holds the jobs of one model only, and every states job is read exactly once."""
+    from tests.pg import temporary_database
+
+    config = small_config(tmp_path_factory.mktemp(f"by-model-{backend}"))
+    states = {s.id for s in config.scenarios if s.kind == "states"}
+    reads: list[tuple[str, list[Any]]] = []
+    planned: list[str] = []
+
+    async def go(url: str) -> None:
+        queue = await finished_queue(config, url=url)
+        whole, by_key = queue.results, queue.results_of
+
+        async def results(scenarios: Any = None, **kw: Any) -> Any:
+            reads.append(("results", got := await whole(scenarios, **kw)))
+            return got
+
+        async def results_of(ids: Any) -> Any:
+            reads.append(("results_of", got := await by_key(ids)))
+            return got
+
+        queue.results, queue.results_of = results, results_of  # type: ignore[method-assign]
+        async with queue:
+            planned.extend(
+                i for (sc, _m), ids in (await queue.job_ids()).items() if sc in states for i in ids
+            )
+            await finalize_run(config, queue)
+
+    if backend == "sqlite":
+        anyio.run(go, f"sqlite:///{config.output.parent / 'run.db'}")
+    else:
+        with temporary_database() as url:
+            anyio.run(go, url)
+    of_states = [(how, [r for r in got if r.job.scenario_id in states]) for how, got in reads]
+    assert not [rows for how, rows in of_states if how == "results" and rows]
+    assert all(len({r.job.model_id for r in rows}) <= 1 for _how, rows in of_states)
+    read = sorted(r.job.id for _how, rows in of_states for r in rows)
+    assert read == sorted(planned) and len({r.job.model_id for _h, rows in of_states for r in rows}) == 2

@@ -35,6 +35,7 @@ def test_python_m_benchmarks_quick_writes_every_case(tmp_path: Path) -> None:
         "processes",
         "scoring",
         "screen",
+        "finalise_153k",
     }
     assert cases["overhead"]["calls"] == 200
     for kind in ("decision", "llm"):
@@ -48,6 +49,8 @@ def test_python_m_benchmarks_quick_writes_every_case(tmp_path: Path) -> None:
     assert resume["jobs"] == 150 and resume["already_done"] == 130
     assert resume["start_to_first_call_s"] is not None and resume["plan_peak_rss_mb"] > 0
     assert cases["rate_limit"]["http_429"] == 0 and cases["rate_limit"]["requests"] > 0
+    finalised = cases["finalise_153k"]
+    assert finalised["jobs"] == 150 and finalised["finalize_peak_rss_mb"] > 0
     processes = cases["processes"]
     assert processes["exit"] == 0, processes["stderr"]
     for n in ("1", "2"):

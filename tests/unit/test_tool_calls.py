@@ -24,7 +24,7 @@ def test_tool_choice_is_the_models_setting_and_part_of_identity_only_when_change
     assert question_call(default, ITEM).key != question_call(auto, ITEM).key  # cache keys differ
     assert default.identity_params() == default.params == {}
     scenario = Scenario(id="s", kind="states", version="1", items={"q": ITEM})
-    ids = {m.tool_choice: _question_jobs(m, "llm", scenario)[0].id for m in (default, auto)}
+    ids = {m.tool_choice: next(_question_jobs(m, "llm", scenario)).id for m in (default, auto)}
     assert ids["required"] != ids["auto"]
     assert ids["required"] == _question_jobs(_llm(params={}), "llm", scenario)[0].id
 
