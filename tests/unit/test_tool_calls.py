@@ -26,7 +26,7 @@ def test_tool_choice_is_the_models_setting_and_part_of_identity_only_when_change
     scenario = Scenario(id="s", kind="states", version="1", items={"q": ITEM})
     ids = {m.tool_choice: next(_question_jobs(m, "llm", scenario)).id for m in (default, auto)}
     assert ids["required"] != ids["auto"]
-    assert ids["required"] == _question_jobs(_llm(params={}), "llm", scenario)[0].id
+    assert ids["required"] == next(_question_jobs(_llm(params={}), "llm", scenario)).id
 
 
 def test_every_tool_call_of_a_reply_is_kept_the_first_acted_on() -> None:
