@@ -59,11 +59,16 @@ __all__ = [
 #    lost (the database went away after its commit) returns the jobs the first one leased.
 # 9: kw_jobs_done_at, an index of done jobs by when they were done: the jobs done lately (pace, ETA,
 #    and what ``status`` adds to each model's kept sums) are found without walking past the others.
-SCHEMA_VERSION = 9
+# 10: kw_jobs_owner holds leased jobs only (lease_owner set): pending and done jobs have none, and kept
+#    under NULL they made every claim and every completion rewrite a page of that index per job.
+SCHEMA_VERSION = 10
 _DONE_AT = "CREATE INDEX IF NOT EXISTS kw_jobs_done_at ON kw_jobs (run, updated_at) WHERE status = 'done'"
 _PENDING_BY_MODEL = (
     "CREATE INDEX IF NOT EXISTS kw_jobs_pending_model ON kw_jobs (run, model_id, id) WHERE status = 'pending'"
 )
+
+
+_LEASED = "CREATE INDEX IF NOT EXISTS kw_jobs_owner ON kw_jobs (lease_owner) WHERE lease_owner IS NOT NULL"
 
 
 def _add_claim_key(conn: Connection) -> None:
@@ -79,6 +84,7 @@ MIGRATIONS: dict[int, tuple[str | Callable[[Connection], None], ...]] = {
     6: (_PENDING_BY_MODEL,),
     7: (_add_claim_key,),
     8: (_DONE_AT,),
+    9: ("DROP INDEX IF EXISTS kw_jobs_owner", _LEASED),
 }
 """Older version -> the statements (or steps) that bring its tables to the next version (run in one
 transaction)."""
@@ -151,7 +157,12 @@ jobs = Table(
         postgresql_where=text("status = 'pending'"),
         sqlite_where=text("status = 'pending'"),
     ),
-    Index("kw_jobs_owner", "lease_owner"),
+    Index(
+        "kw_jobs_owner",
+        "lease_owner",
+        postgresql_where=text("lease_owner IS NOT NULL"),
+        sqlite_where=text("lease_owner IS NOT NULL"),
+    ),
     Index(
         "kw_jobs_done_at",
         "run",

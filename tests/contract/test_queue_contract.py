@@ -400,8 +400,41 @@ def test_a_version_7_database_gains_the_claim_key_in_place(make_queue, request) 
             run(again.close)
         with engine.begin() as conn:
             version = conn.execute(text("SELECT value FROM kw_meta WHERE key = 'schema_version'")).scalar()
-            assert version == str(SCHEMA_VERSION) == "9"
+            assert version == str(SCHEMA_VERSION)
             assert "kw_jobs_done_at" in {i["name"] for i in inspect(conn).get_indexes("kw_jobs")}
+    finally:
+        engine.dispose()
+
+
+def test_a_version_9_database_keeps_only_leased_jobs_in_the_owner_index(make_queue, request) -> None:
+    """A run database of version 9 (every job in the lease-owner index, NULL or not) is upgraded on open:
+    the index then holds the leased jobs alone, and claims, heartbeats and completions work as before."""
+    q = make_queue()
+    url = _sql_url(q, request)
+    run(q.init_run, "name: r", {})
+    run(q.enqueue, _jobs(3), {})
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("DROP INDEX kw_jobs_owner"))
+            conn.execute(text("CREATE INDEX kw_jobs_owner ON kw_jobs (lease_owner)"))
+            conn.execute(text("UPDATE kw_meta SET value = '9' WHERE key = 'schema_version'"))
+        again = open_queue(url, q.run)
+        try:
+            claimed = run(again.claim, "w", 2, 30.0)
+            assert run(again.heartbeat, "w", 30.0) == 2
+            assert run(again.complete, "w", [(claimed[0].id, {"answer": "a"})]) == 1
+            assert run(again.heartbeat, "w", 30.0) == 1
+        finally:
+            run(again.close)
+        with engine.begin() as conn:
+            version = conn.execute(text("SELECT value FROM kw_meta WHERE key = 'schema_version'")).scalar()
+            assert version == str(SCHEMA_VERSION)
+            if engine.dialect.name == "sqlite":
+                sql = "SELECT sql FROM sqlite_master WHERE name = 'kw_jobs_owner'"
+            else:
+                sql = "SELECT indexdef FROM pg_indexes WHERE indexname = 'kw_jobs_owner'"
+            assert "lease_owner IS NOT NULL" in conn.execute(text(sql)).scalar()
     finally:
         engine.dispose()
 
