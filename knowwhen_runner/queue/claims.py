@@ -81,7 +81,7 @@ def claim_sql(
     quotas: Sequence[ClaimQuota] = (),
     bulk: bool = False,
 ) -> tuple[str, list[str]]:
-    """The expiry statement and the claim's statements (one, or pick/lease/read when ``bulk``)."""
+    """The expiry statement and the claim's statements (one, or lease and read-after-commit when ``bulk``)."""
     arms = _arms(dialect, exclude, quotas, params)
     lease = (
         f"status = 'running', lease_owner = :w, lease_expires = {now} + :lease, updated_at = {now}, "
@@ -100,13 +100,13 @@ def claim_sql(
             f"UPDATE kw_jobs SET {lease}, attempts = attempts + 1 WHERE run = :run AND id IN ({pending}) "
             f"RETURNING {JOB_COLUMNS}"
         ]
-    # Pick the ids, lease them, read them back: each statement yields one row (a JSON array), as
-    # ``SqlQueue._bulk`` explains, where RETURNING would step once per job with the write lock held.
-    picked = "(SELECT value FROM json_each(:ids))"
+    # Lease, then read back what this claim leased (its key) after the commit: each statement yields
+    # one row at most, as ``SqlQueue._bulk`` explains, where RETURNING would step once per job with the
+    # write lock held; and the read takes no write lock at all.
     return expire, [
-        f"SELECT json_group_array(id) FROM ({pending})",
-        f"UPDATE kw_jobs SET {lease}, attempts = attempts + 1 WHERE run = :run AND id IN {picked}",
-        f"SELECT json_group_array(json_array({JOB_COLUMNS})) FROM kw_jobs WHERE run = :run AND id IN {picked}",
+        f"UPDATE kw_jobs SET {lease}, attempts = attempts + 1 WHERE run = :run AND id IN ({pending})",
+        f"SELECT json_group_array(json_array({JOB_COLUMNS})) FROM kw_jobs WHERE run = :run "
+        "AND lease_owner = :w AND claim_key = :ck AND status = 'running'",
     ]
 
 

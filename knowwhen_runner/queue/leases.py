@@ -92,13 +92,12 @@ class LeaseTables(RunStatements):
                     return sorted((job_from_row(r) for r in rows), key=lambda job: job.id)
             # A killed worker's expired leases return to pending in the claim's own transaction.
             conn.execute(text(expire), params)
-            if len(statements) == 1:
-                rows = conn.execute(text(statements[0]), params).fetchall()
-            else:
-                pick, lease, read = statements
-                params["ids"] = conn.execute(text(pick), params).scalar()
-                conn.execute(text(lease), params)
-                rows = orjson.loads(conn.execute(text(read), params).scalar() or "[]")
+            rows = conn.execute(text(statements[0]), params).fetchall() if len(statements) == 1 else []
+            if len(statements) > 1:
+                conn.execute(text(statements[0]), params)
+        if len(statements) > 1:  # the jobs this claim leased (its key), read without the write lock
+            with self._reading() as conn:
+                rows = orjson.loads(conn.execute(text(statements[1]), params).scalar() or "[]")
         return sorted((job_from_row(r) for r in rows), key=lambda j: j.id)
 
     async def heartbeat(self, worker: str, lease_s: float) -> int:
