@@ -479,6 +479,60 @@ def test_concurrent_claimers_never_share_a_job(make_queue, request) -> None:
     assert sum(1 for ids in taken if ids) >= 2
 
 
+def test_batched_claims_of_racing_processes_record_each_job_once_and_recover_a_killed_ones_batch(
+    make_queue, request
+) -> None:
+    """Claimers on their own connections take per-model batches (``claim_each``) and record them in bulk
+    while racing; one is killed holding a batch (never records, stops beating): its batch goes back, the
+    others finish it, every job is leased to one live claimer at a time and recorded once, and the killed
+    one's late record of its batch changes nothing."""
+    if _backend(request) == "memory":
+        pytest.skip("the memory backend is one process's dicts")
+    first = make_queue()
+    models = ("a", "b", "c")
+    run(first.enqueue, [j for m in models for j in _jobs(40, m)], {})
+    queues = [first, *(open_queue(first.url, first.run) for _ in range(3))]  # type: ignore[attr-defined]
+    quotas = [ClaimQuota(frozenset({m}), 3) for m in models]
+    for i in range(4):
+        run(queues[i].register_worker, f"w{i}")
+    killed = run(queues[3].claim_each, "w3", quotas, 600.0)
+    assert len(killed) == 9
+    recorded: list[list[str]] = [[] for _ in queues]
+
+    async def drain(i: int) -> None:
+        q = queues[i]
+        while True:
+            await q.heartbeat(f"w{i}", 600.0)  # a live claimer is heard from between its batches
+            batch = await q.claim_each(f"w{i}", quotas, 600.0)
+            if not batch:  # nothing pending: the killed claimer's batch comes back once it is stale
+                await q.requeue_expired(stale_after_s=2.0)
+                if not await q.counts(open_only=True):
+                    return
+                await anyio.sleep(0.1)
+                continue
+            assert len(batch) <= 9 and all(sum(j.model_id == m for j in batch) <= 3 for m in models)
+            assert await q.record(f"w{i}", [(j.id, {"by": i}) for j in batch], []) == len(batch)
+            recorded[i].extend(j.id for j in batch)
+
+    async def race() -> None:
+        async with anyio.create_task_group() as tg:
+            for i in range(3):
+                tg.start_soon(drain, i)
+
+    try:
+        run(race)
+        late = run(queues[3].record, "w3", [(j.id, {"by": 3}) for j in killed], [])
+    finally:
+        for extra in queues[1:]:
+            run(extra.close)
+    every = [job for ids in recorded for job in ids]
+    assert len(every) == 120 and len(set(every)) == 120
+    assert {j.id for j in killed} <= set(every) and late == 0
+    results = {job.id: result for job, status, result, _e in run(first.results) if status == "done"}
+    assert len(results) == 120 and all(results[j]["by"] != 3 for j in results)
+    assert sum(w["jobs_done"] for w in run(first.workers)) == 120
+
+
 def test_postgresql_leases_use_the_server_clock(make_queue, request, monkeypatch) -> None:
     """On PostgreSQL a worker whose clock runs an hour ahead cannot take live leases from the others."""
     if _backend(request) != "postgresql":
