@@ -494,16 +494,16 @@ def test_batched_claims_of_racing_processes_record_each_job_once_and_recover_a_k
     queues = [first, *(open_queue(first.url, first.run) for _ in range(3))]  # type: ignore[attr-defined]
     quotas = [ClaimQuota(frozenset({m}), 3) for m in models]
     for i in range(4):
-        run(queues[i].register_worker, f"w{i}")
-    killed = run(queues[3].claim_each, "w3", quotas, 600.0)
+        run(queues[i].register_worker, f"racer{i}")
+    killed = run(queues[3].claim_each, "racer3", quotas, 600.0)
     assert len(killed) == 9
     recorded: list[list[str]] = [[] for _ in queues]
 
     async def drain(i: int) -> None:
         q = queues[i]
         while True:
-            await q.heartbeat(f"w{i}", 600.0)  # a live claimer is heard from between its batches
-            batch = await q.claim_each(f"w{i}", quotas, 600.0)
+            await q.heartbeat(f"racer{i}", 600.0)  # a live claimer is heard from between its batches
+            batch = await q.claim_each(f"racer{i}", quotas, 600.0)
             if not batch:  # nothing pending: the killed claimer's batch comes back once it is stale
                 await q.requeue_expired(stale_after_s=2.0)
                 if not await q.counts(open_only=True):
@@ -511,7 +511,7 @@ def test_batched_claims_of_racing_processes_record_each_job_once_and_recover_a_k
                 await anyio.sleep(0.1)
                 continue
             assert len(batch) <= 9 and all(sum(j.model_id == m for j in batch) <= 3 for m in models)
-            assert await q.record(f"w{i}", [(j.id, {"by": i}) for j in batch], []) == len(batch)
+            assert await q.record(f"racer{i}", [(j.id, {"by": i}) for j in batch], []) == len(batch)
             recorded[i].extend(j.id for j in batch)
 
     async def race() -> None:
@@ -521,7 +521,7 @@ def test_batched_claims_of_racing_processes_record_each_job_once_and_recover_a_k
 
     try:
         run(race)
-        late = run(queues[3].record, "w3", [(j.id, {"by": 3}) for j in killed], [])
+        late = run(queues[3].record, "racer3", [(j.id, {"by": 3}) for j in killed], [])
     finally:
         for extra in queues[1:]:
             run(extra.close)
