@@ -88,7 +88,7 @@ def claim_sql(
     quotas: Sequence[ClaimQuota] = (),
     bulk: bool = False,
 ) -> tuple[str, list[str]]:
-    """The expiry statement and the claim's statements (one, or pick/lease/read when ``bulk``)."""
+    """The expiry statement and the claim's statements (one, or lease and read-after-commit when ``bulk``)."""
     arms = _arms(dialect, exclude, quotas, params)
     lease = (
         f"status = 'running', lease_owner = :w, lease_expires = {now} + :lease, updated_at = {now}, "
@@ -107,13 +107,13 @@ def claim_sql(
             f"UPDATE kw_jobs SET {lease}, attempts = attempts + 1 WHERE run = :run AND id IN ({pending}) "
             f"RETURNING {JOB_COLUMNS}"
         ]
-    # Pick the ids, lease them, read them back: each statement yields one row (a JSON array), as
-    # ``SqlQueue._bulk`` explains, where RETURNING would step once per job with the write lock held.
-    picked = "(SELECT value FROM json_each(:ids))"
+    # Lease, then read back what this claim leased (its key) after the commit: each statement yields
+    # one row at most, as ``SqlQueue._bulk`` explains, where RETURNING would step once per job with the
+    # write lock held; and the read takes no write lock at all.
     return expire, [
-        f"SELECT json_group_array(id) FROM ({pending})",
-        f"UPDATE kw_jobs SET {lease}, attempts = attempts + 1 WHERE run = :run AND id IN {picked}",
-        f"SELECT json_group_array(json_array({JOB_COLUMNS})) FROM kw_jobs WHERE run = :run AND id IN {picked}",
+        f"UPDATE kw_jobs SET {lease}, attempts = attempts + 1 WHERE run = :run AND id IN ({pending})",
+        f"SELECT json_group_array(json_array({JOB_COLUMNS})) FROM kw_jobs WHERE run = :run "
+        "AND lease_owner = :w AND claim_key = :ck AND status = 'running'",
     ]
 
 
@@ -208,13 +208,12 @@ class LeaseTables(RunStatements):
                     return sorted((job_from_row(r) for r in rows), key=lambda job: job.id)
             # A killed worker's expired leases return to pending in the claim's own transaction.
             conn.execute(text(expire), params)
-            if len(statements) == 1:
-                rows = conn.execute(text(statements[0]), params).fetchall()
-            else:
-                pick, lease, read = statements
-                params["ids"] = conn.execute(text(pick), params).scalar()
-                conn.execute(text(lease), params)
-                rows = orjson.loads(conn.execute(text(read), params).scalar() or "[]")
+            rows = conn.execute(text(statements[0]), params).fetchall() if len(statements) == 1 else []
+            if len(statements) > 1:
+                conn.execute(text(statements[0]), params)
+        if len(statements) > 1:  # the jobs this claim leased (its key), read without the write lock
+            with self._reading() as conn:
+                rows = orjson.loads(conn.execute(text(statements[1]), params).scalar() or "[]")
         return sorted((job_from_row(r) for r in rows), key=lambda j: j.id)
 
     async def heartbeat(self, worker: str, lease_s: float) -> int:

@@ -62,7 +62,9 @@ __all__ = [
 # 10: kw_jobs.draw, the claim order of a screened job (its task's place in the order drawn for the screen,
 #     counted from -tasks; 0 for every other job): claims take pending jobs by (draw, id), so a screened
 #     model answers its tasks in the drawn order, before its other jobs. The pending indexes gain it.
-SCHEMA_VERSION = 10
+# 11: kw_jobs_owner holds leased jobs only (lease_owner set): pending and done jobs have none, and kept
+#    under NULL they made every claim and every completion rewrite a page of that index per job.
+SCHEMA_VERSION = 11
 _DONE_AT = "CREATE INDEX IF NOT EXISTS kw_jobs_done_at ON kw_jobs (run, updated_at) WHERE status = 'done'"
 _PENDING_BY_MODEL = (
     "CREATE INDEX IF NOT EXISTS kw_jobs_pending_model ON kw_jobs (run, model_id, id) WHERE status = 'pending'"
@@ -74,6 +76,9 @@ _DRAWN_PENDING = (
     "CREATE INDEX IF NOT EXISTS kw_jobs_pending_model ON kw_jobs (run, model_id, draw, id) "
     "WHERE status = 'pending'",
 )
+
+
+_LEASED = "CREATE INDEX IF NOT EXISTS kw_jobs_owner ON kw_jobs (lease_owner) WHERE lease_owner IS NOT NULL"
 
 
 def _add_claim_key(conn: Connection) -> None:
@@ -95,6 +100,7 @@ MIGRATIONS: dict[int, tuple[str | Callable[[Connection], None], ...]] = {
     7: (_add_claim_key,),
     8: (_DONE_AT,),
     9: (_add_draw, *_DRAWN_PENDING),
+    10: ("DROP INDEX IF EXISTS kw_jobs_owner", _LEASED),
 }
 """Older version -> the statements (or steps) that bring its tables to the next version (run in one
 transaction)."""
@@ -170,7 +176,12 @@ jobs = Table(
         postgresql_where=text("status = 'pending'"),
         sqlite_where=text("status = 'pending'"),
     ),
-    Index("kw_jobs_owner", "lease_owner"),
+    Index(
+        "kw_jobs_owner",
+        "lease_owner",
+        postgresql_where=text("lease_owner IS NOT NULL"),
+        sqlite_where=text("lease_owner IS NOT NULL"),
+    ),
     Index(
         "kw_jobs_done_at",
         "run",

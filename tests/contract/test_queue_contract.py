@@ -415,7 +415,7 @@ def test_a_version_7_database_gains_the_claim_key_in_place(make_queue, request) 
             run(again.close)
         with engine.begin() as conn:
             version = conn.execute(text("SELECT value FROM kw_meta WHERE key = 'schema_version'")).scalar()
-            assert version == str(SCHEMA_VERSION) == "10"
+            assert version == str(SCHEMA_VERSION)
             assert "kw_jobs_done_at" in {i["name"] for i in inspect(conn).get_indexes("kw_jobs")}
     finally:
         engine.dispose()
@@ -471,11 +471,44 @@ def test_a_version_9_database_gains_the_claim_order_in_place(make_queue, request
         finally:
             run(again.close)
         with engine.begin() as conn:
-            assert (
-                conn.execute(text("SELECT value FROM kw_meta WHERE key = 'schema_version'")).scalar() == "10"
-            )
+            assert conn.execute(
+                text("SELECT value FROM kw_meta WHERE key = 'schema_version'")
+            ).scalar() == str(SCHEMA_VERSION)
             pending = {i["name"]: i["column_names"] for i in inspect(conn).get_indexes("kw_jobs")}
             assert pending["kw_jobs_pending_model"] == ["run", "model_id", "draw", "id"]
+    finally:
+        engine.dispose()
+
+
+def test_a_version_10_database_keeps_only_leased_jobs_in_the_owner_index(make_queue, request) -> None:
+    """A run database of version 10 (every job in the lease-owner index, NULL or not) is upgraded on open:
+    the index then holds the leased jobs alone, and claims, heartbeats and completions work as before."""
+    q = make_queue()
+    url = _sql_url(q, request)
+    run(q.init_run, "name: r", {})
+    run(q.enqueue, _jobs(3), {})
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("DROP INDEX kw_jobs_owner"))
+            conn.execute(text("CREATE INDEX kw_jobs_owner ON kw_jobs (lease_owner)"))
+            conn.execute(text("UPDATE kw_meta SET value = '10' WHERE key = 'schema_version'"))
+        again = open_queue(url, q.run)
+        try:
+            claimed = run(again.claim, "w", 2, 30.0)
+            assert run(again.heartbeat, "w", 30.0) == 2
+            assert run(again.complete, "w", [(claimed[0].id, {"answer": "a"})]) == 1
+            assert run(again.heartbeat, "w", 30.0) == 1
+        finally:
+            run(again.close)
+        with engine.begin() as conn:
+            version = conn.execute(text("SELECT value FROM kw_meta WHERE key = 'schema_version'")).scalar()
+            assert version == str(SCHEMA_VERSION)
+            if engine.dialect.name == "sqlite":
+                sql = "SELECT sql FROM sqlite_master WHERE name = 'kw_jobs_owner'"
+            else:
+                sql = "SELECT indexdef FROM pg_indexes WHERE indexname = 'kw_jobs_owner'"
+            assert "lease_owner IS NOT NULL" in conn.execute(text(sql)).scalar()
     finally:
         engine.dispose()
 
@@ -518,6 +551,60 @@ def test_concurrent_claimers_never_share_a_job(make_queue, request) -> None:
     every = [job for ids in taken for job in ids]
     assert len(every) == 200 and len(set(every)) == 200
     assert sum(1 for ids in taken if ids) >= 2
+
+
+def test_batched_claims_of_racing_processes_record_each_job_once_and_recover_a_killed_ones_batch(
+    make_queue, request
+) -> None:
+    """Claimers on their own connections take per-model batches (``claim_each``) and record them in bulk
+    while racing; one is killed holding a batch (never records, stops beating): its batch goes back, the
+    others finish it, every job is leased to one live claimer at a time and recorded once, and the killed
+    one's late record of its batch changes nothing."""
+    if _backend(request) == "memory":
+        pytest.skip("the memory backend is one process's dicts")
+    first = make_queue()
+    models = ("a", "b", "c")
+    run(first.enqueue, [j for m in models for j in _jobs(40, m)], {})
+    queues = [first, *(open_queue(first.url, first.run) for _ in range(3))]  # type: ignore[attr-defined]
+    quotas = [ClaimQuota(frozenset({m}), 3) for m in models]
+    for i in range(4):
+        run(queues[i].register_worker, f"racer{i}")
+    killed = run(queues[3].claim_each, "racer3", quotas, 600.0)
+    assert len(killed) == 9
+    recorded: list[list[str]] = [[] for _ in queues]
+
+    async def drain(i: int) -> None:
+        q = queues[i]
+        while True:
+            await q.heartbeat(f"racer{i}", 600.0)  # a live claimer is heard from between its batches
+            batch = await q.claim_each(f"racer{i}", quotas, 600.0)
+            if not batch:  # nothing pending: the killed claimer's batch comes back once it is stale
+                await q.requeue_expired(stale_after_s=2.0)
+                if not await q.counts(open_only=True):
+                    return
+                await anyio.sleep(0.1)
+                continue
+            assert len(batch) <= 9 and all(sum(j.model_id == m for j in batch) <= 3 for m in models)
+            assert await q.record(f"racer{i}", [(j.id, {"by": i}) for j in batch], []) == len(batch)
+            recorded[i].extend(j.id for j in batch)
+
+    async def race() -> None:
+        async with anyio.create_task_group() as tg:
+            for i in range(3):
+                tg.start_soon(drain, i)
+
+    try:
+        run(race)
+        late = run(queues[3].record, "racer3", [(j.id, {"by": 3}) for j in killed], [])
+    finally:
+        for extra in queues[1:]:
+            run(extra.close)
+    every = [job for ids in recorded for job in ids]
+    assert len(every) == 120 and len(set(every)) == 120
+    assert {j.id for j in killed} <= set(every) and late == 0
+    results = {job.id: result for job, status, result, _e in run(first.results) if status == "done"}
+    assert len(results) == 120 and all(results[j]["by"] != 3 for j in results)
+    assert sum(w["jobs_done"] for w in run(first.workers)) == 120
 
 
 def test_postgresql_leases_use_the_server_clock(make_queue, request, monkeypatch) -> None:
