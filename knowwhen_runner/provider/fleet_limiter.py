@@ -199,7 +199,7 @@ class FleetLimiter(Limiter):
                 # Too late (a slow round trip, a busy event loop): starting now could put one request
                 # more than the limit into some minute, so take a later start; a fresh block then
                 # starts far enough ahead for the round trip and the wake-up to be in time.
-                if now - start > LATE_S:
+                if now - start > LATE_S and not await self._slide(now):
                     lead = min(2 * (now - start), AHEAD_SPAN_S)
                     continue
             if self.paused_until <= now:
@@ -250,6 +250,22 @@ class FleetLimiter(Limiter):
             first = self._held.take(-math.inf)
             assert first is not None
             return first - self._offset
+
+    async def _slide(self, now: float) -> bool:
+        """Keep a start woken late when it is the last one reserved for the key and nobody else in this
+        process waits: the key's next start moves to an interval after now, as if it had been reserved
+        now (a missed start at a low rate would cost a whole interval). False if others reserved after."""
+        if self.waiting > 1 or self._token_interval or not self._interval:
+            return False
+        async with self._slot_lock:
+            end = self._held.end_if_all_taken()
+            if end is None:
+                return False
+            first = now + self._offset + LATE_S + self._interval
+            if not await self._ledger.give_back(self._key, first, end):
+                return False
+            self._held.forget()
+            return self._clock.now() - now <= LATE_S  # the round trip itself was quick enough
 
     async def _give_back(self) -> None:
         """Give the ledger back the held starts this process will not use (if nobody reserved after)."""

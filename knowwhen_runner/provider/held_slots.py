@@ -85,6 +85,10 @@ class HeldSlots:
         self.forget()
         return None if first is None or end is None else (first, end)
 
+    def end_if_all_taken(self) -> float | None:
+        """The last reservation's end, if every start of it has been taken (else None)."""
+        return None if self._starts else self._end
+
     def forget(self) -> None:
         """Drop every held start (reserved at an old rate, or before a pause)."""
         self._starts.clear()
