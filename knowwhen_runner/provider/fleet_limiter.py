@@ -8,7 +8,6 @@ fleet (the ledger is ``queue.limits.LimitLedger``).
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ import anyio
 from ..config import RateLimit
 from .adaptive import AdaptiveRate, LearnedLimit
 from .clock import MONOTONIC, Clock
+from .held_slots import AHEAD_SPAN_S, LATE_S, HeldSlots, Reserved
 from .limiter import _DEFAULT_MAX_OUTAGE_S, LearnedLimits, Limiter
 
 __all__ = ["FleetLimiter", "FleetLimits", "Ledger"]
@@ -36,16 +36,11 @@ class Ledger(LearnedLimits, Protocol):
         tokens: int = 0,
         token_interval: float = 0.0,
         pause_until: float = 0.0,
-    ) -> _Reservation: ...
+    ) -> Reserved: ...
+
+    async def give_back(self, key: str, first: float, end: float) -> bool: ...
 
     async def hold(self, key: str, holder: str, *, want: int, in_use: int, cap: int, ttl: float) -> int: ...
-
-
-class _Reservation(Protocol):
-    @property
-    def start(self) -> float: ...
-    @property
-    def now(self) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +54,11 @@ class FleetLimits:
 class FleetLimiter(Limiter):
     """A ``Limiter`` whose request slots and in-flight permits are reserved in the fleet's ledger.
 
-    Slots: reserved in blocks sized to cover about ``_BLOCK_S`` at the model's rate (one at a time at
-    low rates), so a busy process pays one database round trip per block, not per request. A slot that
-    passes unused is dropped, and one woken too late is swapped for a fresh one, so requests of the fleet
-    do not bunch up: a window of the limit's length sees at most one request more than the limit.
+    Slots: reserved in blocks (``held_slots``): a busy model's covers about 0.1 s at its rate, and a
+    model whose calls come one after another reserves ahead for its next calls while nobody else waits
+    on the key, so neither pays a database round trip per request. A start is never used early nor more
+    than ``LATE_S`` late, so no window of the limit's length sees more requests than the limit; held
+    starts are given back when the worker runs out of jobs.
     In flight: the process holds a share of the model's ``max_in_flight``. It asks for what its requests
     needed at their peak over the last ``_WANT_WINDOW_S`` (a busy process's demand flickers from
     request to request, and asking for the flicker would hand permits back and forth between processes
@@ -71,8 +67,6 @@ class FleetLimiter(Limiter):
     learns others' fair shares), and gives back all it does not use when its worker runs out of jobs.
     """
 
-    _BLOCK_S = 0.1
-    _MAX_BLOCK = 64
     _RESYNC_S = 0.25
     _POLL_S = 0.2
     _WANT_WINDOW_S = 1.0
@@ -95,7 +89,8 @@ class FleetLimiter(Limiter):
         )
         self._key, self._ledger, self._holder, self._ttl = key, fleet.ledger, fleet.holder, ttl
         self._cap = rate.max_in_flight
-        self._slots: deque[tuple[float, float]] = deque()  # (start, usable from), on our monotonic clock
+        self._held = HeldSlots()
+        self._oversleep = 0.0  # how late sleeps have lately woken (a busy event loop)
         self._slot_lock = anyio.Lock()
         self._offset = 0.0  # ledger clock minus our monotonic clock
         self._best_rtt, self._best_at = math.inf, 0.0
@@ -145,7 +140,9 @@ class FleetLimiter(Limiter):
             await self._sync(min_age=self._RESYNC_S)  # renew, and learn the others' fair shares
 
     async def settle(self) -> None:
-        """The worker has no job left to start: give back every permit not in use, and stop asking."""
+        """The worker has no job left to start: give back the starts held ahead, every permit not in
+        use, and stop asking."""
+        await self._give_back()
         if self._share > self._in_use or self._asked > self._in_use:
             self._peak, self._peak_at = 0, -math.inf
             await self._sync()
@@ -184,7 +181,7 @@ class FleetLimiter(Limiter):
 
     async def _wait_turn(self, tokens: int) -> None:
         await self._share_learned()
-        misses = 0
+        lead = 0.0  # a fresh block's first start is asked for this much later than now
         while True:
             now = self._clock.now()
             if self.paused_until > now:
@@ -193,52 +190,89 @@ class FleetLimiter(Limiter):
                 await self._clock.sleep(max(0.0, self.paused_until - self._clock.now()))
                 continue
             if self._interval or self._token_interval:
-                start, due = await self._next_start(tokens)
-                now = self._clock.now()  # one reading decides whether and how long to sleep
+                start = await self._next_start(tokens, lead)
+                now = self._clock.now()
                 if start > now:
-                    if not misses:
+                    if not lead:
                         self._queued_for_rate()
-                    await self._clock.sleep(start - now)
-                    now = self._clock.now()
-                # Woken too late (a busy machine): starting now would bunch this request with the next
-                # processes' slots, so take a fresh slot instead; but never starve for it.
-                if now - due > max(self._interval / 2, 0.02) and misses < 3:
-                    misses += 1
+                    now = await self._sleep_until(start, now)
+                # Too late (a slow round trip, a busy event loop): starting now could put one request
+                # more than the limit into some minute, so take a later start; a fresh block then
+                # starts far enough ahead for the round trip and the wake-up to be in time.
+                if now - start > LATE_S and not await self._slide(now):
+                    lead = min(2 * (now - start), AHEAD_SPAN_S)
                     continue
             if self.paused_until <= now:
+                self._held.started(now, one_at_a_time=self.waiting <= 1)
                 self._sent()
                 return
 
+    async def _sleep_until(self, start: float, now: float) -> float:
+        """Sleep until ``start``, waking as much earlier as sleeps have lately overrun, then sleep the
+        rest; returns the time then (late, if this sleep overran too)."""
+        early = self._oversleep if start - now > self._oversleep else 0.0
+        await self._clock.sleep(start - now - early)
+        woke = self._clock.now()
+        overrun = woke - (start - early)
+        self._oversleep = max(overrun, 0.8 * self._oversleep) if overrun > 0.002 else 0.8 * self._oversleep
+        if woke < start:
+            await self._clock.sleep(start - woke)
+            woke = self._clock.now()
+        return woke
+
     def _follow(self, state: LearnedLimit) -> None:
         super()._follow(state)
-        if hasattr(self, "_slots"):
-            self._slots.clear()  # reserved at the old rate
+        if hasattr(self, "_held"):
+            self._held.forget()  # reserved at the old rate
 
-    async def _next_start(self, tokens: int) -> tuple[float, float]:
-        """A reserved start, and when it became ours to use (its start, or later if it came late)."""
+    async def _next_start(self, tokens: int, lead: float) -> float:
+        """A start this request may use, on our clock: a held one, or the first of a fresh block."""
         async with self._slot_lock:
-            now = self._clock.now()
-            while self._slots and self._slots[0][1] < now:
-                self._slots.popleft()  # nobody was ready for it: spending it late would bunch requests
-            if self._slots and not self._token_interval:
-                return self._slots.popleft()
+            if not self._token_interval:
+                held = self._held.take(self._clock.now() + self._offset)
+                if held is not None:
+                    return held - self._offset
             count = 1
             if not self._token_interval and self._interval:
-                count = max(1, min(self._MAX_BLOCK, int(self._BLOCK_S / self._interval), self.waiting))
+                count = self._held.size(self._interval, self.waiting)
             before = self._clock.now()
+            not_before = before + self._offset + lead if lead else 0.0
             got = await self._ledger.reserve(
                 self._key,
                 count,
                 self._interval,
                 tokens=tokens if self._token_interval else 0,
                 token_interval=self._token_interval,
+                pause_until=not_before,
             )
-            after = self._clock.now()
-            self._learn_offset(got.now, before, after)
-            first = got.start - self._offset
-            starts = (first + i * self._interval for i in range(count))
-            self._slots.extend((start, max(start, after)) for start in starts)
-            return self._slots.popleft()
+            self._learn_offset(got.now, before, self._clock.now())
+            self._held.add(got, count, self._interval, not_before)
+            first = self._held.take(-math.inf)
+            assert first is not None
+            return first - self._offset
+
+    async def _slide(self, now: float) -> bool:
+        """Keep a start woken late when it is the last one reserved for the key and nobody else in this
+        process waits: the key's next start moves to an interval after now, as if it had been reserved
+        now (a missed start at a low rate would cost a whole interval). False if others reserved after."""
+        if self.waiting > 1 or self._token_interval or not self._interval:
+            return False
+        async with self._slot_lock:
+            end = self._held.end_if_all_taken()
+            if end is None:
+                return False
+            first = now + self._offset + LATE_S + self._interval
+            if not await self._ledger.give_back(self._key, first, end):
+                return False
+            self._held.forget()
+            return self._clock.now() - now <= LATE_S  # the round trip itself was quick enough
+
+    async def _give_back(self) -> None:
+        """Give the ledger back the held starts this process will not use (if nobody reserved after)."""
+        async with self._slot_lock:
+            unused = self._held.unused()
+            if unused is not None:
+                await self._ledger.give_back(self._key, *unused)
 
     def _learn_offset(self, ledger_now: float, before: float, after: float) -> None:
         """Ledger clock minus ours, from the quickest round trip lately (its midpoint is the best guess).
@@ -254,6 +288,6 @@ class FleetLimiter(Limiter):
     async def _share_pause(self) -> None:
         """Push a 429's pause into the ledger: no process of the fleet starts a request before it ends."""
         async with self._slot_lock:
-            self._slots.clear()  # reserved before the pause
+            self._held.forget()  # reserved before the pause
             pause_until, self._pause_sent = self.paused_until, self.paused_until
             await self._ledger.reserve(self._key, 0, self._interval, pause_until=pause_until + self._offset)

@@ -7,7 +7,9 @@ model's limits must hold for all of them together, so they are kept where all of
 Requests per minute are GCRA with no burst: ``kw_limits.next_slot`` is the earliest start of the key's
 next request on the database clock. Reserving k requests is one ``UPDATE ... RETURNING`` that moves it
 k intervals past ``max(next_slot, now)``; the caller owns the k start times in between, one interval
-apart, so no two requests of the fleet start closer than an interval.
+apart, so no two requests of the fleet start closer than an interval. A caller that will not use the
+last of its starts gives them back (``give_back``): ``next_slot`` moves back to the first unused one,
+if nobody reserved after them.
 Learned limits (``kw_learned_limits``) are the adaptive controller's state per key (``provider.adaptive``):
 a cut by a 429 is taken at most once per hold time fleet-wide, a raise only if nobody changed the row
 since the raiser read it, and a stated limit (headers) always; the loser of a race adopts the winner's row.
@@ -38,10 +40,14 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
-    """``count`` request starts from ``start``, one interval apart, and the ledger's ``now`` (its clock)."""
+    """``count`` request starts from ``start``, one interval apart, and the ledger's ``now`` (its clock).
+
+    ``end`` is the key's ``next_slot`` as this reservation left it: ``give_back`` needs it unchanged.
+    """
 
     start: float
     now: float
+    end: float
 
 
 def fair_shares(cap: int, wants: dict[str, int]) -> dict[str, int]:
@@ -163,7 +169,26 @@ class LimitLedger(OnOneThread):
                 self._ensure_key(conn, key)
                 row = conn.execute(stmt, params).first()
         assert row is not None
-        return Reservation(start=float(row[0]) - count * interval, now=float(row[1]))
+        end = float(row[0])
+        return Reservation(start=end - count * interval, now=float(row[1]), end=end)
+
+    async def give_back(self, key: str, first: float, end: float) -> bool:
+        """Give back the starts from ``first`` to a reservation's ``end``; False if others reserved after.
+
+        The key's next start becomes ``first`` (or now, if later). Only the last reservation of a key
+        can come back: starts reserved after it must keep their distance from what was used before.
+        """
+        return await self._call(self._give_back, key, first, end)
+
+    def _give_back(self, key: str, first: float, end: float) -> bool:
+        now = self._clock.sql
+        stmt = text(
+            f"UPDATE kw_limits SET next_slot = {self._greatest}(:first, {now}) "
+            "WHERE key = :key AND next_slot = :end"
+        )
+        params = {**self._clock.params(), "key": key, "first": first, "end": end}
+        with self._begin() as conn:
+            return conn.execute(stmt, params).rowcount > 0
 
     # -- requests in flight -----------------------------------------------------------------------------
 

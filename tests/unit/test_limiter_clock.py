@@ -40,6 +40,7 @@ class FakeClock:
 class _Got:
     start: float
     now: float
+    end: float
 
 
 class FakeLedger:
@@ -58,7 +59,13 @@ class FakeLedger:
         self.paused = max(self.paused, pause_until)
         start = max(now, self.next, self.paused)
         self.next = start + count * interval + tokens * token_interval
-        return _Got(start, now)
+        return _Got(start, now, self.next)
+
+    async def give_back(self, key: str, first: float, end: float) -> bool:
+        if self.next != end:
+            return False
+        self.next = max(first, self.clock.now() + self.offset)
+        return True
 
     async def hold(self, key: str, holder: str, *, want: int, in_use: int, cap: int, ttl: float) -> int:
         return cap
