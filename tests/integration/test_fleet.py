@@ -94,7 +94,9 @@ def _spawn(*args: str) -> subprocess.Popen[bytes]:
 def test_four_processes_do_every_job_exactly_once(
     reference: dict, server: ServerProcess, pg: str, questions: Path, tmp_path: Path
 ) -> None:
-    """run --processes 4 on PostgreSQL: each of 180 jobs is answered once, by all four, as one process would."""
+    """run --processes 4 on PostgreSQL: each of 180 jobs is answered once, as one process would; all four
+    processes join and stop. How the jobs spread over them is not asserted: under a fleet-wide rate limit the
+    first process to reserve slots can keep the model's pace to itself on a quiet machine."""
     config = write_config(
         tmp_path / "c.yaml",
         server.base_url,
@@ -109,7 +111,7 @@ def test_four_processes_do_every_job_exactly_once(
     assert [status for _job, status, _r, _e in db["results"]] == ["done"] * 180
     assert all(job.attempts == 1 for job, *_ in db["results"])
     workers = db["workers"]
-    assert len(workers) == 4 and all(w["jobs_done"] > 0 and w["stopped_at"] for w in workers)
+    assert len(workers) == 4 and all(w["stopped_at"] for w in workers)
     assert sum(w["jobs_done"] for w in workers) == 180
     assert _answers(tmp_path / "out") == reference
 
