@@ -136,7 +136,10 @@ def main() -> None:
         parts = os.environ.get(
             "KNOWWHEN_BENCH_FAIR", "abcd" if os.environ.get("KNOWWHEN_BENCH_PG") else "abd"
         )
-        results["cases"]["fair_share"] = fair_share(work, parts, q)
+        today = time.strftime("%Y-%m-%d", time.gmtime())
+        ran = {part: {**figures, "date": today} for part, figures in fair_share(work, parts, q).items()}
+        # The parts not run now keep their stored figures, each with its own date.
+        results["cases"]["fair_share"] = {**results["cases"].get("fair_share", {}), **ran}
     if "scoring" in wanted:
         extra = ["--models", "3", "--questions", "200"] if q else []
         results["cases"]["scoring"] = _script("bench_scoring.py", *extra)
