@@ -269,8 +269,9 @@ def test_a_worker_joining_after_the_config_grew_works_the_new_model(
     }
     small = {"concurrency": 2, "batch_size": 2, "lease_seconds": 10}  # so that both processes get jobs
     write_config(tmp_path / "c.yaml", server.base_url, questions, models=[lexical, llm], workers=small)
-    # Slow answers, so the first process cannot finish the 90 jobs before the joining one has started.
-    server.set_faults([{"fault": "slow", "delay_s": 0.05}])
+    # Slow answers, so the first process cannot finish the 90 jobs before the joining one has started
+    # (about 20 s of work at concurrency 2: a joining process may take several seconds to import on a busy machine).
+    server.set_faults([{"fault": "slow", "delay_s": 0.4}])
     grown = knowwhen("run", str(config), "-q", "--processes", "2")
     server.clear_faults()
     assert grown.returncode == 0, grown.stderr

@@ -124,7 +124,9 @@ def _fleet_run(cluster: SlurmCluster, fleet: Path, env: dict[str, str]) -> tuple
         assert before_requeue < JOBS  # mid-run: the requeued task has work left
         cluster.command("scontrol", "requeue", task2)
         wait("task 2 back in the queue", lambda: state(task2) == "PENDING")
-        # Slurm holds a requeued job back for about two minutes; let it start again at once.
+        # Slurm holds a requeued job back for about two minutes; let it start again at once, but not in the
+        # second its old credential was revoked: slurmd refuses a credential made in that second too.
+        time.sleep(2)
         cluster.command("scontrol", "update", f"JobId={task2}", "StartTime=now")
         wait("task 2 to finish", lambda: state(task2) == "COMPLETED", timeout=240)
 
