@@ -38,7 +38,7 @@ def _release() -> dict[str, Any]:
 
 
 def cell_stamps(config: SweepConfig, cells: list[Cell], fits: dict[str, Any] | None) -> dict[Cell, str]:
-    """Each cell's stamp (``cells``: those of ``config``'s grid, ``grid.cells_of``), from the config and
+    """Each cell's stamp (``cells``: those of ``config``'s grid, ``cells_of``), from the config and
     file metadata alone."""
     specs = {s.id: s for s in config.scenarios}
     models = {m.id: m for m in config.models}

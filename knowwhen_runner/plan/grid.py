@@ -23,18 +23,16 @@ from typing import Any
 from ..config import ModelSpec, ScenarioSpec, SweepConfig, TauFit
 from ..jobs import Cell, Items, Job, Mode, job_id, job_ids
 from ..scenarios import Scenario
-from .cells import cells_of, open_loop_mode
+from .cells import open_loop_mode
 from .draws import draw_places
 
 __all__ = [
     "FitRequest",
     "Grid",
     "Plan",
-    "cells_of",
     "expand",
     "fit_requests",
     "missing_source_notes",
-    "open_loop_mode",
     "plan",
 ]
 
