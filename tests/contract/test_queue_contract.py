@@ -6,6 +6,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -232,6 +233,15 @@ def _sql_url(q: Queue, request: pytest.FixtureRequest) -> str:
     return q.url  # type: ignore[attr-defined]
 
 
+def _planned_sql_run(make_queue, request: pytest.FixtureRequest, n_jobs: int) -> tuple[Queue, str, Any]:
+    """A run of ``n_jobs`` jobs in an SQL backend: its queue, its URL and an engine on its database."""
+    q = make_queue()
+    url = _sql_url(q, request)
+    run(q.init_run, "name: r", {})
+    run(q.enqueue, _jobs(n_jobs), {})
+    return q, url, create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+
+
 @pytest.mark.parametrize(("written", "word"), [(99, "newer"), (1, "older")])
 def test_database_of_another_schema_version_is_refused(make_queue, request, written, word) -> None:
     """A database whose kw_meta says another schema version is refused in one line that says what to do."""
@@ -370,11 +380,7 @@ def test_setting_jobs_aside_clears_the_finalize_marker(make_queue) -> None:
 
 def test_a_database_of_the_previous_schema_version_is_upgraded_in_place(make_queue, request) -> None:
     """A version-2 run database (before jobs could be set aside) opens as the current version, jobs kept."""
-    q = make_queue()
-    url = _sql_url(q, request)
-    run(q.init_run, "name: r", {})
-    run(q.enqueue, _jobs(2), {})
-    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    q, url, engine = _planned_sql_run(make_queue, request, 2)
     version = text("SELECT value FROM kw_meta WHERE key = 'schema_version'")
     try:
         with engine.begin() as conn:
@@ -394,11 +400,7 @@ def test_a_version_7_database_gains_the_claim_key_in_place(make_queue, request) 
     """A run database of version 7 (jobs without ``claim_key``, no index of done jobs by time) is upgraded
     on open to this version: its jobs are kept and claimed, a claim sent again finds them, and the index
     is there."""
-    q = make_queue()
-    url = _sql_url(q, request)
-    run(q.init_run, "name: r", {})
-    run(q.enqueue, _jobs(2), {})
-    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    q, url, engine = _planned_sql_run(make_queue, request, 2)
     try:
         with engine.begin() as conn:
             _as_version_9(conn)
@@ -452,11 +454,7 @@ def _as_version_9(conn) -> None:
 def test_a_version_9_database_gains_the_claim_order_in_place(make_queue, request) -> None:
     """A run database of version 9 (jobs without ``draw``) is upgraded on open: its jobs are kept, claimed
     in id order as before, and jobs enqueued after it with a drawn place are claimed first."""
-    q = make_queue()
-    url = _sql_url(q, request)
-    run(q.init_run, "name: r", {})
-    run(q.enqueue, _jobs(3), {})
-    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    q, url, engine = _planned_sql_run(make_queue, request, 3)
     try:
         with engine.begin() as conn:
             _as_version_9(conn)
@@ -483,11 +481,7 @@ def test_a_version_9_database_gains_the_claim_order_in_place(make_queue, request
 def test_a_version_10_database_keeps_only_leased_jobs_in_the_owner_index(make_queue, request) -> None:
     """A run database of version 10 (every job in the lease-owner index, NULL or not) is upgraded on open:
     the index then holds the leased jobs alone, and claims, heartbeats and completions work as before."""
-    q = make_queue()
-    url = _sql_url(q, request)
-    run(q.init_run, "name: r", {})
-    run(q.enqueue, _jobs(3), {})
-    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    q, url, engine = _planned_sql_run(make_queue, request, 3)
     try:
         with engine.begin() as conn:
             conn.execute(text("DROP INDEX kw_jobs_owner"))
