@@ -30,9 +30,7 @@ def _config(path: Path, base_url: str, db: str, *, screen: bool) -> Path:
     models = []
     for m in quick["models"]:
         base = f"{base_url}/v1" if m["api_base"].endswith("/v1") else base_url
-        models.append(
-            {**m, "api_base": base, "rate_limit": {"requests_per_minute": 600, "max_in_flight": 2}}
-        )
+        models.append({**m, "api_base": base, "rate_limit": {"requests_per_minute": 600, "max_in_flight": 2}})
     config: dict[str, Any] = {
         "name": "screened",
         "output": str(path.parent / "out"),
