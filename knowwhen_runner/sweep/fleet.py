@@ -161,9 +161,8 @@ async def _work_stages(
     total = WorkStats()
     while True:
         work = work_queue(config, queue, secrets, items, progress=progress, fleet=fleet)
-        stats, interrupted = await screened_work(
-            config, queue, None, work, release=False
-        )  # workers decide too
+        # a worker looks and decides too (a run of workers alone is screened); ``run`` releases a screen
+        stats, interrupted = await screened_work(config, queue, None, work, release=False)
         total.add(stats)
         if interrupted:
             return total, True
