@@ -64,16 +64,18 @@ def _state(url: str) -> tuple[dict[str, dict[str, int]], dict[str, Any], dict[st
     return anyio.run(read)
 
 
+def _screened_run(
+    tmp_path: Path, server: ServerProcess, db: str, flag: str
+) -> subprocess.CompletedProcess[str]:
+    """``knowwhen run`` of the screened config, quietly, with ``flag``."""
+    return knowwhen("run", str(_config(tmp_path / "s.yaml", server.base_url, db, screen=True)), "-q", flag)
+
+
 def test_a_screen_stops_the_clearly_worse_model_and_a_full_run_finishes_it_without_asking_twice(
     server: ServerProcess, tmp_path: Path, fresh_db_url: str
 ) -> None:
     """The screen drops lexical early and leaves its jobs pending; a run without the screen asks only those."""
-    screened = knowwhen(
-        "run",
-        str(_config(tmp_path / "s.yaml", server.base_url, fresh_db_url, screen=True)),
-        "-q",
-        "--no-probe",
-    )
+    screened = _screened_run(tmp_path, server, fresh_db_url, "--no-probe")
     assert screened.returncode == 0, screened.stderr
     counts, record, held = _state(fresh_db_url)
     lexical = record["models"]["lexical"]
@@ -128,12 +130,7 @@ def test_a_screened_run_worked_by_workers_alone_still_stops_the_worse_model(
     """``run --plan-only`` plans the screened run and two ``knowwhen worker`` processes work it (as Slurm
     array tasks would): they look and decide, so lexical is dropped early, its jobs left pending, and the
     decision is written once."""
-    planned = knowwhen(
-        "run",
-        str(_config(tmp_path / "s.yaml", server.base_url, fresh_db_url, screen=True)),
-        "-q",
-        "--plan-only",
-    )
+    planned = _screened_run(tmp_path, server, fresh_db_url, "--plan-only")
     assert planned.returncode == 0, planned.stderr
     workers = [
         subprocess.Popen(
