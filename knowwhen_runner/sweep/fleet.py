@@ -42,6 +42,7 @@ from .guards import check_before_run
 from .outputs import finalize_with_drilldown
 from .progress import planned_jobs
 from .request import RunRequest
+from .screen import screened_work
 from .sweep import RunSummary, check_keys, run_sweep
 from .working import work_queue
 
@@ -159,7 +160,9 @@ async def _work_stages(
     """Work the queue; when finished jobs release a later stage, plan it (once fleet-wide) and go on."""
     total = WorkStats()
     while True:
-        stats, interrupted = await work_queue(config, queue, secrets, items, progress=progress, fleet=fleet)
+        work = work_queue(config, queue, secrets, items, progress=progress, fleet=fleet)
+        # a worker looks and decides too (a run of workers alone is screened); ``run`` releases a screen
+        stats, interrupted = await screened_work(config, queue, None, work, release=False)
         total.add(stats)
         if interrupted:
             return total, True
