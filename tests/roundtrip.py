@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from knowwhen_runner.jsonio import iter_jsonl
+from knowwhen_runner.results.manifest import ClosedLoopCell, load_manifest
+from tests.helpers import knowwhen
 
 MAY_DIFFER = {
     "run.config_sha256": "the config names this machine's folders (the dataset read, the run's output)",
@@ -57,3 +59,23 @@ def assert_same_run(run: Path, again: Path, models: list[str]) -> int:
     for path in episodes:
         assert list(iter_jsonl(again / path.relative_to(run))) == list(iter_jsonl(path)), path.name
     return numbers
+
+
+def scored_with_manifest(
+    out: Path, scenarios: list[str], run: Path, models: list[str]
+) -> list[tuple[dict[str, Any], ClosedLoopCell]]:
+    """Each cell `knowwhen score --json` gives for the export's episodes of ``scenarios``, beside the run
+    manifest's cell of the same model, scenario, mode and τ (the two sets of cells must be the same)."""
+    cells: list[dict[str, Any]] = []
+    for scenario in scenarios:
+        done = knowwhen("score", str(out / "episodes" / scenario), "--json")
+        assert done.returncode == 0, done.stderr
+        cells += json.loads(done.stdout)["cells"]
+    manifest = {
+        (m, c.scenario, c.mode, c.tau): c
+        for m in models
+        for c in load_manifest(run / "manifests" / f"{m}.cxs.json").closed_loop
+    }
+    keys = [(c["model"], c["scenario"], c["mode"], c["tau"]) for c in cells]
+    assert set(keys) == set(manifest) and len(keys) == len(manifest)
+    return [(c, manifest[key]) for c, key in zip(cells, keys, strict=True)]

@@ -23,7 +23,7 @@ from knowwhen_runner.sweep import finalize_config, import_dataset
 from tests.card_snippet import card_score
 from tests.exportdata import EPISODE_SCENARIOS, FAILED_ERROR, MODELS, VARIANTS, make_run, write_run_config
 from tests.helpers import knowwhen
-from tests.roundtrip import assert_same_run, manifest_leaves
+from tests.roundtrip import assert_same_run, manifest_leaves, scored_with_manifest
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "answer-row.schema.json").read_text())
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
@@ -193,19 +193,7 @@ def test_score_gives_the_manifests_closed_loop_cells_from_episode_files(
     """`knowwhen score DIR/episodes/SCENARIO` gives each model's success per mode and τ with the manifest's
     95% interval and coverage, from the episode files alone (every closed-loop cell of the run)."""
     _dataset, run, out = exported
-    cells = []
-    for scenario in ("eps", "eps-fit"):
-        done = knowwhen("score", str(out / "episodes" / scenario), "--json")
-        assert done.returncode == 0, done.stderr
-        cells += json.loads(done.stdout)["cells"]
-    manifest = {
-        (m, c.scenario, c.mode, c.tau): c
-        for m in ("agent", "dm")
-        for c in load_manifest(run / "manifests" / f"{m}.cxs.json").closed_loop
-    }
-    assert {(c["model"], c["scenario"], c["mode"], c["tau"]) for c in cells} == set(manifest)
-    for c in cells:
-        cell = manifest[(c["model"], c["scenario"], c["mode"], c["tau"])]
+    for c, cell in scored_with_manifest(out, ["eps", "eps-fit"], run, ["agent", "dm"]):
         interval = cell.intervals.success_rate if cell.intervals else None
         assert interval is not None and cell.success_rate is not None and cell.coverage is not None
         assert c["success_pct"] == pytest.approx(100 * cell.success_rate)

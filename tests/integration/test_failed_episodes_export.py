@@ -18,7 +18,7 @@ from knowwhen_runner.results.manifest import load_manifest
 from knowwhen_runner.serve import start_server_process
 from knowwhen_runner.sweep import finalize_config, import_dataset
 from tests.helpers import knowwhen
-from tests.roundtrip import assert_same_run
+from tests.roundtrip import assert_same_run, scored_with_manifest
 
 pytestmark = pytest.mark.slow
 
@@ -129,23 +129,31 @@ def test_score_on_the_episode_files_gives_the_manifests_closed_loop_numbers(
     """`knowwhen score` on the exported episodes gives every cell's finished and failed episodes, and the
     manifest's success rate where none failed or its card rate where some did."""
     run, out, _again = runs
-    cells = []
-    for scenario in ("l3", "l3-fit"):
-        done = knowwhen("score", str(out / "episodes" / scenario), "--json")
-        assert done.returncode == 0, done.stderr
-        cells += json.loads(done.stdout)["cells"]
-    manifest = {
-        (m, c.scenario, c.mode, c.tau): c
-        for m in MODELS
-        for c in load_manifest(run / "manifests" / f"{m}.cxs.json").closed_loop
-    }
-    assert {(c["model"], c["scenario"], c["mode"], c["tau"]) for c in cells} == set(manifest)
-    assert any(c["failed"] for c in cells)
-    for c in cells:
-        cell = manifest[(c["model"], c["scenario"], c["mode"], c["tau"])]
+    pairs = scored_with_manifest(out, ["l3", "l3-fit"], run, list(MODELS))
+    assert any(c["failed"] for c, _cell in pairs)
+    for c, cell in pairs:
         assert (c["episodes"], c["failed"], c["pass_hat_k"]) == (cell.episodes, cell.failed, cell.pass_hat_k)
         for mine, theirs in (
             (c["success_pct"], cell.success_rate),
             (c["card_success_pct"], cell.card_success_rate),
         ):
             assert mine == (None if theirs is None else pytest.approx(100 * theirs))
+
+
+def test_leaderboard_l3_rows_of_cells_with_failed_episodes_are_recomputed(
+    runs: tuple[Path, Path, Path],
+) -> None:
+    """`knowwhen score --leaderboard` recomputes every L3 row from the episode files, the rows of cells
+    with failed episodes included (the card's rate, as the export writes them)."""
+    run, out, _again = runs
+    done = knowwhen("score", str(out), "--leaderboard", "--json")
+    assert done.returncode == 0, done.stderr
+    l3 = [r for r in json.loads(done.stdout)["rows"] if r["level"] == "L3"]
+    assert l3 and all(r["status"] == "match" for r in l3), [r for r in l3 if r["status"] != "match"]
+    cells = [c for m in MODELS for c in load_manifest(run / "manifests" / f"{m}.cxs.json").closed_loop]
+    with_failed = {
+        (c.scenario, f"success ({c.mode}{'' if c.tau is None else f', τ {c.tau:.4g}'})")
+        for c in cells
+        if c.failed
+    }
+    assert with_failed & {(r["task_set"], r["metric"]) for r in l3}
