@@ -19,7 +19,7 @@ import anyio
 
 from ..queue import Queue
 
-__all__ = ["WAIT_S", "start_together"]
+__all__ = ["WAIT_S", "joined", "start_together"]
 
 WAIT_S = 20.0  # the longest a process waits for the others of its ``run --processes N``
 _POLL_S = 0.1
