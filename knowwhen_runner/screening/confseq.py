@@ -26,7 +26,7 @@ FloatArray = NDArray[np.float64]
 GRID = 2000
 """Candidate means tried per look; the bounds are widened by one step, so the grid never makes them too tight."""
 
-TRUNCATION = 0.75
+TRUNCATION = 0.98
 """A bet risks at most this share of the capital (the paper's c, which it takes in [1/2, 3/4]): a bad task
 never ruins the bettor."""
 

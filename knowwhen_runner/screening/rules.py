@@ -89,27 +89,40 @@ def _by_threshold(bounds: Mapping[str, Bounds], threshold: float) -> dict[str, D
 
 
 def _top_k(rule: TopK, bounds: Mapping[str, Bounds]) -> dict[str, Decision]:
-    """Kept: surely above all but ``k - 1`` others, or (with ``within``) surely no more than ``within`` below
-    the ``k``-th best, whose accuracy is at most the ``k``-th highest upper bound; dropped: surely below ``k``
-    others. Without ``within``, once ``k`` are kept the rest are dropped, and once all but ``k`` are dropped
-    the rest are kept. Exact ties at the boundary stay open."""
+    """Kept: surely above all but ``k - 1`` others; dropped: surely below ``k`` others. Once ``k`` are kept
+    the rest are dropped, and once all but ``k`` are dropped the rest are kept. Exact ties at the boundary
+    stay open.
+
+    With ``within`` (an indifference zone around the ``k``-th best accuracy), also kept: a model surely no
+    more than ``within`` below the ``k``-th best (its lower bound reaches the ``k``-th highest upper bound,
+    less ``within``); and also dropped: a model surely no more than ``within`` above it (its upper bound,
+    less ``within``, is at most the ``k``-th highest lower bound), as long as ``k`` models stay undropped.
+    Models that close to the cut may go either way; the others are settled as without ``within``."""
     names, k = list(bounds), rule.k
     if k >= len(names):
         return dict.fromkeys(names, Decision.KEEP)
     kth_upper = sorted((b.upper for b in bounds.values()), reverse=True)[k - 1]
+    kth_lower = sorted((b.lower for b in bounds.values()), reverse=True)[k - 1]
     settled: dict[str, Decision] = {}
+    surely_kept = []
     for name in names:
         b = bounds[name]
         below = sum(1 for other in names if other != name and bounds[other].upper < b.lower)
         above = sum(1 for other in names if other != name and bounds[other].lower > b.upper)
-        if below >= len(names) - k or (rule.within > 0 and b.lower >= kth_upper - rule.within):
+        if below >= len(names) - k:
+            settled[name] = Decision.KEEP
+            surely_kept.append(name)
+        elif rule.within > 0 and b.lower >= kth_upper - rule.within:
             settled[name] = Decision.KEEP
         elif above >= k:
             settled[name] = Decision.DROP
-    kept = [n for n, d in settled.items() if d is Decision.KEEP]
+    if len(surely_kept) == k:
+        return {n: Decision.KEEP if n in surely_kept else Decision.DROP for n in names}
     dropped = [n for n, d in settled.items() if d is Decision.DROP]
-    if len(kept) == k and rule.within == 0:
-        return {n: Decision.KEEP if n in kept else Decision.DROP for n in names}
     if len(dropped) == len(names) - k:
         return {n: Decision.DROP if n in dropped else Decision.KEEP for n in names}
+    if rule.within > 0:
+        zone = [n for n in names if n not in settled and bounds[n].upper - rule.within <= kth_lower]
+        for name in sorted(zone, key=lambda n: bounds[n].upper)[: len(names) - k - len(dropped)]:
+            settled[name] = Decision.DROP
     return settled
