@@ -65,17 +65,20 @@ def alpha_each(rule: Rule, models: int, alpha: float) -> float:
     return alpha / max(sequences, 1)
 
 
-def decide(rule: Rule, bounds: Mapping[str, Bounds]) -> dict[str, Decision]:
+def decide(
+    rule: Rule, bounds: Mapping[str, Bounds], decided: Mapping[str, Decision] | None = None
+) -> dict[str, Decision]:
     """The models whose answer the bounds settle now; the others stay open.
 
     For ``NotWorseThan`` the bounds are those of each model's difference to the reference (the reference
-    itself is not in them).
+    itself is not in them). ``decided`` holds what earlier looks settled (decisions are final): ``TopK`` with
+    ``within`` drops a model inside its zone only once ``k`` models are kept.
     """
     if isinstance(rule, Floor):
         return _by_threshold(bounds, rule.value)
     if isinstance(rule, NotWorseThan):
         return _by_threshold(bounds, -rule.margin)
-    return _top_k(rule, bounds)
+    return _top_k(rule, bounds, decided or {})
 
 
 def _by_threshold(bounds: Mapping[str, Bounds], threshold: float) -> dict[str, Decision]:
@@ -88,16 +91,17 @@ def _by_threshold(bounds: Mapping[str, Bounds], threshold: float) -> dict[str, D
     return settled
 
 
-def _top_k(rule: TopK, bounds: Mapping[str, Bounds]) -> dict[str, Decision]:
+def _top_k(rule: TopK, bounds: Mapping[str, Bounds], decided: Mapping[str, Decision]) -> dict[str, Decision]:
     """Kept: surely above all but ``k - 1`` others; dropped: surely below ``k`` others. Once ``k`` are kept
     the rest are dropped, and once all but ``k`` are dropped the rest are kept. Exact ties at the boundary
     stay open.
 
     With ``within`` (an indifference zone around the ``k``-th best accuracy), also kept: a model surely no
     more than ``within`` below the ``k``-th best (its lower bound reaches the ``k``-th highest upper bound,
-    less ``within``); and also dropped: a model surely no more than ``within`` above it (its upper bound,
-    less ``within``, is at most the ``k``-th highest lower bound), as long as ``k`` models stay undropped.
-    Models that close to the cut may go either way; the others are settled as without ``within``."""
+    less ``within``); and, once ``k`` models are kept, also dropped: a model surely no more than ``within``
+    above the ``k``-th best (its upper bound, less ``within``, is at most the ``k``-th highest lower bound).
+    Models that close to the cut may go either way; at least ``k`` are kept; the others are settled as
+    without ``within``."""
     names, k = list(bounds), rule.k
     if k >= len(names):
         return dict.fromkeys(names, Decision.KEEP)
@@ -121,8 +125,9 @@ def _top_k(rule: TopK, bounds: Mapping[str, Bounds]) -> dict[str, Decision]:
     dropped = [n for n, d in settled.items() if d is Decision.DROP]
     if len(dropped) == len(names) - k:
         return {n: Decision.DROP if n in dropped else Decision.KEEP for n in names}
-    if rule.within > 0:
-        zone = [n for n in names if n not in settled and bounds[n].upper - rule.within <= kth_lower]
-        for name in sorted(zone, key=lambda n: bounds[n].upper)[: len(names) - k - len(dropped)]:
-            settled[name] = Decision.DROP
+    final = {**settled, **decided}  # an earlier decision stands
+    if rule.within > 0 and sum(d is Decision.KEEP for d in final.values()) >= k:
+        for name in names:
+            if name not in final and bounds[name].upper - rule.within <= kth_lower:
+                settled[name] = Decision.DROP
     return settled
