@@ -30,7 +30,7 @@ TRUNCATION = 0.98
 """A bet risks at most this share of the capital (the paper's c; any value below 1 keeps the capital
 positive, so the bounds stay valid). The paper takes c in [1/2, 3/4]; near an accuracy of 0.99 the bettor
 for the lower bound can win at most ``1 - m`` per task on a candidate ``m``, so a cautious c leaves much of
-that small growth unused and the lower bounds of the best models lag (0.75 cost 2 points of a 40-model
+that small growth unused and the lower bounds of the best models lag (0.75 cost 1.9 points of a 40-model
 screen's calls, measured in ``benchmarks/bench_screen.py``). A bad task costs a bettor this much of its
 capital at worst, never all of it."""
 

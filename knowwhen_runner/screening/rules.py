@@ -34,8 +34,10 @@ class Bounds:
 
 @dataclass(frozen=True, slots=True)
 class TopK:
-    """Keep the ``k`` models with the highest accuracy; with ``within``, also any model surely no more than
-    ``within`` below the ``k``-th best (models that close cannot be told apart without nearly every task)."""
+    """Keep the ``k`` models with the highest accuracy. With ``within``, an indifference zone around the
+    ``k``-th best: a model surely no more than ``within`` below it may be kept, and one surely no more than
+    ``within`` above it dropped once ``k`` are kept (models that close cannot be told apart without nearly
+    every task)."""
 
     k: int
     within: float = 0.0

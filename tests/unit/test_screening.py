@@ -118,37 +118,31 @@ def test_top_k_settles_membership_and_completes_the_set() -> None:
     assert decide(TopK(1), open_race) == {"c": Decision.DROP}
 
 
-def test_top_k_within_keeps_models_too_close_to_tell_apart() -> None:
-    """With ``within``, a model surely no more than that below the k-th best is kept without a full ranking."""
-    bounds = {"a": Bounds(0.97, 0.995), "b": Bounds(0.975, 0.99), "c": Bounds(0.5, 0.6)}
-    assert decide(TopK(1), bounds) == {"c": Decision.DROP}
-    assert decide(TopK(1, within=0.03), bounds) == {
-        "a": Decision.KEEP,
-        "b": Decision.KEEP,
+@pytest.mark.parametrize(
+    ("bounds", "zone"),
+    [  # kept: surely no more than within below the k-th best; dropped: surely no more than within above it
+        ({"a": (0.97, 0.995), "b": (0.975, 0.99), "c": (0.5, 0.6)}, {"a": "keep", "b": "keep"}),
+        ({"a": (0.97, 0.99), "d": (0.80, 0.99), "c": (0.5, 0.6)}, {"a": "keep", "d": "drop"}),
+    ],
+)
+def test_top_k_within_settles_models_too_close_to_tell_apart(
+    bounds: dict[str, tuple[float, float]], zone: dict[str, str]
+) -> None:
+    """With ``within``, models near the k-th best are settled without a full ranking; without it they stay open,
+    and a zone of 0.01 is too narrow for these bounds."""
+    b = {n: Bounds(*v) for n, v in bounds.items()}
+    assert decide(TopK(1), b) == {"c": Decision.DROP}
+    assert decide(TopK(1, within=0.01), b) == {"c": Decision.DROP}
+    assert decide(TopK(1, within=0.05), b) == {
         "c": Decision.DROP,
+        **{n: Decision(d) for n, d in zone.items()},
     }
-
-
-def test_top_k_within_may_drop_a_model_too_close_to_the_cut_to_matter() -> None:
-    """With ``within``, a model surely no more than that above the k-th best may be dropped; without, it stays open."""
-    bounds = {"a": Bounds(0.97, 0.99), "d": Bounds(0.80, 0.99), "c": Bounds(0.5, 0.6)}
-    assert decide(TopK(1), bounds) == {"c": Decision.DROP}
-    assert decide(TopK(1, within=0.05), bounds) == {
-        "a": Decision.KEEP,
-        "d": Decision.DROP,
-        "c": Decision.DROP,
-    }
-    assert decide(TopK(1, within=0.01), bounds) == {"c": Decision.DROP}
 
 
 def test_top_k_within_drops_inside_the_zone_only_once_k_are_kept() -> None:
     """Zone drops never leave fewer than k kept: they wait until k models are kept (decisions are final)."""
-    bounds = {
-        "a": Bounds(0.90, 0.99),
-        "b": Bounds(0.90, 0.99),
-        "d": Bounds(0.80, 0.94),
-        "c": Bounds(0.1, 0.2),
-    }
+    given = {"a": (0.90, 0.99), "b": (0.90, 0.99), "d": (0.80, 0.94), "c": (0.1, 0.2)}
+    bounds = {n: Bounds(*v) for n, v in given.items()}
     rule = TopK(2, within=0.05)
     assert decide(rule, bounds) == {"c": Decision.DROP}
     kept = {"a": Decision.KEEP, "b": Decision.KEEP}
