@@ -73,14 +73,17 @@ def _wrong(rule: Rule, outcome: Any, truth: dict[str, float]) -> bool:
         else:
             kth = sorted(truth.values(), reverse=True)[rule.k - 1]
             in_top = truth[name] >= kth
-            right = truth[name] >= kth - rule.within if decision is Decision.KEEP else not in_top
+            if decision is Decision.KEEP:  # at most ``within`` below the k-th best
+                right = truth[name] >= kth - rule.within
+            else:  # not among the best k, or (with ``within``) at most that much above the k-th best
+                right = not in_top or (rule.within > 0 and truth[name] <= kth + rule.within)
         if not right:
             return True
     return False
 
 
 def run(rule: Rule, seeds: int, models: int, alpha: float) -> dict[str, Any]:
-    calls, full, wrong, undecided = 0.0, 0.0, 0, 0
+    calls, full, wrong, undecided, kept = 0.0, 0.0, 0, 0, 0
     for seed in range(seeds):
         rng = np.random.default_rng(seed)
         values, questions = simulate(rng, models)
@@ -94,10 +97,12 @@ def run(rule: Rule, seeds: int, models: int, alpha: float) -> dict[str, Any]:
         truth = {n: float(values[i].mean()) for i, n in enumerate(names)}
         wrong += _wrong(rule, outcome, truth)
         undecided += sum(d is None for d in outcome.decisions.values())
+        kept += sum(d is Decision.KEEP for d in outcome.decisions.values())
     return {
         "calls_share": round(calls / full, 4),
         "wrong_decision_seeds": round(wrong / seeds, 4),
         "undecided_per_seed": round(undecided / seeds, 2),
+        "kept_per_seed": round(kept / seeds, 2),
     }
 
 
@@ -112,6 +117,7 @@ def main() -> None:
     screens: dict[str, Rule] = {
         "top: 5": TopK(5),
         "top: 5, within 0.01": TopK(5, within=0.01),
+        "top: 5, within 0.05": TopK(5, within=0.05),
         "floor: 0.80": Floor(0.80),
         f"not_worse_than: {best}, margin 0.02": NotWorseThan(best, 0.02),
     }
@@ -124,7 +130,8 @@ def main() -> None:
         print(
             f"{label:34s} calls {100 * f['calls_share']:5.1f} % of the full sweep (target <= 40 %)   "
             f"seeds with a wrong decision {100 * f['wrong_decision_seeds']:4.1f} % (target <= {100 * args.alpha:.0f} %)   "
-            f"undecided models per seed {f['undecided_per_seed']}   {f['seconds']} s"
+            f"undecided models per seed {f['undecided_per_seed']}   kept per seed {f['kept_per_seed']}   "
+            f"{f['seconds']} s"
         )
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))

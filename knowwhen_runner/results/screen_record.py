@@ -37,7 +37,9 @@ class ScreenRecord(BaseModel):
     alpha_each: float = Field(
         description="The level of each model's sequence (alpha split across the models)."
     )
-    keep: dict[str, Any] = Field(description="The question: {top: N}, {floor: x} or {not_worse_than: {...}}.")
+    keep: dict[str, Any] = Field(
+        description="The question: {top: N} (with within: w, its indifference zone), {floor: x} or {not_worse_than: {...}}."
+    )
     seed: int = Field(description="Seed of the drawn order of tasks.")
     tasks: int = Field(description="Tasks of the screened scenario (the population the bounds are about).")
     tasks_answered: int = Field(

@@ -67,7 +67,8 @@ def look(
         paired = None if reference is None else np.asarray(reference, dtype=np.float64)
         tasks = len(x) if paired is None else min(len(x), len(paired))
         now[name] = Standing(_bounds(x, population, level, paired), tasks)
-    settled = decide(rule, {n: s.bounds for n, s in now.items()})
+    earlier = {n: s.decision for n, s in decided.items() if s.decision is not None}
+    settled = decide(rule, {n: s.bounds for n, s in now.items()}, earlier)
     for name, decision in settled.items():
         if now[name].decision is None:
             now[name] = Standing(now[name].bounds, now[name].tasks, decision)

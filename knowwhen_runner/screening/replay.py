@@ -67,7 +67,8 @@ def race(rule: Rule, values: Mapping[str, FloatArray], alpha: float) -> RaceOutc
             n: Bounds(float(lo[stopped.get(n, t)]), float(hi[stopped.get(n, t)]))
             for n, (lo, hi) in paths.items()
         }
-        for name, decision in decide(rule, bounds).items():
+        settled = {n: d for n, d in decisions.items() if d is not None}
+        for name, decision in decide(rule, bounds, settled).items():
             if name not in stopped:
                 stopped[name] = t
                 decisions[name] = decision

@@ -34,8 +34,10 @@ class Bounds:
 
 @dataclass(frozen=True, slots=True)
 class TopK:
-    """Keep the ``k`` models with the highest accuracy; with ``within``, also any model surely no more than
-    ``within`` below the ``k``-th best (models that close cannot be told apart without nearly every task)."""
+    """Keep the ``k`` models with the highest accuracy. With ``within``, an indifference zone around the
+    ``k``-th best: a model surely no more than ``within`` below it may be kept, and one surely no more than
+    ``within`` above it dropped once ``k`` are kept (models that close cannot be told apart without nearly
+    every task)."""
 
     k: int
     within: float = 0.0
@@ -65,17 +67,20 @@ def alpha_each(rule: Rule, models: int, alpha: float) -> float:
     return alpha / max(sequences, 1)
 
 
-def decide(rule: Rule, bounds: Mapping[str, Bounds]) -> dict[str, Decision]:
+def decide(
+    rule: Rule, bounds: Mapping[str, Bounds], decided: Mapping[str, Decision] | None = None
+) -> dict[str, Decision]:
     """The models whose answer the bounds settle now; the others stay open.
 
     For ``NotWorseThan`` the bounds are those of each model's difference to the reference (the reference
-    itself is not in them).
+    itself is not in them). ``decided`` holds what earlier looks settled (decisions are final): ``TopK`` with
+    ``within`` drops a model inside its zone only once ``k`` models are kept.
     """
     if isinstance(rule, Floor):
         return _by_threshold(bounds, rule.value)
     if isinstance(rule, NotWorseThan):
         return _by_threshold(bounds, -rule.margin)
-    return _top_k(rule, bounds)
+    return _top_k(rule, bounds, decided or {})
 
 
 def _by_threshold(bounds: Mapping[str, Bounds], threshold: float) -> dict[str, Decision]:
@@ -88,28 +93,43 @@ def _by_threshold(bounds: Mapping[str, Bounds], threshold: float) -> dict[str, D
     return settled
 
 
-def _top_k(rule: TopK, bounds: Mapping[str, Bounds]) -> dict[str, Decision]:
-    """Kept: surely above all but ``k - 1`` others, or (with ``within``) surely no more than ``within`` below
-    the ``k``-th best, whose accuracy is at most the ``k``-th highest upper bound; dropped: surely below ``k``
-    others. Without ``within``, once ``k`` are kept the rest are dropped, and once all but ``k`` are dropped
-    the rest are kept. Exact ties at the boundary stay open."""
+def _top_k(rule: TopK, bounds: Mapping[str, Bounds], decided: Mapping[str, Decision]) -> dict[str, Decision]:
+    """Kept: surely above all but ``k - 1`` others; dropped: surely below ``k`` others. Once ``k`` are kept
+    the rest are dropped, and once all but ``k`` are dropped the rest are kept. Exact ties at the boundary
+    stay open.
+
+    With ``within`` (an indifference zone around the ``k``-th best accuracy), also kept: a model surely no
+    more than ``within`` below the ``k``-th best (its lower bound reaches the ``k``-th highest upper bound,
+    less ``within``); and, once ``k`` models are kept, also dropped: a model surely no more than ``within``
+    above the ``k``-th best (its upper bound, less ``within``, is at most the ``k``-th highest lower bound).
+    Models that close to the cut may go either way; at least ``k`` are kept; the others are settled as
+    without ``within``."""
     names, k = list(bounds), rule.k
     if k >= len(names):
         return dict.fromkeys(names, Decision.KEEP)
     kth_upper = sorted((b.upper for b in bounds.values()), reverse=True)[k - 1]
+    kth_lower = sorted((b.lower for b in bounds.values()), reverse=True)[k - 1]
     settled: dict[str, Decision] = {}
+    surely_kept = []
     for name in names:
         b = bounds[name]
         below = sum(1 for other in names if other != name and bounds[other].upper < b.lower)
         above = sum(1 for other in names if other != name and bounds[other].lower > b.upper)
-        if below >= len(names) - k or (rule.within > 0 and b.lower >= kth_upper - rule.within):
+        if below >= len(names) - k:
+            settled[name] = Decision.KEEP
+            surely_kept.append(name)
+        elif rule.within > 0 and b.lower >= kth_upper - rule.within:
             settled[name] = Decision.KEEP
         elif above >= k:
             settled[name] = Decision.DROP
-    kept = [n for n, d in settled.items() if d is Decision.KEEP]
+    if len(surely_kept) == k:
+        return {n: Decision.KEEP if n in surely_kept else Decision.DROP for n in names}
     dropped = [n for n, d in settled.items() if d is Decision.DROP]
-    if len(kept) == k and rule.within == 0:
-        return {n: Decision.KEEP if n in kept else Decision.DROP for n in names}
     if len(dropped) == len(names) - k:
         return {n: Decision.DROP if n in dropped else Decision.KEEP for n in names}
+    final = {**settled, **decided}  # an earlier decision stands
+    if rule.within > 0 and sum(d is Decision.KEEP for d in final.values()) >= k:
+        for name in names:
+            if name not in final and bounds[name].upper - rule.within <= kth_lower:
+                settled[name] = Decision.DROP
     return settled

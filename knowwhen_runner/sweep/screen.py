@@ -49,7 +49,7 @@ def screen_rule(screen: ScreenSettings) -> Rule:
     """The question a screen asks, as ``screening`` reads it."""
     keep = screen.keep
     if keep.top is not None:
-        return TopK(keep.top)
+        return TopK(keep.top, keep.within or 0.0)
     if keep.floor is not None:
         return Floor(keep.floor)
     assert keep.not_worse_than is not None  # the config allows exactly one

@@ -14,6 +14,7 @@ from knowwhen_runner.scenarios import load_scenario
 from knowwhen_runner.screening import Bounds, Decision, Floor, TopK
 from knowwhen_runner.screening.live import Standing, look
 from knowwhen_runner.screening.order import complete_prefix, drawn_order, question_places
+from knowwhen_runner.sweep.screen import screen_rule
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = (ROOT / "configs" / "quickstart.yaml").read_text()
@@ -35,6 +36,9 @@ def test_the_screen_block_is_off_by_default_and_reads_the_issues_forms() -> None
     assert _config("screen: {scenario: common, keep: {floor: 0.8}}").screen.alpha == 0.05  # type: ignore[union-attr]
     nwt = _config("screen: {scenario: common, keep: {not_worse_than: {model: prior, margin: 0.02}}}").screen
     assert nwt is not None and nwt.keep.not_worse_than is not None and nwt.keep.not_worse_than.margin == 0.02
+    zone = _config("screen: {scenario: common, keep: {top: 2, within: 0.05}}").screen
+    assert zone is not None and screen_rule(zone) == TopK(2, within=0.05)
+    assert screen_rule(_config("screen: {scenario: common, keep: {top: 2}}").screen) == TopK(2)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -59,6 +63,10 @@ def test_the_screen_block_is_off_by_default_and_reads_the_issues_forms() -> None
         (
             "screen: {scenario: common, keep: {top: 1, floor: 0.5}}",
             "q.yaml:69: screen.keep: give exactly one of",
+        ),
+        (
+            "screen: {scenario: common, keep: {floor: 0.5, within: 0.05}}",
+            "q.yaml:69: screen.keep: within goes with top only",
         ),
         ("screen: {scenario: common, keep: {top: 3}}", "q.yaml:69: screen.keep.top: 3 keeps every model"),
         (

@@ -118,15 +118,57 @@ def test_top_k_settles_membership_and_completes_the_set() -> None:
     assert decide(TopK(1), open_race) == {"c": Decision.DROP}
 
 
-def test_top_k_within_keeps_models_too_close_to_tell_apart() -> None:
-    """With ``within``, a model surely no more than that below the k-th best is kept without a full ranking."""
-    bounds = {"a": Bounds(0.97, 0.995), "b": Bounds(0.975, 0.99), "c": Bounds(0.5, 0.6)}
-    assert decide(TopK(1), bounds) == {"c": Decision.DROP}
-    assert decide(TopK(1, within=0.03), bounds) == {
-        "a": Decision.KEEP,
-        "b": Decision.KEEP,
+@pytest.mark.parametrize(
+    ("bounds", "zone"),
+    [  # kept: surely no more than within below the k-th best; dropped: surely no more than within above it
+        ({"a": (0.97, 0.995), "b": (0.975, 0.99), "c": (0.5, 0.6)}, {"a": "keep", "b": "keep"}),
+        ({"a": (0.97, 0.99), "d": (0.80, 0.99), "c": (0.5, 0.6)}, {"a": "keep", "d": "drop"}),
+    ],
+)
+def test_top_k_within_settles_models_too_close_to_tell_apart(
+    bounds: dict[str, tuple[float, float]], zone: dict[str, str]
+) -> None:
+    """With ``within``, models near the k-th best are settled without a full ranking; without it they stay open,
+    and a zone of 0.01 is too narrow for these bounds."""
+    b = {n: Bounds(*v) for n, v in bounds.items()}
+    assert decide(TopK(1), b) == {"c": Decision.DROP}
+    assert decide(TopK(1, within=0.01), b) == {"c": Decision.DROP}
+    assert decide(TopK(1, within=0.05), b) == {
         "c": Decision.DROP,
+        **{n: Decision(d) for n, d in zone.items()},
     }
+
+
+def test_top_k_within_drops_inside_the_zone_only_once_k_are_kept() -> None:
+    """Zone drops never leave fewer than k kept: they wait until k models are kept (decisions are final)."""
+    given = {"a": (0.90, 0.99), "b": (0.90, 0.99), "d": (0.80, 0.94), "c": (0.1, 0.2)}
+    bounds = {n: Bounds(*v) for n, v in given.items()}
+    rule = TopK(2, within=0.05)
+    assert decide(rule, bounds) == {"c": Decision.DROP}
+    kept = {"a": Decision.KEEP, "b": Decision.KEEP}
+    assert decide(rule, bounds, kept) == {"c": Decision.DROP, "d": Decision.DROP}
+    assert decide(rule, bounds, {"a": Decision.KEEP, "b": Decision.DROP}) == {"c": Decision.DROP}
+
+
+def test_top_k_within_races_decide_within_the_zone_and_keep_at_least_k() -> None:
+    """Across seeds of near-tied models, every kept model is at most ``within`` below the k-th best, every
+    dropped one at most ``within`` above it (or outside the best k), at least k are kept, and the zone saves tasks."""
+    within, k, wrong, seeds = 0.05, 2, 0, 20
+    saved = []
+    for seed in range(seeds):
+        values = _clustered(300 + seed, [0.95, 0.94, 0.94, 0.93, 0.7, 0.5])
+        truth = {n: float(v.mean()) for n, v in values.items()}
+        kth = sorted(truth.values(), reverse=True)[k - 1]
+        zone = race(TopK(k, within=within), values, ALPHA)
+        assert sum(d is Decision.KEEP for d in zone.decisions.values()) >= k
+        wrong += any(
+            (d is Decision.KEEP and truth[n] < kth - within)
+            or (d is Decision.DROP and truth[n] >= kth and truth[n] > kth + within)
+            for n, d in zone.decisions.items()
+        )
+        saved.append(sum(race(TopK(k), values, ALPHA).tasks.values()) - sum(zone.tasks.values()))
+    assert wrong / seeds <= ALPHA
+    assert np.mean(saved) > 0
 
 
 def test_not_worse_than_reads_the_difference_to_the_reference() -> None:
