@@ -8,6 +8,7 @@ only the rest); a plan that no longer holds a job sets it aside rather than dele
 from __future__ import annotations
 
 import hashlib
+from contextlib import contextmanager
 from collections.abc import Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from itertools import islice
@@ -31,6 +32,8 @@ _OPEN = "('pending', 'running')"
 _SCREENED_OUT = "(SELECT model_id FROM kw_model_controls WHERE run = :run AND state = 'screened')"
 _UNFINISHED = "('pending', 'running', 'failed')"  # a failed job may be requeued by any process
 _AFTER_ASIDE = ASIDE[:-1] + chr(ord(ASIDE[-1]) + 1)  # the first status after every ``aside:...``
+
+_BULK_CACHE_KIB = 128 * 1024  # SQLite's page cache while a plan is inserted (the default is 2 MiB)
 
 T = TypeVar("T")
 
@@ -154,10 +157,11 @@ class RunTables(RunStatements):
         # they are asked for), so memory follows the batch. With ``cells``, the ids given are noted in a
         # temporary table, and what those cells held besides them is set aside in SQL: no id of the run's
         # other jobs is ever read back. (A busy SQLite retries the whole transaction: ``jobs`` is read again.)
-        with self._engine.begin() as conn:
+        with self._engine.begin() as conn, self._bulk(conn):
             self._insert_items(conn, items)
             if cells is not None:
                 self._plan_ids(conn, "CREATE")
+            deferred = self._defer_indexes(conn)
             added = 0
             # In id order within a batch: each index's pages are then visited in order, not at random
             # (SQLite spends half the CPU of a large plan on index pages its cache keeps losing otherwise).
@@ -166,6 +170,8 @@ class RunTables(RunStatements):
                 added += self._insert_jobs(conn, batch)
                 if cells is not None:
                     self._note_ids(conn, [j.id for j in batch])
+            for create in deferred:
+                conn.exec_driver_sql(create)
             changed = 0
             if cells is not None:
                 for chunk in _batches(sorted(keep), 5000):
@@ -175,6 +181,41 @@ class RunTables(RunStatements):
             if added or changed:
                 self._unmark_finalized(conn)
         return added
+
+    @contextmanager
+    def _bulk(self, conn: Any) -> Iterator[None]:
+        """SQLite: a page cache of ``_BULK_CACHE_KIB`` for the plan's transaction (a large plan's index
+        pages stay in memory instead of being written out and read back), then the connection's own."""
+        if self.dialect != "sqlite":
+            yield
+            return
+        (before,) = conn.exec_driver_sql("PRAGMA cache_size").one()
+        conn.exec_driver_sql(f"PRAGMA cache_size = -{_BULK_CACHE_KIB}")
+        try:
+            yield
+        finally:
+            conn.exec_driver_sql(f"PRAGMA cache_size = {int(before)}")
+
+    def _defer_indexes(self, conn: Any) -> list[str]:
+        """On a jobs table that holds no job of any run (a first plan), drop its secondary indexes and
+        return the statements that create them again: built once from the rows inserted, they cost a
+        fraction of keeping them up to date row by row. Dropped and made again inside the plan's
+        transaction: a plan that fails or is killed half-way leaves the indexes as they were."""
+        if conn.exec_driver_sql("SELECT 1 FROM kw_jobs LIMIT 1").first() is not None:
+            return []
+        if self.dialect == "sqlite":
+            found = conn.exec_driver_sql(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'kw_jobs' "
+                "AND sql IS NOT NULL"
+            ).all()
+        else:
+            found = conn.exec_driver_sql(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+                "AND tablename = 'kw_jobs' AND indexname <> 'kw_jobs_pkey'"
+            ).all()
+        for name, _create in found:
+            conn.exec_driver_sql(f'DROP INDEX "{name}"')
+        return [create for _name, create in found]
 
     def _insert_items(self, conn: Any, items: Items) -> None:
         """Insert the items not in the run yet, 5,000 at a time (their JSON made batch by batch)."""
