@@ -8,9 +8,9 @@ only the rest); a plan that no longer holds a job sets it aside rather than dele
 from __future__ import annotations
 
 import hashlib
-from contextlib import contextmanager
 from collections.abc import Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
+from contextlib import contextmanager
 from itertools import islice
 from operator import attrgetter
 from typing import Any, TypeVar
