@@ -33,7 +33,7 @@ _SCREENED_OUT = "(SELECT model_id FROM kw_model_controls WHERE run = :run AND st
 _UNFINISHED = "('pending', 'running', 'failed')"  # a failed job may be requeued by any process
 _AFTER_ASIDE = ASIDE[:-1] + chr(ord(ASIDE[-1]) + 1)  # the first status after every ``aside:...``
 
-_BULK_CACHE_KIB = 128 * 1024  # SQLite's page cache while a plan is inserted (the default is 2 MiB)
+_BULK_CACHE_KIB = 64 * 1024  # SQLite's page cache while a plan is inserted (the default is 2 MiB)
 
 T = TypeVar("T")
 
@@ -62,6 +62,31 @@ def _scope(cell: Cell, ph: str) -> tuple[str, tuple[str, ...]]:
         cell.model_id,
         cell.mode,
     )
+
+
+_JOB_COLUMNS = "run, id, model_id, mode, scenario, item, payload, draw"
+
+
+def _copy_jobs(conn: Any, rows: list[tuple[Any, ...]]) -> int:
+    """PostgreSQL: a batch of jobs goes in by COPY into a table of the transaction's own, then one
+    INSERT ... SELECT (several times faster than a statement per row); how many were new."""
+    raw = conn.connection.driver_connection
+    with raw.cursor() as cur:
+        cur.execute(
+            "CREATE TEMPORARY TABLE IF NOT EXISTS kw_new_jobs (run VARCHAR(64), id VARCHAR(64), "
+            "model_id VARCHAR(64), mode VARCHAR(16), scenario VARCHAR(64), item VARCHAR(128), "
+            "payload TEXT, draw INTEGER) ON COMMIT DROP"
+        )
+        with cur.copy(f"COPY kw_new_jobs ({_JOB_COLUMNS}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        cur.execute(
+            f"INSERT INTO kw_jobs ({_JOB_COLUMNS}, status, attempts) SELECT {_JOB_COLUMNS}, 'pending', 0 "
+            "FROM kw_new_jobs ORDER BY id ON CONFLICT DO NOTHING"
+        )
+        added = cur.rowcount
+        cur.execute("TRUNCATE kw_new_jobs")
+    return int(added or 0)
 
 
 class RunTables(RunStatements):
@@ -253,6 +278,8 @@ class RunTables(RunStatements):
             )
             for j in jobs
         ]
+        if self.dialect == "postgresql":
+            return _copy_jobs(conn, rows)
         return int(conn.exec_driver_sql(insert, rows).rowcount or 0)
 
     def _plan_ids(self, conn: Any, what: str) -> None:
