@@ -182,7 +182,7 @@ class RunTables(RunStatements):
         # they are asked for), so memory follows the batch. With ``cells``, the ids given are noted in a
         # temporary table, and what those cells held besides them is set aside in SQL: no id of the run's
         # other jobs is ever read back. (A busy SQLite retries the whole transaction: ``jobs`` is read again.)
-        with self._engine.begin() as conn, self._bulk(conn):
+        with self._engine.begin() as conn, self._plan_cache(conn):
             self._insert_items(conn, items)
             if cells is not None:
                 self._plan_ids(conn, "CREATE")
@@ -208,7 +208,7 @@ class RunTables(RunStatements):
         return added
 
     @contextmanager
-    def _bulk(self, conn: Any) -> Iterator[None]:
+    def _plan_cache(self, conn: Any) -> Iterator[None]:
         """SQLite: a page cache of ``_BULK_CACHE_KIB`` for the plan's transaction (a large plan's index
         pages stay in memory instead of being written out and read back), then the connection's own."""
         if self.dialect != "sqlite":
