@@ -5,7 +5,9 @@ set of ``--questions`` questions for one decision model, and runs ``knowwhen run
 fresh database for each P. From the queue's own timestamps it reports jobs per second over the whole
 work (first to last recorded job) and steady (between 30% and 90% of the jobs recorded, when every
 process is working: each one's interpreter and litellm start-up, and the last one's tail, left out),
-the steady rate against one process, and the CPU the runner's processes and the server spent per job.
+the steady rate against one process, and the CPU the runner's processes and the server spent per job:
+over the whole run (start-up included: each process spends about 3 s of CPU importing litellm) and in
+the steady phase, sampled from ``/proc`` while the run works (the cores each side keeps busy then).
 Then it times rate-limit reservations and in-flight renewals against the ledger, one call at a time.
 
 The server shares the machine with the workers: on N cores, P processes can at best reach
@@ -30,6 +32,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -120,21 +123,105 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+# --- the steady phase's CPU, sampled while the run works (Linux /proc) ---------------------------------
+
+_POLL_S = 0.1
+
+
+def _stat(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def _live_cpu_s(pid: int) -> float:
+    """CPU seconds of one process; 0 if it has gone."""
+    try:
+        return _cpu_s(pid)
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+
+
+def _tree(root: int) -> set[int]:
+    """``root`` and every live process descended from it."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int(_stat(int(entry.name))[1])
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                continue
+    tree, grew = {root}, True
+    while grew:
+        more = {pid for pid, parent in parents.items() if parent in tree and pid not in tree}
+        tree |= more
+        grew = bool(more)
+    return tree
+
+
+@dataclass(frozen=True, slots=True)
+class SteadyCpu:
+    """Between 30% and 90% of the jobs recorded: seconds, jobs, and each side's CPU seconds."""
+
+    seconds: float
+    jobs: int
+    runner_cpu_s: float
+    server_cpu_s: float
+
+    def figures(self) -> dict[str, float]:
+        return {
+            "steady_runner_cores": self.runner_cpu_s / self.seconds,
+            "steady_server_cores": self.server_cpu_s / self.seconds,
+            "steady_runner_cpu_ms_per_job": 1000 * self.runner_cpu_s / self.jobs,
+            "steady_server_cpu_ms_per_job": 1000 * self.server_cpu_s / self.jobs,
+        }
+
+
+def sample_steady_cpu(
+    proc: subprocess.Popen[bytes], db: str, total: int, server_pid: int
+) -> SteadyCpu | None:
+    """Poll the run's recorded jobs until ``proc`` ends; None if the steady phase was not seen whole."""
+    engine = create_engine(db.replace("postgresql://", "postgresql+psycopg://"))
+    marks = [int(total * 0.3), int(total * 0.9)]
+    seen: list[tuple[float, int, float, float]] = []  # (when, jobs done, runner cpu, server cpu)
+    pids: set[int] = set()
+    try:
+        while proc.poll() is None and len(seen) < len(marks):
+            time.sleep(_POLL_S)
+            try:
+                with engine.connect() as conn:
+                    done = conn.execute(text("SELECT count(*) FROM kw_jobs WHERE status = 'done'")).scalar()
+            except Exception:  # not planned yet (no table), or a lock: ask again
+                continue
+            if done is None or done < marks[len(seen)]:
+                continue
+            pids = pids or _tree(proc.pid)  # every process of the run works by then (the same set twice)
+            seen.append((time.perf_counter(), int(done), sum(map(_live_cpu_s, pids)), _cpu_s(server_pid)))
+    finally:
+        engine.dispose()
+    if len(seen) < len(marks):
+        return None
+    (t0, n0, r0, s0), (t1, n1, r1, s1) = seen
+    return SteadyCpu(seconds=t1 - t0, jobs=n1 - n0, runner_cpu_s=r1 - r0, server_cpu_s=s1 - s0)
+
+
 def bench_processes(
-    config: Path, processes: int, pg: str | None, folder: Path, server_pid: int
+    config: Path, processes: int, pg: str | None, folder: Path, server_pid: int, questions: int
 ) -> dict[str, float]:
     with _database(pg, folder) as db:
         server_cpu = _cpu_s(server_pid)
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         command = ["run", str(config), "-q", "--no-finalize", "--processes", str(processes), "--db", db]
-        done = subprocess.run(
-            [sys.executable, "-m", "knowwhen_runner", *command], capture_output=True, text=True
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "knowwhen_runner", *command],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
+        steady = sample_steady_cpu(proc, db, questions, server_pid)
+        _, err = proc.communicate()
         wall = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if done.returncode != 0:
-            raise SystemExit(f"knowwhen run failed: {done.stderr.strip().splitlines()[-1:]}")
+        if proc.returncode != 0:
+            raise SystemExit(f"knowwhen run failed: {err.decode().strip().splitlines()[-1:]}")
         times = _done_times(db)
     n = len(times)
     runner_cpu = (after.ru_utime - children.ru_utime) + (after.ru_stime - children.ru_stime)
@@ -146,6 +233,7 @@ def bench_processes(
         "steady_jobs_per_s": _steady_rate(times),
         "runner_cpu_ms_per_job": 1000 * runner_cpu / n,
         "server_cpu_ms_per_job": 1000 * (_cpu_s(server_pid) - server_cpu) / n,
+        **(steady.figures() if steady else {}),
     }
 
 
@@ -181,20 +269,23 @@ def main() -> None:
         config = _write_config(folder, server.base_url, folder / "qs")
         print(
             f"{'database':<11} {'processes':>9} {'jobs':>6} {'wall s':>7} {'jobs/s':>7} {'steady':>7} "
-            f"{'x one':>6} {'runner cpu ms/job':>18} {'server cpu ms/job':>18}"
+            f"{'x one':>6} {'runner cpu ms/job':>18} {'server cpu ms/job':>18} "
+            f"{'steady: runner cores':>20} {'server cores':>12} {'runner ms/job':>13} {'server ms/job':>13}"
         )
         for pg in backends:
             label = "postgresql" if pg else "sqlite"
             for p in args.processes:
                 server.reset_stats()
-                r = bench_processes(config, p, pg, folder, server.process.pid)
+                r = bench_processes(config, p, pg, folder, server.process.pid, args.questions)
                 figures.setdefault(label, {})[str(p)] = r
                 one = figures[label].get("1", {}).get("steady_jobs_per_s") or 0.0
                 ratio = f"{r['steady_jobs_per_s'] / one:.2f}" if one else "-"
                 print(
                     f"{label:<11} {p:>9} {r['jobs']:>6.0f} {r['wall_s']:>7.1f} {r['jobs_per_s']:>7.0f} "
                     f"{r['steady_jobs_per_s']:>7.0f} {ratio:>6} {r['runner_cpu_ms_per_job']:>18.2f} "
-                    f"{r['server_cpu_ms_per_job']:>18.2f}"
+                    f"{r['server_cpu_ms_per_job']:>18.2f} {r.get('steady_runner_cores', 0):>20.2f} "
+                    f"{r.get('steady_server_cores', 0):>12.2f} {r.get('steady_runner_cpu_ms_per_job', 0):>13.2f} "
+                    f"{r.get('steady_server_cpu_ms_per_job', 0):>13.2f}"
                 )
         print()
         print(f"{'database':<11} {'reserve ms':>11} {'renew share ms':>15}  (one call at a time)")

@@ -104,3 +104,18 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.section("reliability summary")
     for name in NAMES:
         terminalreporter.write_line(f"{name}: {TALLY.get(name, 0)}")
+
+
+@pytest.fixture(scope="module")
+def hf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The real `datasets` library, offline, with its cache and home in a temporary folder."""
+    home = tmp_path_factory.mktemp("hf-home")
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in (("HF_DATASETS_OFFLINE", "1"), ("HF_HUB_OFFLINE", "1"), ("HF_HOME", str(home))):
+            patch.setenv(name, value)
+        patch.setenv("HF_DATASETS_CACHE", str(home / "datasets"))
+        import datasets
+
+        patch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True)
+        patch.setattr(datasets.config, "HF_DATASETS_CACHE", home / "datasets")
+        yield datasets

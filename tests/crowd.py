@@ -55,8 +55,9 @@ def _response(model: str, i: int, gold: str) -> dict[str, Any]:
     return {"choice": gold if right else WRONG, "confidence": round(conf, 3), "probabilities": None}
 
 
-async def crowd_queue(config: SweepConfig, url: str = "memory://") -> Queue:
-    """A queue (in memory unless ``url`` says) holding every answer of the run's models, all recorded."""
+async def crowd_queue(config: SweepConfig, url: str = "memory://", open_jobs: int = 0) -> Queue:
+    """A queue (in memory unless ``url`` says) holding every answer of the run's models, all recorded but
+    the last ``open_jobs`` of the first model's, left pending."""
     spec = config.scenarios[0]
     assert spec.path is not None
     qset = load_question_set(spec.path)
@@ -91,7 +92,11 @@ async def crowd_queue(config: SweepConfig, url: str = "memory://") -> Queue:
     queue = open_queue(url, config.name)
     await queue.init_run("name: crowd\n", META)
     await queue.enqueue([job for job, _ in results], {})
+    first = config.models[0].id
+    kept = [r for r in results if r[0].model_id == first][len(results) // len(config.models) - open_jobs :]
+    left = {job.id for job, _ in kept} if open_jobs else set()
     claimed = await queue.claim("w", len(results), 60.0)
     assert len(claimed) == len(results)
-    await queue.complete("w", [(job.id, r) for job, r in results])
+    await queue.release("w", sorted(left))
+    await queue.complete("w", [(job.id, r) for job, r in results if job.id not in left])
     return queue

@@ -49,6 +49,7 @@ class FleetLimits:
 
     ledger: Ledger
     holder: str
+    together: int = 0  # the processes of this ``run --processes N`` that start claiming together
 
 
 class FleetLimiter(Limiter):
@@ -125,11 +126,23 @@ class FleetLimiter(Limiter):
                 await self._sync(for_permit=True)
                 if self._in_use < self._share:
                     break
-                with anyio.move_on_after(self._POLL_S):
-                    await changed.wait()  # a permit released here, or time to ask the ledger again
+                await self._wait(changed, self._POLL_S)  # a permit released here, or time to ask again
         finally:
             self._queued -= 1
         self._in_use += 1
+
+    async def _wait(self, event: anyio.Event, seconds: float) -> None:
+        """Wait for ``event``, or ``seconds`` on the limiter's clock (its own: a fake one in tests, where
+        a timeout on the event loop's clock would never come while virtual time runs on)."""
+        async with anyio.create_task_group() as tg:
+
+            async def timeout() -> None:
+                await self._clock.sleep(seconds)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(timeout)
+            await event.wait()
+            tg.cancel_scope.cancel()
 
     async def _release(self) -> None:
         self._in_use -= 1

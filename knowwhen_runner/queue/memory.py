@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
@@ -91,6 +91,19 @@ class MemoryQueue(MemoryBatches, MemoryControls, MemoryBudget):
         assert self._info is not None, "init_run first"
         self._info["meta"] = {**self._info["meta"], **patch}
         return dict(self._info["meta"])
+
+    async def merge_meta(self, key: str, merge: Callable[[Any], Any]) -> Any:
+        assert self._info is not None, "init_run first"
+        self._info["meta"] = {**self._info["meta"], key: merge(self._info["meta"].get(key))}
+        return self._info["meta"][key]
+
+    async def set_draws(self, scenario_id: str, draws: dict[str, int]) -> int:
+        changed = 0
+        for row in self._rows.values():
+            place = draws.get(row.job.item) if row.job.scenario_id == scenario_id else None
+            if place is not None and place != row.job.draw:
+                row.job, changed = replace(row.job, draw=place), changed + 1
+        return changed
 
     async def enqueue(
         self,

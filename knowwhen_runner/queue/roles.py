@@ -8,7 +8,7 @@ worker, the sweep) takes ``Queue``. ``MemoryQueue`` and ``SqlQueue`` implement e
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
@@ -196,6 +196,16 @@ class RunBookkeeping(Protocol):
     async def init_run(self, config_text: str, meta: dict[str, Any]) -> dict[str, Any]: ...
     async def run_info(self) -> dict[str, Any] | None: ...
     async def update_meta(self, patch: dict[str, Any]) -> dict[str, Any]: ...
+    async def merge_meta(self, key: str, merge: Callable[[Any], Any]) -> Any:
+        """Set the meta's ``key`` to ``merge(its value)``, the run's row locked meanwhile (concurrent merges
+        take turns, each seeing the other's); the value written. ``merge`` may run more than once."""
+        ...
+
+    async def set_draws(self, scenario_id: str, draws: dict[str, int]) -> int:
+        """Give the scenario's jobs their claim order (``draw``) by item, whatever their status (a screen
+        added to a planned run draws the order of the jobs planned before it); how many changed."""
+        ...
+
     async def enqueue(
         self,
         jobs: Iterable[Job],

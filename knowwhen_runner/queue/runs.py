@@ -8,7 +8,7 @@ only the rest); a plan that no longer holds a job sets it aside rather than dele
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from itertools import islice
@@ -16,7 +16,7 @@ from operator import attrgetter
 from typing import Any, TypeVar
 
 import orjson
-from sqlalchemy import select, text, update
+from sqlalchemy import case, select, text, update
 
 from ..exceptions import QueueError
 from ..jobs import WHOLE_RUN, Cell, Items, Job
@@ -31,6 +31,7 @@ _OPEN = "('pending', 'running')"
 # A screen's dropped models: their pending jobs wait for a run without the screen, the run is finished.
 _SCREENED_OUT = "(SELECT model_id FROM kw_model_controls WHERE run = :run AND state = 'screened')"
 _UNFINISHED = "('pending', 'running', 'failed')"  # a failed job may be requeued by any process
+_DRAW_CHUNK = 500  # items given their drawn places per statement
 _AFTER_ASIDE = ASIDE[:-1] + chr(ord(ASIDE[-1]) + 1)  # the first status after every ``aside:...``
 
 _BULK_CACHE_KIB = 64 * 1024  # SQLite's page cache while a plan is inserted (the default is 2 MiB)
@@ -161,6 +162,43 @@ class RunTables(RunStatements):
                 update(s.runs).where(s.runs.c.name == self.run).values(meta=orjson.dumps(meta).decode())
             )
         return meta
+
+    async def merge_meta(self, key: str, merge: Callable[[Any], Any]) -> Any:
+        """Set the meta's ``key`` to ``merge(its value)`` with the run's row locked: two processes merging at
+        once take turns, each merging into what the other wrote. Returns the value written."""
+        return await self._call(self._merge_meta, key, merge)
+
+    def _merge_meta(self, key: str, merge: Callable[[Any], Any]) -> Any:
+        with self._engine.begin() as conn:  # SQLite: BEGIN IMMEDIATE serialises; PostgreSQL: FOR UPDATE
+            found = select(s.runs.c.meta).where(s.runs.c.name == self.run).with_for_update()
+            raw = conn.execute(found).scalar()
+            if raw is None:
+                raise QueueError(f"{safe_url(self.url)}: run {self.run!r} is not in this database")
+            meta = orjson.loads(raw)
+            meta[key] = merge(meta.get(key))
+            conn.execute(
+                update(s.runs).where(s.runs.c.name == self.run).values(meta=orjson.dumps(meta).decode())
+            )
+        return meta[key]
+
+    async def set_draws(self, scenario_id: str, draws: dict[str, int]) -> int:
+        """Give the jobs of ``scenario_id`` the claim order ``draws`` (by item), whatever their status; jobs
+        of other items keep theirs. How many jobs changed."""
+        return await self._call(self._set_draws, scenario_id, draws)
+
+    def _set_draws(self, scenario_id: str, draws: dict[str, int]) -> int:
+        t, changed, items = s.jobs, 0, sorted(draws)
+        with self._engine.begin() as conn:
+            for chunk in (items[i : i + _DRAW_CHUNK] for i in range(0, len(items), _DRAW_CHUNK)):
+                place = case({item: draws[item] for item in chunk}, value=t.c.item)
+                stmt = (
+                    update(t)
+                    .where(t.c.run == self.run, t.c.scenario == scenario_id, t.c.item.in_(chunk))
+                    .where(t.c.draw != place)
+                    .values(draw=place)
+                )
+                changed += int(conn.execute(stmt).rowcount or 0)
+        return changed
 
     async def enqueue(
         self,

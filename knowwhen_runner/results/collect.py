@@ -15,6 +15,7 @@ from typing import Any
 from ..dataset.answer_rows import AnswerRowDict, failed_row, upgrade_row
 from ..jobs import Job
 from ..queue import JobResult, JobStatus
+from .episode_rows import EpisodeRow, failed_episode_row
 from .manifest import JobTally
 
 __all__ = ["EpisodeKey", "RunRecords", "collect_records"]
@@ -32,6 +33,8 @@ class RunRecords:
     episodes: dict[EpisodeKey, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
     failed_episodes: Counter[EpisodeKey] = field(default_factory=Counter)
     failed_tasks: dict[EpisodeKey, list[tuple[str, int]]] = field(default_factory=lambda: defaultdict(list))
+    failed_rows: list[EpisodeRow] = field(default_factory=list)
+    """The episode-file rows of the episodes whose job failed for good."""
     tallies: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     failure_kinds: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
 
@@ -65,8 +68,9 @@ def collect_records(
         source = result if episode and result is not None else job.payload
         owner = _episode_owner(job.mode, source, job.model_id, known_models) if episode else job.model_id
         _count(rec, owner, job, status, result)
+        kind = (failure_kinds or {}).get(job.id, "error")
         if status == "failed":
-            rec.failure_kinds[owner][(failure_kinds or {}).get(job.id, "error")] += 1
+            rec.failure_kinds[owner][kind] += 1
         if episode:
             key = (owner, job.scenario_id, job.mode, _tau(source.get("tau")))
             if status == "done" and result is not None:
@@ -74,6 +78,7 @@ def collect_records(
             elif status == "failed":
                 rec.failed_episodes[key] += 1
                 rec.failed_tasks[key].append((job.item, int(job.payload.get("repeat") or 0)))
+                rec.failed_rows.append(failed_episode_row(owner, job, error or "failed", kind))
             continue
         if job.kind != "question":
             continue
@@ -86,7 +91,7 @@ def collect_records(
                 qhash=job.item,
                 error=error or "failed",
                 attempts=job.attempts,
-                error_kind=(failure_kinds or {}).get(job.id, "error"),
+                error_kind=kind,
             )
             rec.rows[(job.scenario_id, job.model_id)].append(row)
     return rec

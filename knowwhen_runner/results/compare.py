@@ -4,7 +4,10 @@ Per model and scenario: L2 accuracy, coverage at the fitted threshold and cost p
 loop); success, coverage and cost per episode per mode and τ (closed loop). ``compare_runs`` returns a
 JSON-able dict; the command prints only the values that changed, ``--json`` prints everything. Beside the
 deltas, ``paired`` tests what both runs share (``paired.py``): B − A with its interval and p-value, and
-``--fail-on regression[:metric]`` makes the command exit 1 when B is significantly worse.
+``--fail-on regression[:metric]`` makes the command exit 1 when B is significantly worse. A model a screen
+stopped in either run is named as such with its screening bounds; its figures there cover a prefix of the
+drawn order, so its deltas are marked and its paired tests are shown without a verdict (none fails the
+command).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from ..exceptions import ScenarioError
 from ..jsonio import dumps
 from .manifest import ClosedLoopCell, CxsManifest, OpenLoopCell, load_manifest
 from .paired import ALPHA, PairedResult, paired_results, regressions
+from .screen_record import screen_mark, screened_out
 
 __all__ = ["compare_runs", "load_run_manifests", "run_compare"]
 
@@ -90,9 +94,16 @@ def _compare_model(a: CxsManifest | None, b: CxsManifest | None) -> dict[str, An
     }
 
 
-def _paired_entry(result: PairedResult) -> dict[str, Any]:
+def _stopped(manifest: CxsManifest | None) -> str | None:
+    """A screened-out model's screening bounds (its figures in that run cover a prefix of the drawn order)."""
+    record = manifest.screen if manifest is not None else None
+    return screen_mark(record) if record is not None and screened_out(record) else None
+
+
+def _paired_entry(result: PairedResult, stopped: bool) -> dict[str, Any]:
     entry = asdict(result)
-    entry["regression"] = result.regression
+    entry["screened_out"] = stopped  # a test on a screened-out model's prefix: shown, never a verdict
+    entry["regression"] = result.regression and not stopped
     return entry
 
 
@@ -101,13 +112,20 @@ def compare_runs(run_a: Path, run_b: Path, *, fail_on: str | None = None) -> dic
     tests of what they share (``regressions``: the tests ``fail_on`` fails on)."""
     a, b = load_run_manifests(run_a), load_run_manifests(run_b)
     first_a, first_b = next(iter(a.values())), next(iter(b.values()))
+    stopped = {m for m in _union(a, b) if _stopped(a.get(m)) or _stopped(b.get(m))}
     paired = paired_results(Path(run_a), Path(run_b), a, b)
-    failing = regressions(paired, fail_on)
+    failing = [r for r in regressions(paired, fail_on) if r.model not in stopped]
     return {
         "a": {"path": str(run_a), "run": first_a.run.name, "config_sha256": first_a.run.config_sha256},
         "b": {"path": str(run_b), "run": first_b.run.name, "config_sha256": first_b.run.config_sha256},
-        "models": {m: _compare_model(a.get(m), b.get(m)) for m in _union(a, b)},
-        "paired": [_paired_entry(r) for r in paired],
+        "models": {
+            m: {
+                **_compare_model(a.get(m), b.get(m)),
+                "screened_out": {"a": _stopped(a.get(m)), "b": _stopped(b.get(m))},
+            }
+            for m in _union(a, b)
+        },
+        "paired": [_paired_entry(r, r.model in stopped) for r in paired],
         "alpha": ALPHA,
         "fail_on": fail_on,
         "regressions": len(failing),
@@ -142,9 +160,10 @@ def _changed_rows(report: dict[str, Any]) -> list[tuple[str, ...]]:
                 for name, label in _LABELS.items():
                     v = cell.get(name)
                     if v is not None and v["changed"]:
+                        sides = [k.upper() for k in ("a", "b") if entry["screened_out"][k]]
                         rows.append(
                             (
-                                model,
+                                f"{model} (screened out in {' and '.join(sides)})" if sides else model,
                                 cell["scenario"],
                                 where,
                                 label,
@@ -166,6 +185,7 @@ def _paired_table(report: dict[str, Any]) -> Table:
         interval = "" if r["low"] is None else f" [{r['low']:+.1f}, {r['high']:+.1f}]"
         test = r["method"] + (f"; McNemar p={r['mcnemar']['p_value']:.3g}" if r["metric"] == "l2" else "")
         verdict = "regression" if r["regression"] else ("better" if r["p_value"] < report["alpha"] else "")
+        verdict = "screened out: no verdict" if r["screened_out"] else verdict
         table.add_row(
             r["model"], r["scenario"], r["mode"], r["metric"].upper(), str(r["n"]), f"{r['a']:.1f}",
             f"{r['b']:.1f}", f"{r['difference']:+.1f}{interval}", f"{r['p_value']:.3g}", test, verdict,
@@ -191,6 +211,12 @@ def run_compare(
     for model, entry in report["models"].items():
         if entry["in"] != "both":
             console.print(f"{model}: only in run {entry['in'].upper()}")
+        for side in ("a", "b"):
+            if entry["screened_out"][side]:
+                console.print(
+                    f"{model}: {entry['screened_out'][side]} in run {side.upper()}; its figures there cover "
+                    "only the tasks answered before the screen stopped it, not a finished model's"
+                )
     if report["paired"]:
         console.print(_paired_table(report))
     if code:

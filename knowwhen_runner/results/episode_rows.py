@@ -14,14 +14,14 @@ keeps everything the finaliser reads of an episode, so ``episode_result`` gives 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..exceptions import ScenarioError
-from ..jobs import Items
+from ..jobs import Items, Job
 from ..jsonio import dumps, iter_jsonl, loads, write_jsonl
 
 __all__ = [
@@ -31,13 +31,15 @@ __all__ = [
     "EpisodeStep",
     "episode_result",
     "episode_row",
+    "failed_episode_row",
     "read_episode_file",
     "read_episode_row",
     "write_episode_files",
 ]
 
-EPISODE_ROW_SCHEMA_VERSION = 3
-"""3: ``attempts``, the claims the episode's job took (an import claims it as often; rows of 1 and 2 read
+EPISODE_ROW_SCHEMA_VERSION = 4
+"""4: ``error`` and ``error_kind``, set on the row of an episode whose job failed for good (rows of 1 to 3
+hold finished episodes only). 3: ``attempts``, the claims the episode's job took (an import claims it as often; rows of 1 and 2 read
 with 1). 2: arguments as JSON text, costs and latencies as ``{decision, llm}``, repeat, seed and call counts."""
 
 
@@ -87,7 +89,7 @@ class EpisodeRow(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[3] = 3
+    schema_version: Literal[4] = 4
     scenario: str
     task_id: str
     mode: str
@@ -111,6 +113,11 @@ class EpisodeRow(BaseModel):
     """Tool calls the LLM made beside the first of a turn (never acted on)."""
     attempts: int = 1
     """Claims the episode's job took: 1 when its first attempt finished it (schema 3)."""
+    error: str | None = None
+    """The last error of an episode whose job failed for good (then it has no steps); None when it ran to
+    the end (schema 4)."""
+    error_kind: str | None = None
+    """What kind of failure ``error`` was (``fatal``, ``error``, ``budget``, …), as the run recorded it."""
     cost_usd: EpisodeSpend
     latency_ms: EpisodeSpend
     reply: str | None = None
@@ -204,9 +211,37 @@ def episode_row(model: str, result: dict[str, Any], item: dict[str, Any] | None 
     )
 
 
+def failed_episode_row(model: str, job: Job, error: str, kind: str) -> EpisodeRow:
+    """The file row of an episode whose job failed for good: what its job was asked (scenario, mode,
+    models, τ, task, repeat), the attempts it took and its last error; no steps, not successful."""
+    payload = job.payload
+    seed = payload.get("seed")
+    return EpisodeRow(
+        scenario=job.scenario_id,
+        task_id=job.item,
+        mode=job.mode,
+        model=model,
+        decision_model=job.model_id,  # as a finished episode records it (in mode llm: the agent)
+        llm=payload.get("agent"),
+        tau=payload.get("tau"),
+        success=False,
+        budget_exhausted=False,
+        max_steps=payload.get("max_steps"),
+        coverage=0.0,
+        repeat=int(payload.get("repeat") or 0),
+        seed=seed if isinstance(seed, int) else None,
+        attempts=max(1, job.attempts),
+        error=error,
+        error_kind=kind,
+        cost_usd=EpisodeSpend(),
+        latency_ms=EpisodeSpend(),
+        steps=[],
+    )
+
+
 def read_episode_row(row: Mapping[str, Any]) -> EpisodeRow:
     """A row of an episodes file of any schema (1: arguments as they were, costs keyed freely; 1 and 2: no
-    attempts, read as one)."""
+    attempts, read as one; 1 to 3: no error, every episode finished)."""
     if row.get("schema_version") == 1:
         steps = [{**s, "arguments": _json_text(s.get("arguments"))} for s in row.get("steps") or []]
         row = {
@@ -215,7 +250,7 @@ def read_episode_row(row: Mapping[str, Any]) -> EpisodeRow:
             "cost_usd": _spend(row.get("cost_usd")),
             "latency_ms": _spend(row.get("latency_ms")),
         }
-    if row.get("schema_version") in (1, 2):
+    if row.get("schema_version") in (1, 2, 3):
         row = {**row, "schema_version": EPISODE_ROW_SCHEMA_VERSION}
     return EpisodeRow.model_validate(row)
 
@@ -285,9 +320,13 @@ def write_episode_files(
     output: Path,
     episodes: dict[tuple[str, str, str, float | None], list[dict[str, Any]]],
     items: Items,
+    failed: Iterable[EpisodeRow] = (),
 ) -> list[Path]:
-    """Write ``<output>/<scenario>/episodes_<model>.jsonl.gz`` from the finaliser's grouped episodes."""
+    """Write ``<output>/<scenario>/episodes_<model>.jsonl.gz`` from the finaliser's grouped episodes and the
+    rows of the episodes whose job failed for good (``failed_episode_row``)."""
     grouped: dict[tuple[str, str], list[EpisodeRow]] = {}
+    for row in failed:
+        grouped.setdefault((row.scenario, row.model), []).append(row)
     for (owner, scenario, _mode, _tau), results in episodes.items():
         for result in results:
             row = episode_row(

@@ -3,8 +3,9 @@ L3 rows of ``knowwhen score --leaderboard``.
 
 Each cell is the manifest's own: ``closed_loop_cell`` over the results the rows give back
 (``episode_result``), so success, pass^k and the 95% interval are computed as the finaliser computes them.
-The files hold the episodes that ran to the end; an episode whose job failed for good is not in them, so a
-cell with failed jobs scores its finished episodes only (the manifest then has no ``success_rate``).
+An episode whose job failed for good has a row with its error (episode schema 4): it counts as the
+manifest counts it, a failed job of the cell (no ``success_rate``; ``card_success_rate`` scores it
+unsuccessful). Files of schemas 1 to 3 hold the finished episodes only.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..exceptions import ScenarioError
 from ..intervals import Interval
 from ..jsonio import dumps
 from .cells import closed_loop_cell
-from .episode_rows import episode_result, read_episode_file
+from .episode_rows import EpisodeRow, episode_result, read_episode_file
 from .manifest import ClosedLoopCell
 
 __all__ = ["CellKey", "episode_cells", "episode_files", "l3_recompute", "run_episode_score", "score_episodes"]
@@ -40,20 +41,26 @@ def episode_files(path: Path) -> list[Path]:
     return own or sorted(path.glob("episodes/*/episodes_*.jsonl*"))
 
 
-def _rows(files: list[Path]) -> Iterator[tuple[CellKey, dict[str, Any]]]:
+def _rows(files: list[Path]) -> Iterator[tuple[CellKey, EpisodeRow]]:
     for path in files:
         for _line, row in read_episode_file(path):
-            yield (row.model, row.scenario, row.mode, row.tau), episode_result(row)
+            yield (row.model, row.scenario, row.mode, row.tau), row
 
 
 def episode_cells(path: Path) -> dict[CellKey, ClosedLoopCell]:
-    """Every closed-loop cell of the episode files under ``path``, as the finaliser builds it."""
-    grouped: dict[CellKey, list[dict[str, Any]]] = {}
-    for key, result in _rows(episode_files(path)):
-        grouped.setdefault(key, []).append(result)
+    """Every closed-loop cell of the episode files under ``path``, as the finaliser builds it (the rows of
+    failed jobs counted as its failed episodes)."""
+    finished: dict[CellKey, list[dict[str, Any]]] = {}
+    failed: dict[CellKey, list[tuple[str, int]]] = {}
+    for key, row in _rows(episode_files(path)):
+        finished.setdefault(key, [])
+        if row.error is not None:
+            failed.setdefault(key, []).append((row.task_id, row.repeat))
+        else:
+            finished[key].append(episode_result(row))
     return {
-        key: closed_loop_cell(key[1], key[2], key[3], results, 0)
-        for key, results in sorted(grouped.items(), key=lambda kv: _order(kv[0]))
+        key: closed_loop_cell(key[1], key[2], key[3], results, len(failed.get(key, [])), failed.get(key, []))
+        for key, results in sorted(finished.items(), key=lambda kv: _order(kv[0]))
     }
 
 
@@ -97,8 +104,10 @@ def score_episodes(path: Path, *, model: str | None = None) -> dict[str, Any]:
                 "mode": mode,
                 "tau": tau,
                 "episodes": cell.episodes,
+                "failed": cell.failed,
                 "repeats": cell.repeats,
                 "success_pct": None if cell.success_rate is None else 100 * cell.success_rate,
+                "card_success_pct": None if cell.card_success_rate is None else 100 * cell.card_success_rate,
                 "interval_pct": None if interval is None else [interval.low, interval.high],
                 "interval_method": None if interval is None else interval.method,
                 "coverage_pct": None if cell.coverage is None else 100 * cell.coverage,
@@ -110,7 +119,8 @@ def score_episodes(path: Path, *, model: str | None = None) -> dict[str, Any]:
 
 def l3_recompute(root: Path) -> L3Recompute:
     """What ``score --leaderboard`` checks L3 rows with: success per model, scenario, mode and τ (printed
-    as the export prints it) from the export's episode files; rows it does not name are left alone."""
+    as the export prints it) from the export's episode files, the card's rate where jobs failed (as the
+    export writes it); rows it does not name are left alone."""
     cells: dict[CellKey, ClosedLoopCell] | None = None
 
     def recompute(
@@ -127,7 +137,7 @@ def l3_recompute(root: Path) -> L3Recompute:
                 t is not None and tau is not None and f"{t:.4g}" == tau
             )
             if (owner, scenario, m) == (model, task_set, mode) and same_tau:
-                rate = cell.success_rate
+                rate = cell.success_rate if cell.success_rate is not None else cell.card_success_rate
                 return (None if rate is None else 100 * rate), _percent_interval(cell)
         return (None, None)
 
@@ -147,6 +157,7 @@ def run_episode_score(path: Path, *, model: str | None, as_json: bool, console: 
         "mode",
         "τ",
         "episodes",
+        "failed",
         "repeats",
         "success %",
         "95% interval",
@@ -161,6 +172,7 @@ def run_episode_score(path: Path, *, model: str | None, as_json: bool, console: 
             r["mode"],
             "–" if r["tau"] is None else f"{r['tau']:.4g}",
             str(r["episodes"]),
+            str(r["failed"]),
             str(r["repeats"]),
             "–" if r["success_pct"] is None else f"{r['success_pct']:.1f}",
             "–" if low_high is None else f"[{low_high[0]:.1f}, {low_high[1]:.1f}]",

@@ -81,14 +81,14 @@ async def finalize_run(
     for spec in config.scenarios:
         if spec.kind == "isolated":
             records.rows.update(await finalize_isolated(config, spec, queue, records))
-    if records.episodes:
+    if records.episodes or records.failed_rows:
         items = {
             k: v
             for s in config.scenarios
             if s.kind == "episodes"
             for k, v in (await queue.items(s.id)).items()
         }
-        write_episode_files(config.output, records.episodes, items)
+        write_episode_files(config.output, records.episodes, items, records.failed_rows)
     scores = {
         sc: {m: score_l2(a, f.key) for (m, v), a in f.table.items() if v == (f.spec.variant or "main")}
         for sc, f in folders.items()

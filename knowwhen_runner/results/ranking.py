@@ -4,7 +4,8 @@ names.
 The figure is a scenario's headline number as ``table.md`` prints it (states: L2 accuracy; episodes: L3
 success in the model's own mode; isolated: L1 pooled accuracy), in percent. Ties in the figure are broken
 by its interval (the higher lower bound first; equal figures and intervals share a rank); a model with no
-figure (nothing recorded, or a job failed for good) comes last, unranked. Ranking only orders rows: no
+figure (nothing recorded, or a job failed for good) comes last, unranked, and so does a model a screen stopped
+(its figure covers a prefix of the drawn order, not the scenario). Ranking only orders rows: no
 figure changes with it.
 """
 
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .manifest import ConfidenceInterval, CxsManifest
+from .screen_record import screened_out
 
 __all__ = ["Figure", "Focus", "Ranking", "headline_figure", "plot_focus", "rank_models"]
 
@@ -101,7 +103,9 @@ def rank_models(manifests: Sequence[CxsManifest], rank_by: str | None = None) ->
     scenario = rank_by or default_rank_by(manifests)
     if scenario is None:
         return Ranking(None, ids, dict.fromkeys(ids))
-    figures = {m.model.id: headline_figure(m, scenario) for m in manifests}
+    figures = {
+        m.model.id: None if screened_out(m.screen) else headline_figure(m, scenario) for m in manifests
+    }
 
     def key(model_id: str) -> tuple[float, float, float, int]:
         figure = figures[model_id]

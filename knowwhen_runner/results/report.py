@@ -16,6 +16,7 @@ from pathlib import Path
 from ..jsonio import atomic_write_bytes
 from .manifest import CxsManifest, ScenarioProvenance
 from .ranking import Ranking, rank_models
+from .screen_record import screened_out
 from .tables import Table
 
 __all__ = ["render_report", "write_report"]
@@ -205,6 +206,18 @@ def _screen_html(manifests: Sequence[CxsManifest]) -> str:
     )
 
 
+def _unplotted(manifests: Sequence[CxsManifest]) -> str:
+    """The note naming the models a screen stopped, which the plots leave out."""
+    stopped = [m.model.id for m in manifests if screened_out(m.screen)]
+    if not stopped:
+        return ""
+    return (
+        f'<p class="note" id="unplotted">Not drawn: {escape(", ".join(stopped))}, screened out (their '
+        "figures cover only the tasks answered before the screen stopped them; their screening bounds are "
+        "in the Screen section).</p>"
+    )
+
+
 def render_report(
     manifests: Sequence[CxsManifest],
     tables: Mapping[str, Table],
@@ -226,7 +239,7 @@ def render_report(
             sections.append(f"<h2>{title}</h2>{_table_html(table)}")
         if name == "comparison" and plots:
             figures = "".join(_figure_html(n, p) for n, p in plots.items())
-            sections.append(f'<h2>Plots</h2><div class="grid">{figures}</div>')
+            sections.append(f'<h2>Plots</h2>{_unplotted(manifests)}<div class="grid">{figures}</div>')
     return "\n".join(
         [
             "<!doctype html>",

@@ -16,10 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "ScreenRecord",
     "mask_screened",
+    "screen_mark",
     "screen_note",
     "screen_record",
     "screened_out",
     "screened_table",
+    "unscreened",
 ]
 
 T = TypeVar("T")
@@ -94,16 +96,27 @@ def screened_out(record: ScreenRecord | None) -> bool:
     return record is not None and record.decision == "drop" and record.calls_saved > 0
 
 
+def screen_mark(record: ScreenRecord) -> str:
+    """What every surface shows for a screened-out model in place of its figures: its screening bounds."""
+    what = "difference" if "not_worse_than" in record.keep else "accuracy"
+    return (
+        f"screened out after {record.tasks_answered}/{record.tasks} tasks ({what} {100 * record.lower:.1f} "
+        f"to {100 * record.upper:.1f}: screening bounds)"
+    )
+
+
+def unscreened(manifests: Sequence[Any]) -> list[Any]:
+    """The manifests of models the screen did not stop (plots draw only these: a stopped model's curve would
+    read as a finished model's)."""
+    return [m for m in manifests if not screened_out(m.screen)]
+
+
 def mask_screened(row: dict[str, Any], record: ScreenRecord | None, ci: str) -> dict[str, Any]:
     """A table row with a stopped model's figures replaced: its fixed-sample figures and intervals would read
     as a finished model's. The screened scenario's columns say the screening bounds instead; text stays."""
     if record is None or not screened_out(record):
         return row
-    what = "difference" if "not_worse_than" in record.keep else "accuracy"
-    bounds = (
-        f"screened out after {record.tasks_answered}/{record.tasks} tasks ({what} {100 * record.lower:.1f} "
-        f"to {100 * record.upper:.1f}: screening bounds)"
-    )
+    bounds = screen_mark(record)
     out = dict(row)
     for key, value in row.items():
         if key.startswith(_KEPT_COLUMNS) or isinstance(value, str) or value is None:

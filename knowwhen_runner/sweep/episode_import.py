@@ -3,8 +3,8 @@
 An export holds every episode in ``episodes/<scenario>/episodes_<model>.jsonl.gz`` (``EpisodeRow``). For
 each ``episodes`` scenario of the importing config with the same id, the planner's own episode jobs are
 matched to rows by scenario, mode, decision model, agent LLM, task and repeat, and completed with the
-recorded result each row gives back (``episode_result``), claimed as many times as the row's
-``attempts`` (``import_history``). Gated episodes whose τ is fitted wait for the
+recorded result each row gives back (``episode_result``), or failed for good with the row's ``error`` and
+``error_kind`` (episode schema 4), claimed as many times as the row's ``attempts`` (``import_history``). Gated episodes whose τ is fitted wait for the
 fit, as in ``run``: the fit set's shadow episodes are recorded first, τ is fitted from them
 (``compute_fits``), and the gated jobs that fit releases are matched next; a gated row whose τ is not the
 refitted one is reported, never recorded under a τ it was not run at.
@@ -90,6 +90,13 @@ def _at_its_tau(job: Job, row: EpisodeRow) -> bool:
     return abs(float(row.tau) - float(tau)) <= 1e-12
 
 
+def _recorded(job: Job, row: EpisodeRow) -> Recorded:
+    """What the row says happened to the job: its episode, or (failed for good) its last error."""
+    if row.error is not None:
+        return Recorded(job.id, job.model_id, row.attempts, error=row.error, kind=row.error_kind)
+    return Recorded(job.id, job.model_id, row.attempts, result=episode_result(row, job.payload.get("fit")))
+
+
 async def _record_stage(
     queue: Queue,
     the_plan: Plan,
@@ -115,10 +122,7 @@ async def _record_stage(
     ]
     for (scenario, model), matched in sorted(groups.items()):
         found.jobs_added += await queue.enqueue([job for job, _row in matched], the_plan.items)
-        history = [
-            Recorded(job.id, job.model_id, row.attempts, result=episode_result(row, job.payload.get("fit")))
-            for job, row in matched
-        ]
+        history = [_recorded(job, row) for job, row in matched]
         done = await record_history(queue, history)
         for counts, n in ((found.published, len(matched)), (found.recorded, done)):
             per_model = counts.setdefault(scenario, {})

@@ -42,6 +42,7 @@ from .guards import check_before_run
 from .outputs import finalize_with_drilldown
 from .progress import planned_jobs
 from .request import RunRequest
+from .screen import screened_work
 from .sweep import RunSummary, check_keys, run_sweep
 from .working import work_queue
 
@@ -54,6 +55,7 @@ __all__ = [
 
 _CHILD_WAIT_S = 120.0  # how long a spawned worker waits for the main process to plan the run
 _PLAN_TOKEN = "KNOWWHEN_PLAN_TOKEN"  # set for spawned workers: the plan they wait for
+_TOGETHER = "KNOWWHEN_START_TOGETHER"  # set for spawned workers: how many processes start claiming together
 
 
 # --- the config stored with a run --------------------------------------------------------------------
@@ -133,7 +135,7 @@ async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progres
             secrets = check_keys(config, " on this machine")
             items = await queue.items(of_open_jobs=True)
             await anyio.to_thread.run_sync(load_litellm)  # done before claiming (see the import above)
-            fleet = FleetLimits(ledger, holder)
+            fleet = FleetLimits(ledger, holder, together=int(os.environ.get(_TOGETHER, "0")))
             stats, interrupted = await _work_stages(config, queue, secrets, items, progress, fleet, holder)
             process = f"{socket.gethostname()}:{os.getpid()}"  # how status names its workers, too
             summary = JoinSummary(name, process, stats, await _counts(queue), interrupted, config.output)
@@ -159,7 +161,10 @@ async def _work_stages(
     """Work the queue; when finished jobs release a later stage, plan it (once fleet-wide) and go on."""
     total = WorkStats()
     while True:
-        stats, interrupted = await work_queue(config, queue, secrets, items, progress=progress, fleet=fleet)
+        work = work_queue(config, queue, secrets, items, progress=progress, fleet=fleet)
+        # a worker looks and decides too (a run of workers alone is screened); ``run`` releases a screen
+        stats, interrupted = await screened_work(config, queue, None, work, release=False)
+        fleet = dataclasses.replace(fleet, together=0)  # the processes start together once, not per stage
         total.add(stats)
         if interrupted:
             return total, True
@@ -231,7 +236,8 @@ def run_fleet(request: RunRequest) -> RunSummary:
         if children:
             load_litellm()  # while they import theirs: all start calling together
         alone = dataclasses.replace(request, finalize=False)  # finalised once, below, by the fleet's rule
-        summary = run_sweep(alone, config=config, fleet=FleetLimits(ledger, holder), plan_token=token)
+        fleet = FleetLimits(ledger, holder, together=len(children) + 1)
+        summary = run_sweep(alone, config=config, fleet=fleet, plan_token=token)
         interrupted = summary.interrupted
     finally:
         _finish_workers(children, interrupted)
@@ -261,7 +267,7 @@ def _spawn_workers(url: str, run: str, n: int, token: str) -> list[subprocess.Po
     """Start ``n`` ``knowwhen worker`` processes on the run (the URL travels in the environment, not argv)."""
     if n <= 0:
         return []
-    env = {**os.environ, "KNOWWHEN_DB": url, "KNOWWHEN_RUN": run, _PLAN_TOKEN: token}
+    env = {**os.environ, "KNOWWHEN_DB": url, "KNOWWHEN_RUN": run, _PLAN_TOKEN: token, _TOGETHER: str(n + 1)}
     cmd = [sys.executable, "-m", "knowwhen_runner", "worker", "--quiet", "--no-finalize"]
     cmd += ["--wait", str(_CHILD_WAIT_S)]
     # Own sessions: Ctrl-C reaches this process only, which stops them once, gracefully.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Iterable, Mapping
+from functools import partial
 from typing import Any, TypeVar
 
 import anyio
@@ -22,8 +23,8 @@ from ..dataset.files import Answer
 from ..dataset.scoring import occurrence_correct
 from ..plan import open_loop_mode
 from ..plan.draws import ScreenKey, screen_key
-from ..queue import ControlState, Queue
-from ..scenarios import Scenario
+from ..queue import ControlState, JobResult, Queue
+from ..scenarios import Scenario, load_scenario
 from ..screening import Bounds, Decision, Floor, NotWorseThan, Rule, TopK, alpha_each
 from ..screening.live import Standing, look
 from ..screening.order import complete_prefix
@@ -63,54 +64,115 @@ def _answer(qhash: str, result: dict[str, Any] | None, error: str | None) -> Ans
     )
 
 
+LOOK_WINDOW = 16
+"""Tasks of a model's drawn order a later look reads ahead of its complete prefix (more while all are done)."""
+
+
 class Screen:
-    """The screen of one run: look at the answers so far, settle what they settle, hold back the dropped."""
+    """The screen of one run in one process: look at the answers so far, settle what they settle, hold back
+    the dropped. Every process that works the run looks (``knowwhen run`` and each ``knowwhen worker``);
+    decisions are written once, the first one standing (``Queue.merge_meta``).
+
+    Looks are incremental: the first reads the scenario's jobs once; each later one reads only the jobs
+    still unfinished at the last look, a window of each open model's drawn order at a time (``_read``).
+    """
 
     def __init__(self, config: SweepConfig, queue: Queue, key: ScreenKey) -> None:
         assert config.screen is not None
         self.settings = config.screen
         self.rule = screen_rule(config.screen)
         self._queue = queue
-        self._key = key
+        self.key = key
         self._by_place = key.by_place()
         self._task_of = np.asarray(key.key.task_index)
         self.models = [m.id for m in config.models if open_loop_mode(m) in config.modes]
+        self._answers: dict[str, dict[str, Answer]] = {m: {} for m in self.models}
+        self._open: dict[str, dict[str, int]] | None = None  # per model: its unfinished jobs' places, by id
 
-    def _values(self, answered: dict[str, dict[str, Answer]]) -> dict[str, np.ndarray]:
-        """Each model's per-task accuracy over its complete prefix of the drawn order."""
-        rank = {task: i for i, task in enumerate(self._key.order)}
+    def values(self) -> dict[str, np.ndarray]:
+        """Each model's per-task accuracy over its complete prefix of the drawn order, as last read."""
+        rank = {task: i for i, task in enumerate(self.key.order)}
+        places = np.asarray([rank[self.key.key.tasks[t]] for t in self._task_of], dtype=np.int64)
         out = {}
         for model in self.models:
-            answers = answered.get(model, {})
+            answers = self._answers[model]
             done = complete_prefix(answers, self._by_place)
-            correct = np.asarray(occurrence_correct(answers, self._key.key), dtype=np.float64)
-            hits = np.zeros(len(self._key.order))
-            sizes = np.zeros(len(self._key.order))
-            places = np.asarray([rank[self._key.key.tasks[t]] for t in self._task_of], dtype=np.int64)
+            correct = np.asarray(occurrence_correct(answers, self.key.key), dtype=np.float64)
+            hits = np.zeros(len(self.key.order))
+            sizes = np.zeros(len(self.key.order))
             np.add.at(hits, places, correct)
             np.add.at(sizes, places, 1.0)
             out[model] = (hits / np.maximum(sizes, 1.0))[:done]
         return out
 
-    async def look(self) -> dict[str, Standing]:
-        """Read the answers, settle what they settle now, hold back the newly dropped; every model's standing."""
-        answered: dict[str, dict[str, Answer]] = {}
-        for r in await self._queue.results({self.settings.scenario}):
+    def _take(self, rows: Iterable[JobResult]) -> set[str]:
+        """Keep the finished jobs' answers and the unfinished jobs' places; the ids of the finished."""
+        assert self._open is not None
+        finished = set()
+        end = len(self.key.order)
+        for r in rows:
+            model = r.job.model_id
+            if model not in self._answers:
+                continue
             if r.status in ("done", "failed"):
-                answered.setdefault(r.job.model_id, {})[r.job.item] = _answer(r.job.item, r.result, r.error)
+                self._answers[model][r.job.item] = _answer(r.job.item, r.result, r.error)
+                self._open[model].pop(r.job.id, None)
+                finished.add(r.job.id)
+            else:
+                self._open[model][r.job.id] = self.key.places.get(r.job.item, end)
+        return finished
+
+    async def _read(self) -> None:
+        """Bring every model's answers up to date (a decided one's too: its jobs in flight still finish)."""
+        if self._open is None:
+            self._open = {m: {} for m in self.models}
+            self._take(await self._queue.results({self.settings.scenario}))
+            return
+        reading = [m for m in self.models if self._open[m]]
+        while reading:
+            asked: dict[str, list[str]] = {}
+            for model in reading:
+                front = min(self._open[model].values())
+                asked[model] = [i for i, p in self._open[model].items() if p < front + LOOK_WINDOW]
+            finished = self._take(
+                await self._queue.results_of(sorted(i for ids in asked.values() for i in ids))
+            )
+            # a model whose whole window was finished may have more finished past it: read on
+            reading = [m for m in reading if set(asked[m]) <= finished and self._open[m]]
+
+    async def look(self) -> dict[str, Standing]:
+        """Read the new answers, settle what they settle now, hold back the dropped; every model's standing."""
         info = await self._queue.run_info()
-        kept = ((info or {}).get("meta") or {}).get("screen") or {}
-        decided = {m: _standing(d) for m, d in (kept.get("models") or {}).items() if d.get("decision")}
-        standings = look(
-            self.rule, self._values(answered), len(self._key.order), self.settings.alpha, decided
-        )
-        now = time.time()
-        record = {m: _record(s, (kept.get("models") or {}).get(m), now) for m, s in standings.items()}
-        for model, s in standings.items():
+        kept = self._kept(((info or {}).get("meta") or {}).get("screen"))
+        decided = {m: _standing(d) for m, d in kept.items() if d.get("decision")}
+        await self._read()
+        standings = look(self.rule, self.values(), len(self.key.order), self.settings.alpha, decided)
+        record = await self._queue.merge_meta("screen", partial(self._merge, standings, time.time()))
+        now = {m: _standing(d) for m, d in record["models"].items()}
+        for model, s in now.items():
             if s.decision is Decision.DROP:
                 await self._queue.set_control(model, SCREENED, _reason(self.rule, s))
-        await self._queue.update_meta({"screen": self.describe(record)})
-        return standings
+        return now
+
+    def _kept(self, record: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+        """The models' lines of the run's screen record, if it is this screen's (else none)."""
+        mine = self.describe({})
+        same = record is not None and all(record.get(k) == v for k, v in mine.items() if k != "models")
+        return dict((record or {}).get("models") or {}) if same else {}
+
+    def _merge(
+        self, standings: dict[str, Standing], now: float, before: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """The screen record with this look's standings merged in: a decision already written stands (the
+        first process to settle a model settles it), and an open model keeps the bounds on the most tasks."""
+        kept = self._kept(before)
+        reference = self.rule.reference if isinstance(self.rule, NotWorseThan) else None
+        models = dict(kept)
+        for model, s in standings.items():
+            was = kept.get(model)
+            if was is None or (not was.get("decision") and was["tasks"] <= s.tasks) or model == reference:
+                models[model] = _record(s, was, now)
+        return self.describe(models)
 
     def describe(self, models: dict[str, dict[str, Any]]) -> dict[str, Any]:
         """What the run's meta keeps of the screen."""
@@ -121,13 +183,14 @@ class Screen:
             "alpha_each": alpha_each(self.rule, len(self.models), s.alpha),
             "keep": s.keep.model_dump(exclude_none=True),
             "seed": s.seed,
-            "tasks": len(self._key.order),
+            "tasks": len(self.key.order),
             "models": models,
         }
 
 
 def _standing(d: dict[str, Any]) -> Standing:
-    return Standing(Bounds(d["lower"], d["upper"]), d["tasks"], Decision(d["decision"]))
+    decision = Decision(d["decision"]) if d.get("decision") else None
+    return Standing(Bounds(d["lower"], d["upper"]), d["tasks"], decision)
 
 
 def _record(s: Standing, before: dict[str, Any] | None, now: float) -> dict[str, Any]:
@@ -160,13 +223,17 @@ LOOK_EVERY_S = 0.5
 
 
 async def screened_work(
-    config: SweepConfig, queue: Queue, scenarios: Mapping[str, Scenario] | None, work: Awaitable[T]
+    config: SweepConfig,
+    queue: Queue,
+    scenarios: Mapping[str, Scenario] | None,
+    work: Awaitable[T],
+    *,
+    release: bool = True,
 ) -> T:
     """Await ``work`` while the config's screen looks every ``LOOK_EVERY_S`` (once before, once after); a run
-    without ``screen:`` lets the models an earlier screen held back work again."""
-    screen = await open_screen(
-        config, queue, (scenarios or {}).get(config.screen.scenario) if config.screen else None
-    )
+    without ``screen:`` lets the models an earlier screen held back work again (``release``: a worker
+    leaves that to ``knowwhen run``)."""
+    screen = await open_screen(config, queue, scenarios, release=release)
     if screen is None:
         return await work
     await screen.look()
@@ -174,7 +241,7 @@ async def screened_work(
 
         async def looking() -> None:
             took = 0.0
-            while True:  # a look reads every answer of the scenario: on a big run, look less often
+            while True:  # a look reads the jobs unfinished at the last one: if that is slow, look less often
                 await anyio.sleep(max(LOOK_EVERY_S, 10 * took))
                 started = time.monotonic()
                 await screen.look()
@@ -198,12 +265,20 @@ async def open_beyond_screen(queue: Queue, counts: Mapping[str, int]) -> bool:
     return any(c.status == "running" or c.model_id not in held for c in await queue.counts(open_only=True))
 
 
-async def open_screen(config: SweepConfig, queue: Queue, scenario: Scenario | None) -> Screen | None:
-    """The run's screen (None without ``screen:``); a run without one lets the screened-out models work again."""
-    if config.screen is None or scenario is None:
+async def open_screen(
+    config: SweepConfig, queue: Queue, scenarios: Mapping[str, Scenario] | None, *, release: bool = True
+) -> Screen | None:
+    """The run's screen (None without ``screen:``, or on a machine without the screened scenario's files);
+    a run without one lets the screened-out models work again (unless not to ``release`` them)."""
+    spec = next((s for s in config.scenarios if config.screen and s.id == config.screen.scenario), None)
+    if spec is not None:
+        scenario = (scenarios or {}).get(spec.id)
+        if scenario is None and spec.path is not None and spec.path.exists():
+            scenario = load_scenario(spec)  # a resumed run reads no scenario it does not re-plan
+        return None if scenario is None else Screen(config, queue, screen_key(config, scenario))
+    if release:
         await queue.clear_controls(SCREENED)
         info = await queue.run_info()
         if ((info or {}).get("meta") or {}).get("screen"):
             await queue.update_meta({"screen": None})
-        return None
-    return Screen(config, queue, screen_key(config, scenario))
+    return None

@@ -25,6 +25,7 @@ from ..cache import CacheStore
 from ..config import SweepConfig
 from ..jobs import WHOLE_RUN, Cell, Items
 from ..plan import Grid, cell_stamps, cells_of, expand, notes_stamps, plan_stamp
+from ..plan.draws import draw_places
 from ..provider import CacheMode, preload_litellm
 from ..queue import Queue
 from ..scenarios import Scenario, load_scenario
@@ -56,6 +57,7 @@ class Stages:
         # The queue holds one config's plan at a time (jobs of an earlier one are set aside): a kept
         # stamp is a fast path only while the config it came from is the one the queue holds.
         self.live, self.config_stamp = meta.get("live_plan"), plan_stamp(config, None)
+        self.drawn: dict[str, Any] | None = meta.get("screen_draws")  # the screen whose order the jobs have
         self.scenarios: dict[str, Scenario] | None = None
         self.items: Items | None = None
         self.planned = self.added = 0
@@ -78,6 +80,7 @@ class Stages:
             self.planned, self.skipped = done_before["jobs"], list(done_before["skipped"])
             if self.items is None:
                 self.items = await self._open_items()  # the done jobs' are not needed
+            await self._draw_screen()
             return self.items
         stage = _stage_key(fits) if fits else None
         if stage is not None:
@@ -95,7 +98,23 @@ class Stages:
         await self._keep(change, grid, stamp, stage)
         whole = all(spec.id in self.scenarios for spec in self.config.scenarios)
         self.items = {**(self.items or {}), **grid.items} if whole else await self._open_items()
+        await self._draw_screen()
         return self.items
+
+    async def _draw_screen(self) -> None:
+        """Give the screened scenario's jobs planned before the screen their places in its drawn order
+        (once per screen; answered jobs keep their results, and the order is the seed's, as at planning)."""
+        screen = self.config.screen
+        drawn = None if screen is None else {"scenario": screen.scenario, "seed": screen.seed}
+        if drawn == self.drawn:
+            return
+        if screen is not None:
+            self._load({screen.scenario})
+            assert self.scenarios is not None
+            places = draw_places(self.config, self.scenarios[screen.scenario])
+            await self.queue.set_draws(screen.scenario, places or {})
+        await self.queue.update_meta({"screen_draws": drawn})  # a screen added again draws again
+        self.drawn = drawn
 
     async def _keep(self, change: _Change, grid: Grid, stamp: str, stage: str | None) -> None:
         """Keep with the run what was planned: the plan's stamp, its cells' and its notes' stamps."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -203,6 +203,7 @@ async def _work_stages(
 
     config, request = sweep.config, sweep.request
     preflight, plan_token = request.preflight if sweep.works else None, sweep.plan_token
+    fleet = sweep.fleet
     fits: dict[str, Any] | None = None
     total = WorkStats()
     while True:
@@ -218,8 +219,9 @@ async def _work_stages(
         if request.retry_failed:
             await queue.requeue_failed()
         work = work_queue(
-            config, queue, sweep.secrets, items, progress=request.progress, fleet=sweep.fleet, cache=store
+            config, queue, sweep.secrets, items, progress=request.progress, fleet=fleet, cache=store
         )
+        fleet = fleet and replace(fleet, together=0)  # its processes start together once, not per stage
         stats, interrupted = await screened_work(config, queue, stages.scenarios, work)
         total.add(stats)
         new_fits = None if interrupted else await compute_fits(config, queue)

@@ -85,6 +85,7 @@ async def _work(
         batch_transport=transport,
         on_progress=lambda s: display.update(s.done, s.cost_usd, s.failed, s.runner_errors),
         on_quarantine=lambda model_id, reason: _quarantined(config, model_id, reason),
+        start_together=fleet.together if fleet is not None else 0,
     )
     display.batches = worker.batches.describe if worker.batches is not None else None
     with display:

@@ -2,7 +2,8 @@
 ``report.rank_by``), read from the manifests of the last finalise, with the models the config pins.
 
 Before the first finalise there are no manifests, so no ranks: models are then listed by id. The ranking
-is read again only when a manifest file changed.
+is read again only when a manifest file changed. A model a screen stopped has no rank (its figure covers a
+prefix of the drawn order); it carries its screening bounds instead (``screened_out``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ..results import manifest_path
 from ..results.ranking import plot_focus, rank_models
+from ..results.screen_record import screen_mark, screened_out
 from .data import RunData
 
 __all__ = ["Standings", "standings"]
@@ -18,14 +20,15 @@ __all__ = ["Standings", "standings"]
 
 @dataclass(frozen=True)
 class Standings:
-    """Each model's rank (None: no figure, or not finalised), whether the config pins it, and whether the
-    report's plots name it."""
+    """Each model's rank (None: no figure, screened out, or not finalised), whether the config pins it,
+    whether the report's plots name it, and a screened-out model's screening bounds."""
 
     ranked_by: str | None = None
     order: list[str] = field(default_factory=list)
     ranks: dict[str, int | None] = field(default_factory=dict)
     pinned: frozenset[str] = frozenset()
     named: frozenset[str] = frozenset()
+    screened: dict[str, str] = field(default_factory=dict)  # stopped by a screen: its screening bounds
 
     def position(self, model_id: str) -> tuple[int, str]:
         """A sort key: the ranking's order, then the id (models it does not know come last, by id)."""
@@ -36,6 +39,7 @@ class Standings:
             "rank": self.ranks.get(model_id),
             "pinned": model_id in self.pinned,
             "named": model_id in self.named,
+            "screened_out": self.screened.get(model_id),
         }
 
 
@@ -53,7 +57,12 @@ async def standings(data: RunData) -> Standings:
     if manifests:
         ranking = rank_models(manifests, config.report.rank_by)
         focus = plot_focus(manifests, ranking, config.report.highlight, config.report.named)
-        value = Standings(ranking.scenario, ranking.order, ranking.ranks, pinned, frozenset(focus.named))
+        stopped = {
+            m.model.id: screen_mark(m.screen) for m in manifests if m.screen and screened_out(m.screen)
+        }
+        value = Standings(
+            ranking.scenario, ranking.order, ranking.ranks, pinned, frozenset(focus.named), stopped
+        )
     else:
         value = Standings(pinned=pinned)
     data.standings = (stamp, value)

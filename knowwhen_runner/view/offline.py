@@ -64,7 +64,8 @@ async function get(path) {
     const lm = D.questions.llm && D.questions.llm !== m ? D.questions.llm : null;
     const l = lm ? D.answers[s + '\n' + lm + '\n' + h] : null;
     return {...item, scenario: s, model: m, qhash: h, answer: a, right: row.right, llm_model: l ? lm : null,
-      llm: l || null, llm_right: row.llm_right, tau: (D.questions.thresholds[m] || {})[s] ?? null};
+      llm: l || null, llm_right: row.llm_right, tau: (D.questions.thresholds[m] || {})[s] ?? null,
+      screened: (D.questions.screened || {})[m] || null};
   }
   throw new Error('not in this report: ' + name);
 }

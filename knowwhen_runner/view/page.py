@@ -49,6 +49,8 @@ const pct = v => v == null ? '–' : (100 * v).toFixed(1) + '%';
 const num = v => v == null ? '–' : Number(v).toLocaleString();
 const usd = v => '$' + Number(v || 0).toFixed(4);
 const mark = v => v == null ? '<span class="muted">–</span>' : v ? '<span class="ok">✓</span>' : '<span class="bad">✗</span>';
+const stopped = (S, m) => S && S[m] ? ` <span class="tag paused" title="${esc(S[m])}">screened out</span>` : '';
+const stoppedNote = S => S && Object.keys(S).length ? `<p class="note" id="screened-note">Screened out (a screen stopped them; their answers cover only the tasks asked before, and their figures are screening bounds, not a finished model's): ${Object.entries(S).map(([m, t]) => `<b>${esc(m)}</b> ${esc(t)}`).join('; ')}</p>` : '';
 const bar = (v, tau) => `<span class="bar"><i style="width:${100 * (v || 0)}%"></i>${tau == null ? '' : `<b style="left:${100 * tau}%"></b>`}</span>`;
 function params() { const [v, q] = location.hash.slice(1).split('?'); return [v || START, new URLSearchParams(q || '')]; }
 function link(view, p) { return '#' + view + (p && [...new URLSearchParams(p)].length ? '?' + new URLSearchParams(p) : ''); }
@@ -67,7 +69,7 @@ const VIEWS = {
   async live() {
     const d = await get('api/live');
     const held = x => ['paused', 'quarantined', 'screened'].map(k => x[k] ? `<span class="tag paused" title="${esc(x[k + '_reason'])}">${k}</span>` : '').join(' ');
-    const who = x => `${x.rank == null ? '' : `<span class="muted">#${x.rank}</span> `}${x.named ? `<b>${esc(x.model)}</b>` : esc(x.model)}${x.pinned ? ' <span title="pinned by report.highlight">★</span>' : ''}`;
+    const who = x => `${x.rank == null ? '' : `<span class="muted">#${x.rank}</span> `}${x.named ? `<b>${esc(x.model)}</b>` : esc(x.model)}${x.pinned ? ' <span title="pinned by report.highlight">★</span>' : ''}${x.screened_out ? ` <span class="muted screened-out">${esc(x.screened_out)}</span>` : ''}`;
     const m = d.models.map(x => `<tr data-model="${esc(x.model)}" data-rank="${x.rank == null ? '' : x.rank}"><td>${who(x)} ${held(x)}</td>
       <td class="n">${num(x.done)}</td><td class="n">${num(x.pending)}</td><td class="n">${num(x.running)}</td>
       <td class="n">${num(x.failed)}</td><td class="n" data-spend="${esc(x.model)}">${x.spend_usd == null ? '…' : usd(x.spend_usd)}</td>
@@ -107,7 +109,7 @@ const VIEWS = {
     const named = r => r.scenario + '\n' + r.model + '\n' + r.qhash, key = r => esc(named(r));
     const opts = (k, vals) => ['', ...vals].map(v => `<option ${v === f[k] ? 'selected' : ''} value="${esc(v)}">${esc(v || 'all')}</option>`).join('');
     const shown = d.rows.map(r => `<tr><td><a href="${link('question', {scenario: r.scenario, model: r.model, qhash: r.qhash})}">${esc(r.qhash.slice(0, 10))}</a></td>
-      <td>${esc(r.model)}</td><td>${esc(r.scenario)}</td><td>${esc(r.stratum)}</td><td>${esc(r.answer)}</td>
+      <td>${esc(r.model)}${stopped(d.screened, r.model)}</td><td>${esc(r.scenario)}</td><td>${esc(r.stratum)}</td><td>${esc(r.answer)}</td>
       <td class="n">${pct(r.confidence)}</td><td>${mark(r.right)}</td><td data-llm="${key(r)}">${d.llm_pending ? '…' : said(r)}</td></tr>`).join('');
     const at = o => link('questions', new URLSearchParams([...q, ...(o ? [['offset', o]] : [])]));
     const end = d.offset + d.rows.length;
@@ -121,7 +123,7 @@ const VIEWS = {
       <label>answer<br><select name="right">${opts('right', ['right', 'wrong'])}</select></label>
       <label>confidence ≥<br><input name="cmin" size="4" value="${esc(f.cmin)}"></label>
       <label>≤<br><input name="cmax" size="4" value="${esc(f.cmax)}"></label></form>
-      <p><span id="q-count" data-n="${d.total}">${num(d.total)}</span> of ${num(d.answers)} answers${pages}</p>
+      ${stoppedNote(d.screened)}<p><span id="q-count" data-n="${d.total}">${num(d.total)}</span> of ${num(d.answers)} answers${pages}</p>
       <table><tr><th>question</th><th>model</th><th>scenario</th><th>stratum</th><th>answer</th><th>confidence</th><th>right</th><th>LLM ${esc(d.llm || '')}</th></tr>${shown}</table>`;
     $('#qf').onchange = () => { const q = new URLSearchParams(new FormData($('#qf')));
       if (p.get('sort')) q.set('sort', p.get('sort')); [...q.keys()].forEach(k => q.get(k) || q.delete(k)); location.hash = link('questions', q); };
@@ -143,6 +145,7 @@ const VIEWS = {
       <p><b>${esc(d.model)}</b> answered <b>${esc(a.answer)}</b> ${mark(d.right)} with confidence ${pct(a.confidence)}
       ${bar(a.confidence, d.tau)} τ ${d.tau == null ? 'not fitted' : d.tau.toFixed(3)}
       → ${d.tau == null ? '' : (a.confidence >= d.tau ? 'the gate would delegate to it' : 'the gate would ask the LLM')}</p>
+      ${d.screened ? `<p class="note" id="screened-note"><b>${esc(d.model)}</b> ${esc(d.screened)}: its τ is fitted on those answers alone</p>` : ''}
       <p>${d.llm ? `LLM <b>${esc(d.llm_model)}</b> answered <b>${esc(l.answer)}</b> ${mark(d.llm_right)}` : 'no LLM answer'}</p>
       <h3>Answer key</h3><ul>${d.key.map(k => `<li>task ${esc(k.task)} (${esc(k.stratum)}): ${k.acceptable.map(esc).join(', ')}</li>`).join('')}</ul>
       <h3>State</h3><pre>${esc(d.state)}</pre>

@@ -19,6 +19,7 @@ import anyio
 from ..config import SweepConfig
 from ..queue import AnswerQuery, RecordedAnswer
 from ..results import CxsManifest
+from ..results.screen_record import screen_mark, screened_out
 from .answer_keys import KeyEntry
 from .data import RunData
 from .leaderboard import standings
@@ -103,6 +104,12 @@ def _thresholds(manifests: list[CxsManifest]) -> dict[str, dict[str, float | Non
     return out
 
 
+def _screened(manifests: list[CxsManifest]) -> dict[str, str]:
+    """The models a screen stopped, each with its screening bounds: their answers are a prefix of the drawn
+    order and their τ is fitted on those alone, not a finished model's."""
+    return {m.model.id: screen_mark(m.screen) for m in manifests if m.screen and screened_out(m.screen)}
+
+
 def _row(answer: RecordedAnswer, keys: Keys, llm: RecordedAnswer | None) -> dict[str, Any]:
     entries = keys.get(answer.scenario_id, {}).get(answer.item)
     return {
@@ -168,6 +175,7 @@ async def question_page(data: RunData, chosen: QuestionFilter) -> dict[str, Any]
             "stratum": sorted({e[0].stratum for qs in keys.values() for e in qs.values() if e}),
         },
         "thresholds": _thresholds(data.manifests(config)),
+        "screened": _screened(data.manifests(config)),
         "llm": gate_llm,
         "llm_pending": pending,
     }
@@ -195,7 +203,7 @@ async def judged_rows(data: RunData, manifests: list[CxsManifest] | None) -> dic
         _row(a, keys, llm.get((a.scenario_id, a.item)) if a.model_id != gate_llm else None) for a in every
     ]
     found = data.manifests(config) if manifests is None else manifests
-    return {"rows": rows, "thresholds": _thresholds(found), "llm": gate_llm}
+    return {"rows": rows, "thresholds": _thresholds(found), "screened": _screened(found), "llm": gate_llm}
 
 
 async def question_detail(data: RunData, scenario: str, model: str, qhash: str) -> dict[str, Any] | None:
@@ -216,7 +224,8 @@ async def question_detail(data: RunData, scenario: str, model: str, qhash: str) 
     item = item or {"options": sorted(answer.get("probabilities") or {})}  # a run without stored items
     entries = keys.get(scenario, {}).get(qhash, [])
     llm = found.get(gate_llm) if gate_llm and gate_llm != model else None
-    tau = _thresholds(data.manifests(config)).get(model, {}).get(scenario)
+    manifests = data.manifests(config)
+    tau = _thresholds(manifests).get(model, {}).get(scenario)
     return {
         "scenario": scenario, "model": model, "qhash": qhash, "state": item.get("state"),
         "options": list(item.get("options") or []), "descriptions": list(item.get("descriptions") or []),
@@ -224,6 +233,7 @@ async def question_detail(data: RunData, scenario: str, model: str, qhash: str) 
         "answer": public_answer(answer), "right": _right(answer.get("answer"), entries),
         "llm_model": gate_llm if llm else None, "llm": public_answer(llm) if llm else None,
         "llm_right": _right(llm.get("answer"), entries) if llm else None, "tau": tau,
+        "screened": _screened(manifests).get(model),
     }  # fmt: skip
 
 

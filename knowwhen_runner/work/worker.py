@@ -57,6 +57,7 @@ from .outcome import Outcome, Outcomes, Question, WorkStats
 from .quarantine import quarantine_reason
 from .recording import STALE_AFTER_S, Recording
 from .runner_errors import RunnerErrors
+from .start_together import start_together
 
 __all__ = ["STALE_AFTER_S", "WorkStats", "Worker", "new_worker_id"]
 
@@ -83,6 +84,7 @@ class Worker(Recording):
         on_quarantine: Callable[[str, str], None] | None = None,
         limiters: Limiters | None = None,
         batch_transport: BatchTransport | None = None,
+        start_together: int = 0,
     ) -> None:
         self.config = config
         self.queue = queue
@@ -93,6 +95,7 @@ class Worker(Recording):
         self.stopping = Stopping()
         self.runner_errors = RunnerErrors(config.output, self.id)
         self._on_progress = on_progress
+        self._together = start_together  # processes of a ``run --processes N`` that start claiming together
         self._limiters = limiters
         self._models: dict[str, ModelSpec] = {m.id: m for m in config.models}
         self._cache = CacheMode(config.cache.policy)
@@ -206,6 +209,7 @@ class Worker(Recording):
                     tg.start_soon(self.batches.run)
                 async with out_send, anyio.create_task_group() as calls:
                     self.stopping.callers = calls.cancel_scope
+                    await start_together(self.queue, self.id, self._together, self.stopping.is_set)
                     await self._claim_loop(calls, out_send)
         finally:
             with anyio.CancelScope(shield=True):

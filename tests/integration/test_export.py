@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import json
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from knowwhen_runner.sweep import finalize_config, import_dataset
 from tests.card_snippet import card_score
 from tests.exportdata import EPISODE_SCENARIOS, FAILED_ERROR, MODELS, VARIANTS, make_run, write_run_config
 from tests.helpers import knowwhen
+from tests.roundtrip import assert_same_run, manifest_leaves, scored_with_manifest
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "answer-row.schema.json").read_text())
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
@@ -38,21 +38,6 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path
     done = knowwhen("export", str(run), "--out", str(root / "exported"))
     assert done.returncode == 0, done.stderr
     return dataset, run, root / "exported"
-
-
-@pytest.fixture(scope="module")
-def hf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The real `datasets` library, offline, with its cache and home in a temporary folder."""
-    home = tmp_path_factory.mktemp("hf-home")
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in (("HF_DATASETS_OFFLINE", "1"), ("HF_HUB_OFFLINE", "1"), ("HF_HOME", str(home))):
-            patch.setenv(name, value)
-        patch.setenv("HF_DATASETS_CACHE", str(home / "datasets"))
-        import datasets
-
-        patch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True)
-        patch.setattr(datasets.config, "HF_DATASETS_CACHE", home / "datasets")
-        yield datasets
 
 
 def _card(folder: Path) -> dict[str, Any]:
@@ -208,19 +193,7 @@ def test_score_gives_the_manifests_closed_loop_cells_from_episode_files(
     """`knowwhen score DIR/episodes/SCENARIO` gives each model's success per mode and τ with the manifest's
     95% interval and coverage, from the episode files alone (every closed-loop cell of the run)."""
     _dataset, run, out = exported
-    cells = []
-    for scenario in ("eps", "eps-fit"):
-        done = knowwhen("score", str(out / "episodes" / scenario), "--json")
-        assert done.returncode == 0, done.stderr
-        cells += json.loads(done.stdout)["cells"]
-    manifest = {
-        (m, c.scenario, c.mode, c.tau): c
-        for m in ("agent", "dm")
-        for c in load_manifest(run / "manifests" / f"{m}.cxs.json").closed_loop
-    }
-    assert {(c["model"], c["scenario"], c["mode"], c["tau"]) for c in cells} == set(manifest)
-    for c in cells:
-        cell = manifest[(c["model"], c["scenario"], c["mode"], c["tau"])]
+    for c, cell in scored_with_manifest(out, ["eps", "eps-fit"], run, ["agent", "dm"]):
         interval = cell.intervals.success_rate if cell.intervals else None
         assert interval is not None and cell.success_rate is not None and cell.coverage is not None
         assert c["success_pct"] == pytest.approx(100 * cell.success_rate)
@@ -346,28 +319,6 @@ def reimported(exported: tuple[Path, Path, Path], tmp_path_factory: pytest.TempP
     return root / "run"
 
 
-MAY_DIFFER = {
-    "run.config_sha256": "the config names this machine's folders (the dataset read, the run's output)",
-    "run.created": "wall-clock time the run was planned",
-    "run.work_started": "wall-clock time a worker started",
-    "run.work_ended": "wall-clock time the last worker stopped",
-    "run.finalized_at": "wall-clock time the manifest was written",
-}
-"""The only manifest fields a round trip may change, and why; every other value must come back equal."""
-
-
-def _leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
-    """(dotted path, value) of every leaf of a JSON document (list items as ``[i]``)."""
-    if isinstance(value, dict):
-        for key, inner in value.items():
-            yield from _leaves(inner, f"{path}.{key}" if path else key)
-    elif isinstance(value, list) and value:
-        for i, inner in enumerate(value):
-            yield from _leaves(inner, f"{path}[{i}]")
-    else:
-        yield path, value
-
-
 def test_round_trip_gives_every_table_byte_for_byte_and_every_manifest_number(
     exported: tuple[Path, Path, Path], reimported: Path
 ) -> None:
@@ -375,29 +326,18 @@ def test_round_trip_gives_every_table_byte_for_byte_and_every_manifest_number(
     every manifest (attempts, failed jobs and their kinds, calls and cache hits, every cell of L1 with both
     question kinds, L2 in every shift variant, L3 with refitted τ and repeats) is equal, but ``MAY_DIFFER``."""
     _dataset, run, _out = exported
-    tables = [*sorted(p.relative_to(run) for p in (run / "tables").iterdir()), Path("table.md")]
     assert {"closed-loop.csv", "comparison.csv", "details.csv", "gated.csv", "l1.csv"} <= {
-        p.name for p in tables
+        p.name for p in (run / "tables").iterdir()
     }
-    for name in tables:
-        assert (reimported / name).read_bytes() == (run / name).read_bytes(), name
-    numbers = 0
+    numbers = assert_same_run(run, reimported, ["agent", "dm"])
     for model in ("agent", "dm"):
-        before = dict(_leaves(json.loads((run / "manifests" / f"{model}.cxs.json").read_text())))
-        after = dict(_leaves(json.loads((reimported / "manifests" / f"{model}.cxs.json").read_text())))
-        assert set(after) == set(before), model
-        differ = {path for path, value in before.items() if after[path] != value}
-        assert differ <= set(MAY_DIFFER), (model, sorted(differ - set(MAY_DIFFER)))
-        numbers += sum(isinstance(v, int | float) and not isinstance(v, bool) for v in before.values())
+        before = manifest_leaves(run, model)
         assert before["jobs.attempts"] > before["jobs.total"] and before["jobs.retried"] > 0
         assert before["totals.cache_hits"] > 0 and before["jobs.retry_errors"] > 0
     dm = load_manifest(reimported / "manifests" / "dm.cxs.json")
     assert dm.jobs.failed == 3 and dm.jobs.failure_kinds == {"fatal": 3}
     assert {c.variant for c in dm.open_loop} == {None, *SHIFT_VARIANTS} and len(dm.closed_loop) == 3
     assert numbers > 800  # the walk saw every cell (837 numbers in the two manifests)
-    for path in sorted(run.glob("eps*/episodes_*.jsonl.gz")):
-        again = reimported / path.parent.name / path.name
-        assert list(iter_jsonl(again)) == list(iter_jsonl(path)), path.name
 
 
 def test_import_refits_tau_from_the_imported_shadow_episodes(

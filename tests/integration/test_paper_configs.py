@@ -145,3 +145,22 @@ def test_table3_round_trip_of_published_answers(offline: Path, dataset: Path) ->
             assert cell["accuracy_pct"] == pytest.approx(expected["accuracy"], abs=1e-9)
             assert cell["must_ask_pct"] == pytest.approx(expected["must_ask"], abs=1e-9)
             assert cell["occurrences"] == expected["n_occurrences"]
+
+
+def test_paper_config_with_when2call_missing_plans_the_rest_and_names_the_fetch_command(
+    offline: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Table 3's config over an L1 folder without When2Call plans every other job (the BFCL items and
+    their argument questions, the states, the episodes) and says in one sentence what is left out and the
+    command that fetches it."""
+    data = tmp_path / "l1"
+    shutil.copytree(L1, data)
+    shutil.rmtree(data / "when2call")
+    monkeypatch.setenv("KNOWWHEN_L1_DATA", str(data))
+    report = _plan(offline / "shifted-tasks.yaml")
+    models = [m.id for m in load_config(offline / "shifted-tasks.yaml").models if m.kind == "decision"]
+    cells = _cells(report)
+    assert cells[("l1", "model")] == dict.fromkeys(models, L1_ITEMS - 5)  # the fixture's 5 When2Call items
+    assert {sc for sc, _m in cells} == {"l1", "shift", "shift-nosurf", "shift-nodist", "shift-l3"}
+    said = [s for s in report["skipped"] if s.startswith("l1: when2call is missing")]
+    assert len(said) == 1 and f"fetch it with `knowwhen fetch-l1 --out {data} --source when2call`" in said[0]

@@ -4,6 +4,9 @@ models over its common states, a screen that keeps the best one."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -61,16 +64,18 @@ def _state(url: str) -> tuple[dict[str, dict[str, int]], dict[str, Any], dict[st
     return anyio.run(read)
 
 
+def _screened_run(
+    tmp_path: Path, server: ServerProcess, db: str, flag: str
+) -> subprocess.CompletedProcess[str]:
+    """``knowwhen run`` of the screened config, quietly, with ``flag``."""
+    return knowwhen("run", str(_config(tmp_path / "s.yaml", server.base_url, db, screen=True)), "-q", flag)
+
+
 def test_a_screen_stops_the_clearly_worse_model_and_a_full_run_finishes_it_without_asking_twice(
     server: ServerProcess, tmp_path: Path, fresh_db_url: str
 ) -> None:
     """The screen drops lexical early and leaves its jobs pending; a run without the screen asks only those."""
-    screened = knowwhen(
-        "run",
-        str(_config(tmp_path / "s.yaml", server.base_url, fresh_db_url, screen=True)),
-        "-q",
-        "--no-probe",
-    )
+    screened = _screened_run(tmp_path, server, fresh_db_url, "--no-probe")
     assert screened.returncode == 0, screened.stderr
     counts, record, held = _state(fresh_db_url)
     lexical = record["models"]["lexical"]
@@ -93,6 +98,10 @@ def test_a_screen_stops_the_clearly_worse_model_and_a_full_run_finishes_it_witho
     assert "screening bounds" in (out / "report.html").read_text()
     status = json.loads(knowwhen("status", str(out), "--db", fresh_db_url, "--json").stdout)
     assert status["screen"]["models"]["lexical"]["calls_saved"] == counts["lexical"]["pending"]
+    assert all("lexical" not in p.read_text() for p in (out / "plots").glob("*.svg"))  # no curve of a prefix
+    unplotted = (out / "report.html").read_text().split("Not drawn: ", 1)[1].split(", screened out", 1)[0]
+    assert "lexical" in unplotted.split(", ") and "agent-sim" not in unplotted
+    shutil.copytree(out / "manifests", tmp_path / "screened-manifests")
 
     full = knowwhen(
         "run",
@@ -108,3 +117,38 @@ def test_a_screen_stops_the_clearly_worse_model_and_a_full_run_finishes_it_witho
     assert server.count() == 3 * QUESTIONS  # each question asked once over both runs
     assert load_manifest(manifest_path(tmp_path / "out", "lexical")).screen is None
     assert "screened out" not in (tmp_path / "out" / "table.md").read_text()
+    compared = json.loads(
+        knowwhen("compare", str(tmp_path / "screened-manifests"), str(tmp_path / "out"), "--json").stdout
+    )
+    assert compared["models"]["lexical"]["screened_out"]["a"].startswith("screened out after")
+    assert compared["models"]["lexical"]["screened_out"]["b"] is None
+
+
+def test_a_screened_run_worked_by_workers_alone_still_stops_the_worse_model(
+    server: ServerProcess, tmp_path: Path, fresh_db_url: str
+) -> None:
+    """``run --plan-only`` plans the screened run and two ``knowwhen worker`` processes work it (as Slurm
+    array tasks would): they look and decide, so lexical is dropped early, its jobs left pending, and the
+    decision is written once."""
+    planned = _screened_run(tmp_path, server, fresh_db_url, "--plan-only")
+    assert planned.returncode == 0, planned.stderr
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "knowwhen_runner", "worker", "--db", fresh_db_url, "-q"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(2)
+    ]
+    for w in workers:
+        _out, err = w.communicate(timeout=600)
+        assert w.returncode == 0, err.decode()
+    counts, record, held = _state(fresh_db_url)
+    lexical = record["models"]["lexical"]
+    assert lexical["decision"] == "drop" and lexical["tasks"] < TASKS / 2
+    assert held["lexical"] == "screened"
+    assert counts["lexical"].get("pending", 0) > QUESTIONS / 2
+    assert counts["agent-sim"] == {"done": QUESTIONS}
+    assert server.count() == sum(c.get("done", 0) for c in counts.values())
+    mark = load_manifest(manifest_path(tmp_path / "out", "lexical")).screen
+    assert mark is not None and mark.decision == "drop" and mark.decided_at == lexical["decided_at"]

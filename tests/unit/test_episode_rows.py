@@ -34,7 +34,10 @@ def test_finalise_writes_one_valid_line_per_episode_with_every_decision(tmp_path
     schema = json.loads(SCHEMA.read_text())
     dm = _lines(config.output / "eps" / "episodes_dm.jsonl.gz")
     llm = _lines(config.output / "eps" / "episodes_llm.jsonl.gz")
-    assert len(dm) == 7 and len(llm) == 4  # the builder's model+gated and llm cells
+    assert len(dm) == 8 and len(llm) == 4  # the builder's model+gated and llm cells
+    failed = [r for r in dm if r["error"] is not None]  # the builder's episode job that failed for good
+    assert len(failed) == 1 and failed[0]["steps"] == [] and not failed[0]["success"]
+    assert failed[0]["error_kind"] is not None and failed[0]["attempts"] >= 1
     for row in dm + llm:
         jsonschema.Draft202012Validator(schema).validate(row)
         assert row["schema_version"] == EPISODE_ROW_SCHEMA_VERSION
@@ -128,7 +131,7 @@ def test_rows_of_schema_1_are_read_with_their_arguments_as_json_text() -> None:
     ):
         del old[name]
     row = read_episode_row(old)
-    assert row.schema_version == EPISODE_ROW_SCHEMA_VERSION == 3
+    assert row.schema_version == EPISODE_ROW_SCHEMA_VERSION == 4
     assert json.loads(row.steps[0].arguments or "") == {"customer_id": "C-1"}
     assert (row.cost_usd.decision, row.cost_usd.llm) == (0.0, 0.5)
 

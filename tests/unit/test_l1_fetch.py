@@ -181,3 +181,41 @@ def test_a_download_that_is_not_when2call_is_refused_and_not_written(tmp_path: P
         in done.stderr
     )
     assert not (tmp_path / "l1" / "when2call").exists() and not (tmp_path / "l1" / L1_MANIFEST).exists()
+
+
+def _refetch_line() -> list[str]:
+    """The page's command that fetches a recorded When2Call commit again, split into arguments."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "paper.md").read_text(encoding="utf-8")
+    lines = [
+        line.split("  #", 1)[0].strip() for line in page.splitlines() if "--when2call-revision COMMIT" in line
+    ]
+    commands = [line.split()[1:] for line in lines if line.startswith("knowwhen ")]
+    assert len(commands) == 1, lines
+    return commands[0]
+
+
+def test_the_pages_refetch_command_takes_the_recorded_commit_on_a_fresh_machine(tmp_path: Path) -> None:
+    """The paper page's one command, given the commit a first fetch recorded, fetches the same file into a
+    new folder from a Hub that no longer has `main` (so any request for main would fail), and records the
+    commit as requested and resolved, with the same sha256."""
+    import dataclasses
+
+    first = tmp_path / "first" / "l1"
+    with local_hub(when2call_repo()) as endpoint:
+        env = {"HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path / "hf1"), "HF_HUB_OFFLINE": "0"}
+        assert knowwhen("fetch-l1", "--out", str(first), "--source", "when2call", env=env).returncode == 0
+    recorded = _manifest(first)["sources"]["when2call"]
+    args = _refetch_line()
+    assert args[:2] == ["fetch-l1", "--out"]
+    args = [recorded["revision"] if a == "COMMIT" else a for a in args]
+    moved = dataclasses.replace(when2call_repo(), revisions=())  # main is unknown to this Hub
+    (tmp_path / "second").mkdir()  # the fresh machine's checkout
+    with local_hub(moved) as endpoint:
+        env = {"HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path / "hf2"), "HF_HUB_OFFLINE": "0"}
+        done = knowwhen(*args, env=env, cwd=tmp_path / "second")
+    assert done.returncode == 0, done.stderr
+    assert f"when2call: 1 file from {WHEN2CALL_REPO}@{COMMIT}" in done.stdout
+    assert not any("/main" in r for r in moved.requests), moved.requests
+    again = _manifest(tmp_path / "second" / "data" / "l1")["sources"]["when2call"]
+    assert (again["requested"], again["revision"]) == (COMMIT, COMMIT)
+    assert again["files"] == recorded["files"]

@@ -13,9 +13,11 @@ from tests.private_pg import private_cluster
 
 
 def _backends(url: str) -> set[int]:
+    """The client connections to the database, not counting this one (an autovacuum worker is not one)."""
     with psycopg.connect(url.replace("+psycopg", "")) as conn:
         rows = conn.execute(
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " AND backend_type = 'client backend'"
         ).fetchall()
     return {int(row[0]) for row in rows}
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import anyio
 import anyio.lowlevel
 from hypothesis import HealthCheck, given, settings
@@ -11,6 +9,7 @@ from hypothesis import strategies as st
 
 from knowwhen_runner.config import RateLimit
 from knowwhen_runner.provider.ratelimit import FleetLimiter, FleetLimits, Limiter
+from tests.memory_ledger import MemoryLedger
 
 
 class FakeClock:
@@ -34,47 +33,6 @@ class FakeClock:
         self.slept.append(seconds)
         self.t += seconds
         await anyio.lowlevel.checkpoint()
-
-
-@dataclass(frozen=True)
-class _Got:
-    start: float
-    now: float
-    end: float
-
-
-class FakeLedger:
-    """The fleet ledger's slot and permit arithmetic in memory, on the fake clock plus an offset."""
-
-    def __init__(self, clock: FakeClock, offset: float) -> None:
-        self.clock, self.offset = clock, offset
-        self.next = 0.0
-        self.paused = 0.0
-
-    async def reserve(
-        self, key: str, count: int, interval: float, *, tokens: int = 0, token_interval: float = 0.0,
-        pause_until: float = 0.0,
-    ) -> _Got:  # fmt: skip
-        now = self.clock.now() + self.offset
-        self.paused = max(self.paused, pause_until)
-        start = max(now, self.next, self.paused)
-        self.next = start + count * interval + tokens * token_interval
-        return _Got(start, now, self.next)
-
-    async def give_back(self, key: str, first: float, end: float) -> bool:
-        if self.next != end:
-            return False
-        self.next = max(first, self.clock.now() + self.offset)
-        return True
-
-    async def hold(self, key: str, holder: str, *, want: int, in_use: int, cap: int, ttl: float) -> int:
-        return cap
-
-    async def learned(self) -> dict:  # type: ignore[type-arg]
-        return {}
-
-    async def learn(self, *args: object, **kw: object) -> object:
-        raise AssertionError("not adaptive")
 
 
 _steps = st.lists(st.floats(min_value=0.0, max_value=0.05), min_size=1, max_size=12)
@@ -126,7 +84,7 @@ def test_fleet_limiter_never_sleeps_negative(
     """The fleet limiter, whose slots come from a ledger on another clock, also sleeps only
     non-negative delays however the readings fall, and every request gets its turn."""
     clock = FakeClock(steps)
-    ledger = FakeLedger(clock, offset)
+    ledger = MemoryLedger(clock, offset)
     limiter = FleetLimiter(
         "m", RateLimit(requests_per_minute=rpm), key="k", fleet=FleetLimits(ledger, "h"), ttl=30.0,
         clock=clock,
@@ -171,7 +129,7 @@ def test_both_limiters_time_requests_on_their_own_clock() -> None:
             "m",
             RateLimit(requests_per_minute=600),
             key="k",
-            fleet=FleetLimits(FakeLedger(c, 0.0), "h"),
+            fleet=FleetLimits(MemoryLedger(c, 0.0), "h"),
             ttl=30.0,
             clock=c,
         ),

@@ -4,11 +4,6 @@ what a holder gives back is taken by the next; a crashed holder's starts pass wi
 
 from __future__ import annotations
 
-import asyncio
-import heapq
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-
 import anyio
 import anyio.lowlevel
 from hypothesis import HealthCheck, given, settings
@@ -18,104 +13,11 @@ from knowwhen_runner.config import RateLimit
 from knowwhen_runner.provider.fleet_limiter import FleetLimiter, FleetLimits
 from knowwhen_runner.provider.held_slots import AHEAD_SPAN_S, LATE_S
 from knowwhen_runner.queue.limits import LimitLedger
+from tests.memory_ledger import MemoryLedger
 from tests.pg import db_url, pg_url  # noqa: F401
+from tests.virtual_clock import FakeClock
 
 _MARGIN = 1.002
-
-
-class FakeClock:
-    """Virtual seconds on one asyncio loop: sleeps overlap, and a sleeping task wakes when no task can
-    run (the loop's ready queue is empty) and its time is the earliest due. Every reading moves time on by the next of ``steps`` (a
-    busy machine), and every wake-up comes ``lag`` s late (a busy event loop)."""
-
-    def __init__(self, steps: list[float], lag: float = 0.0) -> None:
-        self.t = 1000.0
-        self._steps, self._i, self.lag = steps or [0.0], 0, lag
-        self._due: list[tuple[float, int, anyio.Event]] = []
-        self._n = 0
-
-    def now(self) -> float:
-        self.t += self._steps[self._i % len(self._steps)]
-        self._i += 1
-        return self.t
-
-    async def sleep(self, seconds: float) -> None:
-        assert seconds >= 0, "a negative sleep"
-        if seconds == 0:
-            await anyio.lowlevel.checkpoint()
-            return
-        woken = anyio.Event()
-        self._n += 1
-        heapq.heappush(self._due, (self.t + seconds + self.lag, self._n, woken))
-        await woken.wait()
-
-    def run(self, script: Callable[[], Awaitable[None]]) -> None:
-        """Run ``script`` to its end on virtual time (never more than 5 s of real time)."""
-        finished = False
-
-        async def wake() -> None:
-            loop = asyncio.get_running_loop()
-            while not finished:
-                await anyio.lowlevel.checkpoint()
-                if loop._ready or not self._due:  # type: ignore[attr-defined]  # others can still run
-                    continue
-                at, _, woken = heapq.heappop(self._due)
-                self.t = max(self.t, at)
-                woken.set()
-
-        async def main() -> None:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(wake)
-                await script()
-                nonlocal finished
-                finished = True
-
-        async def guarded() -> None:
-            with anyio.fail_after(5):
-                await main()
-
-        anyio.run(guarded)
-
-
-@dataclass(frozen=True)
-class _Got:
-    start: float
-    now: float
-    end: float
-
-
-class MemoryLedger:
-    """The ledger's slot arithmetic (``queue.limits``) in memory, on the fake clock plus an offset."""
-
-    def __init__(self, clock: FakeClock, offset: float = 0.0) -> None:
-        self.clock, self.offset = clock, offset
-        self.next = 0.0
-        self.blocks: list[tuple[float, float, float]] = []  # (asked at, first start, end)
-
-    async def reserve(
-        self, key: str, count: int, interval: float, *, tokens: int = 0, token_interval: float = 0.0,
-        pause_until: float = 0.0,
-    ) -> _Got:  # fmt: skip
-        now = self.clock.now() + self.offset
-        start = max(self.next, now, pause_until)
-        self.next = start + count * interval
-        self.blocks.append((now, start, self.next))
-        return _Got(start, now, self.next)
-
-    async def give_back(self, key: str, first: float, end: float) -> bool:
-        if self.next != end:
-            return False
-        self.next = max(first, self.clock.now() + self.offset)
-        return True
-
-    async def hold(self, key: str, holder: str, *, want: int, in_use: int, cap: int, ttl: float) -> int:
-        return cap
-
-    async def learned(self) -> dict:  # type: ignore[type-arg]
-        return {}
-
-    async def learn(self, *args: object, **kw: object) -> object:
-        raise AssertionError("not adaptive")
 
 
 def _holder(ledger: MemoryLedger, clock: FakeClock, rpm: float, name: str) -> FleetLimiter:

@@ -65,7 +65,7 @@ def test_live_counts_and_episodes(data: RunData) -> None:
     first = client.get("/api/episode", params={"id": episodes[0]["id"]}).json()
     assert (
         len(first["steps"]) == episodes[0]["steps"]
-        and first["schema_version"] == EPISODE_ROW_SCHEMA_VERSION == 3
+        and first["schema_version"] == EPISODE_ROW_SCHEMA_VERSION == 4
     )
 
 

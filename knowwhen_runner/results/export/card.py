@@ -156,7 +156,8 @@ def _body(source: RunSource, configs: list[CardConfig], summary: ExportSummary) 
         "question's `options` (null for models that give none). Question sets: "
         + (", ".join(f"`{sc}` -> `{folder}/`" for sc, folder in summary.sets.items()) or "none")
         + ". Closed-loop episodes are in `episodes/<scenario>/episodes_<model>.jsonl.gz` (config `episodes`, "
-        f"episode schema {EPISODE_ROW_SCHEMA_VERSION}: one line per episode with every step; a call's "
+        f"episode schema {EPISODE_ROW_SCHEMA_VERSION}: one line per episode with every step, or with its "
+        "`error` and no steps when its job failed for good; a call's "
         "free-form arguments are JSON text), the run's CXS manifests in `manifests/`. "
         "`leaderboard` holds the run's headline numbers; its L1 and L2 rows are scored from these files "
         "(a failed job counts as wrong) and its L3 rows from the episodes, so `knowwhen score --leaderboard "

@@ -19,6 +19,7 @@ from ...exceptions import KnowwhenError
 from ...jsonio import atomic_write_bytes
 from ..manifest import CxsManifest
 from ..ranking import plot_focus, rank_models
+from ..screen_record import unscreened
 from .canvas import Canvas
 from .many_plots import PanelSet, panel_sets
 from .plots import plot_specs
@@ -198,6 +199,7 @@ def write_figures(
 ) -> dict[str, Path]:
     """Draw every plot of the run into ``folder`` as ``<name>.<fmt>`` beside its SVG; returns them by name."""
     require_matplotlib(fmt)
+    manifests = unscreened(manifests)  # as the SVG plots: no screened-out model's curve
     ranking = rank_models(manifests, report.rank_by)
     focus = plot_focus(manifests, ranking, report.highlight, report.named)
     out: dict[str, Path] = {}

@@ -4,7 +4,8 @@ success (with 95% error bars), and, with many models, small multiples and Pareto
 
 Each plot names at most a handful of models (``ranking.plot_focus``: the pinned ones, the LLMs, the top
 of the ranking) in colour and draws every other one as a thin grey mark under one "N others" legend entry,
-so forty models stay readable and none is dropped unsaid. The plots draw on a ``Canvas``: deterministic
+so forty models stay readable and none is dropped unsaid. A model a screen stopped is not drawn (its figures
+cover a prefix of the drawn order; the report says so under the plots and gives its screening bounds). The plots draw on a ``Canvas``: deterministic
 SVG files by ``svg.Chart`` (no plotting library: drawing all of a run's plots takes milliseconds), or
 matplotlib figures for a paper (``paper``) from the very same marks.
 """
@@ -19,6 +20,7 @@ from ...config import ReportSettings
 from ...jsonio import atomic_write_bytes
 from ..manifest import CxsManifest
 from ..ranking import Focus, Ranking, plot_focus, rank_models
+from ..screen_record import unscreened
 from .canvas import GREY, Canvas, CanvasFactory, PlotSpec, color_of, slug
 from .many_plots import panel_sets, panels_svg, pareto_specs
 from .svg import HEIGHT, WIDTH, Chart
@@ -221,7 +223,11 @@ def write_plots(
 ) -> dict[str, Path]:
     """Draw every plot into ``folder`` (SVG); returns ``{name: path}`` in the order the report shows them."""
     report = report or ReportSettings()
-    ranking = ranking or rank_models(manifests, report.rank_by)
+    shown = unscreened(manifests)  # a screened-out model's curve would read as a finished model's
+    ranking = (
+        rank_models(shown, report.rank_by) if ranking is None or len(shown) < len(manifests) else ranking
+    )
+    manifests = shown
     focus = plot_focus(manifests, ranking, report.highlight, report.named)
     out: dict[str, Path] = {}
     for name, draw in plot_specs(manifests, ranking, focus):
