@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
-from contextlib import contextmanager
 from itertools import islice
 from operator import attrgetter
 from typing import Any, TypeVar
@@ -22,6 +21,7 @@ from ..exceptions import QueueError
 from ..jobs import WHOLE_RUN, Cell, Items, Job
 from . import schema as s
 from .engine import RunStatements, safe_url
+from .first_plan import copy_jobs, defer_indexes, plan_cache
 from .roles import ASIDE
 from .tallies import kept_key
 
@@ -33,8 +33,6 @@ _SCREENED_OUT = "(SELECT model_id FROM kw_model_controls WHERE run = :run AND st
 _UNFINISHED = "('pending', 'running', 'failed')"  # a failed job may be requeued by any process
 _DRAW_CHUNK = 500  # items given their drawn places per statement
 _AFTER_ASIDE = ASIDE[:-1] + chr(ord(ASIDE[-1]) + 1)  # the first status after every ``aside:...``
-
-_BULK_CACHE_KIB = 64 * 1024  # SQLite's page cache while a plan is inserted (the default is 2 MiB)
 
 T = TypeVar("T")
 
@@ -63,31 +61,6 @@ def _scope(cell: Cell, ph: str) -> tuple[str, tuple[str, ...]]:
         cell.model_id,
         cell.mode,
     )
-
-
-_JOB_COLUMNS = "run, id, model_id, mode, scenario, item, payload, draw"
-
-
-def _copy_jobs(conn: Any, rows: list[tuple[Any, ...]]) -> int:
-    """PostgreSQL: a batch of jobs goes in by COPY into a table of the transaction's own, then one
-    INSERT ... SELECT (several times faster than a statement per row); how many were new."""
-    raw = conn.connection.driver_connection
-    with raw.cursor() as cur:
-        cur.execute(
-            "CREATE TEMPORARY TABLE IF NOT EXISTS kw_new_jobs (run VARCHAR(64), id VARCHAR(64), "
-            "model_id VARCHAR(64), mode VARCHAR(16), scenario VARCHAR(64), item VARCHAR(128), "
-            "payload TEXT, draw INTEGER) ON COMMIT DROP"
-        )
-        with cur.copy(f"COPY kw_new_jobs ({_JOB_COLUMNS}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
-        cur.execute(
-            f"INSERT INTO kw_jobs ({_JOB_COLUMNS}, status, attempts) SELECT {_JOB_COLUMNS}, 'pending', 0 "
-            "FROM kw_new_jobs ORDER BY id ON CONFLICT DO NOTHING"
-        )
-        added = cur.rowcount
-        cur.execute("TRUNCATE kw_new_jobs")
-    return int(added or 0)
 
 
 class RunTables(RunStatements):
@@ -220,11 +193,11 @@ class RunTables(RunStatements):
         # they are asked for), so memory follows the batch. With ``cells``, the ids given are noted in a
         # temporary table, and what those cells held besides them is set aside in SQL: no id of the run's
         # other jobs is ever read back. (A busy SQLite retries the whole transaction: ``jobs`` is read again.)
-        with self._engine.begin() as conn, self._plan_cache(conn):
+        with self._engine.begin() as conn, plan_cache(conn, self.dialect):
             self._insert_items(conn, items)
             if cells is not None:
                 self._plan_ids(conn, "CREATE")
-            deferred = self._defer_indexes(conn)
+            deferred = defer_indexes(conn, self.dialect)
             added = 0
             # In id order within a batch: each index's pages are then visited in order, not at random
             # (SQLite spends half the CPU of a large plan on index pages its cache keeps losing otherwise).
@@ -244,41 +217,6 @@ class RunTables(RunStatements):
             if added or changed:
                 self._unmark_finalized(conn)
         return added
-
-    @contextmanager
-    def _plan_cache(self, conn: Any) -> Iterator[None]:
-        """SQLite: a page cache of ``_BULK_CACHE_KIB`` for the plan's transaction (a large plan's index
-        pages stay in memory instead of being written out and read back), then the connection's own."""
-        if self.dialect != "sqlite":
-            yield
-            return
-        (before,) = conn.exec_driver_sql("PRAGMA cache_size").one()
-        conn.exec_driver_sql(f"PRAGMA cache_size = -{_BULK_CACHE_KIB}")
-        try:
-            yield
-        finally:
-            conn.exec_driver_sql(f"PRAGMA cache_size = {int(before)}")
-
-    def _defer_indexes(self, conn: Any) -> list[str]:
-        """On a jobs table that holds no job of any run (a first plan), drop its secondary indexes and
-        return the statements that create them again: built once from the rows inserted, they cost a
-        fraction of keeping them up to date row by row. Dropped and made again inside the plan's
-        transaction: a plan that fails or is killed half-way leaves the indexes as they were."""
-        if conn.exec_driver_sql("SELECT 1 FROM kw_jobs LIMIT 1").first() is not None:
-            return []
-        if self.dialect == "sqlite":
-            found = conn.exec_driver_sql(
-                "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'kw_jobs' "
-                "AND sql IS NOT NULL"
-            ).all()
-        else:
-            found = conn.exec_driver_sql(
-                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
-                "AND tablename = 'kw_jobs' AND indexname <> 'kw_jobs_pkey'"
-            ).all()
-        for name, _create in found:
-            conn.exec_driver_sql(f'DROP INDEX "{name}"')
-        return [create for _name, create in found]
 
     def _insert_items(self, conn: Any, items: Items) -> None:
         """Insert the items not in the run yet, 5,000 at a time (their JSON made batch by batch)."""
@@ -317,7 +255,7 @@ class RunTables(RunStatements):
             for j in jobs
         ]
         if self.dialect == "postgresql":
-            return _copy_jobs(conn, rows)
+            return copy_jobs(conn, rows)
         return int(conn.exec_driver_sql(insert, rows).rowcount or 0)
 
     def _plan_ids(self, conn: Any, what: str) -> None:
