@@ -186,7 +186,7 @@ def missing_source_notes(scenario: Scenario, answering: int) -> list[str]:
 def _question_jobs(model: ModelSpec, mode: Mode, scenario: Scenario) -> Iterator[Job]:
     """One cell's questions, made 5,000 at a time (their ids hashed as a batch, one payload shared)."""
     payload = {"kind": "question"}
-    items = list(scenario.items)
+    items, model_id, scenario_id = list(scenario.items), model.id, scenario.id
     for start in range(0, len(items), 5000):
         chunk = items[start : start + 5000]
         ids = job_ids(
@@ -198,10 +198,11 @@ def _question_jobs(model: ModelSpec, mode: Mode, scenario: Scenario) -> Iterator
             scenario_version=scenario.version,
             items=chunk,
         )
-        for ident, item_id in zip(ids, chunk, strict=True):
-            yield Job(
-                id=ident, model_id=model.id, mode=mode, scenario_id=scenario.id, item=item_id, payload=payload
-            )
+        # Positional: a frozen dataclass's keyword call costs a third more, a second over 1.5M jobs.
+        yield from (
+            Job(ident, model_id, mode, scenario_id, item_id, payload)
+            for ident, item_id in zip(ids, chunk, strict=True)
+        )
 
 
 # --- closed loop ----------------------------------------------------------------------------------------

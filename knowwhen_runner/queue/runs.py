@@ -21,6 +21,7 @@ from ..exceptions import QueueError
 from ..jobs import WHOLE_RUN, Cell, Items, Job
 from . import schema as s
 from .engine import RunStatements, safe_url
+from .first_plan import copy_jobs, defer_indexes, plan_cache
 from .roles import ASIDE
 from .tallies import kept_key
 
@@ -192,10 +193,11 @@ class RunTables(RunStatements):
         # they are asked for), so memory follows the batch. With ``cells``, the ids given are noted in a
         # temporary table, and what those cells held besides them is set aside in SQL: no id of the run's
         # other jobs is ever read back. (A busy SQLite retries the whole transaction: ``jobs`` is read again.)
-        with self._engine.begin() as conn:
+        with self._engine.begin() as conn, plan_cache(conn, self.dialect):
             self._insert_items(conn, items)
             if cells is not None:
                 self._plan_ids(conn, "CREATE")
+            deferred = defer_indexes(conn, self.dialect)
             added = 0
             # In id order within a batch: each index's pages are then visited in order, not at random
             # (SQLite spends half the CPU of a large plan on index pages its cache keeps losing otherwise).
@@ -204,6 +206,8 @@ class RunTables(RunStatements):
                 added += self._insert_jobs(conn, batch)
                 if cells is not None:
                     self._note_ids(conn, [j.id for j in batch])
+            for create in deferred:
+                conn.exec_driver_sql(create)
             changed = 0
             if cells is not None:
                 for chunk in _batches(sorted(keep), 5000):
@@ -250,6 +254,8 @@ class RunTables(RunStatements):
             )
             for j in jobs
         ]
+        if self.dialect == "postgresql":
+            return copy_jobs(conn, rows)
         return int(conn.exec_driver_sql(insert, rows).rowcount or 0)
 
     def _plan_ids(self, conn: Any, what: str) -> None:

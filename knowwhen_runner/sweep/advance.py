@@ -24,8 +24,9 @@ def _files_missing(config: SweepConfig) -> bool:
 
 
 async def advance_stages(config: SweepConfig, queue: Queue, who: str) -> Items | None:
-    """The items to work when finished jobs release a later stage (planned here or by another process);
-    None when none is released, or this machine lacks the scenario files to plan it."""
+    """The items of the open jobs when finished jobs release a later stage (planned here or by another
+    process): what is left to work, however large the run's done part; None when none is released, or
+    this machine lacks the scenario files to plan it."""
     if _files_missing(config):
         return None
     fits = await compute_fits(config, queue)
@@ -34,7 +35,7 @@ async def advance_stages(config: SweepConfig, queue: Queue, who: str) -> Items |
     info = await queue.run_info()
     stages = Stages(config, queue, (info or {}).get("meta") or {}, cache=None, work=False, who=who)
     await stages.plan(fits)
-    return await queue.items()
+    return await queue.items(of_open_jobs=True)  # the work left's items: never the whole run's
 
 
 async def waiting_stages(config: SweepConfig, queue: Queue) -> list[str]:

@@ -1,0 +1,77 @@
+"""How a plan's jobs go into the queue in bulk, inside the plan's one transaction (``RunTables._enqueue``).
+
+- ``defer_indexes``: on a jobs table that holds no job of any run (a first plan), the secondary indexes
+  are dropped and built again from the inserted rows at the end, which costs a fraction of keeping them
+  up to date row by row. Dropped and made again inside the plan's transaction: a plan that fails or is
+  killed half-way leaves the indexes as they were.
+- ``plan_cache``: SQLite keeps a page cache of ``BULK_CACHE_KIB`` for the plan's transaction (a large
+  plan's index pages stay in memory instead of being written out and read back), then its own again.
+- ``copy_jobs``: PostgreSQL takes a batch by COPY into a table of the transaction's own, then one
+  ``INSERT ... SELECT`` (several times less work than a statement per row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["BULK_CACHE_KIB", "copy_jobs", "defer_indexes", "plan_cache"]
+
+BULK_CACHE_KIB = 64 * 1024  # SQLite's page cache while a plan is inserted (its default is 2 MiB)
+_JOB_COLUMNS = "run, id, model_id, mode, scenario, item, payload, draw"
+
+
+@contextmanager
+def plan_cache(conn: Any, dialect: str) -> Iterator[None]:
+    """SQLite: the plan's transaction runs with a page cache of ``BULK_CACHE_KIB``."""
+    if dialect != "sqlite":
+        yield
+        return
+    (before,) = conn.exec_driver_sql("PRAGMA cache_size").one()
+    conn.exec_driver_sql(f"PRAGMA cache_size = -{BULK_CACHE_KIB}")
+    try:
+        yield
+    finally:
+        conn.exec_driver_sql(f"PRAGMA cache_size = {int(before)}")
+
+
+def defer_indexes(conn: Any, dialect: str) -> list[str]:
+    """On a jobs table with no job of any run, drop its secondary indexes; the statements that make them
+    again (run them after the rows are in, in the same transaction). Otherwise nothing is dropped."""
+    if conn.exec_driver_sql("SELECT 1 FROM kw_jobs LIMIT 1").first() is not None:
+        return []
+    if dialect == "sqlite":
+        found = conn.exec_driver_sql(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'kw_jobs' "
+            "AND sql IS NOT NULL"
+        ).all()
+    else:
+        found = conn.exec_driver_sql(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+            "AND tablename = 'kw_jobs' AND indexname <> 'kw_jobs_pkey'"
+        ).all()
+    for name, _create in found:
+        conn.exec_driver_sql(f'DROP INDEX "{name}"')
+    return [create for _name, create in found]
+
+
+def copy_jobs(conn: Any, rows: list[tuple[Any, ...]]) -> int:
+    """PostgreSQL: insert a batch of job rows (``_JOB_COLUMNS``) by COPY; how many were new."""
+    raw = conn.connection.driver_connection
+    with raw.cursor() as cur:
+        cur.execute(
+            "CREATE TEMPORARY TABLE IF NOT EXISTS kw_new_jobs (run VARCHAR(64), id VARCHAR(64), "
+            "model_id VARCHAR(64), mode VARCHAR(16), scenario VARCHAR(64), item VARCHAR(128), "
+            "payload TEXT, draw INTEGER) ON COMMIT DROP"
+        )
+        with cur.copy(f"COPY kw_new_jobs ({_JOB_COLUMNS}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        cur.execute(
+            f"INSERT INTO kw_jobs ({_JOB_COLUMNS}, status, attempts) SELECT {_JOB_COLUMNS}, 'pending', 0 "
+            "FROM kw_new_jobs ORDER BY id ON CONFLICT DO NOTHING"
+        )
+        added = cur.rowcount
+        cur.execute("TRUNCATE kw_new_jobs")
+    return int(added or 0)
