@@ -26,9 +26,11 @@ __all__ = [
     "file_sha256",
     "find_jsonl",
     "iter_jsonl",
+    "jsonl_bytes",
     "loads",
     "read_json",
     "write_jsonl",
+    "write_jsonl_bytes",
 ]
 
 
@@ -105,17 +107,27 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]], *, sort_keys: bool = False) -> int:
     """Write rows as JSONL (gzipped when the name ends in .gz), deterministically and atomically."""
+    data, count = jsonl_bytes(rows, sort_keys=sort_keys)
+    write_jsonl_bytes(path, data)
+    return count
+
+
+def jsonl_bytes(rows: Iterable[dict[str, Any]], *, sort_keys: bool = False) -> tuple[bytes, int]:
+    """Rows as the bytes of a JSONL file (uncompressed), and how many rows."""
     buf = io.BytesIO()
     count = 0
     for row in rows:
         buf.write(dumps(row, sort_keys=sort_keys))
         buf.write(b"\n")
         count += 1
-    data = buf.getvalue()
+    return buf.getvalue(), count
+
+
+def write_jsonl_bytes(path: Path, data: bytes) -> None:
+    """Write ``jsonl_bytes`` to ``path`` (gzipped, level 6 and no time stamp, when the name ends in .gz)."""
     if path.suffix == ".gz":
         data = gzip.compress(data, compresslevel=6, mtime=0)
     atomic_write_bytes(path, data)
-    return count
 
 
 def file_sha256(path: Path) -> str:

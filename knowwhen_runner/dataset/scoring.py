@@ -186,10 +186,13 @@ class ScoreResult:
         return asdict(self)
 
 
-def score_l2(answers: Mapping[str, Answer], key: AnswerKey | QuestionSet) -> ScoreResult:
-    """Score one model's answers (``{qhash: Answer}`` of one variant) against a question set's key."""
+def score_l2(
+    answers: Mapping[str, Answer], key: AnswerKey | QuestionSet, *, correct: Sequence[bool] | None = None
+) -> ScoreResult:
+    """Score one model's answers (``{qhash: Answer}`` of one variant) against a question set's key
+    (``correct``: their ``occurrence_correct`` against it, when the caller has it already)."""
     k = _key(key)
-    correct = occurrence_correct(answers, k)
+    correct = occurrence_correct(answers, k) if correct is None else correct
     overall = _task_mean(correct, k.task_index, None)
     must = _task_mean(correct, k.task_index, k.must_ask)
     strata = {
@@ -284,12 +287,17 @@ def gated_open_loop(
     key: AnswerKey | QuestionSet,
     *,
     target: float | None = None,
+    correct: Sequence[bool] | None = None,
+    llm_correct: Sequence[bool] | None = None,
 ) -> GatedReport:
-    """Gate ``model_answers`` over ``llm_answers``; with ``target``, fit τ on the model's covered accuracy."""
+    """Gate ``model_answers`` over ``llm_answers``; with ``target``, fit τ on the model's covered accuracy.
+
+    ``correct`` and ``llm_correct``: the two ``occurrence_correct`` against ``key``, when the caller has
+    them already (an LLM gating many decision models is scored once)."""
     k = _key(key)
     conf = [_confidence(model_answers.get(q)) for q in k.qhashes]
-    mk = occurrence_correct(model_answers, k)
-    lk = occurrence_correct(llm_answers, k)
+    mk = occurrence_correct(model_answers, k) if correct is None else correct
+    lk = occurrence_correct(llm_answers, k) if llm_correct is None else llm_correct
     weights = task_weights(k)
     curve = gated_curve(conf, mk, lk, weights)
     fit = fit_threshold(conf, mk, target) if target is not None else None

@@ -4,10 +4,12 @@
 for its price list); litellm's own logging and telemetry are turned down, and no callback, cache or
 budget of litellm's runs per call (the runner retries, caches and prices calls itself).
 
-The import leaves about a million objects on the heap that live as long as the process; they are moved
-out of the garbage collector's sight (``gc.freeze``) and the young generation is collected less often,
-because litellm allocates heavily per call and each collection otherwise walks that heap (a fifth of
-a chat call's CPU in a plain litellm loop; in a run it mostly shortens finalising and exit).
+The import leaves about a million objects on the heap that live as long as the process. The collector
+is off while they are made (it would walk the growing heap again and again: CPU on the way to the
+first model call), then they are moved out of its sight (``gc.freeze``) and the young generation is
+collected less often, because litellm allocates heavily per call and each collection otherwise walks
+that heap (a fifth of a chat call's CPU in a plain litellm loop; in a run it mostly shortens finalising
+and exit).
 """
 
 from __future__ import annotations
@@ -28,10 +30,16 @@ def load_litellm() -> Any:
     global _litellm
     with _import_lock:
         if _litellm is None:
-            # start-up: litellm takes seconds to load; the first call loads it
-            import litellm
+            collecting = gc.isenabled()
+            gc.disable()  # the import makes a million objects: collecting while they come is wasted
+            try:
+                # start-up: litellm takes seconds to load; the first call loads it
+                import litellm
 
-            import knowwhen_runner  # noqa: F401  (sets LITELLM_LOCAL_MODEL_COST_MAP before the import)
+                import knowwhen_runner  # noqa: F401  (sets LITELLM_LOCAL_MODEL_COST_MAP before the import)
+            finally:
+                if collecting:
+                    gc.enable()
 
             litellm.suppress_debug_info = True
             litellm.telemetry = False

@@ -18,6 +18,7 @@ from ..dataset.scoring import AnswerKey, occurrence_correct, score_l1, score_l2
 from ..intervals import pass_hat_k, per_task_success
 from ..jobs import job_cost
 from .cell_intervals import closed_loop_intervals, isolated_intervals, open_loop_intervals
+from .fit_bootstrap import FitData
 from .manifest import (
     ClosedLoopCell,
     Cost,
@@ -62,16 +63,16 @@ def open_loop_cell(
     decision: bool,
     target: float | str | None = None,
     llm: tuple[str, Mapping[str, Answer]] | None = None,
+    llm_correct: list[bool] | None = None,
 ) -> OpenLoopCell:
-    """One scenario × mode: the benchmark's L2 scores, validity, operations and (decision models) CXS."""
-    score = score_l2(answers, key)
+    """One scenario × mode: L2 scores, validity, operations, CXS (``llm_correct``: the gate's LLM's)."""
+    correct = occurrence_correct(answers, key)
+    score = score_l2(answers, key, correct=correct)
     strata = {
         name: Stratum(accuracy_pct=_finite(s.accuracy), n_occurrences=s.n_occurrences, n_tasks=s.n_tasks)
         for name, s in score.strata.items()
     }
-    selective: dict[str, Any] = selective_fields(answers, key, target, llm) if decision else {}
-    correct = occurrence_correct(answers, key)
-    fit_data = refit_data(answers, key, correct, target, llm) if decision else None
+    selective, fit_data = _decision_fields(decision, answers, key, correct, target, llm, llm_correct)
     failed = sum(1 for r in rows if _failed(r))
     if failed:
         # No score for a cell whose calls did not all get an answer: failed is not wrong.
@@ -102,6 +103,24 @@ def open_loop_cell(
         **_operations(rows),
         intervals=None if failed else open_loop_intervals(correct, key.task_index, key.must_ask, fit_data),
     )
+
+
+def _decision_fields(
+    decision: bool,
+    answers: Mapping[str, Answer],
+    key: AnswerKey,
+    correct: list[bool],
+    target: float | str | None,
+    llm: tuple[str, Mapping[str, Answer]] | None,
+    llm_correct: list[bool] | None,
+) -> tuple[dict[str, Any], FitData | None]:
+    """A decision model's selective fields and the items of its refit bootstrap (none for an LLM)."""
+    if not decision:
+        return {}, None
+    if llm and llm_correct is None:
+        llm_correct = occurrence_correct(llm[1], key)
+    selective = selective_fields(answers, key, target, llm, correct=correct, llm_correct=llm_correct)
+    return selective, refit_data(answers, key, correct, target, llm, llm_correct)
 
 
 def _failed(row: Mapping[str, Any]) -> bool:

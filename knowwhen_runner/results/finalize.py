@@ -26,7 +26,7 @@ from .cells import closed_loop_cell, isolated_cell, open_loop_cell, operations
 from .collect import EpisodeKey, RunRecords, collect_records
 from .episode_rows import write_episode_files
 from .figures import write_plots
-from .folders import Folder, failure_kinds, write_states_folders
+from .folders import AnswerFiles, Folder, failure_kinds, write_states_folders
 from .isolated import finalize_isolated
 from .l1_table import write_l1_table
 from .manifest import (
@@ -76,8 +76,28 @@ async def finalize_run(
     )
     records = collect_records(rest, {m.id for m in config.models}, await failure_kinds(queue, rest))
     del rest
-    folders = await write_states_folders(config, queue, records, cells)
-    del cells
+    files = AnswerFiles()  # compressed on other threads while the manifests are computed
+    try:
+        manifests, scores = await _compute(config, queue, records, cells, files)
+        shown = await drilldown(manifests) if drilldown is not None else ""
+    finally:
+        await files.close()  # every answers file is written before any manifest
+    write_outputs(config.output, manifests, shown, config.report)
+    _write_table(config, manifests)
+    if any(s.kind == "isolated" for s in config.scenarios):
+        write_l1_table(config, rank_models(manifests, config.report.rank_by))
+    return scores
+
+
+async def _compute(
+    config: SweepConfig,
+    queue: Queue,
+    records: RunRecords,
+    cells: dict[tuple[str, str], list[str]],
+    files: AnswerFiles,
+) -> tuple[list[CxsManifest], dict[str, Any]]:
+    """The answers files (handed to ``files``), the episode files and every model's manifest."""
+    folders = await write_states_folders(config, queue, records, cells, files)
     for spec in config.scenarios:
         if spec.kind == "isolated":
             records.rows.update(await finalize_isolated(config, spec, queue, records))
@@ -95,13 +115,7 @@ async def finalize_run(
     }
     provenance = _run_provenance(config, info := (await queue.run_info() or {}), await queue.workers())
     scenarios = [_scenario_provenance(spec) for spec in config.scenarios]
-    manifests = _manifests(config, records, folders, provenance, scenarios, info.get("meta"))
-    shown = await drilldown(manifests) if drilldown is not None else ""
-    write_outputs(config.output, manifests, shown, config.report)
-    _write_table(config, manifests)
-    if any(s.kind == "isolated" for s in config.scenarios):
-        write_l1_table(config, rank_models(manifests, config.report.rank_by))
-    return scores
+    return _manifests(config, records, folders, provenance, scenarios, info.get("meta")), scores
 
 
 # --- manifests -----------------------------------------------------------------------------------------
@@ -218,6 +232,7 @@ def _open_loop(
         if answers is None:
             continue
         llm_answers = folder.answers(gate.llm) if gate and decision else None
+        llm_correct = folder.correct(gate.llm) if gate and llm_answers is not None else None
         cell = open_loop_cell(
             sc,
             records.modes[(sc, model_id)],
@@ -228,6 +243,7 @@ def _open_loop(
             decision=decision,
             target=gate.target if gate else None,
             llm=(gate.llm, llm_answers) if gate and llm_answers is not None else None,
+            llm_correct=llm_correct,
         )
         out.append(cell)
     return out

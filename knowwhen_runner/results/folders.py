@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import math
 import shutil
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +30,14 @@ from ..dataset.files import (
     load_question_set,
     read_answers,
 )
-from ..dataset.scoring import AnswerKey, compile_key
+from ..dataset.scoring import AnswerKey, compile_key, occurrence_correct
 from ..exceptions import ScenarioError
-from ..jsonio import atomic_write_bytes, find_jsonl, write_jsonl
+from ..jsonio import atomic_write_bytes, find_jsonl, jsonl_bytes, write_jsonl_bytes
 from ..queue import JobResult, Queue
 from ..scenarios.states import planned_qhashes
 from .collect import RunRecords, collect_records
 
-__all__ = ["OPERATION_FIELDS", "Folder", "failure_kinds", "write_states_folders"]
+__all__ = ["OPERATION_FIELDS", "AnswerFiles", "Folder", "failure_kinds", "write_states_folders"]
 
 OPERATION_FIELDS = (
     "valid",
@@ -87,9 +89,20 @@ class Folder:
     qset: QuestionSet
     key: AnswerKey
     table: AnswerTable
+    _correct: dict[str, list[bool]] = field(default_factory=dict, repr=False)
 
     def answers(self, model_id: str) -> dict[str, Any] | None:
         return self.table.get((model_id, self.spec.variant or "main"))
+
+    def correct(self, model_id: str) -> list[bool] | None:
+        """``occurrence_correct`` of a model's answers against the key, computed once (an LLM that gates
+        every decision model is asked for it once a cell)."""
+        if model_id not in self._correct:
+            answers = self.answers(model_id)
+            if answers is None:
+                return None
+            self._correct[model_id] = occurrence_correct(answers, self.key)
+        return self._correct[model_id]
 
 
 async def failure_kinds(queue: Queue, results: Sequence[JobResult]) -> dict[str, str]:
@@ -101,13 +114,51 @@ async def failure_kinds(queue: Queue, results: Sequence[JobResult]) -> dict[str,
     }
 
 
+class AnswerFiles:
+    """Answers files compressed and written on threads (zlib lets go of the interpreter) while the
+    finaliser reads the next models and computes the manifests; at most ``backlog`` bytes of rows wait.
+
+    ``close`` waits for every file (and raises the first write's error): the finaliser closes it before
+    it writes a manifest, so a manifest never describes an answers file that is not there yet."""
+
+    def __init__(self, threads: int = 2, backlog: int = 128 << 20) -> None:
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="answers-file")
+        self._pending: deque[tuple[Future[None], int]] = deque()
+        self._backlog = backlog
+        self._waiting = 0
+
+    async def write(self, path: Path, rows: Iterable[dict[str, Any]]) -> None:
+        data, _count = jsonl_bytes(rows)
+        while self._pending and (self._pending[0][0].done() or self._waiting + len(data) > self._backlog):
+            await self._settle()
+        self._pending.append((self._pool.submit(write_jsonl_bytes, path, data), len(data)))
+        self._waiting += len(data)
+
+    async def _settle(self) -> None:
+        future, size = self._pending.popleft()
+        self._waiting -= size
+        await anyio.to_thread.run_sync(future.result)
+
+    async def close(self) -> None:
+        try:
+            while self._pending:
+                await self._settle()
+        finally:
+            self._pool.shutdown(wait=True)
+
+
 async def write_states_folders(
-    config: SweepConfig, queue: Queue, records: RunRecords, cells: Mapping[tuple[str, str], list[str]]
+    config: SweepConfig,
+    queue: Queue,
+    records: RunRecords,
+    cells: Mapping[tuple[str, str], list[str]],
+    files: AnswerFiles,
 ) -> dict[str, Folder]:
     """Write every ``states`` scenario's folder, reading the queue one model at a time; its rows go into
     ``records`` (as ``collect_records`` groups them), thinned to ``OPERATION_FIELDS`` once written.
 
-    ``cells`` is ``Queue.job_ids()``: the ids of the plan's jobs by (scenario, model).
+    ``cells`` is ``Queue.job_ids()``: the ids of the plan's jobs by (scenario, model). The answers files go
+    to ``files``, which may still be writing them when this returns.
     """
     specs = {s.id: s for s in config.scenarios if s.kind == "states"}
     for spec in specs.values():
@@ -115,36 +166,24 @@ async def write_states_folders(
     known = {m.id for m in config.models}
     sets: dict[str, QuestionSet] = {}
     written: dict[Path, AnswerTable] = {}
-    # A file is compressed and written on a thread (zlib lets go of the interpreter) while the next
-    # model's results are read; at most two files' rows wait in memory.
-    in_flight = anyio.Semaphore(2)
-
-    async def write(path: Path, lines: list[dict[str, Any]]) -> None:
-        try:
-            await anyio.to_thread.run_sync(write_jsonl, path, lines)
-        finally:
-            in_flight.release()
-
-    async with anyio.create_task_group() as writing:
-        for model in config.models:
-            ids = sorted(i for sc in specs for i in cells.get((sc, model.id), ()))
-            if not ids:
+    for model in config.models:
+        ids = sorted(i for sc in specs for i in cells.get((sc, model.id), ()))
+        if not ids:
+            continue
+        results = await queue.results_of(ids)
+        collect_records(results, known, await failure_kinds(queue, results), into=records)
+        del results
+        for sc, spec in specs.items():
+            rows = records.rows.get((sc, model.id))
+            if not rows:
                 continue
-            results = await queue.results_of(ids)
-            collect_records(results, known, await failure_kinds(queue, results), into=records)
-            del results
-            for sc, spec in specs.items():
-                rows = records.rows.get((sc, model.id))
-                if not rows:
-                    continue
-                if sc not in sets:
-                    sets[sc] = load_question_set(config.output / sc, questions_stem=stem(spec))
-                path = config.output / sc / f"answers_{model.id}.jsonl.gz"
-                lines = list(_file_rows(sorted(rows, key=lambda r: r["qhash"]), spec.variant, sets[sc]))
-                written[path] = _read_as_written(path, lines, sets[sc])
-                records.rows[(sc, model.id)] = [{k: r[k] for k in OPERATION_FIELDS if k in r} for r in rows]
-                await in_flight.acquire()
-                writing.start_soon(write, path, lines)
+            if sc not in sets:
+                sets[sc] = load_question_set(config.output / sc, questions_stem=stem(spec))
+            path = config.output / sc / f"answers_{model.id}.jsonl.gz"
+            lines = list(_file_rows(sorted(rows, key=lambda r: r["qhash"]), spec.variant, sets[sc]))
+            written[path] = _read_as_written(path, lines, sets[sc])
+            records.rows[(sc, model.id)] = [{k: r[k] for k in OPERATION_FIELDS if k in r} for r in rows]
+            await files.write(path, lines)
     return {sc: _folder(specs[sc], qset, written) for sc, qset in sets.items()}
 
 
@@ -195,7 +234,9 @@ def _read_back(qset: QuestionSet, variant: str, written: Mapping[Path, AnswerTab
     written, any other from its file), one file at a time and each answer without its probabilities (a
     run's would take gigabytes)."""
     table: AnswerTable = {}
-    for path in find_answer_files(qset.path):
+    # The files just written may not be on disk yet (``AnswerFiles`` writes them on threads).
+    mine = {p for p in written if p.parent == qset.path}
+    for path in sorted(mine.union(find_answer_files(qset.path))):
         part = written.get(path) or read_answers([path], qset.questions, variant=variant)
         for key, answers in part.items():
             if key[1] != variant:

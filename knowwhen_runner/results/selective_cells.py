@@ -14,6 +14,8 @@ import numpy as np
 
 from ..dataset.files import Answer
 from ..dataset.metrics import (
+    GatedPoint,
+    ThresholdPoint,
     aurc,
     brier_score,
     coverage_accuracy_curve,
@@ -33,7 +35,7 @@ DEFAULT_TARGET = 0.99
 """Target accuracy of the fitted threshold when the config has no ``gate`` section."""
 _CURVE_POINTS = 200
 _BINS = 10
-_P = TypeVar("_P", CurvePoint, GatePoint)
+_P = TypeVar("_P", ThresholdPoint, GatedPoint)
 
 
 def refit_data(
@@ -42,9 +44,12 @@ def refit_data(
     correct: list[bool],
     target: float | str | None,
     llm: tuple[str, Mapping[str, Answer]] | None,
+    llm_correct: list[bool] | None = None,
 ) -> FitData:
-    """What the refit bootstrap needs: the items of ``selective_fields`` and how its target is set."""
-    llm_correct = occurrence_correct(llm[1], key) if llm else None
+    """What the refit bootstrap needs: the items of ``selective_fields`` and how its target is set
+    (``llm_correct``: the LLM's ``occurrence_correct``, when the caller has it already)."""
+    if llm and llm_correct is None:
+        llm_correct = occurrence_correct(llm[1], key)
     goal: float | Literal["llm"] | None
     if target == "llm":
         goal = "llm" if llm else None
@@ -66,11 +71,19 @@ def selective_fields(
     key: AnswerKey,
     target: float | str | None,
     llm: tuple[str, Mapping[str, Answer]] | None,
+    *,
+    correct: list[bool] | None = None,
+    llm_correct: list[bool] | None = None,
 ) -> dict[str, Any]:
-    """The cell's calibration, coverage curve, fit (to ``target``) and gate over ``llm`` (when given)."""
+    """The cell's calibration, coverage curve, fit (to ``target``) and gate over ``llm`` (when given).
+
+    ``correct`` and ``llm_correct``: the model's and the LLM's ``occurrence_correct``, when the caller
+    has them already (one LLM gates every decision model of a run: it is scored once)."""
     conf = [_confidence(answers.get(q)) for q in key.qhashes]
-    correct = occurrence_correct(answers, key)
-    goal, source = _target(target, key, llm)
+    correct = occurrence_correct(answers, key) if correct is None else correct
+    if llm and llm_correct is None:
+        llm_correct = occurrence_correct(llm[1], key)
+    goal, source = _target(target, key, llm, llm_correct)
     fit = None
     if goal is not None:
         found = fit_threshold(conf, correct, goal)
@@ -87,19 +100,22 @@ def selective_fields(
         "calibration": _calibration(conf, correct),
         "curve": _curve(conf, correct),
         "fit": fit,
-        "gate": _gate(answers, key, llm, conf, correct, goal) if llm else None,
+        "gate": _gate(answers, key, llm, conf, correct, llm_correct, goal) if llm else None,
     }
 
 
 def _target(
-    target: float | str | None, key: AnswerKey, llm: tuple[str, Mapping[str, Answer]] | None
+    target: float | str | None,
+    key: AnswerKey,
+    llm: tuple[str, Mapping[str, Answer]] | None,
+    llm_correct: list[bool] | None,
 ) -> tuple[float | None, Literal["config", "llm", "default"]]:
     if target is None:
         return DEFAULT_TARGET, "default"
     if target == "llm":
         if llm is None:
             return None, "llm"
-        return score_l2(llm[1], key).accuracy / 100.0, "llm"
+        return score_l2(llm[1], key, correct=llm_correct).accuracy / 100.0, "llm"
     return float(target), "config"
 
 
@@ -139,12 +155,13 @@ def _thin(points: Sequence[_P]) -> tuple[list[_P], bool]:
 
 
 def _curve(conf: Sequence[float], correct: Sequence[bool]) -> CoverageCurve:
-    full = [
-        CurvePoint(threshold=p.threshold, coverage=p.coverage, accuracy=p.accuracy, support=p.support)
-        for p in coverage_accuracy_curve(conf, correct)
-    ]
+    full = coverage_accuracy_curve(conf, correct)
     risk = aurc(conf, correct)
-    points, thinned = _thin(full)
+    kept, thinned = _thin(full)  # thinned before the points are built: a long curve keeps ~200
+    points = [
+        CurvePoint(threshold=p.threshold, coverage=p.coverage, accuracy=p.accuracy, support=p.support)
+        for p in kept
+    ]
     return CoverageCurve(
         points=points,
         area=None if risk is None else 1.0 - risk,
@@ -160,14 +177,17 @@ def _gate(
     llm: tuple[str, Mapping[str, Answer]],
     conf: Sequence[float],
     correct: Sequence[bool],
+    llm_correct: Sequence[bool] | None,
     goal: float | None,
 ) -> Gate:
     llm_id, llm_answers = llm
-    report = gated_open_loop(answers, llm_answers, key, target=goal)
-    llm_correct = occurrence_correct(llm_answers, key)
+    if llm_correct is None:
+        llm_correct = occurrence_correct(llm_answers, key)
+    report = gated_open_loop(answers, llm_answers, key, target=goal, correct=correct, llm_correct=llm_correct)
     weights = task_weights(key)
     exact = [gated_at(conf, correct, llm_correct, tau, weights) for tau in GATE_THRESHOLDS]
-    curve, thinned = _thin([GatePoint(**_fields(p)) for p in report.curve])
+    kept, thinned = _thin(report.curve)  # thinned before the points are built
+    curve = [GatePoint(**_fields(p)) for p in kept]
     return Gate(
         llm=llm_id,
         llm_accuracy=report.llm_accuracy,
