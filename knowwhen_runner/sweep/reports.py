@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,16 +13,18 @@ import anyio
 
 from ..cache import cache_url, open_cache
 from ..config import SweepConfig, load_config
-from ..plan import Plan
+from ..jobs import Job
+from ..plan import Grid, expand
 from ..provider import CacheMode
 from ..provider.prices import BATCH_FALLBACK_RATE, batch_token_prices
-from ..queue import open_queue
+from ..queue import Queue, open_queue
+from ..scenarios import load_scenario
 from ..stored import with_db
 from ..work.calls import question_call
 from .forecast import Forecast, forecast
 from .local_server import ensure_server
 from .preflight import Probe, probe_models
-from .sweep import check_keys, load_and_plan
+from .sweep import check_keys
 
 __all__ = ["PlanReport", "plan_report", "probe_report"]
 
@@ -44,28 +47,63 @@ class PlanReport:
 
 
 def plan_report(config_path: str | Path, *, db: str | None = None) -> PlanReport:
-    """What ``run`` would do: jobs per cell, how many are new, calls still to make, cache hits, cost."""
+    """What ``run`` would do: jobs per cell, how many are new, calls still to make, cache hits, cost.
+
+    The grid is read as it is made, one job at a time: only the jobs not done are kept (what is left, not
+    the whole plan), and the run's done jobs are known by their ids alone, never by their results.
+    """
     config = with_db(load_config(config_path), db)
-    _scenarios, the_plan = load_and_plan(config)
-    return anyio.run(_plan_report, config, the_plan)
+    scenarios = {spec.id: load_scenario(spec) for spec in config.scenarios}
+    return anyio.run(_plan_report, config, expand(config, scenarios))
 
 
-async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
-    done_ids: set[str] = set()
-    finished: list[dict[str, Any]] = []
+@dataclass
+class _Left:
+    """The grid read against the run: jobs per cell and those done, the jobs left, finished episodes."""
+
+    counts: Counter[tuple[str, str, str]] = dataclasses.field(default_factory=Counter)
+    done: Counter[tuple[str, str, str]] = dataclasses.field(default_factory=Counter)
+    todo: list[Job] = dataclasses.field(default_factory=list)
+    finished: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+async def _done_ids(queue: Queue) -> set[str]:
+    """The ids of the run's done jobs: every job's id less those pending, running or failed (a set-aside
+    job is in neither), so no result of a done job is read."""
+    every = {i for ids in (await queue.job_ids()).values() for i in ids}
+    for status in ("pending", "running", "failed"):
+        every.difference_update(r.job.id for r in await queue.results(status=status))
+    return every
+
+
+async def _left(queue: Queue | None, grid: Grid) -> _Left:
+    done_ids = await _done_ids(queue) if queue is not None else set()
+    left = _Left()
+    closed: set[str] = set()
+    for job in grid.jobs():
+        cell = (job.model_id, job.mode, job.scenario_id)
+        left.counts[cell] += 1
+        if job.id in done_ids:
+            left.done[cell] += 1
+            if job.kind == "episode":
+                closed.add(job.scenario_id)
+        else:
+            left.todo.append(job)
+    if queue is not None and closed:  # finished episodes forecast the cost of those left
+        done = await queue.results(closed, status="done")
+        left.finished = [r.result for r in done if r.job.kind == "episode" and r.result is not None]
+    return left
+
+
+async def _plan_report(config: SweepConfig, grid: Grid) -> PlanReport:
     db_file = (
         Path(config.db_url.removeprefix("sqlite:///")) if config.db_url.startswith("sqlite:///") else None
     )
     exists = db_file is None or db_file.exists()
     async with contextlib.AsyncExitStack() as stack:
         queue = await stack.enter_async_context(open_queue(config.db_url, config.name)) if exists else None
-        if queue is not None:
-            for job, status, result, _e in await queue.results():
-                if status == "done":
-                    done_ids.add(job.id)
-                    if result is not None and job.kind == "episode":
-                        finished.append(result)
-        todo = [j for j in the_plan.jobs if j.id not in done_ids]
+        left = await _left(queue, grid)
+        todo = left.todo
         models = {m.id: m for m in config.models}
         keys: dict[str, tuple[str, int]] = {}
         job_keys: dict[str, str] = {}
@@ -73,7 +111,7 @@ async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
             if job.kind == "episode":
                 continue  # an episode's calls depend on its answers: forecast from finished ones
             model = models[job.model_id]
-            call = question_call(model, the_plan.items[(job.scenario_id, job.item)])
+            call = question_call(model, grid.items[(job.scenario_id, job.item)])
             keys.setdefault(call.key, (model.id, len(str(call.body)) // 4))
             job_keys.setdefault(call.key, job.id)  # one job pays for a call several jobs share
         hits: set[str] = set()
@@ -85,37 +123,27 @@ async def _plan_report(config: SweepConfig, the_plan: Plan) -> PlanReport:
             location = "off"
     calls = {k: v for k, v in keys.items() if k not in hits}
     cells = [
-        {
-            "model": m,
-            "mode": mode,
-            "scenario": sc,
-            "jobs": n,
-            "done": sum(
-                1
-                for j in the_plan.jobs
-                if (j.model_id, j.mode, j.scenario_id) == (m, mode, sc) and j.id in done_ids
-            ),
-        }
-        for (m, mode, sc), n in sorted(the_plan.counts().items())
+        {"model": m, "mode": mode, "scenario": sc, "jobs": n, "done": left.done[(m, mode, sc)]}
+        for (m, mode, sc), n in sorted(left.counts.items())
     ]
     episodes = sum(1 for j in todo if j.kind == "episode")
     notes = [
         f"{episodes} episodes to run: their calls depend on their answers, so they are not in the call "
         "count; their cost is forecast from finished episodes or a stated per-step assumption"
     ]
-    skipped = the_plan.skipped + (notes if episodes else [])
+    skipped = grid.skipped + (notes if episodes else [])
     tokens = {job_keys[k]: tok for k, (_m, tok) in calls.items()}
     waiting = [
         f"{note}: these episodes are planned once the fit is done, and are not in the forecast"
-        for note in the_plan.skipped
+        for note in grid.skipped
         if "waits for" in note
     ]
-    outlook = forecast(config, todo, tokens, finished, waiting)
+    outlook = forecast(config, todo, tokens, left.finished, waiting)
     batched = any(m.batches() for m in config.models)
-    with_batches = forecast(config, todo, tokens, finished, waiting, batch=True).usd if batched else None
+    with_batches = forecast(config, todo, tokens, left.finished, waiting, batch=True).usd if batched else None
     return PlanReport(
         cells,
-        len(the_plan.jobs),
+        sum(left.counts.values()),
         len(todo),
         len(calls),
         len(hits),
@@ -146,13 +174,13 @@ def probe_report(config_path: str | Path, *, db: str | None = None) -> list[Prob
     """``plan --probe``: each model answers its first question not yet answered (into the run's cache)."""
     config = with_db(load_config(config_path), db)
     secrets = check_keys(config)
-    _scenarios, the_plan = load_and_plan(config)
+    grid = expand(config, {spec.id: load_scenario(spec) for spec in config.scenarios})
 
     async def go() -> list[Probe]:
         async with open_queue(config.db_url, config.name) as queue, open_cache(cache_url(config)) as store:
-            done = {job.id for job, status, _r, _e in await queue.results() if status == "done"}
-            todo = [job for job in the_plan.jobs if job.id not in done]
-            return await probe_models(config, queue, secrets, the_plan.items, todo, store=store)
+            done = await _done_ids(queue)
+            todo = [job for job in grid.jobs() if job.id not in done]
+            return await probe_models(config, queue, secrets, grid.items, todo, store=store)
 
     with contextlib.ExitStack() as stack:
         ensure_server(config, stack)
