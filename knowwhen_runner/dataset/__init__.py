@@ -8,6 +8,8 @@ files' column types for a dataset card; ``publish`` uploads a dataset folder.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .answer_rows import (
     ANSWER_SCHEMA_VERSION,
     AnswerRow,
@@ -17,7 +19,9 @@ from .answer_rows import (
     failed_row,
 )
 from .files import QUESTION_TEXT, QuestionSet, compute_qhash, load_answers, load_question_set
-from .scoring import AnswerKey, compile_key, score_l1, score_l2
+
+if TYPE_CHECKING:
+    from .scoring import AnswerKey, compile_key, score_l1, score_l2
 
 __all__ = [
     "ANSWER_SCHEMA_VERSION",
@@ -36,3 +40,15 @@ __all__ = [
     "score_l1",
     "score_l2",
 ]
+
+_SCORING = frozenset({"AnswerKey", "compile_key", "score_l1", "score_l2"})
+
+
+def __getattr__(name: str) -> Any:
+    """The scoring names, loaded on first use: reading questions (a run's start) needs neither them nor
+    numpy under them."""
+    if name in _SCORING:
+        from . import scoring  # start-up: numpy loads only when something is scored
+
+        return getattr(scoring, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
