@@ -1,7 +1,8 @@
 """AgentDecisionBench's formats and rules: its files, answer rows, scoring, and getting the dataset.
 
 ``files`` reads the benchmark's layout (questions, answer keys, answers, corpus, models, leaderboard);
-``answer_rows`` is one answer as the runner writes it; ``scoring`` reproduces the card's numbers;
+``answer_rows`` is one answer as the runner writes it; ``answer_key`` is the compiled answer key and
+``scoring`` reproduces the card's numbers (numpy's metrics, loaded on first use);
 ``score_folder`` is the ``score`` command; ``hub`` fetches the dataset; ``features`` declares the
 files' column types for a dataset card; ``publish`` uploads a dataset folder.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .answer_key import AnswerKey, compile_key
 from .answer_rows import (
     ANSWER_SCHEMA_VERSION,
     AnswerRow,
@@ -21,7 +23,7 @@ from .answer_rows import (
 from .files import QUESTION_TEXT, QuestionSet, compute_qhash, load_answers, load_question_set
 
 if TYPE_CHECKING:
-    from .scoring import AnswerKey, compile_key, score_l1, score_l2
+    from .scoring import score_l1, score_l2
 
 __all__ = [
     "ANSWER_SCHEMA_VERSION",
@@ -41,7 +43,7 @@ __all__ = [
     "score_l2",
 ]
 
-_SCORING = frozenset({"AnswerKey", "compile_key", "score_l1", "score_l2"})
+_SCORING = frozenset({"score_l1", "score_l2"})
 
 
 def __getattr__(name: str) -> Any:
