@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import SweepConfig
+from ..dataset.answer_key import AnswerKey, compile_key
 from ..dataset.files import load_question_set
-from ..dataset.scoring import AnswerKey, compile_key
 from ..scenarios import Scenario
 from ..screening.order import drawn_order, question_places
 

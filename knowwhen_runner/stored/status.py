@@ -17,7 +17,6 @@ from ..provider import LearnedLimit
 from ..queue import SET_ASIDE, BatchRecord, BudgetTally, open_ledger
 from ..queue.pace import PACE_WINDOW_S, model_pace, spent_models
 from ..redaction import redact_all
-from ..screening.live import screen_status
 from .reader import open_existing, stored_config
 
 __all__ = ["batch_outcomes", "batch_rows", "status_report"]
@@ -65,6 +64,8 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
         if config is not None:
             held_why = {**spent_models(config, tallies), **{c.model_id: c.state for c in controls}}
             _add_pace(by_model, config, await queue.done_lately(PACE_WINDOW_S), held_why, learned)
+        from ..screening.live import screen_status  # start-up: numpy loads for a status, not for a run
+
         return {
             "run": name,
             "models": by_model,

@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import SweepConfig
-from ..dataset.metrics import fit_threshold
 from ..plan.grid import FitRequest, fit_requests
 from ..queue import Queue
 
@@ -92,20 +91,27 @@ def fit_from_results(
     }
     if target is None or not answered:
         return record
+    record.update(_fitted(answered, target, request.min_support))
+    return record
+
+
+def _fitted(answered: list[dict[str, Any]], target: float, min_support: int) -> dict[str, Any]:
+    """τ fitted to the answered decisions, and what it gives (the fit record's last fields)."""
+    from ..dataset.metrics import fit_threshold  # start-up: numpy loads when a threshold is fitted
+
     fit = fit_threshold(
         [float(d["model_confidence"]) for d in answered],
         [bool(d["model_correct"]) for d in answered],
         target,
-        min_support=request.min_support,
+        min_support=min_support,
     )
-    record.update(
-        tau=fit.threshold,
-        reachable=fit.reachable,
-        coverage=fit.coverage,
-        accuracy=fit.accuracy,
-        support=fit.support,
-    )
-    return record
+    return {
+        "tau": fit.threshold,
+        "reachable": fit.reachable,
+        "coverage": fit.coverage,
+        "accuracy": fit.accuracy,
+        "support": fit.support,
+    }
 
 
 def _number(value: Any) -> bool:

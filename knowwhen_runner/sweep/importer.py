@@ -36,7 +36,6 @@ from ..plan import open_loop_mode, plan
 from ..queue import Queue, open_queue
 from ..scenarios import Scenario, load_scenario
 from ..stored import config_from_run, run_meta, stored_config, with_db
-from .episode_import import record_episodes
 from .import_history import Recorded, attempts_of, record_history
 
 __all__ = ["IMPORTED_PREFIX", "ImportSummary", "import_dataset", "published_rows"]
@@ -296,6 +295,8 @@ async def _import(
         stored, created = await _stored_config(queue, text, config_path)
         stored = stored.model_copy(update={"db": base.db}) if base.db else stored
         await _record(queue, stored, source.published, summary)
+        from .episode_import import record_episodes  # start-up: the episode rows load only for an import
+
         episodes = await record_episodes(queue, stored, source.root, source.models)
         summary.published.update(episodes.published)
         summary.episode_scenarios += list(episodes.published)

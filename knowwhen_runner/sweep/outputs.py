@@ -15,11 +15,7 @@ import anyio
 
 from ..config import load_config
 from ..exceptions import ConfigError
-from ..results import finalize_run, load_manifest, manifest_path
-from ..results.figures import write_figures
 from ..stored import config_from_run, with_db
-from ..view.data import RunData
-from ..view.offline import drilldown_html
 from .guards import claim_output_folder
 
 if TYPE_CHECKING:
@@ -33,6 +29,9 @@ __all__ = ["finalize_with_drilldown", "write_run_figures"]
 
 async def finalize_with_drilldown(config: SweepConfig, queue: Queue) -> dict[str, Any]:
     """Write every output of the run, the report with its drill-down; returns ``finalize_run``'s scores."""
+    from ..results import finalize_run  # start-up: the finaliser loads only when a run is finalised
+    from ..view.data import RunData  # start-up: the viewer loads only for the report's drill-down
+    from ..view.offline import drilldown_html  # start-up: as above
 
     async def drilldown(manifests: Sequence[CxsManifest]) -> str:
         return await drilldown_html(RunData(queue, given_config=config), manifests)
@@ -46,6 +45,9 @@ async def finalize_with_drilldown(config: SweepConfig, queue: Queue) -> dict[str
 def write_run_figures(target: str | Path, fmt: FigureFormat, *, db: str | None = None) -> dict[str, Path]:
     """Draw a finalised run's plots as ``fmt`` figures beside their SVG files, ranked and highlighted as
     its config's ``report`` says; ``target`` is the run folder or its config file."""
+
+    from ..results import load_manifest, manifest_path  # start-up: loaded only when figures are drawn
+    from ..results.figures import write_figures  # start-up: as above
 
     target = Path(target)
 

@@ -13,21 +13,24 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Iterable, Mapping
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
-import numpy as np
 
 from ..config import ScreenSettings, SweepConfig
+from ..dataset.answer_key import occurrence_correct
 from ..dataset.files import Answer
-from ..dataset.scoring import occurrence_correct
 from ..plan import open_loop_mode
 from ..plan.draws import ScreenKey, screen_key
 from ..queue import ControlState, JobResult, Queue
 from ..scenarios import Scenario, load_scenario
 from ..screening import Bounds, Decision, Floor, NotWorseThan, Rule, TopK, alpha_each
-from ..screening.live import Standing, look
 from ..screening.order import complete_prefix
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..screening.live import Standing
 
 __all__ = [
     "SCREENED",
@@ -84,13 +87,15 @@ class Screen:
         self._queue = queue
         self.key = key
         self._by_place = key.by_place()
-        self._task_of = np.asarray(key.key.task_index)
+        self._task_of = list(key.key.task_index)
         self.models = [m.id for m in config.models if open_loop_mode(m) in config.modes]
         self._answers: dict[str, dict[str, Answer]] = {m: {} for m in self.models}
         self._open: dict[str, dict[str, int]] | None = None  # per model: its unfinished jobs' places, by id
 
     def values(self) -> dict[str, np.ndarray]:
         """Each model's per-task accuracy over its complete prefix of the drawn order, as last read."""
+        import numpy as np  # start-up: a run without a screen never loads numpy
+
         rank = {task: i for i, task in enumerate(self.key.order)}
         places = np.asarray([rank[self.key.key.tasks[t]] for t in self._task_of], dtype=np.int64)
         out = {}
@@ -142,6 +147,8 @@ class Screen:
 
     async def look(self) -> dict[str, Standing]:
         """Read the new answers, settle what they settle now, hold back the dropped; every model's standing."""
+        from ..screening.live import look  # start-up: as in ``values``
+
         info = await self._queue.run_info()
         kept = self._kept(((info or {}).get("meta") or {}).get("screen"))
         decided = {m: _standing(d) for m, d in kept.items() if d.get("decision")}
@@ -189,6 +196,8 @@ class Screen:
 
 
 def _standing(d: dict[str, Any]) -> Standing:
+    from ..screening.live import Standing  # start-up: as in ``Screen.values``
+
     decision = Decision(d["decision"]) if d.get("decision") else None
     return Standing(Bounds(d["lower"], d["upper"]), d["tasks"], decision)
 

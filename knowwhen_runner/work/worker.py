@@ -49,7 +49,6 @@ from ..queue import Failure, Queue
 from .batch_lane import BatchLane
 from .budget import BudgetGuard, BudgetSpent
 from .calls import CachedCalls, Lookup, question_call
-from .episode import EpisodeContext, run_episode
 from .handover import Stopping
 from .holds import Holds
 from .lanes import Lanes
@@ -186,6 +185,7 @@ class Worker(Recording):
         return Outcome(job, failure=Failure(job.id, str(exc), kind=exc.kind, final=final))
 
     async def _execute_episode(self, job: Job) -> Outcome:
+        from .episode import EpisodeContext, run_episode  # start-up: the gym loads for a closed-loop job
 
         ctx = EpisodeContext(models=self._models, items=self.items, calls=self.calls, job=job)
         try:
