@@ -5,27 +5,15 @@ decision model's open-loop cell), ``document`` (the cells, the manifest itself, 
 
 from .document import (
     MANIFEST_SCHEMA_VERSION,
-    BandPoint,
-    Calibration,
     ClosedLoopCell,
-    ClosedLoopIntervals,
-    ConfidenceInterval,
     Cost,
-    CoverageCurve,
-    CurvePoint,
     CxsManifest,
-    Fit,
-    Gate,
-    GatePoint,
     IsolatedCell,
-    IsolatedIntervals,
     JobTally,
     Latency,
     ModelRef,
     OpenLoopCell,
-    OpenLoopIntervals,
     Operations,
-    ReliabilityBin,
     RunProvenance,
     ScenarioProvenance,
     Scope,
@@ -35,6 +23,14 @@ from .document import (
     load_manifest,
     manifest_path,
 )
+from .intervals import (
+    BandPoint,
+    ClosedLoopIntervals,
+    ConfidenceInterval,
+    IsolatedIntervals,
+    OpenLoopIntervals,
+)
+from .selective import Calibration, CoverageCurve, CurvePoint, Fit, Gate, GatePoint, ReliabilityBin
 
 __all__ = [
     "MANIFEST_SCHEMA_VERSION",

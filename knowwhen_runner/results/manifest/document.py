@@ -17,9 +17,7 @@ from pydantic import Field, ValidationError
 from ...exceptions import ScenarioError
 from ..screen_record import ScreenRecord
 from .intervals import (
-    BandPoint,
     ClosedLoopIntervals,
-    ConfidenceInterval,
     IsolatedIntervals,
     ManifestPart,
     OpenLoopIntervals,
@@ -27,36 +25,21 @@ from .intervals import (
 from .selective import (
     Calibration,
     CoverageCurve,
-    CurvePoint,
     Fit,
     Gate,
-    GatePoint,
-    ReliabilityBin,
 )
 
 __all__ = [
     "MANIFEST_SCHEMA_VERSION",
-    "BandPoint",
-    "Calibration",
     "ClosedLoopCell",
-    "ClosedLoopIntervals",
-    "ConfidenceInterval",
     "Cost",
-    "CoverageCurve",
-    "CurvePoint",
     "CxsManifest",
-    "Fit",
-    "Gate",
-    "GatePoint",
     "IsolatedCell",
-    "IsolatedIntervals",
     "JobTally",
     "Latency",
     "ModelRef",
     "OpenLoopCell",
-    "OpenLoopIntervals",
     "Operations",
-    "ReliabilityBin",
     "RunProvenance",
     "ScenarioProvenance",
     "Scope",
