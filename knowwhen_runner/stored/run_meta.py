@@ -36,10 +36,20 @@ def run_meta(config_path: Path, config_text: str, **extra: Any) -> dict[str, Any
 
 
 async def config_from_run(run_dir: Path, *, db: str | None = None, run: str | None = None) -> SweepConfig:
-    """The config stored with a run (``finalize RUN`` and ``status`` need no copy of the file)."""
+    """The config stored with a run (``finalize RUN`` and ``status`` need no copy of the file).
+
+    The run is the one in ``run_dir`` (its SQLite file, or ``db``) and its outputs go to ``run_dir``: a run
+    folder moved or copied since it ran is finalised where it is now, from its own database, never
+    from (or into) the folder its config named."""
     queue, name = open_existing(run_dir, db, run)
     async with queue:
         found = await queue.run_info()
     if found is None:
         raise ConfigError(f"{run_dir}: the database has no run {name!r}")
-    return stored_config(found, db)
+    return _where_it_is(stored_config(found, db), run_dir, db)
+
+
+def _where_it_is(config: SweepConfig, run_dir: Path, db: str | None) -> SweepConfig:
+    """``config`` with ``run_dir`` as its output folder, and its SQLite file unless ``db`` is given."""
+    here = run_dir.absolute()
+    return config.model_copy(update={"output": here, "db": db or f"sqlite:///{here / 'knowwhen.db'}"})

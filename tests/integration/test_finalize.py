@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,30 @@ def test_finalize_again_changes_nothing_but_the_finalise_time(out: Path) -> None
         assert _without_times(name, after[name]) == _without_times(name, data), f"{name} changed"
     stamp = [json.loads(x["manifests/lexical.cxs.json"])["run"]["finalized_at"] for x in (before, after)]
     assert stamp[0] != stamp[1]
+
+
+def test_a_copied_run_folder_is_finalised_where_it_is_from_its_own_database(
+    out: Path, tmp_path: Path
+) -> None:
+    """`knowwhen finalize COPY` of a run folder copied elsewhere writes COPY's files from COPY's database;
+    the folder its config names is left as it was (before, the copy read and wrote the original)."""
+    before = _snapshot(out)
+    copy = tmp_path / "elsewhere" / "copied-run"
+    shutil.copytree(
+        out, copy, ignore=shutil.ignore_patterns("manifests", "tables", "plots", "*.html", "*.md")
+    )
+    with_tables = {
+        n for n in before if n.startswith(("manifests/", "tables/", "plots/")) or n == "report.html"
+    }
+    assert with_tables and not with_tables & set(_snapshot(copy))
+    time.sleep(1.1)  # a rewrite of the original would change its finalise time
+    done = knowwhen("finalize", str(copy))
+    assert done.returncode == 0, done.stderr
+    assert str(copy) in done.stdout.replace("\n", "")
+    assert _snapshot(out) == before, "finalising the copy changed the original run folder"
+    copied = _snapshot(copy)
+    for name in with_tables:
+        assert _without_times(name, copied[name]) == _without_times(name, before[name]), f"{name} differs"
 
 
 def test_manifests_of_a_real_run_validate_against_the_committed_schema(out: Path) -> None:
