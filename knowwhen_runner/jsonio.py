@@ -123,10 +123,10 @@ def jsonl_bytes(rows: Iterable[dict[str, Any]], *, sort_keys: bool = False) -> t
     return buf.getvalue(), count
 
 
-def write_jsonl_bytes(path: Path, data: bytes) -> None:
-    """Write ``jsonl_bytes`` to ``path`` (gzipped, level 6 and no time stamp, when the name ends in .gz)."""
+def write_jsonl_bytes(path: Path, data: bytes, *, level: int = 6) -> None:
+    """Write ``jsonl_bytes`` to ``path`` (gzipped at ``level``, with no time stamp, when the name ends in .gz)."""
     if path.suffix == ".gz":
-        data = gzip.compress(data, compresslevel=6, mtime=0)
+        data = gzip.compress(data, compresslevel=level, mtime=0)
     atomic_write_bytes(path, data)
 
 

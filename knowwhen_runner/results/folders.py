@@ -119,7 +119,13 @@ class AnswerFiles:
     finaliser reads the next models and computes the manifests; at most ``backlog`` bytes of rows wait.
 
     ``close`` waits for every file (and raises the first write's error): the finaliser closes it before
-    it writes a manifest, so a manifest never describes an answers file that is not there yet."""
+    it writes a manifest, so a manifest never describes an answers file that is not there yet.
+
+    The files are gzipped at level 1: at a paper's size they are hundreds of megabytes of rows, and level
+    1 costs about a quarter of level 6's CPU for files about 8 % larger (the same rows give the same bytes).
+    """
+
+    LEVEL = 1
 
     def __init__(self, threads: int = 2, backlog: int = 128 << 20) -> None:
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="answers-file")
@@ -131,7 +137,7 @@ class AnswerFiles:
         data, _count = jsonl_bytes(rows)
         while self._pending and (self._pending[0][0].done() or self._waiting + len(data) > self._backlog):
             await self._settle()
-        self._pending.append((self._pool.submit(write_jsonl_bytes, path, data), len(data)))
+        self._pending.append((self._pool.submit(write_jsonl_bytes, path, data, level=self.LEVEL), len(data)))
         self._waiting += len(data)
 
     async def _settle(self) -> None:
