@@ -118,6 +118,7 @@ class LitellmTransport:
 
     def __init__(self) -> None:
         self._prepared: set[str] = set()
+        self._importing: anyio.CapacityLimiter | None = None
 
     def preload(self) -> None:
         preload_litellm()
@@ -125,8 +126,15 @@ class LitellmTransport:
     async def prepare(self, model: ModelSpec) -> None:
         if litellm_loaded() and model.id in self._prepared:
             return
-        # Off the event loop: the first import takes seconds, and cache hits must not wait for it.
-        litellm = await anyio.to_thread.run_sync(load_litellm)
+        if litellm_loaded():
+            litellm = load_litellm()
+        else:
+            # Off the event loop: the first import takes seconds, and cache hits must not wait for it.
+            # One thread waits for it; the other calls wait on this limiter, not in the thread pool,
+            # whose threads the queue's database work needs meanwhile (each call waiting there held one).
+            if self._importing is None:
+                self._importing = anyio.CapacityLimiter(1)
+            litellm = await anyio.to_thread.run_sync(load_litellm, limiter=self._importing)
         if model.id not in self._prepared:
             register_price(litellm, model)
             self._prepared.add(model.id)
