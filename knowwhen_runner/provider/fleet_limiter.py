@@ -49,7 +49,6 @@ class FleetLimits:
 
     ledger: Ledger
     holder: str
-    together: int = 0  # the processes of this ``run --processes N`` that start claiming together
 
 
 class FleetLimiter(Limiter):

@@ -135,8 +135,11 @@ async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progres
             secrets = check_keys(config, " on this machine")
             items = await queue.items(of_open_jobs=True)
             await anyio.to_thread.run_sync(load_litellm)  # done before claiming (see the import above)
-            fleet = FleetLimits(ledger, holder, together=int(os.environ.get(_TOGETHER, "0")))
-            stats, interrupted = await _work_stages(config, queue, secrets, items, progress, fleet, holder)
+            fleet = FleetLimits(ledger, holder)
+            together = int(os.environ.get(_TOGETHER, "0"))
+            stats, interrupted = await _work_stages(
+                config, queue, secrets, items, progress, fleet, holder, together
+            )
             process = f"{socket.gethostname()}:{os.getpid()}"  # how status names its workers, too
             summary = JoinSummary(name, process, stats, await _counts(queue), interrupted, config.output)
             if finalize and not interrupted:
@@ -157,14 +160,18 @@ async def _work_stages(
     progress: bool,
     fleet: FleetLimits,
     holder: str,
+    together: int,
 ) -> tuple[WorkStats, bool]:
-    """Work the queue; when finished jobs release a later stage, plan it (once fleet-wide) and go on."""
+    """Work the queue; when finished jobs release a later stage, plan it (once fleet-wide) and go on.
+    ``together``: the processes of a ``run --processes N`` start this one belongs to (0: none)."""
     total = WorkStats()
     while True:
-        work = work_queue(config, queue, secrets, items, progress=progress, fleet=fleet)
+        work = work_queue(
+            config, queue, secrets, items, progress=progress, fleet=fleet, start_together=together
+        )
         # a worker looks and decides too (a run of workers alone is screened); ``run`` releases a screen
         stats, interrupted = await screened_work(config, queue, None, work, release=False)
-        fleet = dataclasses.replace(fleet, together=0)  # the processes start together once, not per stage
+        together = 0  # the processes start together once, not per stage
         total.add(stats)
         if interrupted:
             return total, True
@@ -236,8 +243,8 @@ def run_fleet(request: RunRequest) -> RunSummary:
         if children:
             load_litellm()  # while they import theirs: all start calling together
         alone = dataclasses.replace(request, finalize=False)  # finalised once, below, by the fleet's rule
-        fleet = FleetLimits(ledger, holder, together=len(children) + 1)
-        summary = run_sweep(alone, config=config, fleet=fleet, plan_token=token)
+        fleet = FleetLimits(ledger, holder)
+        summary = run_sweep(alone, config=config, fleet=fleet, plan_token=token, together=len(children) + 1)
         interrupted = summary.interrupted
     finally:
         _finish_workers(children, interrupted)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -102,13 +102,15 @@ def run_sweep(
     config: SweepConfig | None = None,
     fleet: FleetLimits | None = None,
     plan_token: str | None = None,
+    together: int = 0,
 ) -> RunSummary:
     """Plan the config into its queue and work until every job is recorded; then finalise.
 
     ``config``: the file at ``request.config_path`` already loaded (by ``run_fleet``), so it is not read
     twice. As a member of a fleet (``run_fleet``): ``fleet``, the rate limits are the fleet's, kept in its
     ledger; ``plan_token``, noted with the run once the first stage is in the queue (workers spawned by
-    ``run --processes`` wait for it).
+    ``run --processes`` wait for it); ``together``, how many processes of that start (this one included)
+    wait for each other before their first claim.
     """
     path = request.config_path
     config = with_db(config if config is not None else load_config(path), request.db)
@@ -117,7 +119,7 @@ def run_sweep(
     if not request.plan_only and _resuming_with_work_left(config):
         preload_litellm()  # calls are coming: overlap the slow import with loading and planning
     text = path.read_bytes().decode("utf-8")  # exactly the file (its hash is the file's)
-    sweep = _Sweep(request, config, text, secrets, fleet, plan_token)
+    sweep = _Sweep(request, config, text, secrets, fleet, plan_token, together)
     return anyio.run(_run, sweep, backend_options=loop_options())
 
 
@@ -131,6 +133,7 @@ class _Sweep:
     secrets: Secrets
     fleet: FleetLimits | None = None
     plan_token: str | None = None
+    together: int = 0  # the processes of this ``run --processes N`` start (this one included), else 0
 
     @property
     def works(self) -> bool:
@@ -203,7 +206,7 @@ async def _work_stages(
 
     config, request = sweep.config, sweep.request
     preflight, plan_token = request.preflight if sweep.works else None, sweep.plan_token
-    fleet = sweep.fleet
+    fleet, together = sweep.fleet, sweep.together
     fits: dict[str, Any] | None = None
     total = WorkStats()
     while True:
@@ -219,9 +222,16 @@ async def _work_stages(
         if request.retry_failed:
             await queue.requeue_failed()
         work = work_queue(
-            config, queue, sweep.secrets, items, progress=request.progress, fleet=fleet, cache=store
+            config,
+            queue,
+            sweep.secrets,
+            items,
+            progress=request.progress,
+            fleet=fleet,
+            cache=store,
+            start_together=together,
         )
-        fleet = fleet and replace(fleet, together=0)  # its processes start together once, not per stage
+        together = 0  # its processes start together once, not per stage
         stats, interrupted = await screened_work(config, queue, stages.scenarios, work)
         total.add(stats)
         new_fits = None if interrupted else await compute_fits(config, queue)

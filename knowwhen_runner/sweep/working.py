@@ -33,12 +33,14 @@ async def work_queue(
     fleet: FleetLimits | None = None,
     transport: ProviderTransport | None = None,
     cache: CacheStore | None = None,
+    start_together: int = 0,
 ) -> tuple[WorkStats, bool]:
     """Work the queue in this process with a progress bar; Ctrl-C stops gracefully, twice cancels.
 
     ``fleet``: rate limits shared by every process of the run; ``transport``: how requests and provider
     batches are sent (litellm unless given: tests pass a ``MockTransport``); ``cache``: the response store (default: the
-    one the config names, opened for this call).
+    one the config names, opened for this call); ``start_together``: the processes of a ``run --processes
+    N`` start that wait for each other before their first claim (``work/start_together.py``).
     """
     if cache is None:
         async with open_cache(cache_url(config)) as store:
@@ -51,12 +53,15 @@ async def work_queue(
                 fleet=fleet,
                 transport=transport,
                 cache=store,
+                start_together=start_together,
             )
     if fleet is None and any(m.adapts() for m in config.models) and not config.db_url.startswith("memory"):
         # learned limits are kept in the run database for the next run, even without a fleet
         async with open_ledger(config.db_url) as ledger:
-            return await _work(config, queue, secrets, items, progress, None, transport, cache, ledger)
-    return await _work(config, queue, secrets, items, progress, fleet, transport, cache, None)
+            return await _work(
+                config, queue, secrets, items, progress, None, transport, cache, ledger, start_together
+            )
+    return await _work(config, queue, secrets, items, progress, fleet, transport, cache, None, start_together)
 
 
 async def _work(
@@ -69,6 +74,7 @@ async def _work(
     transport: ProviderTransport | None,
     cache: CacheStore,
     learned: LearnedLimits | None,
+    start_together: int,
 ) -> tuple[WorkStats, bool]:
     limiters = Limiters(config.models, fleet=fleet, max_outage_s=config.workers.max_outage_s, learned=learned)
     tries, failing = max(2, config.workers.max_attempts + 1), config.workers.quarantine_failures
@@ -85,7 +91,7 @@ async def _work(
         batch_transport=transport,
         on_progress=lambda s: display.update(s.done, s.cost_usd, s.failed, s.runner_errors),
         on_quarantine=lambda model_id, reason: _quarantined(config, model_id, reason),
-        start_together=fleet.together if fleet is not None else 0,
+        start_together=start_together,
     )
     display.batches = worker.batches.describe if worker.batches is not None else None
     with display:
