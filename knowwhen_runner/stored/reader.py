@@ -13,7 +13,10 @@ from ..config import SweepConfig, parse_config
 from ..exceptions import ConfigError
 from ..queue import Queue, find_run_name, open_queue
 
-__all__ = ["open_existing", "stored_config", "with_db"]
+__all__ = ["RUN_MARK", "open_existing", "stored_config", "with_db"]
+
+#: The file that marks a folder as a knowwhen run folder.
+RUN_MARK = ".knowwhen-run"
 
 
 def with_db(config: SweepConfig, db: str | None) -> SweepConfig:
@@ -26,6 +29,7 @@ def stored_config(info: dict[str, Any], db: str | None = None, *, require_files:
 
     ``require_files=False`` is for a machine that may have none of the scenario files (a worker reads
     its items from the database). ``${VAR}`` references are expanded from this machine's environment.
+    Given the run's own SQLite file as ``db``, in a run folder, its output folder is that folder.
     """
     config = parse_config(
         info["config_text"],
@@ -34,6 +38,12 @@ def stored_config(info: dict[str, Any], db: str | None = None, *, require_files:
         check_files=require_files,
         stored=True,
     )
+    if config.db is None and db is not None and db.startswith("sqlite:///"):
+        # The run's SQLite file in a run folder (the config names no other database): the folder is
+        # where that file is now, wherever the config said it was when the run started.
+        folder = Path(db.removeprefix("sqlite:///")).absolute().parent
+        if (folder / RUN_MARK).is_file():
+            config = config.model_copy(update={"output": folder})
     return with_db(config, db)
 
 

@@ -21,11 +21,9 @@ import anyio
 from ..config import SweepConfig
 from ..exceptions import ConfigError
 from ..queue import is_shared_url, open_queue
+from ..stored.reader import RUN_MARK
 
 __all__ = ["RUN_MARK", "check_before_run", "claim_output_folder", "refuse_config_swap"]
-
-#: The file that marks a folder as a knowwhen run folder.
-RUN_MARK = ".knowwhen-run"
 
 
 def _is_run_folder(folder: Path) -> bool:

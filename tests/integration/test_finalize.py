@@ -104,6 +104,23 @@ def test_a_copied_run_folder_is_finalised_where_it_is_from_its_own_database(
         assert _without_times(name, copied[name]) == _without_times(name, before[name]), f"{name} differs"
 
 
+def test_a_worker_on_a_copied_run_file_finalises_into_the_copy(
+    serve: ServerProcess, tmp_path: Path, scenario: Path
+) -> None:
+    """A planned run folder copied elsewhere and worked there by `knowwhen worker --db sqlite:///COPY/...`:
+    the answers, manifests and tables go to COPY; the folder the config names gets nothing."""
+    config = write_config(tmp_path / "c.yaml", serve.base_url, scenario, gate=GATE)
+    planned = knowwhen("run", str(config), "-q", "--plan-only")
+    assert planned.returncode == 0, planned.stderr
+    copy = tmp_path / "moved" / "run"
+    shutil.copytree(tmp_path / "out", copy)
+    done = knowwhen("worker", "--db", f"sqlite:///{copy / 'knowwhen.db'}", "-q")
+    assert done.returncode == 0, done.stderr
+    assert (copy / "manifests" / "lexical.cxs.json").is_file()
+    assert (copy / "tables" / "comparison.csv").is_file()
+    assert not (tmp_path / "out" / "manifests").exists()
+
+
 def test_manifests_of_a_real_run_validate_against_the_committed_schema(out: Path) -> None:
     """Both models' manifests are valid; the provenance names the config file, its hash and litellm's version."""
     schema = json.loads((SCHEMAS / "cxs-manifest.schema.json").read_text())
