@@ -28,7 +28,7 @@ def test_a_batch_of_results_is_matched_by_primary_key(tmp_path: Path) -> None:
     anyio.run(queue.enqueue, jobs, {})
     anyio.run(queue.close)
     conn = sqlite3.connect(tmp_path / "q.db")
-    batch = orjson.dumps([[f"j{i:05d}", "{}"] for i in range(0, 64, 2)]).decode()
+    batch = orjson.dumps([[f"j{i:05d}", "{}", 0.0, 0, 0] for i in range(0, 64, 2)]).decode()
     plan = [
         row[3]
         for row in conn.execute(f"EXPLAIN QUERY PLAN {sql_outcomes._SQLITE_COMPLETE}", (0.0, batch, "r"))
