@@ -18,7 +18,7 @@ from . import schema as s
 from .claims import JOB_COLUMNS, job_from_row
 from .engine import RunStatements
 from .roles import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult, JobStatus
-from .tallies import tally_values
+from .tallies import BY_TIME, tally_values
 
 __all__ = ["OutcomeTables"]
 
@@ -199,8 +199,9 @@ class OutcomeTables(RunStatements):
 
     def _done_lately(self, seconds: float) -> dict[str, tuple[int, float]]:
         now = self._clock.sql
+        by = BY_TIME if self.dialect == "sqlite" else ""  # a range of done jobs by time, not all of them
         q = text(
-            f"SELECT model_id, count(*), {now} - min(updated_at) FROM kw_jobs WHERE run = :run "
+            f"SELECT model_id, count(*), {now} - min(updated_at) FROM kw_jobs{by} WHERE run = :run "
             f"AND status = 'done' AND updated_at >= {now} - :s GROUP BY model_id"
         )
         with self._reading() as conn:
