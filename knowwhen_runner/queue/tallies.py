@@ -60,7 +60,7 @@ _COUNTS = (
 # each model's done jobs up to a moment are summed once and kept in kw_meta; ``status`` then adds what
 # was done since (an index of done jobs by time), the open and failed jobs (the status index) and the
 # set-aside ones: its cost follows the work left and the work done lately, not the plan. (The first sum
-# reads ``kw_jobs_tally`` alone, about a second per million done jobs: kept, later ones cost nothing.)
+# reads ``kw_jobs_tally`` alone: about 0.3 s of CPU for 1.5M done jobs on SQLite.)
 _SETTLED_S = 300.0  # done longer ago than this: no transaction still in flight records one older
 _REFRESH_S = 600.0  # kept sums older than this are summed again (what is added to them stays small)
 _KEEP_FROM = 5000  # done jobs: below this, summing them each time costs less than a write (and a status
