@@ -22,6 +22,7 @@ import yaml
 
 import knowwhen_runner  # noqa: F401  (sets LITELLM_LOCAL_MODEL_COST_MAP)
 from knowwhen_runner.dataset.files import compute_qhash
+from knowwhen_runner.queue.tallies import tally_values
 from knowwhen_runner.serve import ServerProcess
 
 OPTIONS = [f"tool_{i:02d}" for i in range(69)]
@@ -286,10 +287,11 @@ def plan_and_resume(
     db = work / tag / "out" / "knowwhen.db"
     with sqlite3.connect(db) as conn:
         (n,) = conn.execute("SELECT count(*) FROM kw_jobs").fetchone()
+        # Done as the queue records a result: with its tally values (cost, call, cache hit) beside it.
         conn.execute(
-            "UPDATE kw_jobs SET status = 'done', result = '{}' WHERE id NOT IN "
-            "(SELECT id FROM kw_jobs ORDER BY id LIMIT ?)",
-            (open_jobs,),
+            "UPDATE kw_jobs SET status = 'done', result = '{}', cost_usd = ?, called = ?, cache_hit = ? "
+            "WHERE id NOT IN (SELECT id FROM kw_jobs ORDER BY id LIMIT ?)",
+            (*tally_values({}), open_jobs),
         )
     rerun = _to_first_call(server, ["run", str(cfg), "-q", "--no-finalize"])
     join = _to_first_call(server, ["worker", "--db", f"sqlite:///{db}", "-q", "--no-finalize"])
@@ -340,10 +342,10 @@ def _answered(db: Path, run: str, seed: int = 0) -> int:
                 "cost_usd": 0.0001, "latency_ms": 20.0, "wall_ms": 21.0, "input_tokens": 1600,
                 "output_tokens": 0, "cache_hit": False, "retry_errors": [], "extra_choices": None,
             }  # fmt: skip
-            rows.append((json.dumps(result), time.time(), run, job_id))
+            rows.append((json.dumps(result), *tally_values(result), time.time(), run, job_id))
         conn.executemany(
-            "UPDATE kw_jobs SET status = 'done', attempts = 1, result = ?, updated_at = ? "
-            "WHERE run = ? AND id = ?",  # by the primary key (run, id): one lookup per job
+            "UPDATE kw_jobs SET status = 'done', attempts = 1, result = ?, cost_usd = ?, called = ?, "
+            "cache_hit = ?, updated_at = ? WHERE run = ? AND id = ?",  # by the primary key (run, id)
             rows,
         )
     return len(rows)

@@ -3,8 +3,8 @@
 A large run's results are hundreds of MB (every answer keeps its options' probabilities), while a list
 shows a few fields of one page. ``answers(AnswerQuery)`` filters the done question jobs of the plan by
 scenario, model, item and confidence, orders them by question or by confidence, and returns one page
-(``limit``/``offset``) with the number that matched; ``spend()`` sums each model's recorded ``cost_usd``.
-The database does the work (SQLite's or PostgreSQL's JSON functions): ``AnswerTables`` is a mixin of
+(``limit``/``offset``) with the number that matched; ``spend()`` sums each model's recorded ``cost_usd``
+(the column written beside each result). The database does the work (SQLite's or PostgreSQL's JSON functions): ``AnswerTables`` is a mixin of
 ``SqlQueue``; ``answer_page`` and ``spend_of`` do the same over ``MemoryQueue``'s rows.
 """
 
@@ -124,8 +124,6 @@ class _Dialect(NamedTuple):
     member: str  # ``{col} in the list :{name}`` (a JSON array on SQLite, an array on PostgreSQL)
     scan_from: str  # joined to kw_jobs where every row's confidence is read: opens each result once
     scan_confidence: str
-    spend_from: str
-    spend: str
 
 
 _NUMBER = r"'^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$'"
@@ -140,12 +138,6 @@ _SQLITE = _Dialect(
     scan_from="",
     scan_confidence="(CASE WHEN json_type(result, '$.confidence') IN ('integer', 'real') "
     "THEN json_extract(result, '$.confidence') END)",
-    spend_from="",
-    spend=(
-        "CASE json_type(result, '$.cost_usd') WHEN 'object' THEN (SELECT total(value) FROM "
-        "json_each(result, '$.cost_usd')) WHEN 'real' THEN json_extract(result, '$.cost_usd') "
-        "WHEN 'integer' THEN json_extract(result, '$.cost_usd') ELSE 0 END"
-    ),
 )
 # PostgreSQL keeps large results compressed apart (TOAST): each mention of ``result`` unpacks and parses
 # it again, so a scan reads the field it needs once, in a lateral subquery (OFFSET 0 keeps it from being
@@ -159,11 +151,6 @@ _POSTGRES = _Dialect(
     member="{col} = ANY(:{name})",
     scan_from=" CROSS JOIN LATERAL (SELECT result::json ->> 'confidence' AS v OFFSET 0) AS x",
     scan_confidence=f"(CASE WHEN x.v ~ {_NUMBER} THEN x.v::float8 END)",
-    spend_from=" CROSS JOIN LATERAL (SELECT result::json -> 'cost_usd' AS c OFFSET 0) AS x",
-    spend=(
-        "CASE json_typeof(x.c) WHEN 'object' THEN (SELECT coalesce(sum(value::float8), 0) FROM "
-        f"json_each_text(x.c) WHERE value ~ {_NUMBER}) WHEN 'number' THEN (x.c #>> '{{}}')::float8 ELSE 0 END"
-    ),
 )
 
 
@@ -251,9 +238,9 @@ class AnswerTables(RunStatements):
         return await self._call(self._spend)
 
     def _spend(self) -> dict[str, float]:
+        # Each done job's cost as its result recorded it, written beside it: the tally index alone is read.
         sql = (
-            f"SELECT model_id, sum({self._spelled.spend}) FROM kw_jobs{self._spelled.spend_from} "
-            "WHERE run = :run AND status = 'done' "
+            "SELECT model_id, sum(cost_usd) FROM kw_jobs WHERE run = :run AND status = 'done' "
             "GROUP BY model_id ORDER BY model_id"
         )
         with self._reading() as conn:

@@ -18,6 +18,7 @@ from . import schema as s
 from .claims import JOB_COLUMNS, job_from_row
 from .engine import RunStatements
 from .roles import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult, JobStatus
+from .tallies import BY_TIME, tally_values
 
 __all__ = ["OutcomeTables"]
 
@@ -27,11 +28,14 @@ _BY_KEY = 500  # ids bound in one statement of ``results_of`` (well under every 
 # The batch is a sorted (so materialised) subquery and the status test is kept off the indexes (``+``):
 # the planner then walks the batch and finds each job by its primary key. Without both it walks all the
 # run's jobs once per batch row (0.5 s for 50 rows of 20,000). ``tests/unit/test_sql_plans.py`` pins it.
+# Each result's tally values (``tally_values``) are written with it, in the same statement.
 _SQLITE_COMPLETE = (
-    "UPDATE kw_jobs SET status = 'done', result = j.result, error = NULL, lease_owner = NULL, updated_at = ? "
-    "FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS result "
-    "FROM json_each(?) ORDER BY 1) AS j WHERE kw_jobs.run = ? AND kw_jobs.id = j.id "
-    f"AND +kw_jobs.status IN {_COMPLETABLE}"
+    "UPDATE kw_jobs SET status = 'done', result = j.result, cost_usd = j.cost, called = j.called, "
+    "cache_hit = j.hit, error = NULL, lease_owner = NULL, updated_at = ? "
+    "FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS result, "
+    "json_extract(value, '$[2]') AS cost, json_extract(value, '$[3]') AS called, "
+    "json_extract(value, '$[4]') AS hit FROM json_each(?) ORDER BY 1) AS j "
+    f"WHERE kw_jobs.run = ? AND kw_jobs.id = j.id AND +kw_jobs.status IN {_COMPLETABLE}"
 )
 
 
@@ -66,7 +70,7 @@ class OutcomeTables(RunStatements):
         statements alone (on SQLite, one statement per table: see ``_bulk``).
         """
         stamp = self._clock.params()["now"]
-        done_rows = [(jid, orjson.dumps(r).decode()) for jid, r in results]
+        done_rows = [(jid, orjson.dumps(r).decode(), *tally_values(r)) for jid, r in results]
         with self._engine.begin() as conn:
             crashpoint("record")  # a kill here rolls the whole batch back (its responses are in the cache)
             recorded = self._complete_in(conn, worker, done_rows, stamp) if done_rows else 0
@@ -74,7 +78,8 @@ class OutcomeTables(RunStatements):
                 recorded += self._fail_one(conn, worker, f)
         return recorded
 
-    def _complete_in(self, conn: Any, worker: str, rows: list[tuple[str, str]], stamp: float) -> int:
+    def _complete_in(self, conn: Any, worker: str, rows: list[tuple[Any, ...]], stamp: float) -> int:
+        """Mark ``rows`` (id, result JSON, cost, called, cache hit) done, with their tally values."""
         if self._bulk:
             sql = _SQLITE_COMPLETE
             recorded = int(conn.exec_driver_sql(sql, (stamp, orjson.dumps(rows).decode(), self.run)).rowcount)
@@ -83,10 +88,14 @@ class OutcomeTables(RunStatements):
             sqlite_now = self.dialect == "sqlite"
             now = ph if sqlite_now else self._clock.sql
             sql = (
-                f"UPDATE kw_jobs SET status = 'done', result = {ph}, error = NULL, lease_owner = NULL, "
-                f"updated_at = {now} WHERE run = {ph} AND id = {ph} AND status IN {_COMPLETABLE}"
+                f"UPDATE kw_jobs SET status = 'done', result = {ph}, cost_usd = {ph}, called = {ph}, "
+                f"cache_hit = {ph}, error = NULL, lease_owner = NULL, updated_at = {now} "
+                f"WHERE run = {ph} AND id = {ph} AND status IN {_COMPLETABLE}"
             )
-            params = [(r, *((stamp,) if sqlite_now else ()), self.run, jid) for jid, r in rows]
+            params = [
+                (r, cost, called, hit, *((stamp,) if sqlite_now else ()), self.run, jid)
+                for jid, r, cost, called, hit in rows
+            ]
             # The driver's executemany: its rowcount is the total of rows changed (sqlite3 and psycopg 3).
             recorded = int(conn.exec_driver_sql(sql, params).rowcount or 0)
         conn.execute(
@@ -190,8 +199,9 @@ class OutcomeTables(RunStatements):
 
     def _done_lately(self, seconds: float) -> dict[str, tuple[int, float]]:
         now = self._clock.sql
+        by = BY_TIME if self.dialect == "sqlite" else ""  # a range of done jobs by time, not all of them
         q = text(
-            f"SELECT model_id, count(*), {now} - min(updated_at) FROM kw_jobs WHERE run = :run "
+            f"SELECT model_id, count(*), {now} - min(updated_at) FROM kw_jobs{by} WHERE run = :run "
             f"AND status = 'done' AND updated_at >= {now} - :s GROUP BY model_id"
         )
         with self._reading() as conn:

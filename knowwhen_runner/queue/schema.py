@@ -64,7 +64,11 @@ __all__ = [
 #     model answers its tasks in the drawn order, before its other jobs. The pending indexes gain it.
 # 11: kw_jobs_owner holds leased jobs only (lease_owner set): pending and done jobs have none, and kept
 #    under NULL they made every claim and every completion rewrite a page of that index per job.
-SCHEMA_VERSION = 11
+# 12: kw_jobs.cost_usd, called and cache_hit, a job's part of its model's tally (``tallies.tally_values``
+#     of its result: recorded cost, 1 if it made a call, 1 if it was a cache hit; 0 without a result),
+#     written with the result; kw_jobs_tally, an index of done jobs that holds them, so each model's sums
+#     read that index alone, never a result. An upgrade computes them from the results once.
+SCHEMA_VERSION = 12
 _DONE_AT = "CREATE INDEX IF NOT EXISTS kw_jobs_done_at ON kw_jobs (run, updated_at) WHERE status = 'done'"
 _PENDING_BY_MODEL = (
     "CREATE INDEX IF NOT EXISTS kw_jobs_pending_model ON kw_jobs (run, model_id, id) WHERE status = 'pending'"
@@ -86,6 +90,44 @@ def _add_claim_key(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE kw_jobs ADD COLUMN claim_key VARCHAR(32)"))
 
 
+_TALLY = (
+    "CREATE INDEX IF NOT EXISTS kw_jobs_tally ON kw_jobs "
+    "(run, status, model_id, scenario, cost_usd, called, cache_hit, updated_at) WHERE status = 'done'"
+)
+# A result's tally values in SQL, as ``tallies.tally_values`` computes them (an upgrade's one pass over the
+# results): ``cost_usd`` a number, or an object of parts whose numbers are added; a call when the result is
+# not empty and not a cache hit.
+_SQLITE_TALLY = (
+    "UPDATE kw_jobs SET cost_usd = CASE json_type(result, '$.cost_usd') WHEN 'object' THEN (SELECT "
+    "total(value) FROM json_each(result, '$.cost_usd') WHERE type IN ('integer', 'real')) "
+    "WHEN 'real' THEN json_extract(result, '$.cost_usd') WHEN 'integer' THEN json_extract(result, '$.cost_usd') "
+    "ELSE 0 END, cache_hit = CASE WHEN json_extract(result, '$.cache_hit') THEN 1 ELSE 0 END, "
+    "called = CASE WHEN result = '{}' OR json_extract(result, '$.cache_hit') THEN 0 ELSE 1 END "
+    "WHERE result IS NOT NULL"
+)
+_NUMBER = r"'^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$'"
+_POSTGRES_TALLY = (
+    "UPDATE kw_jobs SET cost_usd = CASE json_typeof(x.c) WHEN 'object' THEN (SELECT "
+    f"coalesce(sum(value::float8), 0) FROM json_each_text(x.c) WHERE value ~ {_NUMBER}) "
+    "WHEN 'number' THEN (x.c #>> '{}')::float8 ELSE 0 END, "
+    "cache_hit = CASE WHEN x.h IN ('true', '1') THEN 1 ELSE 0 END, "
+    "called = CASE WHEN x.empty OR x.h IN ('true', '1') THEN 0 ELSE 1 END "
+    "FROM (SELECT run, id, result::json -> 'cost_usd' AS c, result::json ->> 'cache_hit' AS h, "
+    "result::jsonb = '{}'::jsonb AS empty FROM kw_jobs WHERE result IS NOT NULL) AS x "
+    "WHERE kw_jobs.run = x.run AND kw_jobs.id = x.id"
+)
+
+
+def _add_tally_columns(conn: Connection) -> None:
+    have = {c["name"] for c in inspect(conn).get_columns("kw_jobs")}
+    for name, kind in (("cost_usd", "FLOAT"), ("called", "INTEGER"), ("cache_hit", "INTEGER")):
+        if name not in have:
+            conn.execute(text(f"ALTER TABLE kw_jobs ADD COLUMN {name} {kind} NOT NULL DEFAULT 0"))
+    conn.execute(text(_POSTGRES_TALLY if conn.dialect.name == "postgresql" else _SQLITE_TALLY))
+    conn.execute(text(_TALLY))
+    conn.execute(text("DELETE FROM kw_meta WHERE key LIKE 'tally:%'"))  # kept sums: summed again from these
+
+
 def _add_draw(conn: Connection) -> None:
     if "draw" not in {c["name"] for c in inspect(conn).get_columns("kw_jobs")}:
         conn.execute(text("ALTER TABLE kw_jobs ADD COLUMN draw INTEGER NOT NULL DEFAULT 0"))
@@ -101,6 +143,7 @@ MIGRATIONS: dict[int, tuple[str | Callable[[Connection], None], ...]] = {
     8: (_DONE_AT,),
     9: (_add_draw, *_DRAWN_PENDING),
     10: ("DROP INDEX IF EXISTS kw_jobs_owner", _LEASED),
+    11: (_add_tally_columns,),
 }
 """Older version -> the statements (or steps) that bring its tables to the next version (run in one
 transaction)."""
@@ -153,6 +196,10 @@ jobs = Table(
     Column("lease_expires", Float),
     Column("claim_key", String(32)),  # the claim that leased it (a claim sent again finds its jobs)
     Column("draw", Integer, nullable=False, server_default="0"),  # claim order: a screened job's drawn place
+    # The job's part of its model's tally, written with its result (``tallies.tally_values``): 0 without one.
+    Column("cost_usd", Float, nullable=False, server_default="0"),
+    Column("called", Integer, nullable=False, server_default="0"),
+    Column("cache_hit", Integer, nullable=False, server_default="0"),
     Column("result", Text),
     Column("error", Text),
     Column("updated_at", Float),
@@ -185,6 +232,21 @@ jobs = Table(
     Index(
         "kw_jobs_done_at",
         "run",
+        "updated_at",
+        postgresql_where=text("status = 'done'"),
+        sqlite_where=text("status = 'done'"),
+    ),
+    # Each model's done jobs with what they recorded: its sums (``tallies``) read this index alone (status
+    # is in it so that a query naming it is covered; updated_at too, for the kept sums' cut).
+    Index(
+        "kw_jobs_tally",
+        "run",
+        "status",
+        "model_id",
+        "scenario",
+        "cost_usd",
+        "called",
+        "cache_hit",
         "updated_at",
         postgresql_where=text("status = 'done'"),
         sqlite_where=text("status = 'done'"),

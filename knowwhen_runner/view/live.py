@@ -1,7 +1,7 @@
 """The live view: where every job of the run stands, how fast it moves, who works and which models are held.
 
-Answered at once from aggregates (``Queue.model_tallies``, ``workers``, ``controls``). Spend needs every result's
-cost, a scan of the whole run, so it is served apart (``spend_view``, the page asks for it after painting)
+Answered at once from aggregates (``Queue.model_tallies``, ``workers``, ``controls``). Spend adds every done job's
+cost (a column beside its result: one index, but the whole run), so it is served apart (``spend_view``, the page asks for it after painting)
 and ``live_view`` carries the last spend read, or None before the first.
 """
 
