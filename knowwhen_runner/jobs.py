@@ -8,8 +8,8 @@ Changing what goes into the id is a deliberate act: bump ``JOB_ID_VERSION``; gol
 
 The shapes stages hand each other about jobs are named here too: ``JobKind`` (``Job.kind``), ``Items``
 (every item's data, by scenario and item), ``Cell`` (the unit a plan is made and re-planned in), ``EpisodeCost`` (an episode's cost split) and ``job_cost`` (a
-finished job's total cost, whichever its kind); ``JobRow`` is a job as the queue inserts it, and
-``JobRows`` jobs that come as such rows (a plan's grid).
+finished job's total cost, whichever its kind); ``JobRow`` is a job as the queue inserts it, ``CellRows``
+a batch of one cell's jobs by the columns they share, and ``JobRows`` jobs that come as either (a grid).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypedDict, get_args, runtime_checkable
+from typing import Any, Literal, NamedTuple, Protocol, TypedDict, get_args, runtime_checkable
 
 from .jsonio import dumps
 
@@ -36,11 +36,30 @@ JobRow = tuple[str, str, str, str, str, str, str, int]
 """A job as the queue inserts it: (run, id, model id, mode, scenario id, item, payload JSON, draw)."""
 
 
+class CellRows(NamedTuple):
+    """A batch of one cell's jobs as the queue inserts them: the columns they share and, in id order,
+    each one's id, item and draw (``draws`` None: every draw is 0)."""
+
+    shared: tuple[str, str, str, str, str]  # run, model id, mode, scenario id, payload JSON
+    ids: list[str]
+    items: list[str]
+    draws: list[int] | None
+
+    def rows(self) -> list[JobRow]:
+        """The batch as whole rows."""
+        run, model_id, mode, scenario_id, payload = self.shared
+        draws = self.draws if self.draws is not None else [0] * len(self.ids)
+        return [
+            (run, i, model_id, mode, scenario_id, item, payload, d)
+            for i, item, d in zip(self.ids, self.items, draws, strict=True)
+        ]
+
+
 @runtime_checkable
 class JobRows(Protocol):
     """Jobs that come as the queue's rows, batch by batch (a plan's grid: no ``Job`` is made for them)."""
 
-    def row_batches(self, run: str, size: int) -> Iterator[list[JobRow]]:
+    def row_batches(self, run: str, size: int) -> Iterator[list[JobRow] | CellRows]:
         """Every job as a row of ``run``, at most ``size`` a batch, each batch sorted by id."""
         ...
 
@@ -50,6 +69,7 @@ __all__ = [
     "JOB_KINDS",
     "WHOLE_RUN",
     "Cell",
+    "CellRows",
     "EpisodeCost",
     "Items",
     "Job",

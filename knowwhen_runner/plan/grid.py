@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..config import ModelSpec, ScenarioSpec, SweepConfig, TauFit
-from ..jobs import Cell, Items, Job, JobRow, Mode, id_halves, job_id, job_ids
+from ..jobs import Cell, CellRows, Items, Job, JobRow, Mode, id_halves, job_id, job_ids
 from ..jsonio import dumps
 from ..scenarios import Scenario
 from .cells import open_loop_mode
@@ -94,7 +94,7 @@ class Grid:
             else:
                 yield from (replace(j, draw=places.get(j.item, 0)) for j in _question_jobs(*part))
 
-    def row_batches(self, run: str, size: int) -> Iterator[list[JobRow]]:
+    def row_batches(self, run: str, size: int) -> Iterator[list[JobRow] | CellRows]:
         """The same jobs as ``jobs()``, as the queue's rows of ``run`` (``jobs.JobRows``): at most ``size``
         a batch, each sorted by id; a large grid's question rows are made in a child process (``rows``)."""
         cells: list[QuestionCell] = []

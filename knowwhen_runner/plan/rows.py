@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
 from ..exceptions import KnowwhenError
-from ..jobs import Job, JobRow, item_ids
+from ..jobs import CellRows, Job, JobRow, item_ids
 from ..jsonio import dumps
 
 __all__ = ["PARALLEL_FROM", "QuestionCell", "episode_rows", "question_rows", "serve"]
@@ -60,28 +60,15 @@ def _batches(
 
 def _rows(
     run: str, cell: QuestionCell, items: Sequence[str], ids: list[str], places: Sequence[int]
-) -> list[JobRow]:
-    model_id, mode, scenario_id, payload, draws = (
-        cell.model_id,
-        cell.mode,
-        cell.scenario_id,
-        cell.payload,
-        cell.draws,
-    )
-    if draws is None:
-        return [
-            (run, i, model_id, mode, scenario_id, items[k], payload, 0)
-            for i, k in zip(ids, places, strict=True)
-        ]
-    return [
-        (run, i, model_id, mode, scenario_id, items[k], payload, draws.get(items[k], 0))
-        for i, k in zip(ids, places, strict=True)
-    ]
+) -> CellRows:
+    mine = [items[k] for k in places]
+    draws = None if cell.draws is None else [cell.draws.get(item, 0) for item in mine]
+    return CellRows((run, cell.model_id, cell.mode, cell.scenario_id, cell.payload), ids, mine, draws)
 
 
 def question_rows(
     run: str, cells: Sequence[QuestionCell], item_lists: Sequence[Sequence[str]], size: int
-) -> Iterator[list[JobRow]]:
+) -> Iterator[CellRows]:
     """The cells' jobs as rows of ``run``: in a child process when they are ``PARALLEL_FROM`` or more."""
     total = sum(len(item_lists[cell.items]) for cell in cells)
     if total < PARALLEL_FROM or not sys.executable:
@@ -93,7 +80,7 @@ def question_rows(
 
 def _from_child(
     run: str, cells: Sequence[QuestionCell], item_lists: Sequence[Sequence[str]], size: int, total: int
-) -> Iterator[list[JobRow]]:
+) -> Iterator[CellRows]:
     root = str(Path(__file__).resolve().parents[2])  # the child imports this package as this process does
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
     child = subprocess.Popen(

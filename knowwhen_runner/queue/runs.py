@@ -19,10 +19,10 @@ import orjson
 from sqlalchemy import case, select, text, update
 
 from ..exceptions import QueueError
-from ..jobs import WHOLE_RUN, Cell, Items, Job, JobRow, JobRows
+from ..jobs import WHOLE_RUN, Cell, CellRows, Items, Job, JobRow, JobRows
 from . import schema as s
 from .engine import RunStatements, safe_url
-from .first_plan import copy_jobs, defer_indexes, plan_cache
+from .first_plan import copy_jobs, defer_indexes, insert_cell, plan_cache
 from .roles import ASIDE
 from .tallies import kept_key
 
@@ -52,7 +52,7 @@ def _payload_json(made: dict[int, str], payload: dict[str, Any]) -> str:
     return text
 
 
-def _row_batches(run: str, jobs: Iterable[Job] | JobRows) -> Generator[list[JobRow], None, None]:
+def _row_batches(run: str, jobs: Iterable[Job] | JobRows) -> Generator[list[JobRow] | CellRows, None, None]:
     """The jobs as rows of ``run``, 50,000 at most a batch, each batch in id order: each index's pages are
     then visited in order, not at random (SQLite spends half the CPU of a large plan on index pages its
     cache keeps losing otherwise). A plan's grid gives its rows itself (no ``Job`` made for each)."""
@@ -221,7 +221,9 @@ class RunTables(RunStatements):
                 for batch in batches:
                     added += self._insert_jobs(conn, batch)
                     if cells is not None:
-                        self._note_ids(conn, [row[1] for row in batch])
+                        self._note_ids(
+                            conn, batch.ids if isinstance(batch, CellRows) else [r[1] for r in batch]
+                        )
             for create in deferred:
                 conn.exec_driver_sql(create)
             changed = 0
@@ -249,8 +251,12 @@ class RunTables(RunStatements):
                 insert, [(self.run, sc, it, orjson.dumps(items[sc, it]).decode()) for sc, it in batch]
             )
 
-    def _insert_jobs(self, conn: Any, rows: list[JobRow]) -> int:
+    def _insert_jobs(self, conn: Any, rows: list[JobRow] | CellRows) -> int:
         """Insert one batch of job rows (those already in the run stay as they are); how many were new."""
+        if isinstance(rows, CellRows):
+            if self.dialect == "sqlite":
+                return insert_cell(conn, rows)
+            rows = rows.rows()
         ph = self._placeholder
         insert = (
             "INSERT INTO kw_jobs (run, id, model_id, mode, scenario, item, payload, draw, status, attempts) "

@@ -9,15 +9,18 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 from sqlalchemy import create_engine, text
 
 from knowwhen_runner.config import parse_config
 from knowwhen_runner.exceptions import KnowwhenError
+from knowwhen_runner.jobs import CellRows, Job
 from knowwhen_runner.plan import Grid, expand
 from knowwhen_runner.plan import rows as plan_rows
 from knowwhen_runner.queue import open_queue
@@ -126,6 +129,7 @@ _KILLED_MID_PLAN = """
 import os, signal, subprocess, sys
 import anyio
 from pathlib import Path
+from knowwhen_runner.jobs import CellRows
 from knowwhen_runner.plan import rows
 from knowwhen_runner.queue import open_queue, runs
 sys.path.insert(0, sys.argv[3])
@@ -144,7 +148,7 @@ insert = runs.RunTables._insert_jobs
 
 def killed(self, conn, batch):
     added = insert(self, conn, batch)
-    if batch[0][6] == '{"kind":"question"}':  # a batch of the child's inserted, the child at work: killed
+    if isinstance(batch, CellRows):  # a batch of the child's inserted, the child still at work: killed
         os.kill(os.getpid(), signal.SIGKILL)
     return added
 
@@ -185,3 +189,34 @@ def test_a_plan_killed_while_its_child_makes_rows_leaves_no_job_and_no_child(
     while not _gone(child) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _gone(child)
+
+
+class _Cells:
+    """Jobs given as batches of one cell's rows (``CellRows``), as a grid gives them."""
+
+    def __init__(self, *batches: CellRows) -> None:
+        self.batches = batches
+
+    def row_batches(self, run: str, size: int) -> Iterator[CellRows]:
+        for batch in self.batches:
+            yield batch._replace(shared=(run, *batch.shared[1:]))
+
+
+def test_a_cell_s_shared_columns_written_into_sqlite_s_statement_are_stored_as_bound_ones(
+    tmp_path: Path,
+) -> None:
+    """Quotes in a cell's shared columns, and a NUL (no literal holds it: bound instead), store the same
+    values as the jobs' rows bound one by one."""
+    url = f"sqlite:///{tmp_path / 'q.db'}"
+    quoted = CellRows(
+        ("", "o'brien", "model", "s'; --", '{"kind":"question","x":"\'"}'), ["a1", "b2"], ["i'1", "i2"], None
+    )
+    nul = CellRows(("", "m\x00", "model", "s", "{}"), ["c3", "d4"], ["i3", "i4"], [5, -2])
+    assert _enqueue(url, "cells", _Cells(quoted, nul)) == 4
+    jobs = [
+        Job(i, model_id, mode, scenario, item, orjson.loads(payload), draw=draw)
+        for (_run, i, model_id, mode, scenario, item, payload, draw) in quoted.rows() + nul.rows()
+    ]
+    assert _enqueue(url, "jobs", jobs) == 4
+    assert _rows(url, "cells") == _rows(url, "jobs")
+    assert [r[1] for r in _rows(url, "cells")] == ["o'brien", "o'brien", "m\x00", "m\x00"]
