@@ -16,10 +16,11 @@ import pickle
 import struct
 import subprocess
 import sys
+import tempfile
 from array import array
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple
+from typing import IO, Any, BinaryIO, NamedTuple
 
 from ..exceptions import KnowwhenError
 from ..jobs import CellRows, Job, JobRow, item_ids
@@ -81,13 +82,25 @@ def question_rows(
 def _from_child(
     run: str, cells: Sequence[QuestionCell], item_lists: Sequence[Sequence[str]], size: int, total: int
 ) -> Iterator[CellRows]:
+    with tempfile.TemporaryFile() as errors:  # not a pipe: a child's long traceback never waits on us
+        yield from _stream(run, cells, item_lists, size, total, errors)
+
+
+def _stream(
+    run: str,
+    cells: Sequence[QuestionCell],
+    item_lists: Sequence[Sequence[str]],
+    size: int,
+    total: int,
+    errors: IO[bytes],
+) -> Iterator[CellRows]:
     root = str(Path(__file__).resolve().parents[2])  # the child imports this package as this process does
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
     child = subprocess.Popen(
         [sys.executable, "-c", _CHILD],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=errors,
         env={**os.environ, "PYTHONPATH": path},
     )
     assert child.stdin is not None and child.stdout is not None
@@ -113,27 +126,32 @@ def _from_child(
                 run, cell, item_lists[cell.items], [ids[k : k + 32] for k in range(0, 32 * n, 32)], places
             )
         if n != total or made != total or child.wait() != 0:
-            raise KnowwhenError(f"the plan's rows: {made:,} made of {total:,} jobs ({_said(child)})")
+            raise KnowwhenError(f"the plan's rows: {made:,} made of {total:,} jobs ({_said(child, errors)})")
+    except _Stopped:  # the child stopped early: the plan fails (its transaction rolls back)
+        raise KnowwhenError(f"the process making the plan's rows stopped ({_said(child, errors)})") from None
     finally:
         if child.poll() is None:
             child.kill()
         child.wait()
         child.stdout.close()
-        if child.stderr is not None:
-            child.stderr.close()
+
+
+class _Stopped(Exception):
+    """The child's stream ended before what it said it would send."""
 
 
 def _read(child: subprocess.Popen[bytes], n: int) -> bytes:
     assert child.stdout is not None
     data = child.stdout.read(n)
-    if len(data) != n:  # the child stopped early: the plan fails (its transaction rolls back)
-        child.wait()
-        raise KnowwhenError(f"the process making the plan's rows stopped ({_said(child)})")
+    if len(data) != n:
+        raise _Stopped
     return data
 
 
-def _said(child: subprocess.Popen[bytes]) -> str:
-    err = child.stderr.read().decode(errors="replace").strip() if child.stderr is not None else ""
+def _said(child: subprocess.Popen[bytes], errors: IO[bytes]) -> str:
+    child.wait()
+    errors.seek(0)
+    err = errors.read().decode(errors="replace").strip()
     return f"exit {child.returncode}" + (f": {err.splitlines()[-1]}" if err else "")
 
 
