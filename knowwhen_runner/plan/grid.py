@@ -5,7 +5,7 @@ answers in mode ``model``, an LLM in mode ``llm``; ``gated`` needs no calls of i
 finalise time from both) and ``shadow`` exists only in the closed loop. Planning the same config again
 yields the same job ids, so enqueuing them again adds nothing: ``run`` after a crash is the resume.
 ``expand`` gives the grid as cells (``jobs.Cell``) whose jobs are made as they are read, so a large plan
-is written batch by batch; ``plan`` lists them all (for small uses: a dry run, tests).
+is written batch by batch (as rows, ``Grid.row_batches``); ``plan`` lists them all (a dry run, tests).
 
 Closed loop (``episodes``): one job per episode, see ``_episode_jobs``. An ``llm`` episode has no
 decision model: its job (and result) carries the agent LLM's id as its model, as an LLM's open-loop
