@@ -8,15 +8,16 @@ Changing what goes into the id is a deliberate act: bump ``JOB_ID_VERSION``; gol
 
 The shapes stages hand each other about jobs are named here too: ``JobKind`` (``Job.kind``), ``Items``
 (every item's data, by scenario and item), ``Cell`` (the unit a plan is made and re-planned in), ``EpisodeCost`` (an episode's cost split) and ``job_cost`` (a
-finished job's total cost, whichever its kind).
+finished job's total cost, whichever its kind); ``JobRow`` is a job as the queue inserts it, ``CellRows``
+a batch of one cell's jobs by the columns they share, and ``JobRows`` jobs that come as either (a grid).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict, get_args
+from typing import Any, Literal, NamedTuple, Protocol, TypedDict, get_args, runtime_checkable
 
 from .jsonio import dumps
 
@@ -31,15 +32,52 @@ JOB_KINDS: tuple[JobKind, ...] = get_args(JobKind)
 Items = dict[tuple[str, str], dict[str, Any]]
 """Every item's data by (scenario id, item id): what the plan loads, the queue keeps and jobs look up."""
 
+JobRow = tuple[str, str, str, str, str, str, str, int]
+"""A job as the queue inserts it: (run, id, model id, mode, scenario id, item, payload JSON, draw)."""
+
+
+class CellRows(NamedTuple):
+    """A batch of one cell's jobs as the queue inserts them: the columns they share and, in id order,
+    each one's id, item and draw (``draws`` None: every draw is 0)."""
+
+    shared: tuple[str, str, str, str, str]  # run, model id, mode, scenario id, payload JSON
+    ids: list[str]
+    items: list[str]
+    draws: list[int] | None
+
+    def rows(self) -> list[JobRow]:
+        """The batch as whole rows."""
+        run, model_id, mode, scenario_id, payload = self.shared
+        draws = self.draws if self.draws is not None else [0] * len(self.ids)
+        return [
+            (run, i, model_id, mode, scenario_id, item, payload, d)
+            for i, item, d in zip(self.ids, self.items, draws, strict=True)
+        ]
+
+
+@runtime_checkable
+class JobRows(Protocol):
+    """Jobs that come as the queue's rows, batch by batch (a plan's grid: no ``Job`` is made for them)."""
+
+    def row_batches(self, run: str, size: int) -> Iterator[list[JobRow] | CellRows]:
+        """Every job as a row of ``run``, at most ``size`` a batch, each batch sorted by id."""
+        ...
+
+
 __all__ = [
     "JOB_ID_VERSION",
     "JOB_KINDS",
     "WHOLE_RUN",
     "Cell",
+    "CellRows",
     "EpisodeCost",
     "Items",
     "Job",
     "JobKind",
+    "JobRow",
+    "JobRows",
+    "id_halves",
+    "item_ids",
     "job_cost",
     "job_id",
     "job_ids",
@@ -49,6 +87,36 @@ JOB_ID_VERSION = 1
 
 
 _ITEM_SLOT = "\x00item\x00"
+
+
+def id_halves(
+    *,
+    model_id: str,
+    model: str,
+    params: dict[str, Any],
+    mode: str,
+    scenario_id: str,
+    scenario_version: str,
+    extra: dict[str, Any] | None = None,
+) -> tuple[bytes, bytes]:
+    """The sorted JSON of a cell's identity, in two halves around its item's JSON (``item_ids``)."""
+    ident: dict[str, Any] = {
+        "v": JOB_ID_VERSION,
+        "model": {"id": model_id, "model": model, "params": params},
+        "mode": mode,
+        "scenario": {"id": scenario_id, "version": scenario_version},
+        "item": _ITEM_SLOT,
+    }
+    if extra:
+        ident["extra"] = extra
+    head, _, tail = dumps(ident, sort_keys=True).partition(dumps(_ITEM_SLOT))
+    return head, tail
+
+
+def item_ids(head: bytes, tail: bytes, items: Iterable[str]) -> list[str]:
+    """The ids of a cell's jobs from its ``id_halves``: sha256 of each item's JSON between them."""
+    sha = hashlib.sha256
+    return [sha(head + dumps(item) + tail).hexdigest()[:32] for item in items]
 
 
 def job_ids(
@@ -68,18 +136,16 @@ def job_ids(
     placeholder and each id hashes the two halves around the item's own JSON (the same bytes as
     serialising each identity whole; a golden test pins them).
     """
-    ident: dict[str, Any] = {
-        "v": JOB_ID_VERSION,
-        "model": {"id": model_id, "model": model, "params": params},
-        "mode": mode,
-        "scenario": {"id": scenario_id, "version": scenario_version},
-        "item": _ITEM_SLOT,
-    }
-    if extra:
-        ident["extra"] = extra
-    head, _, tail = dumps(ident, sort_keys=True).partition(dumps(_ITEM_SLOT))
-    sha = hashlib.sha256
-    return [sha(head + dumps(item) + tail).hexdigest()[:32] for item in items]
+    head, tail = id_halves(
+        model_id=model_id,
+        model=model,
+        params=params,
+        mode=mode,
+        scenario_id=scenario_id,
+        scenario_version=scenario_version,
+        extra=extra,
+    )
+    return item_ids(head, tail, items)
 
 
 def job_id(

@@ -5,7 +5,7 @@ answers in mode ``model``, an LLM in mode ``llm``; ``gated`` needs no calls of i
 finalise time from both) and ``shadow`` exists only in the closed loop. Planning the same config again
 yields the same job ids, so enqueuing them again adds nothing: ``run`` after a crash is the resume.
 ``expand`` gives the grid as cells (``jobs.Cell``) whose jobs are made as they are read, so a large plan
-is written batch by batch; ``plan`` lists them all (for small uses: a dry run, tests).
+is written batch by batch (as rows, ``Grid.row_batches``); ``plan`` lists them all (a dry run, tests).
 
 Closed loop (``episodes``): one job per episode, see ``_episode_jobs``. An ``llm`` episode has no
 decision model: its job (and result) carries the agent LLM's id as its model, as an LLM's open-loop
@@ -21,10 +21,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..config import ModelSpec, ScenarioSpec, SweepConfig, TauFit
-from ..jobs import Cell, Items, Job, Mode, job_id, job_ids
+from ..jobs import Cell, CellRows, Items, Job, JobRow, Mode, id_halves, job_id, job_ids
+from ..jsonio import dumps
 from ..scenarios import Scenario
 from .cells import open_loop_mode
 from .draws import draw_places
+from .rows import QuestionCell, episode_rows, question_rows
 
 __all__ = [
     "FitRequest",
@@ -91,6 +93,24 @@ class Grid:
                 yield from _question_jobs(*part)
             else:
                 yield from (replace(j, draw=places.get(j.item, 0)) for j in _question_jobs(*part))
+
+    def row_batches(self, run: str, size: int) -> Iterator[list[JobRow] | CellRows]:
+        """The same jobs as ``jobs()``, as the queue's rows of ``run`` (``jobs.JobRows``): at most ``size``
+        a batch, each sorted by id; a large grid's question rows are made in a child process (``rows``)."""
+        cells: list[QuestionCell] = []
+        lists: dict[str, int] = {}  # each scenario's items, once
+        payload = dumps(_QUESTION).decode()
+        for part in self._parts:
+            if isinstance(part, list):
+                yield from episode_rows(run, part, size)
+                continue
+            model, mode, scenario = part
+            head, tail = id_halves(**_identity(model, mode, scenario))
+            at = lists.setdefault(scenario.id, len(lists))
+            draws = self.draws.get(scenario.id)
+            cells.append(QuestionCell(head, tail, model.id, mode, scenario.id, payload, at, draws))
+        scenarios = {part[2].id: part[2] for part in self._parts if isinstance(part, tuple)}
+        yield from question_rows(run, cells, [list(scenarios[sid].items) for sid in lists], size)
 
     def questions(self) -> list[tuple[ModelSpec, Scenario]]:
         """The open-loop cells expanded, as (model, scenario): what a sample of their calls is drawn from."""
@@ -183,6 +203,9 @@ def missing_source_notes(scenario: Scenario, answering: int) -> list[str]:
     ]
 
 
+_QUESTION = {"kind": "question"}  # a question job's payload
+
+
 def _identity(model: ModelSpec, mode: Mode, scenario: Scenario) -> dict[str, Any]:
     """What a job's id hashes of its cell (model, mode, scenario), for questions and episodes alike."""
     return {
@@ -197,7 +220,7 @@ def _identity(model: ModelSpec, mode: Mode, scenario: Scenario) -> dict[str, Any
 
 def _question_jobs(model: ModelSpec, mode: Mode, scenario: Scenario) -> Iterator[Job]:
     """One cell's questions, made 5,000 at a time (their ids hashed as a batch, one payload shared)."""
-    payload = {"kind": "question"}
+    payload = dict(_QUESTION)
     items, model_id, scenario_id = list(scenario.items), model.id, scenario.id
     for start in range(0, len(items), 5000):
         chunk = items[start : start + 5000]

@@ -8,8 +8,9 @@ only the rest); a plan that no longer holds a job sets it aside rather than dele
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
+from contextlib import closing
 from itertools import islice
 from operator import attrgetter
 from typing import Any, TypeVar
@@ -18,10 +19,10 @@ import orjson
 from sqlalchemy import case, select, text, update
 
 from ..exceptions import QueueError
-from ..jobs import WHOLE_RUN, Cell, Items, Job
+from ..jobs import WHOLE_RUN, Cell, CellRows, Items, Job, JobRow, JobRows
 from . import schema as s
 from .engine import RunStatements, safe_url
-from .first_plan import copy_jobs, defer_indexes, plan_cache
+from .first_plan import copy_jobs, defer_indexes, insert_cell, plan_cache
 from .roles import ASIDE
 from .tallies import kept_key
 
@@ -32,6 +33,7 @@ _OPEN = "('pending', 'running')"
 _SCREENED_OUT = "(SELECT model_id FROM kw_model_controls WHERE run = :run AND state = 'screened')"
 _UNFINISHED = "('pending', 'running', 'failed')"  # a failed job may be requeued by any process
 _DRAW_CHUNK = 500  # items given their drawn places per statement
+_BATCH = 50_000  # job rows inserted per statement
 _AFTER_ASIDE = ASIDE[:-1] + chr(ord(ASIDE[-1]) + 1)  # the first status after every ``aside:...``
 
 T = TypeVar("T")
@@ -48,6 +50,22 @@ def _payload_json(made: dict[int, str], payload: dict[str, Any]) -> str:
     if text is None:
         text = made[id(payload)] = orjson.dumps(payload).decode()
     return text
+
+
+def _row_batches(run: str, jobs: Iterable[Job] | JobRows) -> Generator[list[JobRow] | CellRows, None, None]:
+    """The jobs as rows of ``run``, 50,000 at most a batch, each batch in id order: each index's pages are
+    then visited in order, not at random (SQLite spends half the CPU of a large plan on index pages its
+    cache keeps losing otherwise). A plan's grid gives its rows itself (no ``Job`` made for each)."""
+    if isinstance(jobs, JobRows):
+        yield from jobs.row_batches(run, _BATCH)
+        return
+    for batch in _batches(jobs, _BATCH):
+        batch.sort(key=attrgetter("id"))
+        payloads: dict[int, str] = {}  # a cell's jobs share one payload: its JSON is made once
+        yield [
+            (run, j.id, j.model_id, j.mode, j.scenario_id, j.item, _payload_json(payloads, j.payload), j.draw)
+            for j in batch
+        ]
 
 
 def _scope(cell: Cell, ph: str) -> tuple[str, tuple[str, ...]]:
@@ -199,13 +217,13 @@ class RunTables(RunStatements):
                 self._plan_ids(conn, "CREATE")
             deferred = defer_indexes(conn, self.dialect)
             added = 0
-            # In id order within a batch: each index's pages are then visited in order, not at random
-            # (SQLite spends half the CPU of a large plan on index pages its cache keeps losing otherwise).
-            for batch in _batches(jobs, 50_000):
-                batch.sort(key=attrgetter("id"))
-                added += self._insert_jobs(conn, batch)
-                if cells is not None:
-                    self._note_ids(conn, [j.id for j in batch])
+            with closing(_row_batches(self.run, jobs)) as batches:  # a child making rows ends with it
+                for batch in batches:
+                    added += self._insert_jobs(conn, batch)
+                    if cells is not None:
+                        self._note_ids(
+                            conn, batch.ids if isinstance(batch, CellRows) else [r[1] for r in batch]
+                        )
             for create in deferred:
                 conn.exec_driver_sql(create)
             changed = 0
@@ -233,27 +251,17 @@ class RunTables(RunStatements):
                 insert, [(self.run, sc, it, orjson.dumps(items[sc, it]).decode()) for sc, it in batch]
             )
 
-    def _insert_jobs(self, conn: Any, jobs: list[Job]) -> int:
-        """Insert one batch of jobs (those already in the run stay as they are); how many were new."""
+    def _insert_jobs(self, conn: Any, rows: list[JobRow] | CellRows) -> int:
+        """Insert one batch of job rows (those already in the run stay as they are); how many were new."""
+        if isinstance(rows, CellRows):
+            if self.dialect == "sqlite":
+                return insert_cell(conn, rows)
+            rows = rows.rows()
         ph = self._placeholder
         insert = (
             "INSERT INTO kw_jobs (run, id, model_id, mode, scenario, item, payload, draw, status, attempts) "
             f"VALUES ({ph}, {ph}, {ph}, {ph}, {ph}, {ph}, {ph}, {ph}, 'pending', 0) ON CONFLICT DO NOTHING"
         )
-        payloads: dict[int, str] = {}  # a cell's jobs share one payload: its JSON is made once
-        rows = [
-            (
-                self.run,
-                j.id,
-                j.model_id,
-                j.mode,
-                j.scenario_id,
-                j.item,
-                _payload_json(payloads, j.payload),
-                j.draw,
-            )
-            for j in jobs
-        ]
         if self.dialect == "postgresql":
             return copy_jobs(conn, rows)
         return int(conn.exec_driver_sql(insert, rows).rowcount or 0)
