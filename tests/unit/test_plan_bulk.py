@@ -146,3 +146,17 @@ def test_the_plan_page_cache_is_given_back(tmp_path: Path) -> None:
 
     before, after = anyio.run(go)
     assert after == before and abs(before) < 100_000
+
+
+def test_the_indexes_a_plan_leaves_in_place_are_those_no_planned_job_enters() -> None:
+    """A first plan builds every secondary index of the jobs table again after its rows, except the partial
+    indexes no planned (pending, unleased) job has an entry in: those are kept, and every such index is."""
+    from knowwhen_runner.queue import schema
+    from knowwhen_runner.queue.first_plan.bulk import _NO_PLANNED_JOB
+
+    no_pending_entry = set()
+    for index in schema.jobs.indexes:
+        where = index.dialect_options["sqlite"]["where"]
+        if where is not None and "pending" not in str(where):
+            no_pending_entry.add(index.name)
+    assert no_pending_entry == _NO_PLANNED_JOB

@@ -25,9 +25,10 @@ __all__ = ["BULK_CACHE_KIB", "copy_jobs", "defer_indexes", "insert_cell", "plan_
 
 BULK_CACHE_KIB = 64 * 1024  # SQLite's page cache while a plan is inserted (its default is 2 MiB)
 _JOB_COLUMNS = "run, id, model_id, mode, scenario, item, payload, draw"
-# Partial indexes of done and of leased jobs: a plan inserts pending jobs with no lease, so it gives them
-# no entry; kept in place they cost nothing, while building each again would read every row.
-_NO_PLANNED_JOB = frozenset({"kw_jobs_done_at", "kw_jobs_owner"})
+# Partial indexes of done jobs (by time, and the tallies') and of leased jobs: a plan inserts pending jobs
+# with no lease, so it gives them no entry; kept in place they cost nothing, while building each again
+# would read every row.
+_NO_PLANNED_JOB = frozenset({"kw_jobs_done_at", "kw_jobs_owner", "kw_jobs_tally"})
 
 
 @contextmanager
