@@ -197,8 +197,8 @@ def sample_steady_cpu(
             seen.append((time.perf_counter(), int(done), sum(map(_live_cpu_s, pids)), _cpu_s(server_pid)))
     finally:
         engine.dispose()
-    if len(seen) < len(marks):
-        return None
+    if len(seen) < len(marks) or seen[1][1] == seen[0][1]:
+        return None  # (a run that passed both marks between two polls, on a busy machine: no phase seen)
     (t0, n0, r0, s0), (t1, n1, r1, s1) = seen
     return SteadyCpu(seconds=t1 - t0, jobs=n1 - n0, runner_cpu_s=r1 - r0, server_cpu_s=s1 - s0)
 

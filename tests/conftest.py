@@ -11,6 +11,7 @@ import pytest
 
 import knowwhen_runner  # noqa: F401  (sets LITELLM_LOCAL_MODEL_COST_MAP before any test imports litellm)
 from knowwhen_runner.serve import ServerProcess, start_server_process
+from tests.module_order import order
 from tests.pg import fresh_db_url  # noqa: F401  (a run's database of its own, SQLite and PostgreSQL)
 from tests.prism import SpecProxy, start_prism
 from tests.reliability.tally import NAMES, TALLY
@@ -23,6 +24,11 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     return min(16, 2 * (os.cpu_count() or 1))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The long modules first (tests/module_order.py), so that no worker starts one as the others finish."""
+    order(items)
 
 
 @pytest.fixture(scope="session", autouse=True)
