@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from knowwhen_runner.jsonio import write_jsonl
+from knowwhen_runner.jsonio import jsonl_bytes, write_jsonl_bytes
 from knowwhen_runner.results.folders import AnswerFiles
 
 
@@ -29,7 +29,7 @@ def test_threaded_files_are_the_bytes_written_in_line(tmp_path: Path, backlog: i
     anyio.run(write_all)
     for path, rows in sets.items():
         in_line = tmp_path / "in-line" / path.name
-        write_jsonl(in_line, rows)
+        write_jsonl_bytes(in_line, jsonl_bytes(rows)[0], level=AnswerFiles.LEVEL)
         assert path.read_bytes() == in_line.read_bytes()
 
 
