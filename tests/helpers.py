@@ -142,3 +142,20 @@ def with_named_probabilities(path: Path, rows: list[dict[str, Any]]) -> list[dic
         {**r, "probabilities": probability_map(r["probabilities"], questions[r["qhash"]].options)}
         for r in rows
     ]
+
+
+def job_indexes(url: str) -> dict[str, str]:
+    """Every index of the jobs table, by name, as the database's catalog spells its definition."""
+    sql = (
+        "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'kw_jobs'"
+        if url.startswith("sqlite")
+        else "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'kw_jobs'"
+    )
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return {r[0]: str(r[1]) for r in conn.execute(text(sql))}
+    finally:
+        engine.dispose()

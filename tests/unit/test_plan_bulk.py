@@ -16,6 +16,7 @@ from sqlalchemy import create_engine, text
 
 from knowwhen_runner.jobs import Job
 from knowwhen_runner.queue import open_queue
+from tests.helpers import job_indexes
 
 _COLUMNS = "id, model_id, mode, scenario, item, payload, draw, status, attempts, lease_owner, result"
 
@@ -44,21 +45,6 @@ def _rows(url: str, run: str) -> list[tuple[Any, ...]]:
         engine.dispose()
 
 
-def _indexes(url: str) -> dict[str, str]:
-    """Every index of the jobs table, by name, as the database's catalog spells its definition."""
-    sql = (
-        "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'kw_jobs'"
-        if url.startswith("sqlite")
-        else "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'kw_jobs'"
-    )
-    engine = create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return {r[0]: str(r[1]) for r in conn.execute(text(sql))}
-    finally:
-        engine.dispose()
-
-
 def _enqueue(url: str, run: str, jobs: Iterator[Job]) -> int:
     queue = open_queue(url, run)
 
@@ -76,10 +62,10 @@ def test_a_first_plan_holds_the_rows_and_indexes_of_one_inserted_beside_other_ru
     another run's jobs keep the indexes in place: the same rows, the same indexes, and a second enqueue
     of the plan adds nothing."""
     assert _enqueue(fresh_db_url, "first", _grid()) == 2140
-    indexes = _indexes(fresh_db_url)
+    indexes = job_indexes(fresh_db_url)
     assert {"kw_jobs_status", "kw_jobs_pending", "kw_jobs_pending_model", "kw_jobs_owner"} <= set(indexes)
     assert _enqueue(fresh_db_url, "beside", _grid()) == 2140  # the table holds jobs: indexes kept as they are
-    assert _indexes(fresh_db_url) == indexes
+    assert job_indexes(fresh_db_url) == indexes
     first = _rows(fresh_db_url, "first")
     assert len(first) == 2140
     assert first == _rows(fresh_db_url, "beside")
@@ -93,6 +79,7 @@ import os, signal, sys
 import anyio
 from knowwhen_runner.jobs import Job
 from knowwhen_runner.queue import open_queue
+from tests.helpers import job_indexes
 
 def jobs():
     for i in range(120_000):
@@ -109,13 +96,13 @@ def test_a_plan_killed_half_way_leaves_a_run_that_plans_again(fresh_db_url: str)
     """A process killed while it inserts a first plan (its indexes dropped for the while) leaves no job
     and every index in place; planning again puts the whole plan in."""
     _enqueue(fresh_db_url, "other", iter(()))  # the tables made, with no job: the plan below is a first
-    before = _indexes(fresh_db_url)
+    before = job_indexes(fresh_db_url)
     done = subprocess.run(
         [sys.executable, "-c", _KILLED_MID_PLAN, fresh_db_url], capture_output=True, text=True
     )
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert _rows(fresh_db_url, "killed") == []
-    assert _indexes(fresh_db_url) == before
+    assert job_indexes(fresh_db_url) == before
     if fresh_db_url.startswith("sqlite"):
         engine = create_engine(fresh_db_url)
         with engine.connect() as conn:
@@ -123,7 +110,7 @@ def test_a_plan_killed_half_way_leaves_a_run_that_plans_again(fresh_db_url: str)
         engine.dispose()
     jobs = (Job(f"{i:06d}", "a", "model", "s", f"i{i}", {"kind": "question"}) for i in range(120_000))
     assert _enqueue(fresh_db_url, "killed", jobs) == 120_000
-    assert _indexes(fresh_db_url) == before
+    assert job_indexes(fresh_db_url) == before
     assert len(_rows(fresh_db_url, "killed")) == 120_000
 
 

@@ -25,6 +25,7 @@ from knowwhen_runner.plan import Grid, expand
 from knowwhen_runner.plan import rows as plan_rows
 from knowwhen_runner.queue import open_queue
 from knowwhen_runner.scenarios import load_scenario
+from tests.helpers import job_indexes
 
 ROOT = Path(__file__).resolve().parents[2]
 _COLUMNS = "id, model_id, mode, scenario, item, payload, draw, status, attempts, lease_owner, result"
@@ -59,20 +60,6 @@ def _enqueue(url: str, run: str, jobs: Any) -> int:
             await queue.close()
 
     return anyio.run(go)
-
-
-def _indexes(url: str) -> dict[str, str]:
-    sql = (
-        "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'kw_jobs'"
-        if url.startswith("sqlite")
-        else "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'kw_jobs'"
-    )
-    engine = create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return {r[0]: str(r[1]) for r in conn.execute(text(sql))}
-    finally:
-        engine.dispose()
 
 
 def test_the_rows_of_a_grid_made_in_a_child_or_here_are_those_of_its_jobs(
@@ -174,7 +161,7 @@ def test_a_plan_killed_while_its_child_makes_rows_leaves_no_job_and_no_child(
     """The planning process killed after a batch of the child's rows: no job, the indexes as before, and
     the child ends (it cannot write to a process that is gone)."""
     _enqueue(fresh_db_url, "other", iter(()))  # the tables made, with no job: the plan below is a first
-    before = _indexes(fresh_db_url)
+    before = job_indexes(fresh_db_url)
     pid_file = tmp_path / "child.pid"
     done = subprocess.run(
         [sys.executable, "-c", _KILLED_MID_PLAN, fresh_db_url, str(pid_file), str(ROOT)],
@@ -183,7 +170,7 @@ def test_a_plan_killed_while_its_child_makes_rows_leaves_no_job_and_no_child(
     )
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert _rows(fresh_db_url, "killed") == []
-    assert _indexes(fresh_db_url) == before
+    assert job_indexes(fresh_db_url) == before
     child = int(pid_file.read_text())
     deadline = time.monotonic() + 20
     while not _gone(child) and time.monotonic() < deadline:
