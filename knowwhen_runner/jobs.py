@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
+from operator import attrgetter
 from typing import Any, Literal, NamedTuple, Protocol, TypedDict, get_args, runtime_checkable
 
 from .jsonio import dumps
@@ -55,6 +57,21 @@ class CellRows(NamedTuple):
         ]
 
 
+def job_rows(run: str, jobs: Iterable[Job], size: int) -> Iterator[list[JobRow]]:
+    """``jobs`` as rows of ``run``, at most ``size`` a batch, each batch sorted by id (each index's pages are
+    then visited in order); the jobs of a cell share a payload, whose JSON is made once a batch."""
+    it = iter(jobs)
+    while batch := sorted(islice(it, size), key=attrgetter("id")):
+        payloads: dict[int, str] = {}
+        rows: list[JobRow] = []
+        for j in batch:
+            payload = payloads.get(id(j.payload))
+            if payload is None:
+                payload = payloads[id(j.payload)] = dumps(j.payload).decode()
+            rows.append((run, j.id, j.model_id, j.mode, j.scenario_id, j.item, payload, j.draw))
+        yield rows
+
+
 @runtime_checkable
 class JobRows(Protocol):
     """Jobs that come as the queue's rows, batch by batch (a plan's grid: no ``Job`` is made for them)."""
@@ -81,6 +98,7 @@ __all__ = [
     "job_cost",
     "job_id",
     "job_ids",
+    "job_rows",
 ]
 
 JOB_ID_VERSION = 1

@@ -21,12 +21,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..config import ModelSpec, ScenarioSpec, SweepConfig, TauFit
-from ..jobs import Cell, CellRows, Items, Job, JobRow, Mode, id_halves, job_id, job_ids
+from ..jobs import Cell, CellRows, Items, Job, JobRow, Mode, id_halves, job_id, job_ids, job_rows
 from ..jsonio import dumps
 from ..scenarios import Scenario
 from .cells import open_loop_mode
 from .draws import draw_places
-from .rows import QuestionCell, episode_rows, question_rows
+from .rows import QuestionCell, question_rows
 
 __all__ = [
     "FitRequest",
@@ -102,7 +102,7 @@ class Grid:
         payload = dumps(_QUESTION).decode()
         for part in self._parts:
             if isinstance(part, list):
-                yield from episode_rows(run, part, size)
+                yield from job_rows(run, part, size)
                 continue
             model, mode, scenario = part
             head, tail = id_halves(**_identity(model, mode, scenario))

@@ -20,13 +20,12 @@ import tempfile
 from array import array
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, BinaryIO, NamedTuple
+from typing import IO, BinaryIO, NamedTuple
 
 from ..exceptions import KnowwhenError
-from ..jobs import CellRows, Job, JobRow, item_ids
-from ..jsonio import dumps
+from ..jobs import CellRows, item_ids
 
-__all__ = ["PARALLEL_FROM", "QuestionCell", "episode_rows", "question_rows", "serve"]
+__all__ = ["PARALLEL_FROM", "QuestionCell", "question_rows", "serve"]
 
 PARALLEL_FROM = 100_000  # question jobs from which a child process makes the rows
 _HEAD = struct.Struct("<II")  # a batch: its cell's index and its number of jobs
@@ -170,20 +169,3 @@ def serve(source: BinaryIO | None = None, sink: BinaryIO | None = None) -> None:
         sink.flush()
     except BrokenPipeError:  # the planning process is gone (killed, or its plan failed): so is the plan
         os._exit(1)
-
-
-def episode_rows(run: str, jobs: Sequence[Job], size: int) -> Iterator[list[JobRow]]:
-    """Episode jobs (made as ``Job``s) as rows of ``run``, at most ``size`` a batch, sorted by id."""
-    payloads: dict[int, str] = {}  # jobs of a cell may share a payload: its JSON is made once
-
-    def payload(p: dict[str, Any]) -> str:
-        text = payloads.get(id(p))
-        if text is None:
-            text = payloads[id(p)] = dumps(p).decode()
-        return text
-
-    for start in range(0, len(jobs), size):
-        batch = sorted(jobs[start : start + size], key=lambda j: j.id)
-        yield [
-            (run, j.id, j.model_id, j.mode, j.scenario_id, j.item, payload(j.payload), j.draw) for j in batch
-        ]

@@ -12,14 +12,13 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import closing
 from itertools import islice
-from operator import attrgetter
 from typing import Any, TypeVar
 
 import orjson
 from sqlalchemy import case, select, text, update
 
 from ..exceptions import QueueError
-from ..jobs import WHOLE_RUN, Cell, CellRows, Items, Job, JobRow, JobRows
+from ..jobs import WHOLE_RUN, Cell, CellRows, Items, Job, JobRow, JobRows, job_rows
 from . import schema as s
 from .engine import RunStatements, safe_url
 from .first_plan import copy_jobs, defer_indexes, insert_cell, plan_cache
@@ -45,27 +44,11 @@ def _batches(values: Iterable[T], size: int) -> Iterator[list[T]]:
         yield batch
 
 
-def _payload_json(made: dict[int, str], payload: dict[str, Any]) -> str:
-    text = made.get(id(payload))
-    if text is None:
-        text = made[id(payload)] = orjson.dumps(payload).decode()
-    return text
-
-
 def _row_batches(run: str, jobs: Iterable[Job] | JobRows) -> Generator[list[JobRow] | CellRows, None, None]:
     """The jobs as rows of ``run``, 50,000 at most a batch, each batch in id order: each index's pages are
     then visited in order, not at random (SQLite spends half the CPU of a large plan on index pages its
     cache keeps losing otherwise). A plan's grid gives its rows itself (no ``Job`` made for each)."""
-    if isinstance(jobs, JobRows):
-        yield from jobs.row_batches(run, _BATCH)
-        return
-    for batch in _batches(jobs, _BATCH):
-        batch.sort(key=attrgetter("id"))
-        payloads: dict[int, str] = {}  # a cell's jobs share one payload: its JSON is made once
-        yield [
-            (run, j.id, j.model_id, j.mode, j.scenario_id, j.item, _payload_json(payloads, j.payload), j.draw)
-            for j in batch
-        ]
+    yield from jobs.row_batches(run, _BATCH) if isinstance(jobs, JobRows) else job_rows(run, jobs, _BATCH)
 
 
 def _scope(cell: Cell, ph: str) -> tuple[str, tuple[str, ...]]:
@@ -254,16 +237,17 @@ class RunTables(RunStatements):
     def _insert_jobs(self, conn: Any, rows: list[JobRow] | CellRows) -> int:
         """Insert one batch of job rows (those already in the run stay as they are); how many were new."""
         if isinstance(rows, CellRows):
-            if self.dialect == "sqlite":
-                return insert_cell(conn, rows)
+            added = insert_cell(conn, rows) if self.dialect == "sqlite" else None
+            if added is not None:
+                return added
             rows = rows.rows()
+        if self.dialect == "postgresql":
+            return copy_jobs(conn, rows)
         ph = self._placeholder
         insert = (
             "INSERT INTO kw_jobs (run, id, model_id, mode, scenario, item, payload, draw, status, attempts) "
             f"VALUES ({ph}, {ph}, {ph}, {ph}, {ph}, {ph}, {ph}, {ph}, 'pending', 0) ON CONFLICT DO NOTHING"
         )
-        if self.dialect == "postgresql":
-            return copy_jobs(conn, rows)
         return int(conn.exec_driver_sql(insert, rows).rowcount or 0)
 
     def _plan_ids(self, conn: Any, what: str) -> None:
