@@ -66,13 +66,13 @@ def defer_indexes(conn: Any, dialect: str) -> list[str]:
     return [create for _name, create in found]
 
 
-def insert_cell(conn: Any, batch: CellRows) -> int:
+def insert_cell(conn: Any, batch: CellRows) -> int | None:
     """SQLite: insert a batch of one cell's jobs, the columns they share written into the statement as
-    literals; how many were new."""
+    literals; how many were new. None (nothing inserted) when a shared value cannot be a literal (a NUL
+    character): its rows are then inserted with every value bound."""
+    if any("\x00" in value for value in batch.shared):
+        return None
     raw = conn.connection.driver_connection
-    if any("\x00" in value for value in batch.shared):  # no literal holds it: every value bound instead
-        insert = f"INSERT INTO kw_jobs ({_JOB_COLUMNS}, status, attempts) VALUES ({', '.join('?' * 8)}, 'pending', 0)"
-        return int(raw.executemany(f"{insert} ON CONFLICT DO NOTHING", batch.rows()).rowcount or 0)
     run, model_id, mode, scenario, payload = ("'" + v.replace("'", "''") + "'" for v in batch.shared)
     ids, items, draws = batch.ids, batch.items, batch.draws
     insert = (
