@@ -89,24 +89,36 @@ def _print_held(report: dict[str, Any]) -> None:
 
 
 def _screen_table(screen: dict[str, Any]) -> Table:
-    """One row per screened model: its screening bounds, the tasks they rest on, the decision, when, the calls saved."""
+    """One row per screened model: its screening bounds, the tasks they rest on, the decision, when, the calls
+    saved (plain ``top: k``: and how surely its leaders are above it)."""
 
     keep = ", ".join(f"{k} {v}" for k, v in screen["keep"].items())
+    pairs = "alpha_pair" in screen
+    leaders = ", ".join(screen.get("leaders") or []) or "named after every model's first tasks"
+    by = (
+        f"; dropped when every leader ({leaders}) is surely above, {screen['alpha_pair']:.4g} per pair"
+        if pairs
+        else ""
+    )
     table = Table(
         title=(
             f"screen on {screen['scenario']} ({keep}; alpha {screen['alpha']:g}, {screen['alpha_each']:.4g} per "
-            f"model): anytime-valid screening bounds on accuracy, not the full run's figures"
+            f"model{by}): anytime-valid screening bounds on accuracy, not the full run's figures"
         )
     )
-    for col in ("model", "tasks", "lower", "upper", "decision", "decided", "calls saved"):
+    columns = ["model", "tasks", "lower", "upper", *(["leaders above by"] if pairs else []), "decision"]
+    for col in (*columns, "decided", "calls saved"):
         table.add_column(col, justify="left" if col in ("model", "decision") else "right")
     for model, row in sorted(screen["models"].items()):
         at = row.get("decided_at")
+        margin = row.get("margin")
+        above = ["leader" if margin is None else f"{margin:.3f}"] if pairs else []
         table.add_row(
             model,
             f"{row['tasks']}/{screen['tasks']}",
             f"{row['lower']:.3f}",
             f"{row['upper']:.3f}",
+            *above,
             row.get("decision") or "open",
             "" if at is None else f"{time.time() - at:.0f} s ago",
             str(row["calls_saved"]),

@@ -54,6 +54,24 @@ class ScreenRecord(BaseModel):
     calls_saved: int = Field(
         description="Jobs of this model the screen left pending (asked by a later full run)."
     )
+    leaders: list[str] | None = Field(
+        None,
+        description=(
+            "Plain top: k: the k models of highest accuracy over the first tasks of the drawn order; a model "
+            "is dropped once every leader is surely more accurate (paired bounds). None for the other questions."
+        ),
+    )
+    alpha_pair: float | None = Field(
+        None,
+        description="Plain top: k: the level of each one-sided paired sequence leader - model (alpha / k).",
+    )
+    margin: float | None = Field(
+        None,
+        description=(
+            "Plain top: k: the least lower bound on a leader's accuracy less this model's, over the leaders, "
+            "when last looked at (above 0: every leader surely more accurate). None for a leader."
+        ),
+    )
     bounds: Literal["screening"] = Field(
         "screening",
         description="These bounds are screening bounds (anytime-valid), not fixed-sample intervals.",
@@ -79,6 +97,9 @@ def screen_record(meta: dict[str, Any] | None, model_id: str, pending: int) -> S
         decision=row["decision"],
         decided_at=row["decided_at"],
         calls_saved=pending if row["decision"] == "drop" else 0,
+        leaders=screen.get("leaders"),
+        alpha_pair=screen.get("alpha_pair"),
+        margin=row.get("margin"),
     )
 
 

@@ -2,7 +2,7 @@
 
 Read in this order: ``confseq`` (bounds on a mean over a finite set of tasks drawn without replacement,
 valid at every look), ``rules`` (top ``k``, a floor, not worse than a reference, and when the bounds
-settle each), ``replay`` (a screen replayed over answers in the drawn order: decisions, when each came,
+settle each), ``leaders`` (plain top ``k``: paired bounds of its leaders over each other model), ``replay`` (a screen replayed over answers in the drawn order: decisions, when each came,
 the tasks saved). Pure statistics over plain numbers (numpy and the standard library only). The rules
 and ``order`` need no numpy, so the numpy modules load on first use: a run without a screen loads none.
 """
@@ -11,13 +11,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .rules import Bounds, Decision, Floor, NotWorseThan, Rule, TopK, alpha_each, decide
+from .rules import (
+    LEADERS_AFTER,
+    Bounds,
+    Decision,
+    Floor,
+    NotWorseThan,
+    Rule,
+    TopK,
+    alpha_each,
+    alpha_pair,
+    by_leaders,
+    decide,
+)
 
 if TYPE_CHECKING:
     from .confseq import ConfidenceSequence, betting_cs, paired_cs
     from .replay import RaceOutcome, race
 
 __all__ = [
+    "LEADERS_AFTER",
     "Bounds",
     "ConfidenceSequence",
     "Decision",
@@ -27,7 +40,9 @@ __all__ = [
     "Rule",
     "TopK",
     "alpha_each",
+    "alpha_pair",
     "betting_cs",
+    "by_leaders",
     "decide",
     "paired_cs",
     "race",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -62,8 +63,20 @@ def _bet_sizes(x: FloatArray) -> tuple[FloatArray, FloatArray]:
     return previous_mean, previous_variance
 
 
+Side = Literal["both", "lower", "upper"]
+"""Which bounds a sequence gives. One side (``"lower"`` or ``"upper"``) puts the whole capital on the bettor
+that rules out candidates below (above) the truth, the other bound being only what the tasks seen make
+certain: a one-sided sequence at ``alpha`` is as narrow on its side as a two-sided one at ``alpha / 2``."""
+
+
 def betting_cs(
-    x: FloatArray, population: int, alpha: float, *, grid: int = GRID, theta: float = 0.5
+    x: FloatArray,
+    population: int,
+    alpha: float,
+    *,
+    grid: int = GRID,
+    theta: float = 0.5,
+    side: Side = "both",
 ) -> ConfidenceSequence:
     """Confidence sequences for the mean of ``population`` values in [0, 1], given ``x``, drawn without replacement.
 
@@ -73,16 +86,11 @@ def betting_cs(
     first bettor's plus the rest of the second's) reaches ``1/alpha`` (Ville's inequality bounds that
     chance by ``alpha`` when ``m`` is the truth), or when the tasks seen make ``m`` impossible. Bets are
     sized by the paper's approximate growth-optimal rule (aGRAPA) from the tasks before, truncated at
-    ``TRUNCATION`` of what the candidate allows.
+    ``TRUNCATION`` of what the candidate allows; ``side`` (``Side``) may ask for one bound only.
     """
-    x = np.clip(np.asarray(x, dtype=np.float64), 0.0, 1.0)
+    x = _checked(x, population, alpha)
     n = x.shape[-1]
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be between 0 and 1, not {alpha}")
-    if n > population:
-        raise ValueError(
-            f"{n} observations cannot come from a population of {population} without replacement"
-        )
+    weight_up, weight_down = _weights(side, theta)
     m = np.linspace(0.0, 1.0, grid + 1)
     means, variances = _bet_sizes(x)
     log_up = np.zeros((*x.shape[:-1], grid + 1))
@@ -103,14 +111,34 @@ def betting_cs(
         xi = x[..., i : i + 1]
         log_up += np.log1p(up * (xi - centre))
         log_down += np.log1p(-down * (xi - centre))
-        hedged = np.maximum(math.log(theta) + log_up, math.log(1 - theta) + log_down)
-        ruled_out |= hedged >= threshold
+        ruled_out |= np.maximum(weight_up + log_up, weight_down + log_down) >= threshold
         seen = seen + xi
         lower[..., i], upper[..., i] = _hull(m, ruled_out, 1.0 / grid)
     lower, upper = _with_known_bounds(x, population, lower, upper)
     lower = np.maximum.accumulate(lower, axis=-1)
     upper = np.maximum(np.minimum.accumulate(upper, axis=-1), lower)  # equal, not crossed, once all is seen
     return ConfidenceSequence(lower=lower, upper=upper, alpha=alpha, population=population)
+
+
+def _checked(x: FloatArray, population: int, alpha: float) -> FloatArray:
+    """``x`` as floats in [0, 1], once ``alpha`` and its size are known to make sense."""
+    x = np.clip(np.asarray(x, dtype=np.float64), 0.0, 1.0)
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be between 0 and 1, not {alpha}")
+    if x.shape[-1] > population:
+        raise ValueError(
+            f"{x.shape[-1]} observations cannot come from a population of {population} without replacement"
+        )
+    return x
+
+
+def _weights(side: Side, theta: float) -> tuple[float, float]:
+    """The log shares of the capital on the bettor for the lower bound and on the one for the upper."""
+    if side == "lower":
+        return 0.0, -math.inf
+    if side == "upper":
+        return -math.inf, 0.0
+    return math.log(theta), math.log(1 - theta)
 
 
 def _hull(m: FloatArray, ruled_out: NDArray[np.bool_], step: float) -> tuple[FloatArray, FloatArray]:
@@ -136,13 +164,15 @@ def _with_known_bounds(
     return np.maximum(lower, least), np.minimum(upper, most)
 
 
-def paired_cs(a: FloatArray, b: FloatArray, population: int, alpha: float) -> ConfidenceSequence:
+def paired_cs(
+    a: FloatArray, b: FloatArray, population: int, alpha: float, *, side: Side = "both"
+) -> ConfidenceSequence:
     """Confidence sequences for the mean difference ``a - b`` over tasks both answered in the same drawn order.
 
     Differences lie in [-1, 1]; they are mapped to [0, 1], bounded, and mapped back, so the bounds are
     on the difference of the two models' accuracies.
     """
-    scaled = betting_cs((np.asarray(a) - np.asarray(b) + 1) / 2, population, alpha)
+    scaled = betting_cs((np.asarray(a) - np.asarray(b) + 1) / 2, population, alpha, side=side)
     return ConfidenceSequence(
         lower=2 * scaled.lower - 1, upper=2 * scaled.upper - 1, alpha=alpha, population=population
     )

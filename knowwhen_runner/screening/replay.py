@@ -15,7 +15,21 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .confseq import betting_cs, paired_cs
-from .rules import Bounds, Decision, NotWorseThan, Rule, alpha_each, decide
+from .leaders import margin_paths
+from .rules import (
+    LEADERS_AFTER,
+    Bounds,
+    Decision,
+    NotWorseThan,
+    Rule,
+    TopK,
+    alpha_each,
+    alpha_pair,
+    by_leaders,
+    choose_leaders,
+    decide,
+    settle_by_leaders,
+)
 
 __all__ = ["RaceOutcome", "race"]
 
@@ -31,6 +45,7 @@ class RaceOutcome:
     decisions: dict[str, Decision | None]
     tasks: dict[str, int]
     bounds: dict[str, Bounds]
+    leaders: tuple[str, ...] = ()
 
 
 def _paths(
@@ -62,7 +77,10 @@ def race(rule: Rule, values: Mapping[str, FloatArray], alpha: float) -> RaceOutc
     paths = _paths(rule, values, alpha)
     decisions: dict[str, Decision | None] = dict.fromkeys(paths)
     stopped: dict[str, int] = {}
-    for t in range(population):
+    leaders: tuple[str, ...] = ()
+    if isinstance(rule, TopK) and by_leaders(rule) and rule.k < len(paths):
+        leaders = _race_by_leaders(rule, values, alpha, decisions, stopped)
+    for t in range(0 if leaders else population):  # plain top: k settled by leaders above
         bounds = {
             n: Bounds(float(lo[stopped.get(n, t)]), float(hi[stopped.get(n, t)]))
             for n, (lo, hi) in paths.items()
@@ -79,4 +97,40 @@ def race(rule: Rule, values: Mapping[str, FloatArray], alpha: float) -> RaceOutc
     if isinstance(rule, NotWorseThan):
         tasks[rule.reference] = max(tasks.values(), default=0)
         decisions[rule.reference] = Decision.KEEP
-    return RaceOutcome(decisions=decisions, tasks=tasks, bounds=final)
+    return RaceOutcome(decisions=decisions, tasks=tasks, bounds=final, leaders=leaders)
+
+
+def _race_by_leaders(
+    rule: TopK,
+    values: Mapping[str, FloatArray],
+    alpha: float,
+    decisions: dict[str, Decision | None],
+    stopped: dict[str, int],
+) -> tuple[str, ...]:
+    """Plain ``top: k``: name the leaders after ``LEADERS_AFTER`` tasks, then drop each model once every
+    leader is surely above it (``decisions`` and ``stopped`` are filled in); the leaders."""
+    names = list(values)
+    stacked = np.stack([np.asarray(values[n], dtype=np.float64) for n in names])
+    population = stacked.shape[-1]
+    heads = dict(zip(names, stacked[:, :LEADERS_AFTER].mean(axis=-1).tolist(), strict=True))
+    leaders = choose_leaders(heads, rule.k)
+    others = [n for n in names if n not in leaders]
+    index = {n: i for i, n in enumerate(names)}
+    margins = margin_paths(
+        stacked[[index[n] for n in leaders]],
+        stacked[[index[n] for n in others]],
+        population,
+        alpha_pair(rule, alpha),
+    )
+    means = dict(zip(names, stacked.mean(axis=-1).tolist(), strict=True))
+    for t in range(population):
+        now = {n: float(margins[i, t]) for i, n in enumerate(others) if n not in stopped}
+        settled = {n: d for n, d in decisions.items() if d is not None}
+        staying = (n for n in names if decisions[n] is not Decision.DROP)
+        last = {n: means[n] for n in staying} if t == population - 1 else None
+        for name, decision in settle_by_leaders(rule.k, names, now, settled, last).items():
+            stopped[name] = t
+            decisions[name] = decision
+        if len(stopped) == len(names):
+            break
+    return tuple(leaders)

@@ -10,11 +10,25 @@ sequences raced (``alpha_each``); then every decision is right with probability 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["Bounds", "Decision", "Floor", "NotWorseThan", "Rule", "TopK", "alpha_each", "decide"]
+__all__ = [
+    "LEADERS_AFTER",
+    "Bounds",
+    "Decision",
+    "Floor",
+    "NotWorseThan",
+    "Rule",
+    "TopK",
+    "alpha_each",
+    "alpha_pair",
+    "by_leaders",
+    "choose_leaders",
+    "decide",
+    "settle_by_leaders",
+]
 
 
 class Decision(StrEnum):
@@ -65,6 +79,61 @@ def alpha_each(rule: Rule, models: int, alpha: float) -> float:
     """The level of each sequence, so that all of them hold at once with probability ``1 - alpha`` (Bonferroni)."""
     sequences = models - 1 if isinstance(rule, NotWorseThan) else models
     return alpha / max(sequences, 1)
+
+
+LEADERS_AFTER = 5
+"""Tasks of the drawn order every model completes before plain ``top: k`` names its ``k`` leaders."""
+
+
+def by_leaders(rule: Rule) -> bool:
+    """Whether the screen settles by paired bounds to leaders (plain ``top: k``, fewer than all models)."""
+    return isinstance(rule, TopK) and rule.within == 0
+
+
+def alpha_pair(rule: TopK, alpha: float) -> float:
+    """The level of each one-sided paired sequence ``leader - model`` of plain ``top: k``: ``alpha / k``.
+
+    Only a model truly among the best ``k`` can be dropped wrongly, and dropping it needs every leader
+    surely above it; one leader, the one of lowest accuracy, is truly not above it, so the wrong drop is a
+    failure of that one pair's sequence. At most ``k`` models can be dropped wrongly, one pair each."""
+    return alpha / rule.k
+
+
+def choose_leaders(heads: Mapping[str, float], k: int) -> list[str]:
+    """The ``k`` models of highest accuracy over the first ``LEADERS_AFTER`` tasks (ties by name). Chosen on
+    those tasks alone, so the paired sequences over the tasks after them hold as if named in advance."""
+    return sorted(heads, key=lambda n: (-heads[n], n))[:k]
+
+
+def settle_by_leaders(
+    k: int,
+    names: Sequence[str],
+    margins: Mapping[str, float],
+    decided: Mapping[str, Decision],
+    exact: Mapping[str, float] | None = None,
+) -> dict[str, Decision]:
+    """Plain ``top: k`` by leaders: a model is dropped once every leader is surely above it (``margins``:
+    per model not a leader, the least lower bound on ``leader - model`` over the leaders); once all but
+    ``k`` are dropped the rest are kept. ``exact``: the accuracy of every model not dropped, once each has
+    answered every task; the best ``k`` of them are kept then, the others dropped (a tie at the cut stays
+    open)."""
+    settled = {n: Decision.DROP for n, m in margins.items() if m > 0 and n not in decided}
+    final = {**decided, **settled}
+    if exact is not None:
+        ranked = sorted(exact.values(), reverse=True)
+        kth, next_ = ranked[k - 1], (ranked[k] if len(ranked) > k else -1.0)
+        for name, value in exact.items():
+            if name in final:
+                continue
+            if value > next_:
+                settled[name] = Decision.KEEP
+            elif value < kth:
+                settled[name] = Decision.DROP
+        return settled
+    dropped = {n for n, d in final.items() if d is Decision.DROP}
+    if len(names) - len(dropped) == k:
+        settled.update({n: Decision.KEEP for n in names if n not in final})
+    return settled
 
 
 def decide(

@@ -24,7 +24,17 @@ from ..plan import open_loop_mode
 from ..plan.draws import ScreenKey, screen_key
 from ..queue import ControlState, JobResult, Queue
 from ..scenarios import Scenario, load_scenario
-from ..screening import Bounds, Decision, Floor, NotWorseThan, Rule, TopK, alpha_each
+from ..screening import (
+    Bounds,
+    Decision,
+    Floor,
+    NotWorseThan,
+    Rule,
+    TopK,
+    alpha_each,
+    alpha_pair,
+    by_leaders,
+)
 from ..screening.order import complete_prefix
 
 if TYPE_CHECKING:
@@ -147,28 +157,44 @@ class Screen:
 
     async def look(self) -> dict[str, Standing]:
         """Read the new answers, settle what they settle now, hold back the dropped; every model's standing."""
-        from ..screening.live import look  # start-up: as in ``values``
+        from ..screening.live import look, name_leaders  # start-up: as in ``values``
 
         info = await self._queue.run_info()
-        kept = self._kept(((info or {}).get("meta") or {}).get("screen"))
+        before = ((info or {}).get("meta") or {}).get("screen")
+        kept = self._kept(before)
         decided = {m: _standing(d) for m, d in kept.items() if d.get("decision")}
         await self._read()
-        standings = look(self.rule, self.values(), len(self.key.order), self.settings.alpha, decided)
-        record = await self._queue.merge_meta("screen", partial(self._merge, standings, time.time()))
+        values = self.values()
+        leaders = self._leaders(before) or name_leaders(self.rule, values)
+        standings = look(self.rule, values, len(self.key.order), self.settings.alpha, decided, leaders)
+        record = await self._queue.merge_meta("screen", partial(self._merge, standings, time.time(), leaders))
         now = {m: _standing(d) for m, d in record["models"].items()}
         for model, s in now.items():
             if s.decision is Decision.DROP:
                 await self._queue.set_control(model, SCREENED, _reason(self.rule, s))
         return now
 
+    def _same(self, record: dict[str, Any] | None) -> bool:
+        """Whether the run's screen record is this screen's."""
+        mine = self.describe({})
+        return record is not None and all(
+            record.get(k) == v for k, v in mine.items() if k not in ("models", "leaders")
+        )
+
     def _kept(self, record: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
         """The models' lines of the run's screen record, if it is this screen's (else none)."""
-        mine = self.describe({})
-        same = record is not None and all(record.get(k) == v for k, v in mine.items() if k != "models")
-        return dict((record or {}).get("models") or {}) if same else {}
+        return dict((record or {}).get("models") or {}) if self._same(record) else {}
+
+    def _leaders(self, record: dict[str, Any] | None) -> list[str] | None:
+        """The leaders a look named before (the first named stand), if the record is this screen's."""
+        return list((record or {}).get("leaders") or []) or None if self._same(record) else None
 
     def _merge(
-        self, standings: dict[str, Standing], now: float, before: dict[str, Any] | None
+        self,
+        standings: dict[str, Standing],
+        now: float,
+        leaders: list[str] | None,
+        before: dict[str, Any] | None,
     ) -> dict[str, Any]:
         """The screen record with this look's standings merged in: a decision already written stands (the
         first process to settle a model settles it), and an open model keeps the bounds on the most tasks."""
@@ -179,12 +205,17 @@ class Screen:
             was = kept.get(model)
             if was is None or (not was.get("decision") and was["tasks"] <= s.tasks) or model == reference:
                 models[model] = _record(s, was, now)
-        return self.describe(models)
+        return self.describe(models, self._leaders(before) or leaders)
 
-    def describe(self, models: dict[str, dict[str, Any]]) -> dict[str, Any]:
-        """What the run's meta keeps of the screen."""
+    def describe(self, models: dict[str, dict[str, Any]], leaders: list[str] | None = None) -> dict[str, Any]:
+        """What the run's meta keeps of the screen (plain ``top: k``: its leaders once named, and the level
+        of each paired sequence that settles it)."""
         s = self.settings
+        pairs = {}
+        if isinstance(self.rule, TopK) and by_leaders(self.rule):
+            pairs = {"alpha_pair": alpha_pair(self.rule, s.alpha), "leaders": leaders}
         return {
+            **pairs,
             "scenario": s.scenario,
             "alpha": s.alpha,
             "alpha_each": alpha_each(self.rule, len(self.models), s.alpha),
@@ -199,7 +230,7 @@ def _standing(d: dict[str, Any]) -> Standing:
     from ..screening.live import Standing  # start-up: as in ``Screen.values``
 
     decision = Decision(d["decision"]) if d.get("decision") else None
-    return Standing(Bounds(d["lower"], d["upper"]), d["tasks"], decision)
+    return Standing(Bounds(d["lower"], d["upper"]), d["tasks"], decision, d.get("margin"))
 
 
 def _record(s: Standing, before: dict[str, Any] | None, now: float) -> dict[str, Any]:
@@ -211,11 +242,17 @@ def _record(s: Standing, before: dict[str, Any] | None, now: float) -> dict[str,
         "tasks": s.tasks,
         "decision": s.decision.value if s.decision else None,
         "decided_at": at if at is not None else (now if s.decision else None),
+        **({} if s.margin is None else {"margin": s.margin}),
     }
 
 
 def _reason(rule: Rule, s: Standing) -> str:
     what = {TopK: "not among the kept", Floor: "below the floor", NotWorseThan: "worse than the reference"}
+    if s.margin is not None and s.margin > 0:
+        return (
+            f"screened out after {s.tasks} tasks: every leader of the screen surely more accurate, by "
+            f"{s.margin:.3f} at least; run again without screen: to finish its jobs"
+        )
     return (
         f"screened out after {s.tasks} tasks: {what[type(rule)]} (bounds {s.bounds.lower:.3f} to "
         f"{s.bounds.upper:.3f}); run again without screen: to finish its jobs"

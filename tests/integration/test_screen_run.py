@@ -84,6 +84,9 @@ def test_a_screen_stops_the_clearly_worse_model_and_a_full_run_finishes_it_witho
     counts, record, held = _state(fresh_db_url)
     lexical = record["models"]["lexical"]
     assert lexical["decision"] == "drop" and lexical["tasks"] < TASKS / 2 and lexical["upper"] < 0.5
+    # top 1 of 3: one leader, named on the first tasks; lexical dropped once it was surely more accurate
+    assert len(record["leaders"]) == 1 and record["leaders"] != ["lexical"] and record["alpha_pair"] == 0.05
+    assert lexical["margin"] > 0
     assert held["lexical"] == "screened"
     assert counts["lexical"].get("pending", 0) > QUESTIONS / 2  # stopped early: most of its jobs never asked
     assert counts["agent-sim"] == {"done": QUESTIONS}  # the kept model answers everything
@@ -95,11 +98,13 @@ def test_a_screen_stops_the_clearly_worse_model_and_a_full_run_finishes_it_witho
     mark = load_manifest(manifest_path(out, "lexical")).screen
     assert mark is not None and mark.decision == "drop" and mark.calls_saved == counts["lexical"]["pending"]
     assert mark.alpha == 0.05 and mark.upper == lexical["upper"]
+    assert mark.leaders == record["leaders"] and mark.margin == lexical["margin"] and mark.alpha_pair == 0.05
     kept = load_manifest(manifest_path(out, "agent-sim")).screen
     assert kept is not None and kept.calls_saved == 0
     table = next(line for line in (out / "table.md").read_text().splitlines() if "| lexical |" in line)
     assert "screened out after" in table and "screening bounds" in table  # no fixed-sample figure for it
     assert "screening bounds" in (out / "report.html").read_text()
+    assert f"every leader ({record['leaders'][0]}:" in (out / "report.html").read_text()
     status = json.loads(knowwhen("status", str(out), "--db", fresh_db_url, "--json").stdout)
     assert status["screen"]["models"]["lexical"]["calls_saved"] == counts["lexical"]["pending"]
     assert all("lexical" not in p.read_text() for p in (out / "plots").glob("*.svg"))  # no curve of a prefix

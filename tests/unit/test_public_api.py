@@ -173,6 +173,7 @@ PUBLIC = {
     ],
     "scenarios": ["MissingSource", "Scenario", "load_scenario"],
     "screening": [
+        "LEADERS_AFTER",
         "Bounds",
         "ConfidenceSequence",
         "Decision",
@@ -182,7 +183,9 @@ PUBLIC = {
         "Rule",
         "TopK",
         "alpha_each",
+        "alpha_pair",
         "betting_cs",
+        "by_leaders",
         "decide",
         "paired_cs",
         "race",

@@ -12,7 +12,7 @@ from knowwhen_runner.exceptions import ConfigError
 from knowwhen_runner.plan import plan
 from knowwhen_runner.scenarios import load_scenario
 from knowwhen_runner.screening import Bounds, Decision, Floor, TopK
-from knowwhen_runner.screening.live import Standing, look
+from knowwhen_runner.screening.live import Standing, look, name_leaders
 from knowwhen_runner.screening.order import complete_prefix, drawn_order, question_places
 from knowwhen_runner.sweep.screen import screen_rule
 
@@ -133,3 +133,25 @@ def test_a_look_decides_each_model_on_its_own_prefix_and_keeps_earlier_decisions
     assert now["good"].decision is Decision.KEEP and now["good"].bounds.lower >= 0.8
     assert now["slow"] == earlier["slow"]
     assert look(TopK(1), {"a": np.ones(3), "b": np.ones(3)}, 200, 0.05, {})["a"].decision is None
+
+
+def test_plain_top_k_looks_settle_nothing_before_its_leaders_are_named_then_pair_each_model_with_them() -> (
+    None
+):
+    """Leaders wait for every model's first tasks; then a model far below them is dropped on the tasks it
+    shares with them, and one with too few tasks stays open."""
+    early = {"a": np.ones(3), "b": np.ones(9)}
+    assert name_leaders(TopK(1), early) is None
+    assert all(s.decision is None for s in look(TopK(1), early, 200, 0.05, {}).values())
+    rng = np.random.default_rng(4)
+    values = {
+        "good": np.clip(rng.normal(0.95, 0.03, 150), 0, 1),
+        "bad": np.zeros(40),
+        "young": np.full(6, 0.9),
+    }
+    leaders = name_leaders(TopK(1), values)
+    assert leaders == ["good"] and name_leaders(Floor(0.5), values) is None
+    now = look(TopK(1), values, 200, 0.05, {}, leaders)
+    assert now["bad"].decision is Decision.DROP and now["bad"].margin is not None and now["bad"].margin > 0
+    assert now["young"].decision is None and now["good"].decision is None and now["good"].margin is None
+    assert look(TopK(1), values, 200, 0.05, {}, None)["bad"].decision is None  # no leaders, no decision

@@ -8,17 +8,22 @@ import numpy as np
 import pytest
 
 from knowwhen_runner.screening import (
+    LEADERS_AFTER,
     Bounds,
     Decision,
     Floor,
     NotWorseThan,
     TopK,
     alpha_each,
+    alpha_pair,
     betting_cs,
     decide,
     paired_cs,
     race,
 )
+from knowwhen_runner.screening import leaders as leaders_module
+from knowwhen_runner.screening.confseq import ConfidenceSequence
+from knowwhen_runner.screening.rules import settle_by_leaders
 
 N = 100
 ALPHA = 0.1
@@ -39,12 +44,12 @@ def _betting(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return cs.lower, cs.upper
 
 
-def _fixed_sample(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _fixed_sample(x: np.ndarray, population: int = N) -> tuple[np.ndarray, np.ndarray]:
     """A fixed-sample normal interval (with the finite-population correction), as if looked at only once."""
     t = np.arange(1, x.shape[-1] + 1)
     mean = np.cumsum(x, axis=-1) / t
     sd = np.sqrt(np.maximum(np.cumsum(x * x, axis=-1) / t - mean**2, 1e-12))
-    half = 1.6449 * sd / np.sqrt(t) * np.sqrt(np.maximum(N - t, 0) / max(N - 1, 1))
+    half = 1.6449 * sd / np.sqrt(t) * np.sqrt(np.maximum(population - t, 0) / max(population - 1, 1))
     return mean - half, mean + half
 
 
@@ -222,3 +227,73 @@ def test_races_over_many_seeds_make_a_wrong_decision_at_most_alpha_of_the_time()
             d is not None and (d is Decision.KEEP) != (truth[n] >= 0.78) for n, d in outcome.decisions.items()
         )
     assert wrong / seeds <= ALPHA
+
+
+def test_plain_top_k_drops_a_model_once_every_leader_is_surely_above_it() -> None:
+    """Dropped: a margin above 0 (every leader surely more accurate); all but k dropped keeps the rest; once
+    every model left has answered every task, their exact accuracies settle them (a tie at the cut stays open)."""
+    names = ["a", "b", "c", "d"]
+    assert settle_by_leaders(2, names, {"c": 0.01, "d": -0.2}, {}) == {"c": Decision.DROP}
+    assert settle_by_leaders(2, names, {"d": 0.001}, {"c": Decision.DROP}) == {
+        "d": Decision.DROP,
+        "a": Decision.KEEP,
+        "b": Decision.KEEP,
+    }
+    exact = {"a": 0.9, "b": 0.8, "c": 0.8}
+    assert settle_by_leaders(2, names, {"b": -0.1, "c": -0.1}, {"d": Decision.DROP}, exact) == {
+        "a": Decision.KEEP
+    }
+    assert alpha_pair(TopK(5), 0.05) == pytest.approx(0.01)
+
+
+def test_plain_top_k_names_its_leaders_on_the_first_tasks_alone() -> None:
+    """The leaders are the k best over the first tasks of the drawn order; what comes after never changes them."""
+    values = _clustered(11, [0.95, 0.9, 0.6, 0.3])
+    heads = {n: float(v[:LEADERS_AFTER].mean()) for n, v in values.items()}
+    expected = tuple(sorted(heads, key=lambda n: (-heads[n], n))[:2])
+    assert race(TopK(2), values, 0.05).leaders == expected
+    later = {n: np.concatenate([v[:LEADERS_AFTER], np.zeros(N - LEADERS_AFTER)]) for n, v in values.items()}
+    assert race(TopK(2), later, 0.05).leaders == expected
+
+
+def test_plain_top_k_races_stop_the_clearly_worse_early_and_decide_rightly() -> None:
+    """Far below the leaders: dropped after a fraction of the tasks; every decision matches the full means."""
+    values = _clustered(12, [0.95, 0.93, 0.5, 0.2])
+    outcome = race(TopK(2), values, 0.05)
+    truth = {n: float(v.mean()) for n, v in values.items()}
+    kth = sorted(truth.values(), reverse=True)[1]
+    for name, decision in outcome.decisions.items():
+        assert decision is (Decision.KEEP if truth[name] >= kth else Decision.DROP)
+    assert outcome.tasks["m3"] < N / 3 and outcome.tasks["m2"] < N / 2
+
+
+def _fixed_sample_pairs(
+    a: np.ndarray, b: np.ndarray, population: int, alpha: float, *, side: str = "both"
+) -> ConfidenceSequence:
+    """A fixed-sample bound on ``a - b`` (finite-population correction), as if looked at only once."""
+    lower, upper = _fixed_sample(a - b, population)
+    return ConfidenceSequence(lower=lower, upper=upper, alpha=alpha, population=population)
+
+
+def _wrong_drops(seeds: int) -> float:
+    """Flat, independent populations of 4 models, top 2: the share of orders that drop a model truly among
+    the best 2 (above the third's accuracy)."""
+    wrong = 0
+    for seed in range(seeds):
+        rng = np.random.default_rng(seed)
+        values = {f"m{i}": rng.beta(1, 1, N) for i in range(4)}
+        truth = {n: float(v.mean()) for n, v in values.items()}
+        third = sorted(truth.values(), reverse=True)[2]
+        out = race(TopK(2), values, ALPHA)
+        wrong += any(d is Decision.DROP and truth[n] > third for n, d in out.decisions.items())
+    return wrong / seeds
+
+
+def test_leaders_paired_bounds_drop_wrongly_at_most_alpha_where_fixed_sample_bounds_do_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Near-equal models: the paired sequences drop a model of the best k in at most alpha of the orders;
+    fixed-sample bounds looked at after every task, swapped in, do it far more often."""
+    assert _wrong_drops(100) <= ALPHA
+    monkeypatch.setattr(leaders_module, "paired_cs", _fixed_sample_pairs)
+    assert _wrong_drops(100) > 2 * ALPHA

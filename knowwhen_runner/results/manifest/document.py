@@ -50,8 +50,10 @@ __all__ = [
     "manifest_path",
 ]
 
-MANIFEST_SCHEMA_VERSION: Literal[6] = 6
-"""6: ``screen``, the run's screening of this model. 5: an L1 cell scores every tool choice (``tool_choice_pct``: dp tool_select, When2Call included) and the
+MANIFEST_SCHEMA_VERSION: Literal[7] = 7
+"""7: a plain ``top: k`` screen says what settled it: its leaders (``screen.leaders``), the level of each
+paired sequence (``screen.alpha_pair``) and how surely the leaders are above the model (``screen.margin``).
+6: ``screen``, the run's screening of this model. 5: an L1 cell scores every tool choice (``tool_choice_pct``: dp tool_select, When2Call included) and the
 argument questions (``argument_pct``: dp tool_params) beside pooled and BFCL tool choice, with their counts
 and Wilson intervals; a job tally counts what an import restored (its rows' attempts and failures). 4: a cell with jobs that failed for good (a call that never got an answer: provider errors, not wrong
 answers) shows no score: its accuracy, must-ask, strata, calibration, curve, fit, gate, success rate,
@@ -298,7 +300,7 @@ class ClosedLoopCell(ManifestPart):
 class CxsManifest(ManifestPart):
     """Coverage × success of one model over a whole run."""
 
-    schema_version: Literal[1, 2, 3, 4, 5, 6] = MANIFEST_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4, 5, 6, 7] = MANIFEST_SCHEMA_VERSION
     model: ModelRef
     run: RunProvenance
     scenarios: list[ScenarioProvenance]
