@@ -4,7 +4,8 @@ Not a test. The models' accuracies are spread like the card's common-states lead
 interpolated to 40 models); answers are clustered by task (a task's difficulty moves every model, on the
 logit scale), and each task has as many questions as the common states have per task. For each seed, one
 order of tasks is drawn, every model's per-task accuracies are fed in that order, and the screen stops
-each model as soon as its anytime-valid bounds settle the question. The truth is what the full sweep would
+each model as soon as its anytime-valid bounds settle the question; plain ``top: k`` draws an order of
+questions instead and feeds each question's share of the card's accuracy (the runner does the same). The truth is what the full sweep would
 report (the mean over all 200 tasks), so a wrong decision is one the full sweep would contradict.
 
 Prints, per screen: the calls made as a share of the full sweep, and the share of seeds with any wrong
@@ -22,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from knowwhen_runner.screening import Decision, Floor, NotWorseThan, Rule, TopK, race
+from knowwhen_runner.screening import Decision, Floor, NotWorseThan, Rule, TopK, by_leaders, race
 
 COMMON_STATES = [
     99.2, 99.1, 99.6, 91.5, 90.9, 91.1, 92.4, 93.9, 91.8, 89.1, 68.4, 48.3, 75.2, 76.9, 65.0, 63.2,
@@ -51,12 +52,19 @@ def _offsets(target: np.ndarray, difficulty: np.ndarray) -> np.ndarray:
     return (low + high) / 2
 
 
-def simulate(rng: np.random.Generator, models: int) -> tuple[np.ndarray, np.ndarray]:
-    """One sweep's answers: per model and task the accuracy over the task's questions, and questions per task."""
+def simulate(rng: np.random.Generator, models: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One sweep's answers: per model and question whether it was right, each question's task, and
+    questions per task."""
     questions = rng.multinomial(QUESTIONS - TASKS, np.full(TASKS, 1 / TASKS)) + 1
     difficulty = rng.normal(0, TASK_SPREAD, TASKS)
     p = 1 / (1 + np.exp(-(_offsets(accuracies(models), difficulty)[:, None] + difficulty[None, :])))
-    return rng.binomial(questions[None, :], p) / questions[None, :], questions
+    task_of = np.repeat(np.arange(TASKS), questions)
+    return (rng.random((models, len(task_of))) < p[:, task_of]).astype(np.float64), task_of, questions
+
+
+def per_task(right: np.ndarray, task_of: np.ndarray, questions: np.ndarray) -> np.ndarray:
+    """Per model and task, the accuracy over the task's questions."""
+    return np.stack([np.bincount(task_of, weights=row, minlength=TASKS) for row in right]) / questions
 
 
 def _wrong(rule: Rule, outcome: Any, truth: dict[str, float]) -> bool:
@@ -86,13 +94,20 @@ def run(rule: Rule, seeds: int, models: int, alpha: float) -> dict[str, Any]:
     calls, full, wrong, undecided, kept = 0.0, 0.0, 0, 0, 0
     for seed in range(seeds):
         rng = np.random.default_rng(seed)
-        values, questions = simulate(rng, models)
-        order = rng.permutation(TASKS)
+        right, task_of, questions = simulate(rng, models)
+        values = per_task(right, task_of, questions)
+        order, question_order = rng.permutation(TASKS), rng.permutation(len(task_of))
         names = [f"m{i:02d}" for i in range(models)]
-        drawn = {n: values[i, order] for i, n in enumerate(names)}
-        outcome = race(rule, drawn, alpha)
-        per_task = questions[order]
-        calls += sum(per_task[: outcome.tasks[n]].sum() for n in names)
+        if by_leaders(rule):  # plain top k: questions in a drawn order, weighted as the card's rule does
+            weight = len(task_of) / (TASKS * questions[task_of])
+            scaled = right * (weight / weight.max())
+            drawn = {n: scaled[i, question_order] for i, n in enumerate(names)}
+            outcome = race(rule, drawn, alpha, scale=float(weight.max()), bounds=False)
+            calls += sum(outcome.tasks.values())
+        else:
+            drawn = {n: values[i, order] for i, n in enumerate(names)}
+            outcome = race(rule, drawn, alpha)
+            calls += sum(questions[order][: outcome.tasks[n]].sum() for n in names)
         full += models * questions.sum()
         truth = {n: float(values[i].mean()) for i, n in enumerate(names)}
         wrong += _wrong(rule, outcome, truth)

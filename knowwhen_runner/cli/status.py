@@ -94,7 +94,8 @@ def _screen_table(screen: dict[str, Any]) -> Table:
 
     keep = ", ".join(f"{k} {v}" for k, v in screen["keep"].items())
     pairs = "alpha_pair" in screen
-    leaders = ", ".join(screen.get("leaders") or []) or "named after every model's first tasks"
+    leaders = ", ".join(screen.get("leaders") or []) or "named after every model's first questions"
+    unit = screen.get("unit", "tasks")
     by = (
         f"; dropped when every leader ({leaders}) is surely above, {screen['alpha_pair']:.4g} per pair"
         if pairs
@@ -106,13 +107,15 @@ def _screen_table(screen: dict[str, Any]) -> Table:
             f"model{by}): anytime-valid screening bounds on accuracy, not the full run's figures"
         )
     )
-    columns = ["model", "tasks", "lower", "upper", *(["leaders above by"] if pairs else []), "decision"]
+    columns = ["model", unit, "lower", "upper", *(["leaders above"] if pairs else []), "decision"]
     for col in (*columns, "decided", "calls saved"):
         table.add_column(col, justify="left" if col in ("model", "decision") else "right")
     for model, row in sorted(screen["models"].items()):
         at = row.get("decided_at")
-        margin = row.get("margin")
-        above = ["leader" if margin is None else f"{margin:.3f}"] if pairs else []
+        count = row.get("leaders_above")
+        above = (
+            ["leader" if count is None else f"{count}/{len(screen.get('leaders') or [])}"] if pairs else []
+        )
         table.add_row(
             model,
             f"{row['tasks']}/{screen['tasks']}",

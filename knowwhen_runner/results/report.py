@@ -193,9 +193,9 @@ def _screen_html(manifests: Sequence[CxsManifest]) -> str:
     keep = ", ".join(f"{k}: {v}" for k, v in first.keep.items())
     pairs = first.alpha_pair is not None
     rows = "".join(
-        f"<tr><td>{escape(model)}</td><td>{r.tasks_answered}/{r.tasks}</td><td>{r.lower:.3f}</td>"
+        f"<tr><td>{escape(model)}</td><td>{r.tasks_answered}/{r.tasks} {r.unit}</td><td>{r.lower:.3f}</td>"
         f"<td>{r.upper:.3f}</td>"
-        + (f"<td>{'leader' if r.margin is None else f'{r.margin:.3f}'}</td>" if pairs else "")
+        + (f"<td>{'leader' if r.leaders_above is None else r.leaders_above}</td>" if pairs else "")
         + f"<td>{escape(r.decision or 'open')}</td><td>{r.calls_saved}</td></tr>"
         for model, r in records
     )
@@ -203,9 +203,10 @@ def _screen_html(manifests: Sequence[CxsManifest]) -> str:
     if pairs:
         leaders = escape(", ".join(first.leaders or [])) or "none named yet"
         by = (
-            f" A model was dropped once every leader ({leaders}: the most accurate over the first tasks of the "
-            f"drawn order) was surely more accurate, on paired screening bounds ({first.alpha_pair:.4g} each); "
-            "the column <em>leaders above by</em> is the least of those lower bounds."
+            f" The screen drew an order of questions. A model was dropped once every leader ({leaders}: the "
+            "most accurate over the first questions of the drawn order) was surely more accurate, by paired "
+            f"anytime-valid tests ({first.alpha_pair:.4g} each); the column <em>leaders above</em> counts the "
+            "leaders that were."
         )
     return (
         f"<h2>Screen</h2><p>Screened on {escape(first.scenario)} ({escape(keep)}), alpha {first.alpha:g} "
@@ -213,7 +214,7 @@ def _screen_html(manifests: Sequence[CxsManifest]) -> str:
         "anytime-valid confidence sequences over the tasks answered in the drawn order, not the fixed-sample "
         f"intervals of the tables; a screened-out model's figures in the tables are replaced by them.{by}</p>"
         "<table><thead><tr><th>model</th><th>tasks</th><th>lower</th><th>upper</th>"
-        + ("<th>leaders above by</th>" if pairs else "")
+        + ("<th>leaders above</th>" if pairs else "")
         + f"<th>decision</th><th>calls saved</th></tr></thead><tbody>{rows}</tbody></table>"
     )
 

@@ -57,19 +57,26 @@ class ScreenRecord(BaseModel):
     leaders: list[str] | None = Field(
         None,
         description=(
-            "Plain top: k: the k models of highest accuracy over the first tasks of the drawn order; a model "
-            "is dropped once every leader is surely more accurate (paired bounds). None for the other questions."
+            "Plain top: k: the k models of highest accuracy over the first questions of the drawn order; a model "
+            "is dropped once every leader is surely more accurate (paired tests). None for the other questions."
         ),
     )
     alpha_pair: float | None = Field(
         None,
         description="Plain top: k: the level of each one-sided paired sequence leader - model (alpha / k).",
     )
-    margin: float | None = Field(
+    leaders_above: int | None = Field(
         None,
         description=(
-            "Plain top: k: the least lower bound on a leader's accuracy less this model's, over the leaders, "
-            "when last looked at (above 0: every leader surely more accurate). None for a leader."
+            "Plain top: k: how many leaders were surely more accurate than this model when last looked at "
+            "(all of them: dropped). None for a leader."
+        ),
+    )
+    unit: Literal["tasks", "questions"] = Field(
+        "tasks",
+        description=(
+            "What the drawn order is of, and what tasks and tasks_answered count: questions for plain top: k "
+            "(each weighted by its share of the card's accuracy), tasks otherwise."
         ),
     )
     bounds: Literal["screening"] = Field(
@@ -99,7 +106,8 @@ def screen_record(meta: dict[str, Any] | None, model_id: str, pending: int) -> S
         calls_saved=pending if row["decision"] == "drop" else 0,
         leaders=screen.get("leaders"),
         alpha_pair=screen.get("alpha_pair"),
-        margin=row.get("margin"),
+        leaders_above=row.get("leaders_above"),
+        unit=screen.get("unit", "tasks"),
     )
 
 
@@ -123,7 +131,7 @@ def screen_mark(record: ScreenRecord) -> str:
     """What every surface shows for a screened-out model in place of its figures: its screening bounds."""
     what = "difference" if "not_worse_than" in record.keep else "accuracy"
     return (
-        f"screened out after {record.tasks_answered}/{record.tasks} tasks ({what} {100 * record.lower:.1f} "
+        f"screened out after {record.tasks_answered}/{record.tasks} {record.unit} ({what} {100 * record.lower:.1f} "
         f"to {100 * record.upper:.1f}: screening bounds)"
     )
 

@@ -2,7 +2,7 @@
 
 Read in this order: ``confseq`` (bounds on a mean over a finite set of tasks drawn without replacement,
 valid at every look), ``rules`` (top ``k``, a floor, not worse than a reference, and when the bounds
-settle each), ``leaders`` (plain top ``k``: paired bounds of its leaders over each other model), ``replay`` (a screen replayed over answers in the drawn order: decisions, when each came,
+settle each), ``leaders`` (plain top ``k``: paired tests of its leaders against each other model), ``replay`` (a screen replayed over answers in the drawn order: decisions, when each came,
 the tasks saved). Pure statistics over plain numbers (numpy and the standard library only). The rules
 and ``order`` need no numpy, so the numpy modules load on first use: a run without a screen loads none.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .rules import (
-    LEADERS_AFTER,
     Bounds,
     Decision,
     Floor,
@@ -30,7 +29,6 @@ if TYPE_CHECKING:
     from .replay import RaceOutcome, race
 
 __all__ = [
-    "LEADERS_AFTER",
     "Bounds",
     "ConfidenceSequence",
     "Decision",

@@ -50,23 +50,81 @@ class ConfidenceSequence:
     population: int
 
 
-def _bet_sizes(x: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """The running mean and variance before each observation, shrunk towards 1/2 and 1/4 (one pseudo-task):
-    what a bet on the next task may use, since it sees only the tasks before it."""
-    n = x.shape[-1]
-    t = np.arange(1, n + 1, dtype=np.float64)
-    running_mean = (0.5 + np.cumsum(x, axis=-1)) / (t + 1)
-    start = np.full((*x.shape[:-1], 1), 0.5)
-    previous_mean = np.concatenate([start, running_mean[..., :-1]], axis=-1)
-    variance = (0.25 + np.cumsum((x - previous_mean) ** 2, axis=-1)) / (t + 1)
-    previous_variance = np.concatenate([start / 2, variance[..., :-1]], axis=-1)
-    return previous_mean, previous_variance
-
-
 Side = Literal["both", "lower", "upper"]
 """Which bounds a sequence gives. One side (``"lower"`` or ``"upper"``) puts the whole capital on the bettor
 that rules out candidates below (above) the truth, the other bound being only what the tasks seen make
 certain: a one-sided sequence at ``alpha`` is as narrow on its side as a two-sided one at ``alpha / 2``."""
+
+
+class Betting:
+    """Confidence sequences fed as observations come (``extend``), one per leading index of ``shape``.
+
+    For each candidate mean ``m``, two bettors stake on the next task's value being above, or below, what
+    ``m`` leaves for the tasks not yet seen; ``m`` is ruled out once the hedged capital (``theta`` of the
+    first bettor's plus the rest of the second's) reaches ``1/alpha`` (Ville's inequality bounds that
+    chance by ``alpha`` when ``m`` is the truth), or when the tasks seen make ``m`` impossible. Bets are
+    sized by the paper's approximate growth-optimal rule (aGRAPA) from the tasks before (their mean and
+    variance shrunk towards 1/2 and 1/4 by one pseudo-task), truncated at ``TRUNCATION`` of what the
+    candidate allows. ``lower`` and ``upper`` are the bounds now, running intersections that only narrow.
+    """
+
+    def __init__(
+        self,
+        shape: tuple[int, ...],
+        population: int,
+        alpha: float,
+        *,
+        grid: int = GRID,
+        theta: float = 0.5,
+        side: Side = "both",
+    ) -> None:
+        if not 0 < alpha < 1:
+            raise ValueError(f"alpha must be between 0 and 1, not {alpha}")
+        self.population, self.alpha, self.seen_count = population, alpha, 0
+        self._m = np.linspace(0.0, 1.0, grid + 1)
+        self._weights = _weights(side, theta)
+        self._log_up = np.zeros((*shape, grid + 1))
+        self._log_down = np.zeros_like(self._log_up)
+        self._ruled_out = np.zeros(self._log_up.shape, dtype=bool)
+        self._sum = np.zeros((*shape, 1))
+        self._deviations = np.zeros((*shape, 1))
+        self.lower, self.upper = np.zeros(shape), np.ones(shape)
+
+    def extend(self, x: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """Feed the next observations (``(..., k)``, in [0, 1], in the drawn order); the bounds after each."""
+        x = np.clip(np.asarray(x, dtype=np.float64), 0.0, 1.0)
+        if self.seen_count + x.shape[-1] > self.population:
+            raise ValueError(
+                f"{self.seen_count + x.shape[-1]} observations cannot come from a population of "
+                f"{self.population} without replacement"
+            )
+        lower, upper = np.empty(x.shape), np.empty(x.shape)
+        threshold, (weight_up, weight_down) = math.log(1 / self.alpha), self._weights
+        for i in range(x.shape[-1]):
+            t, n = self.seen_count, self.population
+            mean, variance = (0.5 + self._sum) / (t + 1), (0.25 + self._deviations) / (t + 1)
+            expected = (n * self._m - self._sum) / (n - t)  # the mean m leaves for the tasks not seen
+            self._ruled_out |= (expected < 0) | (expected > 1)
+            centre = np.clip(expected, 0.0, 1.0)
+            gap = mean - centre
+            size = np.abs(gap) / (variance + gap * gap)
+            with np.errstate(divide="ignore"):
+                up = np.minimum(size, TRUNCATION / centre)
+                down = np.minimum(size, TRUNCATION / (1 - centre))
+            xi = x[..., i : i + 1]
+            self._log_up += np.log1p(up * (xi - centre))
+            self._log_down += np.log1p(-down * (xi - centre))
+            self._ruled_out |= np.maximum(weight_up + self._log_up, weight_down + self._log_down) >= threshold
+            self._deviations += (xi - mean) ** 2
+            self._sum += xi
+            self.seen_count += 1
+            low, high = _hull(self._m, self._ruled_out, 1.0 / (len(self._m) - 1))
+            low = np.maximum(low, self._sum[..., 0] / n)  # what the tasks seen make certain: the rest
+            high = np.minimum(high, (self._sum[..., 0] + n - self.seen_count) / n)  # lie in [0, 1]
+            self.lower = np.maximum(self.lower, low)
+            self.upper = np.maximum(np.minimum(self.upper, high), self.lower)  # equal once all is seen
+            lower[..., i], upper[..., i] = self.lower, self.upper
+        return lower, upper
 
 
 def betting_cs(
@@ -78,58 +136,15 @@ def betting_cs(
     theta: float = 0.5,
     side: Side = "both",
 ) -> ConfidenceSequence:
-    """Confidence sequences for the mean of ``population`` values in [0, 1], given ``x``, drawn without replacement.
+    """Confidence sequences for the mean of ``population`` values in [0, 1], given ``x``, drawn without
+    replacement (``Betting``, fed all of ``x`` at once).
 
     ``x`` is ``(..., n)`` with ``n <= population``, in the order drawn (never the order answers came back).
-    For each candidate mean ``m``, two bettors stake on the next task's value being above, or below, what
-    ``m`` leaves for the tasks not yet seen; ``m`` is ruled out once the hedged capital (``theta`` of the
-    first bettor's plus the rest of the second's) reaches ``1/alpha`` (Ville's inequality bounds that
-    chance by ``alpha`` when ``m`` is the truth), or when the tasks seen make ``m`` impossible. Bets are
-    sized by the paper's approximate growth-optimal rule (aGRAPA) from the tasks before, truncated at
-    ``TRUNCATION`` of what the candidate allows; ``side`` (``Side``) may ask for one bound only.
     """
-    x = _checked(x, population, alpha)
-    n = x.shape[-1]
-    weight_up, weight_down = _weights(side, theta)
-    m = np.linspace(0.0, 1.0, grid + 1)
-    means, variances = _bet_sizes(x)
-    log_up = np.zeros((*x.shape[:-1], grid + 1))
-    log_down = np.zeros_like(log_up)
-    ruled_out = np.zeros(log_up.shape, dtype=bool)
-    lower, upper = np.empty(x.shape), np.empty(x.shape)
-    seen = np.zeros((*x.shape[:-1], 1))
-    threshold = math.log(1 / alpha)
-    for i in range(n):
-        expected = (population * m - seen) / (population - i)  # the mean m leaves for the tasks not seen
-        ruled_out |= (expected < 0) | (expected > 1)
-        centre = np.clip(expected, 0.0, 1.0)
-        gap = means[..., i : i + 1] - centre
-        size = np.abs(gap) / (variances[..., i : i + 1] + gap * gap)
-        with np.errstate(divide="ignore"):
-            up = np.minimum(size, TRUNCATION / centre)
-            down = np.minimum(size, TRUNCATION / (1 - centre))
-        xi = x[..., i : i + 1]
-        log_up += np.log1p(up * (xi - centre))
-        log_down += np.log1p(-down * (xi - centre))
-        ruled_out |= np.maximum(weight_up + log_up, weight_down + log_down) >= threshold
-        seen = seen + xi
-        lower[..., i], upper[..., i] = _hull(m, ruled_out, 1.0 / grid)
-    lower, upper = _with_known_bounds(x, population, lower, upper)
-    lower = np.maximum.accumulate(lower, axis=-1)
-    upper = np.maximum(np.minimum.accumulate(upper, axis=-1), lower)  # equal, not crossed, once all is seen
+    x = np.asarray(x, dtype=np.float64)
+    state = Betting(x.shape[:-1], population, alpha, grid=grid, theta=theta, side=side)
+    lower, upper = state.extend(x)
     return ConfidenceSequence(lower=lower, upper=upper, alpha=alpha, population=population)
-
-
-def _checked(x: FloatArray, population: int, alpha: float) -> FloatArray:
-    """``x`` as floats in [0, 1], once ``alpha`` and its size are known to make sense."""
-    x = np.clip(np.asarray(x, dtype=np.float64), 0.0, 1.0)
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be between 0 and 1, not {alpha}")
-    if x.shape[-1] > population:
-        raise ValueError(
-            f"{x.shape[-1]} observations cannot come from a population of {population} without replacement"
-        )
-    return x
 
 
 def _weights(side: Side, theta: float) -> tuple[float, float]:
@@ -150,18 +165,6 @@ def _hull(m: FloatArray, ruled_out: NDArray[np.bool_], step: float) -> tuple[Flo
     low = np.where(any_kept, m[first] - step, 0.0)
     high = np.where(any_kept, m[last] + step, 1.0)
     return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
-
-
-def _with_known_bounds(
-    x: FloatArray, population: int, lower: FloatArray, upper: FloatArray
-) -> tuple[FloatArray, FloatArray]:
-    """Intersect with what the tasks seen make certain: the rest are each between 0 and 1."""
-    n = x.shape[-1]
-    t = np.arange(1, n + 1, dtype=np.float64)
-    sums = np.cumsum(x, axis=-1)
-    least = sums / population
-    most = (sums + (population - t)) / population
-    return np.maximum(lower, least), np.minimum(upper, most)
 
 
 def paired_cs(

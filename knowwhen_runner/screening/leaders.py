@@ -1,69 +1,85 @@
-"""Plain ``top: k`` by leaders: how surely each leader is above each other model, on paired bounds.
+"""Plain ``top: k`` by leaders: which leaders are surely more accurate than each other model.
 
-The ``k`` leaders are the models of highest accuracy over the first ``LEADERS_AFTER`` tasks of the drawn
-order. Conditional on those tasks, the rest of the order is a uniform draw without replacement from the
-tasks left, so a sequence over the tasks after them holds as if the leaders had been named in advance.
-For a leader ``r`` and a model ``i``, the one-sided sequence bounds from below the mean of ``r - i`` over
-the tasks left; with the first tasks' known differences it bounds the difference of the two accuracies
-a full run would report. A model's margin is the least of these lower bounds over the leaders: above 0,
-every leader is surely more accurate than it.
+The ``k`` leaders are the models of highest accuracy over the first questions of the drawn order
+(``leaders_after``). Conditional on those questions, the rest of the order is a uniform draw without
+replacement from the questions left, so a test over the questions after them holds as if the leaders had
+been named in advance. For a leader ``r`` and a model ``i`` the test is a betting capital process
+(Waudby-Smith and Ramdas, the without-replacement form) against "``r`` is not more accurate than ``i``":
+the null's mean difference over the questions left is what the first questions' known difference leaves
+for a tie, and any smaller mean only makes the bettor's capital larger, so crossing ``1 / alpha`` rules
+out every such null at once (Ville's inequality), at every look.
+
+Values are scaled per question so that they lie in [0, 1] and their mean times ``scale`` is the card's
+accuracy (``Screen.values``); a difference of two such values lies in [-1, 1].
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .confseq import paired_cs
-from .rules import LEADERS_AFTER
+from .confseq import TRUNCATION
 
-__all__ = ["margin_now", "margin_paths"]
+__all__ = ["above_now", "crossings", "leaders_after"]
 
 FloatArray = NDArray[np.float64]
 
 
-def _lower_paths(leader: FloatArray, other: FloatArray, population: int, alpha: float) -> FloatArray:
-    """Lower bounds on ``leader - other`` over all ``population`` tasks after each task (``(..., n)``);
-    -1 until the leaders are named."""
-    after = LEADERS_AFTER
-    d = leader - other
-    out = np.full(d.shape, -1.0)
-    if d.shape[-1] <= after:
-        return out
-    rest = paired_cs(leader[..., after:], other[..., after:], population - after, alpha, side="lower")
-    known = d[..., :after].sum(axis=-1, keepdims=True)
-    out[..., after:] = (known + (population - after) * rest.lower) / population
-    return out
+def leaders_after(population: int) -> int:
+    """Questions of the drawn order every model answers before the leaders are named: a fortieth of them,
+    at least 20 (fewer leave the leaders to chance; more delay every drop)."""
+    return min(population, max(20, population // 40))
 
 
-def margin_paths(leaders: FloatArray, others: FloatArray, population: int, alpha: float) -> FloatArray:
-    """Per model of ``others`` (``(models, n)``) and task, its margin under ``leaders`` (``(k, n)``), all
-    in the same drawn order: the least lower bound on ``leader - model`` over the leaders."""
-    lower = _lower_paths(leaders[:, None, :], others[None, :, :], population, alpha)
-    return lower.min(axis=0)
+def crossings(
+    leader: FloatArray, other: FloatArray, population: int, alpha: float, after: int
+) -> NDArray[np.int64]:
+    """Per pair (leading axes of ``leader`` and ``other``, each ``(..., n)`` in the drawn order), the number
+    of questions after which the leader was first surely more accurate; ``n + 1`` when never yet."""
+    d = (leader - other + 1) / 2  # in [0, 1]; 1/2 is no difference
+    n = d.shape[-1]
+    never = np.full(d.shape[:-1], n + 1, dtype=np.int64)
+    if n <= after:
+        return never
+    rest, left = d[..., after:], population - after
+    tie = ((population / 2) - d[..., :after].sum(axis=-1, keepdims=True)) / left  # a tie's mean of the rest
+    steps = rest.shape[-1]
+    t = np.arange(1, steps + 1, dtype=np.float64)
+    running = (0.5 + np.cumsum(rest, axis=-1)) / (t + 1)
+    mean_before = np.concatenate([np.full((*rest.shape[:-1], 1), 0.5), running[..., :-1]], axis=-1)
+    spread = (0.25 + np.cumsum((rest - mean_before) ** 2, axis=-1)) / (t + 1)
+    spread_before = np.concatenate([np.full((*rest.shape[:-1], 1), 0.125), spread[..., :-1]], axis=-1)
+    seen = np.concatenate([np.zeros((*rest.shape[:-1], 1)), np.cumsum(rest, axis=-1)[..., :-1]], axis=-1)
+    centre = (left * tie - seen) / (left - np.arange(steps))  # what a tie leaves for the questions not seen
+    gap = mean_before - centre
+    with np.errstate(divide="ignore", invalid="ignore"):  # where centre <= 0 no bet is placed
+        bet = np.minimum(gap / (spread_before + gap * gap), TRUNCATION / centre)
+    size = np.where((gap > 0) & (centre > 0), bet, 0.0)
+    capital = np.cumsum(np.log1p(size * (rest - np.clip(centre, 0.0, 1.0))), axis=-1)
+    crossed = (capital >= math.log(1 / alpha)) | (centre < 0)  # centre < 0: a tie is no longer possible
+    first = np.argmax(crossed, axis=-1)
+    return np.where(crossed.any(axis=-1), after + first + 1, never)
 
 
-def margin_now(
+def above_now(
     leaders: Mapping[str, FloatArray], others: Mapping[str, FloatArray], population: int, alpha: float
-) -> dict[str, float]:
-    """Each model's margin now, models at their own pace: a pair's bound rests on the tasks both have
-    completed. Pairs of the same length are bounded together."""
+) -> dict[str, int]:
+    """How many leaders are surely more accurate than each model now, models at their own pace: a pair's
+    test rests on the questions both have completed. Pairs of the same length are tested together."""
+    after = leaders_after(population)
     by_length: dict[int, list[tuple[str, FloatArray, FloatArray]]] = defaultdict(list)
     for name, x in others.items():
         for r in leaders.values():
             n = min(len(r), len(x))
             by_length[n].append((name, r[:n], x[:n]))
-    margins = dict.fromkeys(others, np.inf if leaders else -1.0)
+    above = dict.fromkeys(others, 0)
     for n, pairs in by_length.items():
-        if n <= LEADERS_AFTER:
-            lows = [-1.0] * len(pairs)
-        else:
-            a = np.stack([p[1] for p in pairs])
-            b = np.stack([p[2] for p in pairs])
-            lows = list(_lower_paths(a, b, population, alpha)[:, -1])
-        for (name, _, _), low in zip(pairs, lows, strict=True):
-            margins[name] = min(margins[name], float(low))
-    return margins
+        a = np.stack([p[1] for p in pairs]) if n else np.zeros((len(pairs), 0))
+        b = np.stack([p[2] for p in pairs]) if n else np.zeros((len(pairs), 0))
+        for (name, _, _), first in zip(pairs, crossings(a, b, population, alpha, after), strict=True):
+            above[name] += int(first <= n)
+    return above

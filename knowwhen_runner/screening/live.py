@@ -15,10 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from .confseq import betting_cs, paired_cs
-from .leaders import margin_now
+from .confseq import Betting
+from .leaders import above_now, leaders_after
 from .rules import (
-    LEADERS_AFTER,
     Bounds,
     Decision,
     NotWorseThan,
@@ -37,36 +36,60 @@ __all__ = ["Standing", "look", "name_leaders", "screen_status"]
 
 @dataclass(frozen=True, slots=True)
 class Standing:
-    """One model at one look: its bounds, the tasks they rest on, and its decision (None while open)."""
+    """One model at one look: its bounds, the tasks (questions, for plain ``top: k``) they rest on, and its
+    decision (None while open)."""
 
     bounds: Bounds
     tasks: int
     decision: Decision | None = None
-    margin: float | None = None
-    """Plain ``top: k``: the least lower bound on ``leader - model`` over the leaders (None for a leader)."""
+    above: int | None = None
+    """Plain ``top: k``: how many leaders are surely more accurate (None for a leader, or before any)."""
 
 
-def _bounds(values: np.ndarray, population: int, alpha: float, paired_with: np.ndarray | None) -> Bounds:
+def _bounds(
+    name: str,
+    values: np.ndarray,
+    population: int,
+    alpha: float,
+    paired_with: np.ndarray | None,
+    scale: float,
+    memo: dict[str, Betting] | None,
+) -> Bounds:
     if paired_with is not None:
         n = min(len(values), len(paired_with))
         if n == 0:
             return Bounds(-1.0, 1.0)
-        cs = paired_cs(values[:n], paired_with[:n], population, alpha)
-    else:
-        if len(values) == 0:
-            return Bounds(0.0, 1.0)
-        cs = betting_cs(values, population, alpha)
-    return Bounds(float(cs.lower[-1]), float(cs.upper[-1]))
+        low, high = _fed(memo, name, (values[:n] - paired_with[:n] + 1) / 2, population, alpha)
+        return Bounds(2 * low - 1, 2 * high - 1)
+    if len(values) == 0:
+        return Bounds(0.0, 1.0)
+    low, high = _fed(memo, name, values, population, alpha)
+    return Bounds(min(low * scale, 1.0), min(high * scale, 1.0))
 
 
-def name_leaders(rule: Rule, values: Mapping[str, np.ndarray]) -> list[str] | None:
-    """Plain ``top: k``'s leaders, once every model has completed the first ``LEADERS_AFTER`` tasks (None
-    before, and for the other questions). Named on those tasks alone, whenever the look comes."""
+def _fed(
+    memo: dict[str, Betting] | None, name: str, y: np.ndarray, population: int, alpha: float
+) -> tuple[float, float]:
+    """The bounds after all of ``y``: a sequence kept in ``memo`` from an earlier look is fed only what came
+    since (a prefix only grows; anything else starts afresh)."""
+    state = None if memo is None else memo.get(name)
+    if state is None or state.alpha != alpha or state.seen_count > len(y):
+        state = Betting((), population, alpha)
+    state.extend(y[state.seen_count :])
+    if memo is not None:
+        memo[name] = state
+    return float(state.lower), float(state.upper)
+
+
+def name_leaders(rule: Rule, values: Mapping[str, np.ndarray], population: int) -> list[str] | None:
+    """Plain ``top: k``'s leaders, once every model has completed the first ``leaders_after`` questions
+    (None before, and for the other questions). Named on those alone, whenever the look comes."""
     if not isinstance(rule, TopK) or not by_leaders(rule) or rule.k >= len(values):
         return None
-    if any(len(v) < LEADERS_AFTER for v in values.values()):
+    first = leaders_after(population)
+    if any(len(v) < first for v in values.values()):
         return None
-    heads = {n: float(np.mean(v[:LEADERS_AFTER])) for n, v in values.items()}
+    heads = {n: float(np.mean(v[:first])) for n, v in values.items()}
     return choose_leaders(heads, rule.k)
 
 
@@ -77,12 +100,16 @@ def look(
     alpha: float,
     decided: Mapping[str, Standing],
     leaders: Sequence[str] | None = None,
+    scale: float = 1.0,
+    memo: dict[str, Betting] | None = None,
 ) -> dict[str, Standing]:
-    """Every model's standing now, from its per-task accuracies in the drawn order (its complete prefix).
+    """Every model's standing now, from its values in the drawn order (its complete prefix): per-task
+    accuracies, or for plain ``top: k`` per-question values whose mean times ``scale`` is the accuracy.
 
     ``decided`` holds the models settled at earlier looks; they stay as they were. The reference of a
     ``NotWorseThan`` is kept and runs on (every comparison needs its tasks). Plain ``top: k`` settles by
     ``leaders`` (``name_leaders``) and nothing before they are named; the bounds are shown all the same.
+    ``memo`` keeps each sequence between looks, so a look feeds it only the values that came since.
     """
     level = alpha_each(rule, len(values), alpha)
     reference = values.get(rule.reference) if isinstance(rule, NotWorseThan) else None
@@ -95,7 +122,7 @@ def look(
         x = np.asarray(values[name], dtype=np.float64)
         paired = None if reference is None else np.asarray(reference, dtype=np.float64)
         tasks = len(x) if paired is None else min(len(x), len(paired))
-        now[name] = Standing(_bounds(x, population, level, paired), tasks)
+        now[name] = Standing(_bounds(name, x, population, level, paired, scale, memo), tasks)
     earlier = {n: s.decision for n, s in decided.items() if s.decision is not None}
     if isinstance(rule, TopK) and by_leaders(rule) and rule.k < len(raced):
         return _by_leaders(rule, values, population, alpha, now, earlier, leaders)
@@ -105,7 +132,8 @@ def look(
             now[name] = Standing(now[name].bounds, now[name].tasks, decision)
     if isinstance(rule, NotWorseThan) and reference is not None:
         ref = np.asarray(reference, dtype=np.float64)
-        now[rule.reference] = Standing(_bounds(ref, population, level, None), len(ref), Decision.KEEP)
+        ref_bounds = _bounds(rule.reference, ref, population, level, None, scale, memo)
+        now[rule.reference] = Standing(ref_bounds, len(ref), Decision.KEEP)
     return now
 
 
@@ -122,14 +150,14 @@ def _by_leaders(
         return now
     arrays = {n: np.asarray(v, dtype=np.float64) for n, v in values.items()}
     open_ = {n: arrays[n] for n in now if n not in leaders and now[n].decision is None}
-    margins = margin_now({r: arrays[r] for r in leaders}, open_, population, alpha_pair(rule, alpha))
+    above = above_now({r: arrays[r] for r in leaders}, open_, population, alpha_pair(rule, alpha))
     staying = [n for n in now if earlier.get(n) is not Decision.DROP]
     done = all(len(arrays[n]) == population for n in staying)
     exact = {n: float(arrays[n].mean()) for n in staying} if done else None
-    settled = settle_by_leaders(rule.k, list(now), margins, earlier, exact)
+    settled = settle_by_leaders(rule.k, list(now), above, earlier, exact)
     for name, s in now.items():
         if s.decision is None:
-            now[name] = Standing(s.bounds, s.tasks, settled.get(name), margins.get(name))
+            now[name] = Standing(s.bounds, s.tasks, settled.get(name), above.get(name))
     return now
 
 

@@ -15,9 +15,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .confseq import betting_cs, paired_cs
-from .leaders import margin_paths
+from .leaders import crossings, leaders_after
 from .rules import (
-    LEADERS_AFTER,
     Bounds,
     Decision,
     NotWorseThan,
@@ -38,9 +37,9 @@ FloatArray = NDArray[np.float64]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RaceOutcome:
-    """Per model: the decision (None when the tasks ran out first, as with an exact tie), the tasks it
-    answered before it stopped, and its bounds then (on the difference to the reference for
-    ``NotWorseThan``)."""
+    """Per model: the decision (None when the tasks ran out first, as with an exact tie), the tasks (the
+    questions, for plain ``top: k``) it answered before it stopped, and its bounds then (on the difference
+    to the reference for ``NotWorseThan``; none when not asked for); plain ``top: k``'s leaders."""
 
     decisions: dict[str, Decision | None]
     tasks: dict[str, int]
@@ -65,28 +64,31 @@ def _paths(
     return {n: (cs.lower[i], cs.upper[i]) for i, n in enumerate(names)}
 
 
-def race(rule: Rule, values: Mapping[str, FloatArray], alpha: float) -> RaceOutcome:
-    """Replay the screen ``rule`` at level ``alpha`` over ``values``: each model's per-task accuracies, in the
-    one order drawn for the screen (every model has the same tasks in the same order)."""
+def race(
+    rule: Rule, values: Mapping[str, FloatArray], alpha: float, *, scale: float = 1.0, bounds: bool = True
+) -> RaceOutcome:
+    """Replay the screen ``rule`` at level ``alpha`` over ``values``: each model's values in the one order
+    drawn for the screen (every model has the same units in the same order): per-task accuracies, or for
+    plain ``top: k`` per-question values whose mean times ``scale`` is the accuracy. Plain ``top: k`` shows
+    bounds but does not need them: ``bounds=False`` leaves them out (a benchmark's thousands of races)."""
     lengths = {len(v) for v in values.values()}
     if len(lengths) != 1:
         raise ValueError("every model of a race needs a value for each task of the drawn order")
     population = lengths.pop()
     if isinstance(rule, NotWorseThan) and rule.reference not in values:
         raise ValueError(f"the reference model {rule.reference!r} is not among the models raced")
+    if isinstance(rule, TopK) and by_leaders(rule) and rule.k < len(values):
+        return _race_by_leaders(rule, values, alpha, scale, bounds)
     paths = _paths(rule, values, alpha)
     decisions: dict[str, Decision | None] = dict.fromkeys(paths)
     stopped: dict[str, int] = {}
-    leaders: tuple[str, ...] = ()
-    if isinstance(rule, TopK) and by_leaders(rule) and rule.k < len(paths):
-        leaders = _race_by_leaders(rule, values, alpha, decisions, stopped)
-    for t in range(0 if leaders else population):  # plain top: k settled by leaders above
-        bounds = {
+    for t in range(population):
+        now = {
             n: Bounds(float(lo[stopped.get(n, t)]), float(hi[stopped.get(n, t)]))
             for n, (lo, hi) in paths.items()
         }
         settled = {n: d for n, d in decisions.items() if d is not None}
-        for name, decision in decide(rule, bounds, settled).items():
+        for name, decision in decide(rule, now, settled).items():
             if name not in stopped:
                 stopped[name] = t
                 decisions[name] = decision
@@ -97,40 +99,50 @@ def race(rule: Rule, values: Mapping[str, FloatArray], alpha: float) -> RaceOutc
     if isinstance(rule, NotWorseThan):
         tasks[rule.reference] = max(tasks.values(), default=0)
         decisions[rule.reference] = Decision.KEEP
-    return RaceOutcome(decisions=decisions, tasks=tasks, bounds=final, leaders=leaders)
+    return RaceOutcome(decisions=decisions, tasks=tasks, bounds=final)
 
 
 def _race_by_leaders(
-    rule: TopK,
-    values: Mapping[str, FloatArray],
-    alpha: float,
-    decisions: dict[str, Decision | None],
-    stopped: dict[str, int],
-) -> tuple[str, ...]:
-    """Plain ``top: k``: name the leaders after ``LEADERS_AFTER`` tasks, then drop each model once every
-    leader is surely above it (``decisions`` and ``stopped`` are filled in); the leaders."""
+    rule: TopK, values: Mapping[str, FloatArray], alpha: float, scale: float, bounds: bool
+) -> RaceOutcome:
+    """Plain ``top: k``: name the leaders after the first questions, drop each other model once every
+    leader is surely above it, keep the rest once all but ``k`` are dropped, and settle what is left on
+    the exact accuracies once every question is answered."""
     names = list(values)
     stacked = np.stack([np.asarray(values[n], dtype=np.float64) for n in names])
-    population = stacked.shape[-1]
-    heads = dict(zip(names, stacked[:, :LEADERS_AFTER].mean(axis=-1).tolist(), strict=True))
+    population = int(stacked.shape[-1])
+    first = leaders_after(population)
+    heads = dict(zip(names, stacked[:, :first].mean(axis=-1).tolist(), strict=True))
     leaders = choose_leaders(heads, rule.k)
     others = [n for n in names if n not in leaders]
     index = {n: i for i, n in enumerate(names)}
-    margins = margin_paths(
-        stacked[[index[n] for n in leaders]],
-        stacked[[index[n] for n in others]],
+    lead = stacked[[index[n] for n in leaders]]
+    crossed = crossings(
+        lead[:, None, :],
+        stacked[[index[n] for n in others]][None, :, :],
         population,
         alpha_pair(rule, alpha),
-    )
-    means = dict(zip(names, stacked.mean(axis=-1).tolist(), strict=True))
-    for t in range(population):
-        now = {n: float(margins[i, t]) for i, n in enumerate(others) if n not in stopped}
+        first,
+    ).max(axis=0)  # after how many questions every leader was surely above
+    decisions: dict[str, Decision | None] = dict.fromkeys(names)
+    answered: dict[str, int] = dict.fromkeys(names, int(population))
+    for at in sorted({int(c) for c in crossed if c < population}):
+        above = {n: rule.k for n, c in zip(others, crossed, strict=True) if c == at}
         settled = {n: d for n, d in decisions.items() if d is not None}
-        staying = (n for n in names if decisions[n] is not Decision.DROP)
-        last = {n: means[n] for n in staying} if t == population - 1 else None
-        for name, decision in settle_by_leaders(rule.k, names, now, settled, last).items():
-            stopped[name] = t
-            decisions[name] = decision
-        if len(stopped) == len(names):
-            break
-    return tuple(leaders)
+        for name, decision in settle_by_leaders(rule.k, names, above, settled).items():
+            decisions[name], answered[name] = decision, at
+    if any(d is None for d in decisions.values()):
+        settled = {n: d for n, d in decisions.items() if d is not None}
+        exact = {n: float(stacked[index[n]].mean()) for n in names if settled.get(n) is not Decision.DROP}
+        decisions.update(settle_by_leaders(rule.k, names, {}, settled, exact))
+    final: dict[str, Bounds] = {}
+    if bounds:
+        cs = betting_cs(stacked, population, alpha_each(rule, len(names), alpha))
+        final = {
+            n: Bounds(
+                min(float(cs.lower[i, answered[n] - 1]) * scale, 1.0),
+                min(float(cs.upper[i, answered[n] - 1]) * scale, 1.0),
+            )
+            for i, n in enumerate(names)
+        }
+    return RaceOutcome(decisions=decisions, tasks=answered, bounds=final, leaders=tuple(leaders))

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 __all__ = [
-    "LEADERS_AFTER",
     "Bounds",
     "Decision",
     "Floor",
@@ -81,43 +80,40 @@ def alpha_each(rule: Rule, models: int, alpha: float) -> float:
     return alpha / max(sequences, 1)
 
 
-LEADERS_AFTER = 5
-"""Tasks of the drawn order every model completes before plain ``top: k`` names its ``k`` leaders."""
-
-
 def by_leaders(rule: Rule) -> bool:
-    """Whether the screen settles by paired bounds to leaders (plain ``top: k``, fewer than all models)."""
+    """Whether the screen settles by paired tests against leaders over a drawn order of questions (plain
+    ``top: k``); the other questions race per-model bounds over a drawn order of tasks."""
     return isinstance(rule, TopK) and rule.within == 0
 
 
 def alpha_pair(rule: TopK, alpha: float) -> float:
-    """The level of each one-sided paired sequence ``leader - model`` of plain ``top: k``: ``alpha / k``.
+    """The level of each paired test ``leader - model`` of plain ``top: k``: ``alpha / k``.
 
-    Only a model truly among the best ``k`` can be dropped wrongly, and dropping it needs every leader
-    surely above it; one leader, the one of lowest accuracy, is truly not above it, so the wrong drop is a
-    failure of that one pair's sequence. At most ``k`` models can be dropped wrongly, one pair each."""
+    Dropping a model needs every leader surely above it. A model more accurate than the ``k + 1``-th best
+    has at most ``k - 1`` models above it, so the leader of lowest accuracy is not above it: dropping it
+    wrongly needs that one pair's test to be wrong. At most ``k`` models are that accurate, so the chance
+    that any of them is dropped is at most ``k * alpha / k``."""
     return alpha / rule.k
 
 
 def choose_leaders(heads: Mapping[str, float], k: int) -> list[str]:
-    """The ``k`` models of highest accuracy over the first ``LEADERS_AFTER`` tasks (ties by name). Chosen on
-    those tasks alone, so the paired sequences over the tasks after them hold as if named in advance."""
+    """The ``k`` models of highest accuracy over the first questions of the drawn order (ties by name).
+    Chosen on those questions alone, so the tests over the questions after them hold as if named in advance."""
     return sorted(heads, key=lambda n: (-heads[n], n))[:k]
 
 
 def settle_by_leaders(
     k: int,
     names: Sequence[str],
-    margins: Mapping[str, float],
+    above: Mapping[str, int],
     decided: Mapping[str, Decision],
     exact: Mapping[str, float] | None = None,
 ) -> dict[str, Decision]:
-    """Plain ``top: k`` by leaders: a model is dropped once every leader is surely above it (``margins``:
-    per model not a leader, the least lower bound on ``leader - model`` over the leaders); once all but
-    ``k`` are dropped the rest are kept. ``exact``: the accuracy of every model not dropped, once each has
+    """Plain ``top: k`` by leaders: a model is dropped once all ``k`` leaders are surely above it (``above``:
+    per model not a leader, how many are); once all but ``k`` are dropped the rest are kept. ``exact``: the accuracy of every model not dropped, once each has
     answered every task; the best ``k`` of them are kept then, the others dropped (a tie at the cut stays
     open)."""
-    settled = {n: Decision.DROP for n, m in margins.items() if m > 0 and n not in decided}
+    settled = {n: Decision.DROP for n, a in above.items() if a >= k and n not in decided}
     final = {**decided, **settled}
     if exact is not None:
         ranked = sorted(exact.values(), reverse=True)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 
 from ..config import ScreenSettings, SweepConfig
-from ..dataset.answer_key import occurrence_correct
+from ..dataset.answer_key import occurrence_correct, task_weights
 from ..dataset.files import Answer
 from ..plan import open_loop_mode
 from ..plan.draws import ScreenKey, screen_key
@@ -98,27 +98,56 @@ class Screen:
         self.key = key
         self._by_place = key.by_place()
         self._task_of = list(key.key.task_index)
+        self._places, self._weights = self._occurrences()
+        self.scale = self._scale()
+        self._sequences: dict[str, Any] = {}  # each model's confidence sequence, fed look by look
         self.models = [m.id for m in config.models if open_loop_mode(m) in config.modes]
         self._answers: dict[str, dict[str, Answer]] = {m: {} for m in self.models}
         self._open: dict[str, dict[str, int]] | None = None  # per model: its unfinished jobs' places, by id
 
     def values(self) -> dict[str, np.ndarray]:
-        """Each model's per-task accuracy over its complete prefix of the drawn order, as last read."""
+        """Each model's values over its complete prefix of the drawn order, as last read: per-task accuracy,
+        or (an order of questions) each question's share of the accuracy over ``scale``, in [0, 1]."""
         import numpy as np  # start-up: a run without a screen never loads numpy
 
-        rank = {task: i for i, task in enumerate(self.key.order)}
-        places = np.asarray([rank[self.key.key.tasks[t]] for t in self._task_of], dtype=np.int64)
+        places, weights = self._places, self._weights
         out = {}
         for model in self.models:
             answers = self._answers[model]
             done = complete_prefix(answers, self._by_place)
             correct = np.asarray(occurrence_correct(answers, self.key.key), dtype=np.float64)
             hits = np.zeros(len(self.key.order))
+            np.add.at(hits, places, correct * weights)
+            if self.key.unit == "questions":
+                out[model] = hits[:done] * (len(self.key.order) / self.scale)
+                continue
             sizes = np.zeros(len(self.key.order))
-            np.add.at(hits, places, correct)
             np.add.at(sizes, places, 1.0)
             out[model] = (hits / np.maximum(sizes, 1.0))[:done]
         return out
+
+    def _occurrences(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per occurrence of the key: its place in the drawn order, and its weight (an order of tasks: 1;
+        of questions: its share of the card's accuracy, one over its task's occurrences and the tasks)."""
+        import numpy as np  # start-up: as in ``values``
+
+        key = self.key.key
+        if self.key.unit == "questions":
+            places = np.asarray([self.key.places[q] for q in key.qhashes], dtype=np.int64)
+            return places, np.asarray(task_weights(key), dtype=np.float64)
+        rank = {task: i for i, task in enumerate(self.key.order)}
+        places = np.asarray([rank[key.tasks[t]] for t in self._task_of], dtype=np.int64)
+        return places, np.ones(len(places))
+
+    def _scale(self) -> float:
+        """What a value's mean is multiplied by to give the accuracy (an order of questions: the questions
+        times the largest share one question holds; of tasks: 1)."""
+        if self.key.unit != "questions":
+            return 1.0
+        share: dict[str, float] = {}
+        for q, w in zip(self.key.key.qhashes, task_weights(self.key.key), strict=True):
+            share[q] = share.get(q, 0.0) + w
+        return len(self.key.order) * max(share.values(), default=1.0)
 
     def _take(self, rows: Iterable[JobResult]) -> set[str]:
         """Keep the finished jobs' answers and the unfinished jobs' places; the ids of the finished."""
@@ -165,8 +194,9 @@ class Screen:
         decided = {m: _standing(d) for m, d in kept.items() if d.get("decision")}
         await self._read()
         values = self.values()
-        leaders = self._leaders(before) or name_leaders(self.rule, values)
-        standings = look(self.rule, values, len(self.key.order), self.settings.alpha, decided, leaders)
+        population = len(self.key.order)
+        leaders = self._leaders(before) or name_leaders(self.rule, values, population)
+        standings = look(self.rule, values, population, self.settings.alpha, decided, leaders, self.scale)
         record = await self._queue.merge_meta("screen", partial(self._merge, standings, time.time(), leaders))
         now = {m: _standing(d) for m, d in record["models"].items()}
         for model, s in now.items():
@@ -221,6 +251,7 @@ class Screen:
             "alpha_each": alpha_each(self.rule, len(self.models), s.alpha),
             "keep": s.keep.model_dump(exclude_none=True),
             "seed": s.seed,
+            "unit": self.key.unit,
             "tasks": len(self.key.order),
             "models": models,
         }
@@ -230,7 +261,7 @@ def _standing(d: dict[str, Any]) -> Standing:
     from ..screening.live import Standing  # start-up: as in ``Screen.values``
 
     decision = Decision(d["decision"]) if d.get("decision") else None
-    return Standing(Bounds(d["lower"], d["upper"]), d["tasks"], decision, d.get("margin"))
+    return Standing(Bounds(d["lower"], d["upper"]), d["tasks"], decision, d.get("leaders_above"))
 
 
 def _record(s: Standing, before: dict[str, Any] | None, now: float) -> dict[str, Any]:
@@ -242,16 +273,16 @@ def _record(s: Standing, before: dict[str, Any] | None, now: float) -> dict[str,
         "tasks": s.tasks,
         "decision": s.decision.value if s.decision else None,
         "decided_at": at if at is not None else (now if s.decision else None),
-        **({} if s.margin is None else {"margin": s.margin}),
+        **({} if s.above is None else {"leaders_above": s.above}),
     }
 
 
 def _reason(rule: Rule, s: Standing) -> str:
     what = {TopK: "not among the kept", Floor: "below the floor", NotWorseThan: "worse than the reference"}
-    if s.margin is not None and s.margin > 0:
+    if s.above is not None:
         return (
-            f"screened out after {s.tasks} tasks: every leader of the screen surely more accurate, by "
-            f"{s.margin:.3f} at least; run again without screen: to finish its jobs"
+            f"screened out after {s.tasks} questions: every leader of the screen surely more accurate "
+            f"(bounds {s.bounds.lower:.3f} to {s.bounds.upper:.3f}); run again without screen: to finish its jobs"
         )
     return (
         f"screened out after {s.tasks} tasks: {what[type(rule)]} (bounds {s.bounds.lower:.3f} to "

@@ -25,7 +25,7 @@ from ..cache import CacheStore
 from ..config import SweepConfig
 from ..jobs import WHOLE_RUN, Cell, Items
 from ..plan import Grid, cell_stamps, cells_of, expand, notes_stamps, plan_stamp
-from ..plan.draws import draw_places
+from ..plan.draws import draw_places, order_unit
 from ..provider import CacheMode, preload_litellm
 from ..queue import Queue
 from ..scenarios import Scenario, load_scenario
@@ -105,7 +105,11 @@ class Stages:
         """Give the screened scenario's jobs planned before the screen their places in its drawn order
         (once per screen; answered jobs keep their results, and the order is the seed's, as at planning)."""
         screen = self.config.screen
-        drawn = None if screen is None else {"scenario": screen.scenario, "seed": screen.seed}
+        drawn = (
+            None
+            if screen is None
+            else {"scenario": screen.scenario, "seed": screen.seed, "unit": order_unit(screen)}
+        )
         if drawn == self.drawn:
             return
         if screen is not None:

@@ -23,7 +23,6 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 QUESTIONS = 383  # the common states' questions: each model answers each once
-TASKS = 60
 PACED_RPM = 600  # the screened run's pace: 10 requests a second, five between two looks
 
 
@@ -83,10 +82,12 @@ def test_a_screen_stops_the_clearly_worse_model_and_a_full_run_finishes_it_witho
     assert screened.returncode == 0, screened.stderr
     counts, record, held = _state(fresh_db_url)
     lexical = record["models"]["lexical"]
-    assert lexical["decision"] == "drop" and lexical["tasks"] < TASKS / 2 and lexical["upper"] < 0.5
-    # top 1 of 3: one leader, named on the first tasks; lexical dropped once it was surely more accurate
+    # top 1 of 3: an order of questions; one leader, named on the first of them; lexical dropped once the
+    # leader was surely more accurate
+    assert record["unit"] == "questions" and record["tasks"] == QUESTIONS
+    assert lexical["decision"] == "drop" and lexical["tasks"] < QUESTIONS / 2 and lexical["upper"] < 0.5
     assert len(record["leaders"]) == 1 and record["leaders"] != ["lexical"] and record["alpha_pair"] == 0.05
-    assert lexical["margin"] > 0
+    assert lexical["leaders_above"] == 1
     assert held["lexical"] == "screened"
     assert counts["lexical"].get("pending", 0) > QUESTIONS / 2  # stopped early: most of its jobs never asked
     assert counts["agent-sim"] == {"done": QUESTIONS}  # the kept model answers everything
@@ -98,9 +99,13 @@ def test_a_screen_stops_the_clearly_worse_model_and_a_full_run_finishes_it_witho
     mark = load_manifest(manifest_path(out, "lexical")).screen
     assert mark is not None and mark.decision == "drop" and mark.calls_saved == counts["lexical"]["pending"]
     assert mark.alpha == 0.05 and mark.upper == lexical["upper"]
-    assert mark.leaders == record["leaders"] and mark.margin == lexical["margin"] and mark.alpha_pair == 0.05
+    assert mark.leaders == record["leaders"] and mark.leaders_above == 1 and mark.alpha_pair == 0.05
+    assert mark.unit == "questions"
     kept = load_manifest(manifest_path(out, "agent-sim")).screen
     assert kept is not None and kept.calls_saved == 0
+    # every question answered: the bounds close on the card's accuracy, the weighted questions' mean
+    cell = next(c for c in load_manifest(manifest_path(out, "agent-sim")).open_loop if c.scenario == "common")
+    assert kept.lower == pytest.approx(cell.accuracy_pct / 100, abs=1e-9) == kept.upper
     table = next(line for line in (out / "table.md").read_text().splitlines() if "| lexical |" in line)
     assert "screened out after" in table and "screening bounds" in table  # no fixed-sample figure for it
     assert "screening bounds" in (out / "report.html").read_text()
@@ -154,7 +159,7 @@ def test_a_screened_run_worked_by_workers_alone_still_stops_the_worse_model(
         assert w.returncode == 0, err.decode()
     counts, record, held = _state(fresh_db_url)
     lexical = record["models"]["lexical"]
-    assert lexical["decision"] == "drop" and lexical["tasks"] < TASKS / 2
+    assert lexical["decision"] == "drop" and lexical["tasks"] < QUESTIONS / 2  # an order of questions
     assert held["lexical"] == "screened"
     assert counts["lexical"].get("pending", 0) > QUESTIONS / 2
     assert counts["agent-sim"] == {"done": QUESTIONS}

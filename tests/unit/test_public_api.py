@@ -173,7 +173,6 @@ PUBLIC = {
     ],
     "scenarios": ["MissingSource", "Scenario", "load_scenario"],
     "screening": [
-        "LEADERS_AFTER",
         "Bounds",
         "ConfidenceSequence",
         "Decision",

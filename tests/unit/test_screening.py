@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from knowwhen_runner.screening import (
-    LEADERS_AFTER,
     Bounds,
     Decision,
     Floor,
@@ -21,8 +20,8 @@ from knowwhen_runner.screening import (
     paired_cs,
     race,
 )
-from knowwhen_runner.screening import leaders as leaders_module
-from knowwhen_runner.screening.confseq import ConfidenceSequence
+from knowwhen_runner.screening import replay as replay_module
+from knowwhen_runner.screening.leaders import leaders_after
 from knowwhen_runner.screening.rules import settle_by_leaders
 
 N = 100
@@ -230,34 +229,35 @@ def test_races_over_many_seeds_make_a_wrong_decision_at_most_alpha_of_the_time()
 
 
 def test_plain_top_k_drops_a_model_once_every_leader_is_surely_above_it() -> None:
-    """Dropped: a margin above 0 (every leader surely more accurate); all but k dropped keeps the rest; once
+    """Dropped: all k leaders surely more accurate; all but k dropped keeps the rest; once
     every model left has answered every task, their exact accuracies settle them (a tie at the cut stays open)."""
     names = ["a", "b", "c", "d"]
-    assert settle_by_leaders(2, names, {"c": 0.01, "d": -0.2}, {}) == {"c": Decision.DROP}
-    assert settle_by_leaders(2, names, {"d": 0.001}, {"c": Decision.DROP}) == {
+    assert settle_by_leaders(2, names, {"c": 2, "d": 1}, {}) == {"c": Decision.DROP}
+    assert settle_by_leaders(2, names, {"d": 2}, {"c": Decision.DROP}) == {
         "d": Decision.DROP,
         "a": Decision.KEEP,
         "b": Decision.KEEP,
     }
     exact = {"a": 0.9, "b": 0.8, "c": 0.8}
-    assert settle_by_leaders(2, names, {"b": -0.1, "c": -0.1}, {"d": Decision.DROP}, exact) == {
-        "a": Decision.KEEP
-    }
+    assert settle_by_leaders(2, names, {"b": 0, "c": 1}, {"d": Decision.DROP}, exact) == {"a": Decision.KEEP}
     assert alpha_pair(TopK(5), 0.05) == pytest.approx(0.01)
 
 
-def test_plain_top_k_names_its_leaders_on_the_first_tasks_alone() -> None:
-    """The leaders are the k best over the first tasks of the drawn order; what comes after never changes them."""
+def test_plain_top_k_names_its_leaders_on_the_first_questions_alone() -> None:
+    """The leaders are the k best over the first questions of the drawn order (a fortieth, at least 20);
+    what comes after never changes them."""
     values = _clustered(11, [0.95, 0.9, 0.6, 0.3])
-    heads = {n: float(v[:LEADERS_AFTER].mean()) for n, v in values.items()}
+    first = leaders_after(N)
+    assert first == 20 and leaders_after(4000) == 100
+    heads = {n: float(v[:first].mean()) for n, v in values.items()}
     expected = tuple(sorted(heads, key=lambda n: (-heads[n], n))[:2])
     assert race(TopK(2), values, 0.05).leaders == expected
-    later = {n: np.concatenate([v[:LEADERS_AFTER], np.zeros(N - LEADERS_AFTER)]) for n, v in values.items()}
+    later = {n: np.concatenate([v[:first], np.zeros(N - first)]) for n, v in values.items()}
     assert race(TopK(2), later, 0.05).leaders == expected
 
 
 def test_plain_top_k_races_stop_the_clearly_worse_early_and_decide_rightly() -> None:
-    """Far below the leaders: dropped after a fraction of the tasks; every decision matches the full means."""
+    """Far below the leaders: dropped after a fraction of the questions; every decision matches the full means."""
     values = _clustered(12, [0.95, 0.93, 0.5, 0.2])
     outcome = race(TopK(2), values, 0.05)
     truth = {n: float(v.mean()) for n, v in values.items()}
@@ -267,12 +267,17 @@ def test_plain_top_k_races_stop_the_clearly_worse_early_and_decide_rightly() -> 
     assert outcome.tasks["m3"] < N / 3 and outcome.tasks["m2"] < N / 2
 
 
-def _fixed_sample_pairs(
-    a: np.ndarray, b: np.ndarray, population: int, alpha: float, *, side: str = "both"
-) -> ConfidenceSequence:
-    """A fixed-sample bound on ``a - b`` (finite-population correction), as if looked at only once."""
-    lower, upper = _fixed_sample(a - b, population)
-    return ConfidenceSequence(lower=lower, upper=upper, alpha=alpha, population=population)
+def _fixed_sample_crossings(
+    leader: np.ndarray, other: np.ndarray, population: int, alpha: float, after: int
+) -> np.ndarray:
+    """``crossings`` with a fixed-sample bound on ``leader - other`` over the questions after ``after``
+    (finite-population correction), as if looked at only once: the first look where it is above 0."""
+    d = leader - other
+    n = d.shape[-1]
+    lower, _ = _fixed_sample(d[..., after:], population - after)
+    known = d[..., :after].sum(axis=-1, keepdims=True)
+    above = (known + (population - after) * lower) / population > 0
+    return np.where(above.any(axis=-1), after + np.argmax(above, axis=-1) + 1, n + 1)
 
 
 def _wrong_drops(seeds: int) -> float:
@@ -292,8 +297,8 @@ def _wrong_drops(seeds: int) -> float:
 def test_leaders_paired_bounds_drop_wrongly_at_most_alpha_where_fixed_sample_bounds_do_not(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Near-equal models: the paired sequences drop a model of the best k in at most alpha of the orders;
-    fixed-sample bounds looked at after every task, swapped in, do it far more often."""
+    """Near-equal models: the paired tests drop a model of the best k in at most alpha of the orders;
+    fixed-sample bounds looked at after every question, swapped in, do it far more often."""
     assert _wrong_drops(100) <= ALPHA
-    monkeypatch.setattr(leaders_module, "paired_cs", _fixed_sample_pairs)
+    monkeypatch.setattr(replay_module, "crossings", _fixed_sample_crossings)
     assert _wrong_drops(100) > 2 * ALPHA

@@ -51,8 +51,9 @@ __all__ = [
 ]
 
 MANIFEST_SCHEMA_VERSION: Literal[7] = 7
-"""7: a plain ``top: k`` screen says what settled it: its leaders (``screen.leaders``), the level of each
-paired sequence (``screen.alpha_pair``) and how surely the leaders are above the model (``screen.margin``).
+"""7: a plain ``top: k`` screen draws an order of questions (``screen.unit``) and says what settled it: its
+leaders (``screen.leaders``), the level of each paired test (``screen.alpha_pair``) and how many leaders
+were surely above the model (``screen.leaders_above``).
 6: ``screen``, the run's screening of this model. 5: an L1 cell scores every tool choice (``tool_choice_pct``: dp tool_select, When2Call included) and the
 argument questions (``argument_pct``: dp tool_params) beside pooled and BFCL tool choice, with their counts
 and Wilson intervals; a job tally counts what an import restored (its rows' attempts and failures). 4: a cell with jobs that failed for good (a call that never got an answer: provider errors, not wrong
