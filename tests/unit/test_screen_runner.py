@@ -163,3 +163,34 @@ def test_plain_top_k_looks_settle_nothing_before_its_leaders_are_named_then_pair
     assert now["young"].decision is None and now["young"].above == 0
     assert now["good"].decision is None and now["good"].above is None
     assert look(TopK(1), values, 200, 0.05, {}, None)["bad"].decision is None  # no leaders, no decision
+
+
+def test_an_order_of_questions_weighs_each_question_as_the_cards_rule_does() -> None:
+    """Per-task, then the mean over tasks: a question shared by two tasks carries both tasks' shares, and
+    once every question is in, the values' mean times the scale is the card's accuracy, exactly."""
+    from knowwhen_runner.dataset.answer_key import AnswerKey
+    from knowwhen_runner.dataset.files import Answer
+    from knowwhen_runner.plan.draws import ScreenKey
+    from knowwhen_runner.sweep.screen import Screen
+
+    # tasks A (q1, q2, q3), B (q3 shared, q4), C (q5); the right tool is "t" everywhere
+    tasks, qhashes, index = ("A", "B", "C"), ("q1", "q2", "q3", "q3", "q4", "q5"), (0, 0, 0, 1, 1, 2)
+    n = len(qhashes)
+    key = AnswerKey(
+        tasks, qhashes, index, (frozenset({"t"}),) * n, ("s",) * n, (False,) * n, {}, (), n, len(tasks)
+    )
+    order = ["q3", "q5", "q1", "q4", "q2"]
+    config = _config("screen: {scenario: common, keep: {top: 1}}")
+    screen = Screen(config, None, ScreenKey(key, order, {q: i for i, q in enumerate(order)}, "questions"))  # type: ignore[arg-type]
+    right = {"q1", "q3", "q4"}  # A: 2/3, B: 2/2, C: 0/1 -> (2/3 + 1 + 0) / 3
+    answers = {q: Answer(q, "t" if q in right else "x", 0.9, True, None, 0.0, None, None) for q in order}
+    screen._answers = {m: dict(answers) for m in screen.models}
+    values = screen.values()["agent-sim"]
+    assert len(values) == 5 and values.max() <= 1.0 + 1e-12
+    assert values.mean() * screen.scale == pytest.approx((2 / 3 + 1 + 0) / 3)
+    # q5 is all of task C, the largest share (1/3 of the accuracy); q3 holds A's third and B's half of a
+    # task (1/9 + 1/6), five sixths of that
+    assert screen.scale == pytest.approx(5 / 3)
+    assert values[0] == pytest.approx(5 / 6) and values[1] == 0.0 and values[2] == pytest.approx(1 / 3)
+    screen._answers = {m: {q: a for q, a in answers.items() if q != "q5"} for m in screen.models}
+    assert len(screen.values()["agent-sim"]) == 1  # the prefix stops at the first question still open
