@@ -146,6 +146,8 @@ def _by_leaders(
     earlier: dict[str, Decision],
     leaders: Sequence[str] | None,
 ) -> dict[str, Standing]:
+    """Plain ``top: k``'s decisions now: how many leaders are surely above each open model that is not one,
+    drops where all are, keeps by elimination, and exact decisions once every question is in."""
     if not leaders:
         return now
     arrays = {n: np.asarray(v, dtype=np.float64) for n, v in values.items()}
