@@ -196,7 +196,9 @@ class Screen:
         values = self.values()
         population = len(self.key.order)
         leaders = self._leaders(before) or name_leaders(self.rule, values, population)
-        standings = look(self.rule, values, population, self.settings.alpha, decided, leaders, self.scale)
+        standings = look(
+            self.rule, values, population, self.settings.alpha, decided, leaders, self.scale, self._sequences
+        )
         record = await self._queue.merge_meta("screen", partial(self._merge, standings, time.time(), leaders))
         now = {m: _standing(d) for m, d in record["models"].items()}
         for model, s in now.items():

@@ -71,6 +71,7 @@ def test_incremental_looks_reach_the_state_of_a_look_from_scratch(fresh_db_url: 
             await _plan(queue, config)
             screen = await open_screen(config, queue, None)
             assert isinstance(screen, Screen)
+            checked = 0
             for _ in range(12):
                 await _answer(queue, 37, gold)
                 said = await screen.look()
@@ -81,8 +82,12 @@ def test_incremental_looks_reach_the_state_of_a_look_from_scratch(fresh_db_url: 
                 for model in mine:
                     np.testing.assert_array_equal(mine[model], theirs[model])
                 assert said == await scratch.look()
+                fed = screen._sequences  # kept from look to look; an open model's is fed up to its prefix
+                open_ = [m for m in fed if said[m].decision is None]
+                assert all(fed[m].seen_count == len(mine[m]) for m in open_)
+                checked += len(open_)
             assert said["lexical"].decision is not None and said["lexical"].decision.value == "drop"
-            assert any(len(v) for v in screen.values().values())
+            assert any(len(v) for v in screen.values().values()) and checked > 0
 
     anyio.run(go)
 
