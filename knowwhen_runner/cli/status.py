@@ -108,7 +108,7 @@ def _screen_table(screen: dict[str, Any]) -> Table:
         )
     )
     columns = ["model", unit, "lower", "upper", *(["leaders above"] if pairs else []), "decision"]
-    for col in (*columns, "decided", "calls saved"):
+    for col in (*columns, "decided", "calls saved", "bounds over time"):
         table.add_column(col, justify="left" if col in ("model", "decision") else "right")
     for model, row in sorted(screen["models"].items()):
         at = row.get("decided_at")
@@ -125,8 +125,18 @@ def _screen_table(screen: dict[str, Any]) -> Table:
             row.get("decision") or "open",
             "" if at is None else f"{time.time() - at:.0f} s ago",
             str(row["calls_saved"]),
+            _over_time(row.get("history") or []),
         )
     return table
+
+
+def _over_time(history: list[list[float]], shown: int = 4) -> str:
+    """A model's sequence over time, in a few of its points: after how many, the bounds then."""
+    if not history:
+        return ""
+    step = max(1, -(-len(history) // shown))
+    points = [*history[:-1:step], history[-1]][-shown:]
+    return " · ".join(f"{p[0]:.0f}: {p[1]:.2f}–{p[2]:.2f}" for p in points)
 
 
 def _describe_limit(row: dict[str, Any]) -> str:

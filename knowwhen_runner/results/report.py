@@ -10,13 +10,14 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 
 from ..jsonio import atomic_write_bytes
 from .manifest import CxsManifest, ScenarioProvenance
 from .ranking import Ranking, rank_models
-from .screen_record import screened_out
+from .screen_record import screened_out, sequence_svg
 from .tables import Table
 
 __all__ = ["render_report", "write_report"]
@@ -196,7 +197,8 @@ def _screen_html(manifests: Sequence[CxsManifest]) -> str:
         f"<tr><td>{escape(model)}</td><td>{r.tasks_answered}/{r.tasks} {r.unit}</td><td>{r.lower:.3f}</td>"
         f"<td>{r.upper:.3f}</td>"
         + (f"<td>{'leader' if r.leaders_above is None else r.leaders_above}</td>" if pairs else "")
-        + f"<td>{escape(r.decision or 'open')}</td><td>{r.calls_saved}</td></tr>"
+        + f"<td>{escape(r.decision or 'open')}</td><td>{_when(r.decided_at)}</td><td>{r.calls_saved}</td>"
+        f"<td>{sequence_svg(r)}</td></tr>"
         for model, r in records
     )
     by = ""
@@ -213,10 +215,17 @@ def _screen_html(manifests: Sequence[CxsManifest]) -> str:
         f"({first.alpha_each:.4g} per model). The bounds below are <strong>screening bounds</strong>: "
         "anytime-valid confidence sequences over the tasks answered in the drawn order, not the fixed-sample "
         f"intervals of the tables; a screened-out model's figures in the tables are replaced by them.{by}</p>"
-        "<table><thead><tr><th>model</th><th>tasks</th><th>lower</th><th>upper</th>"
+        f"<table><thead><tr><th>model</th><th>{first.unit}</th><th>lower</th><th>upper</th>"
         + ("<th>leaders above</th>" if pairs else "")
-        + f"<th>decision</th><th>calls saved</th></tr></thead><tbody>{rows}</tbody></table>"
+        + "<th>decision</th><th>decided (UTC)</th><th>calls saved</th><th>bounds over the drawn order</th>"
+        "</tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
     )
+
+
+def _when(at: float | None) -> str:
+    """When a screen decision came, in UTC to the second (empty while open)."""
+    return "" if at is None else datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _unplotted(manifests: Sequence[CxsManifest]) -> str:

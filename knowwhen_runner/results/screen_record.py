@@ -21,6 +21,7 @@ __all__ = [
     "screen_record",
     "screened_out",
     "screened_table",
+    "sequence_svg",
     "unscreened",
 ]
 
@@ -72,6 +73,13 @@ class ScreenRecord(BaseModel):
             "(all of them: dropped). None for a leader."
         ),
     )
+    history: list[tuple[int, float, float, float]] = Field(
+        default_factory=list,
+        description=(
+            "The sequence over time: [tasks answered, lower, upper, when (epoch seconds)] at the looks that saw "
+            "more answers, up to the decision; at most 48 points (older ones thinned, the first and last kept)."
+        ),
+    )
     unit: Literal["tasks", "questions"] = Field(
         "tasks",
         description=(
@@ -107,6 +115,7 @@ def screen_record(meta: dict[str, Any] | None, model_id: str, pending: int) -> S
         leaders=screen.get("leaders"),
         alpha_pair=screen.get("alpha_pair"),
         leaders_above=row.get("leaders_above"),
+        history=[tuple(p) for p in row.get("history") or []],
         unit=screen.get("unit", "tasks"),
     )
 
@@ -179,4 +188,27 @@ def screen_note(records: Sequence[ScreenRecord | None]) -> str:
     return (
         f" Screened out: models the screen on {r.scenario} (alpha {r.alpha:g}) stopped; their figures are "
         "anytime-valid screening bounds over the tasks they answered, not fixed-sample figures."
+    )
+
+
+def sequence_svg(record: ScreenRecord, width: int = 160, height: int = 36) -> str:
+    """A model's screening sequence over the drawn order as a small inline SVG: the band between its lower
+    and upper bounds (accuracy 0 at the bottom, 1 at the top; the difference's -1 to 1 for not_worse_than)
+    against the tasks (or questions) answered, out of all of them. Empty without a history."""
+    points = record.history
+    if not points:
+        return ""
+    low_end = -1.0 if "not_worse_than" in record.keep else 0.0
+
+    def xy(tasks: float, bound: float) -> str:
+        x = width * tasks / max(record.tasks, 1)
+        y = height * (1 - (bound - low_end) / (1 - low_end))
+        return f"{x:.1f},{y:.1f}"
+
+    band = [xy(p[0], p[2]) for p in points] + [xy(p[0], p[1]) for p in reversed(points)]
+    return (
+        f'<svg class="sequence" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">'
+        f"<title>screening bounds after {', '.join(f'{p[0]}: {p[1]:.3f} to {p[2]:.3f}' for p in points[-3:])}"
+        f'</title><rect width="{width}" height="{height}" fill="none" stroke="#ccc"/>'
+        f'<polygon points="{" ".join(band)}" fill="#4c78a8" fill-opacity="0.35" stroke="#4c78a8"/></svg>'
     )

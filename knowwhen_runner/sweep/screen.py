@@ -266,8 +266,13 @@ def _standing(d: dict[str, Any]) -> Standing:
     return Standing(Bounds(d["lower"], d["upper"]), d["tasks"], decision, d.get("leaders_above"))
 
 
+HISTORY_POINTS = 48
+"""Points of a model's sequence the record keeps; past that, every other one of the older points goes."""
+
+
 def _record(s: Standing, before: dict[str, Any] | None, now: float) -> dict[str, Any]:
-    """One model's line in the meta: bounds, tasks, decision and when it came (kept from the look that made it)."""
+    """One model's line in the meta: bounds, tasks, decision and when it came (kept from the look that made
+    it), and its sequence over time (``history``)."""
     at = (before or {}).get("decided_at") if (before or {}).get("decision") else None
     return {
         "lower": s.bounds.lower,
@@ -276,7 +281,20 @@ def _record(s: Standing, before: dict[str, Any] | None, now: float) -> dict[str,
         "decision": s.decision.value if s.decision else None,
         "decided_at": at if at is not None else (now if s.decision else None),
         **({} if s.above is None else {"leaders_above": s.above}),
+        "history": _history((before or {}).get("history") or [], s, now),
     }
+
+
+def _history(points: list[list[float]], s: Standing, now: float) -> list[list[float]]:
+    """The sequence over time: ``[tasks, lower, upper, when]`` at each look that saw more answers (or a
+    decision), at most ``HISTORY_POINTS``: the first and the latest always stay, older ones are thinned."""
+    point = [s.tasks, round(s.bounds.lower, 4), round(s.bounds.upper, 4), round(now, 1)]
+    if points and points[-1][0] == s.tasks and not s.decision:
+        return points
+    points = [*points, point]
+    while len(points) > HISTORY_POINTS:
+        points = [points[0], *points[2:-1:2], *points[-1:]] if len(points) > 3 else points[-HISTORY_POINTS:]
+    return points
 
 
 def _reason(rule: Rule, s: Standing) -> str:

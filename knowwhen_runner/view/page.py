@@ -65,6 +65,24 @@ async function route() {
 
 function eta(s) { if (s == null) return '–'; if (s < 90) return Math.round(s) + ' s'; if (s < 5400) return Math.round(s / 60) + ' min'; return (s / 3600).toFixed(1) + ' h'; }
 
+function sequence(h, total, low) {  // a model's screening bounds over the drawn order, as the report draws them
+  if (!h || !h.length) return '';
+  const W = 160, H = 36, xy = (t, b) => `${(W * t / Math.max(total, 1)).toFixed(1)},${(H * (1 - (b - low) / (1 - low))).toFixed(1)}`;
+  const band = h.map(p => xy(p[0], p[2])).concat(h.slice().reverse().map(p => xy(p[0], p[1]))).join(' ');
+  return `<svg class="sequence" width="${W}" height="${H}" role="img"><rect width="${W}" height="${H}" fill="none" stroke="#ccc"/><polygon points="${band}" fill="#4c78a8" fill-opacity="0.35" stroke="#4c78a8"/></svg>`;
+}
+
+function screenTable(S) {  // the run's screen: each model's anytime-valid bounds over time, its decision and the calls saved
+  if (!S) return '';
+  const unit = S.unit || 'tasks', low = S.keep && S.keep.not_worse_than ? -1 : 0, now = Date.now() / 1000;
+  const rows = Object.keys(S.models).sort().map(m => { const r = S.models[m];
+    return `<tr data-screen="${esc(m)}"><td>${esc(m)}</td><td class="n">${r.tasks}/${S.tasks}</td><td class="n">${r.lower.toFixed(3)}</td>
+      <td class="n">${r.upper.toFixed(3)}</td><td>${esc(r.decision || 'open')}</td><td class="n">${r.decided_at == null ? '' : Math.round(now - r.decided_at) + ' s ago'}</td>
+      <td class="n">${num(r.calls_saved)}</td><td>${sequence(r.history, S.tasks, low)}</td></tr>`; }).join('');
+  return `<h3>Screen</h3><p class="muted">on ${esc(S.scenario)}, alpha ${S.alpha}: anytime-valid screening bounds on accuracy over the ${esc(unit)} of the drawn order, not the full run's figures${S.leaders ? `; leaders ${esc(S.leaders.join(', '))}` : ''}</p>
+    <table id="live-screen"><tr><th>model</th><th>${esc(unit)}</th><th>lower</th><th>upper</th><th>decision</th><th>decided</th><th>calls saved</th><th>over time</th></tr>${rows}</table>`;
+}
+
 const VIEWS = {
   async live() {
     const d = await get('api/live');
@@ -86,6 +104,7 @@ const VIEWS = {
       ${d.ranked_by ? `<p class="muted" id="ranked-by">models ranked by ${esc(d.ranked_by)}, best first, as in the report (bold: named in its plots)</p>` : ''}
       <table id="live-models"><tr><th>model</th><th>done</th><th>pending</th><th>running</th><th>failed</th><th>spend</th><th>pace</th></tr>${m}</table>
       <table><tr><th>model</th><th>scenario</th><th>progress</th><th>done</th><th>pending</th><th>running</th><th>failed</th><th>set aside</th></tr>${c}</table>
+      ${screenTable(d.screen)}
       <h3>Workers</h3><table><tr><th>worker</th><th>host</th><th>pid</th><th>state</th><th>last heartbeat</th><th>jobs</th></tr>${w}</table>`;
     if (!spending) {  // spend reads every result's cost: asked for after the view is painted, one at a time
       spending = true;

@@ -222,3 +222,38 @@ def test_two_runs_list_the_questions_that_flipped(
     assert flips["questions"] and all(q["model"] == "lexical" for q in flips["questions"])
     assert all(q["a_right"] and not q["b_right"] for q in flips["questions"])
     assert data_n(dom, "flip-q") == len(flips["questions"])
+
+
+def test_the_live_page_shows_each_screened_models_sequence_and_decision(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """A screened run (the quickstart's models over its common states, top 1): the live page's Screen table
+    has a row per model with its bounds over the drawn order drawn, and the dropped model's decision."""
+    assert CHROMIUM is not None
+    root = Path(__file__).resolve().parents[2]
+    quick = yaml.safe_load((root / "configs" / "quickstart.yaml").read_text())
+    models = [
+        {**m, "api_base": f"{server.base_url}/v1" if m["api_base"].endswith("/v1") else server.base_url}
+        for m in quick["models"]
+    ]
+    config = {
+        "name": "screened",
+        "output": str(tmp_path / "out"),
+        "models": models,
+        "modes": ["llm", "model"],
+        "scenarios": [{"id": "common", "kind": "states", "path": str(root / "scenarios/decisiongym/common")}],
+        "cache": {"policy": "off"},
+        "screen": {"scenario": "common", "keep": {"top": 1}},
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    done = knowwhen("run", str(path), "-q", "--no-probe")
+    assert done.returncode == 0, done.stderr
+    with viewer(sys.executable, tmp_path / "out") as base:
+        dom = dump_dom(CHROMIUM, f"{base}/#live")
+        _shot(base, "#live", "viewer-live-screen.png", "1100,900")
+    assert 'id="live-screen"' in dom and "leaders" in dom
+    rows = dict(re.findall(r'<tr data-screen="([^"$]+)">(.*?)</tr>', dom, re.S))  # not the script's template
+    assert set(rows) == {"agent-sim", "prior", "lexical"}
+    assert "<td>drop</td>" in rows["lexical"] and "/383</td>" in rows["lexical"]
+    assert all('class="sequence"' in row and "<polygon" in row for row in rows.values())

@@ -100,7 +100,8 @@ def test_a_screen_stops_the_clearly_worse_model_and_a_full_run_finishes_it_witho
     assert mark is not None and mark.decision == "drop" and mark.calls_saved == counts["lexical"]["pending"]
     assert mark.alpha == 0.05 and mark.upper == lexical["upper"]
     assert mark.leaders == record["leaders"] and mark.leaders_above == 1 and mark.alpha_pair == 0.05
-    assert mark.unit == "questions"
+    assert mark.unit == "questions" and mark.history[-1][0] == lexical["tasks"]  # its sequence, to the drop
+    assert mark.history[0][0] <= mark.history[-1][0] and abs(mark.history[-1][2] - lexical["upper"]) < 1e-4
     kept = load_manifest(manifest_path(out, "agent-sim")).screen
     assert kept is not None and kept.calls_saved == 0
     # every question answered: the bounds close on the card's accuracy, the weighted questions' mean
@@ -110,6 +111,7 @@ def test_a_screen_stops_the_clearly_worse_model_and_a_full_run_finishes_it_witho
     assert "screened out after" in table and "screening bounds" in table  # no fixed-sample figure for it
     assert "screening bounds" in (out / "report.html").read_text()
     assert f"every leader ({record['leaders'][0]}:" in (out / "report.html").read_text()
+    assert (out / "report.html").read_text().count('<svg class="sequence" width="160"') == 3  # one per model
     status = json.loads(knowwhen("status", str(out), "--db", fresh_db_url, "--json").stdout)
     assert status["screen"]["models"]["lexical"]["calls_saved"] == counts["lexical"]["pending"]
     assert all("lexical" not in p.read_text() for p in (out / "plots").glob("*.svg"))  # no curve of a prefix

@@ -194,3 +194,28 @@ def test_an_order_of_questions_weighs_each_question_as_the_cards_rule_does() -> 
     assert values[0] == pytest.approx(5 / 6) and values[1] == 0.0 and values[2] == pytest.approx(1 / 3)
     screen._answers = {m: {q: a for q, a in answers.items() if q != "q5"} for m in screen.models}
     assert len(screen.values()["agent-sim"]) == 1  # the prefix stops at the first question still open
+
+
+def test_a_models_sequence_over_time_keeps_its_first_and_latest_points_and_stays_small() -> None:
+    """A point per look that saw more answers (or decided), thinned past 48: the first look and the latest
+    stay, in order; the record's line, the manifest's record and status show them."""
+    from knowwhen_runner.cli.status import _over_time
+    from knowwhen_runner.results.screen_record import ScreenRecord, screen_record, sequence_svg
+    from knowwhen_runner.sweep.screen import HISTORY_POINTS, _record
+
+    row = None
+    for tasks in [*range(1, 200), 199]:  # the last look sees nothing new
+        s = Standing(Bounds(0.5 - 0.4 / tasks, 0.5 + 0.4 / tasks), tasks)
+        row = _record(s, row, 1000.0 + tasks)
+    assert row is not None
+    history = row["history"]
+    assert len(history) <= HISTORY_POINTS and history[0][0] == 1 and history[-1][0] == 199
+    assert [p[0] for p in history] == sorted({p[0] for p in history})  # in order, each once
+    row = _record(Standing(Bounds(0.49, 0.51), 199, Decision.DROP), row, 2000.0)
+    assert row["history"][-1] == [199, 0.49, 0.51, 2000.0]  # the decision's look is a point of its own
+    meta = {"screen": {"scenario": "common", "alpha": 0.05, "alpha_each": 0.01, "keep": {"floor": 0.5},
+                       "seed": 0, "tasks": 200, "models": {"m": {**row, "decided_at": 2000.0}}}}  # fmt: skip
+    record = screen_record(meta, "m", 12)
+    assert isinstance(record, ScreenRecord) and record.history[-1] == (199, 0.49, 0.51, 2000.0)
+    assert sequence_svg(record).count("<polygon") == 1
+    assert _over_time(row["history"]).endswith("199: 0.49–0.51") and _over_time([]) == ""
