@@ -190,6 +190,10 @@ class Screen:
 
         info = await self._queue.run_info()
         before = ((info or {}).get("meta") or {}).get("screen")
+        if before is not None and not self._same(
+            before
+        ):  # another screen's decisions: not this one's to keep
+            await self._queue.clear_controls(SCREENED)
         kept = self._kept(before)
         decided = {m: _standing(d) for m, d in kept.items() if d.get("decision")}
         await self._read()
@@ -203,7 +207,7 @@ class Screen:
         now = {m: _standing(d) for m, d in record["models"].items()}
         for model, s in now.items():
             if s.decision is Decision.DROP:
-                await self._queue.set_control(model, SCREENED, _reason(self.rule, s))
+                await self._queue.set_control(model, SCREENED, _reason(self.rule, s, self.key.unit))
         return now
 
     def _same(self, record: dict[str, Any] | None) -> bool:
@@ -297,15 +301,15 @@ def _history(points: list[list[float]], s: Standing, now: float) -> list[list[fl
     return points
 
 
-def _reason(rule: Rule, s: Standing) -> str:
+def _reason(rule: Rule, s: Standing, unit: str) -> str:
     what = {TopK: "not among the kept", Floor: "below the floor", NotWorseThan: "worse than the reference"}
     if s.above is not None:
         return (
-            f"screened out after {s.tasks} questions: every leader of the screen surely more accurate "
+            f"screened out after {s.tasks} {unit}: every leader of the screen surely more accurate "
             f"(bounds {s.bounds.lower:.3f} to {s.bounds.upper:.3f}); run again without screen: to finish its jobs"
         )
     return (
-        f"screened out after {s.tasks} tasks: {what[type(rule)]} (bounds {s.bounds.lower:.3f} to "
+        f"screened out after {s.tasks} {unit}: {what[type(rule)]} (bounds {s.bounds.lower:.3f} to "
         f"{s.bounds.upper:.3f}); run again without screen: to finish its jobs"
     )
 

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCREEN = {"scenario": "common", "alpha": 0.05, "keep": {"top": 1}}
 
 
-def _config(url: str, *, screen: bool) -> SweepConfig:
+def _config(url: str, *, screen: bool, keep: dict[str, Any] | None = None) -> SweepConfig:
     """The quickstart's three models over its common states (modes llm and model), screened or not."""
     doc = yaml.safe_load((ROOT / "configs" / "quickstart.yaml").read_text())
     doc["db"] = url
@@ -31,7 +31,7 @@ def _config(url: str, *, screen: bool) -> SweepConfig:
     doc["scenarios"] = [s for s in doc["scenarios"] if s["id"] == "common"]
     doc.pop("gate", None)
     if screen:
-        doc["screen"] = SCREEN
+        doc["screen"] = {**SCREEN, "keep": keep or SCREEN["keep"]}
     return parse_config(yaml.safe_dump(doc), base=ROOT / "configs", source="q.yaml")
 
 
@@ -177,3 +177,39 @@ def test_a_look_without_the_screens_files_is_no_look(tmp_path: Path) -> None:
             return await open_screen(moved, queue, None)
 
     assert anyio.run(go) is None
+
+
+def test_another_screen_releases_what_the_last_one_held_back_and_decides_anew(fresh_db_url: str) -> None:
+    """A floor screen drops lexical; the same run screened for the top model instead lets lexical work again
+    (the floor's decision is not the new screen's) until the new screen drops it on its own terms."""
+    floor = _config(fresh_db_url, screen=True, keep={"floor": 0.5})
+    top = _config(fresh_db_url, screen=True)
+    gold = _gold(floor)
+
+    async def held(queue: Queue) -> dict[str, str]:
+        return {c.model_id: c.reason for c in await queue.controls() if c.state == "screened"}
+
+    async def go() -> None:
+        async with open_queue(fresh_db_url, floor.name) as queue:
+            await _plan(queue, floor)
+            first = await open_screen(floor, queue, None)
+            assert first is not None
+            while "lexical" not in await held(queue):
+                await _answer(queue, 60, gold)
+                await first.look()
+            assert "below the floor" in (await held(queue))["lexical"]
+            await Stages(top, queue, ((await queue.run_info()) or {})["meta"], cache=None, work=False).plan(
+                None
+            )
+            second = await open_screen(top, queue, None)
+            assert second is not None and second.key.unit == "questions"
+            said = await second.look()
+            assert "lexical" not in await held(queue) and said["lexical"].decision is None
+            for _ in range(40):
+                if "lexical" in await held(queue):
+                    break
+                await _answer(queue, 60, gold)
+                await second.look()
+            assert "every leader" in (await held(queue))["lexical"]
+
+    anyio.run(go)
