@@ -1,4 +1,5 @@
-"""A race of models over the same drawn order of tasks: each stops when the screen's question is settled.
+"""A race of models over the same drawn order (of tasks, or of questions for plain ``top: k``): each stops
+when the screen's question is settled.
 
 ``race`` replays a screen over per-task accuracies in the drawn order: round ``t`` gives every model
 still open its ``t``-th task, then the rule reads all bounds (a settled model's are kept as they were

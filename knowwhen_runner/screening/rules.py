@@ -6,6 +6,8 @@ its accuracy at least a floor (``Floor``), is it not worse than a reference mode
 current bounds and returns the models whose answer is settled: kept or dropped. The bounds must hold
 together for every model at once, so each model's sequence gets ``alpha`` divided by the number of
 sequences raced (``alpha_each``); then every decision is right with probability at least ``1 - alpha``.
+Plain ``top: k`` is settled otherwise (``settle_by_leaders``): by paired tests of ``k`` leaders against
+each other model, each at ``alpha / k`` (``alpha_pair`` says why that is enough).
 """
 
 from __future__ import annotations
