@@ -63,7 +63,9 @@ def test_request_slots_are_spaced_across_holders(db_url: str) -> None:
     starts = anyio.run(go)
     busiest = max(sum(1 for s in starts if t <= s < t + 0.5) for t in starts)
     assert busiest <= 10 + 1  # 0.5 s holds 10 intervals; +1 for a start a timer woke late
-    assert starts[-1] - starts[0] < 39 * 0.05 * 1.5  # and the rate is reached, not just respected
+    # and the rate is reached, not just respected: far from a limiter that waits whole seconds or spaces
+    # the two holders' slots one after the other (a loaded machine's timers wake late, so not to the ms)
+    assert starts[-1] - starts[0] < 39 * 0.05 * 3
 
 
 def test_in_flight_cap_holds_across_holders_and_is_shared(db_url: str) -> None:
