@@ -56,6 +56,21 @@ that rules out candidates below (above) the truth, the other bound being only wh
 certain: a one-sided sequence at ``alpha`` is as narrow on its side as a two-sided one at ``alpha / 2``."""
 
 
+PRIOR_MEAN, PRIOR_VARIANCE = 0.5, 0.25
+"""The mean and variance a bet assumes before any observation: running ones are shrunk towards these by one
+pseudo-observation, ``(PRIOR_MEAN + sum) / (t + 1)`` and ``(PRIOR_VARIANCE + squared deviations) / (t + 1)``."""
+
+
+def bet_sizes(mean: FloatArray, variance: FloatArray, centre: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """The paper's approximate growth-optimal bets (aGRAPA) on the next value being above, and below,
+    ``centre`` (in [0, 1]), from the running ``mean`` and ``variance`` before it, truncated at
+    ``TRUNCATION`` of what the centre allows (so a bettor's capital stays positive)."""
+    gap = mean - centre
+    size = np.abs(gap) / (variance + gap * gap)
+    with np.errstate(divide="ignore"):
+        return np.minimum(size, TRUNCATION / centre), np.minimum(size, TRUNCATION / (1 - centre))
+
+
 class Betting:
     """Confidence sequences fed as observations come (``extend``), one per leading index of ``shape``.
 
@@ -63,9 +78,8 @@ class Betting:
     ``m`` leaves for the tasks not yet seen; ``m`` is ruled out once the hedged capital (``theta`` of the
     first bettor's plus the rest of the second's) reaches ``1/alpha`` (Ville's inequality bounds that
     chance by ``alpha`` when ``m`` is the truth), or when the tasks seen make ``m`` impossible. Bets are
-    sized by the paper's approximate growth-optimal rule (aGRAPA) from the tasks before (their mean and
-    variance shrunk towards 1/2 and 1/4 by one pseudo-task), truncated at ``TRUNCATION`` of what the
-    candidate allows. ``lower`` and ``upper`` are the bounds now, running intersections that only narrow.
+    sized by ``bet_sizes`` from the tasks before (their mean and variance shrunk towards ``PRIOR_MEAN`` and
+    ``PRIOR_VARIANCE``). ``lower`` and ``upper`` are the bounds now, running intersections that only narrow.
     """
 
     def __init__(
@@ -102,15 +116,12 @@ class Betting:
         threshold, (weight_up, weight_down) = math.log(1 / self.alpha), self._weights
         for i in range(x.shape[-1]):
             t, n = self.seen_count, self.population
-            mean, variance = (0.5 + self._sum) / (t + 1), (0.25 + self._deviations) / (t + 1)
+            mean = (PRIOR_MEAN + self._sum) / (t + 1)
+            variance = (PRIOR_VARIANCE + self._deviations) / (t + 1)
             expected = (n * self._m - self._sum) / (n - t)  # the mean m leaves for the tasks not seen
             self._ruled_out |= (expected < 0) | (expected > 1)
             centre = np.clip(expected, 0.0, 1.0)
-            gap = mean - centre
-            size = np.abs(gap) / (variance + gap * gap)
-            with np.errstate(divide="ignore"):
-                up = np.minimum(size, TRUNCATION / centre)
-                down = np.minimum(size, TRUNCATION / (1 - centre))
+            up, down = bet_sizes(mean, variance, centre)
             xi = x[..., i : i + 1]
             self._log_up += np.log1p(up * (xi - centre))
             self._log_down += np.log1p(-down * (xi - centre))

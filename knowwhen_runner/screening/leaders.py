@@ -22,7 +22,7 @@ from collections.abc import Mapping
 import numpy as np
 from numpy.typing import NDArray
 
-from .confseq import TRUNCATION
+from .confseq import PRIOR_MEAN, PRIOR_VARIANCE, bet_sizes
 
 __all__ = ["above_now", "crossings", "leaders_after"]
 
@@ -49,17 +49,17 @@ def crossings(
     tie = ((population / 2) - d[..., :after].sum(axis=-1, keepdims=True)) / left  # a tie's mean of the rest
     steps = rest.shape[-1]
     t = np.arange(1, steps + 1, dtype=np.float64)
-    running = (0.5 + np.cumsum(rest, axis=-1)) / (t + 1)
-    mean_before = np.concatenate([np.full((*rest.shape[:-1], 1), 0.5), running[..., :-1]], axis=-1)
-    spread = (0.25 + np.cumsum((rest - mean_before) ** 2, axis=-1)) / (t + 1)
-    spread_before = np.concatenate([np.full((*rest.shape[:-1], 1), 0.125), spread[..., :-1]], axis=-1)
-    seen = np.concatenate([np.zeros((*rest.shape[:-1], 1)), np.cumsum(rest, axis=-1)[..., :-1]], axis=-1)
+    start = np.ones((*rest.shape[:-1], 1))
+    running = (PRIOR_MEAN + np.cumsum(rest, axis=-1)) / (t + 1)
+    mean_before = np.concatenate([PRIOR_MEAN * start, running[..., :-1]], axis=-1)
+    spread = (PRIOR_VARIANCE + np.cumsum((rest - mean_before) ** 2, axis=-1)) / (t + 1)
+    spread_before = np.concatenate([PRIOR_VARIANCE * start, spread[..., :-1]], axis=-1)
+    seen = np.concatenate([0 * start, np.cumsum(rest, axis=-1)[..., :-1]], axis=-1)
     centre = (left * tie - seen) / (left - np.arange(steps))  # what a tie leaves for the questions not seen
-    gap = mean_before - centre
-    with np.errstate(divide="ignore", invalid="ignore"):  # where centre <= 0 no bet is placed
-        bet = np.minimum(gap / (spread_before + gap * gap), TRUNCATION / centre)
-    size = np.where((gap > 0) & (centre > 0), bet, 0.0)
-    capital = np.cumsum(np.log1p(size * (rest - np.clip(centre, 0.0, 1.0))), axis=-1)
+    clipped = np.clip(centre, 0.0, 1.0)
+    up, _ = bet_sizes(mean_before, spread_before, clipped)
+    size = np.where((mean_before > clipped) & (centre > 0), up, 0.0)  # no bet where a tie is impossible
+    capital = np.cumsum(np.log1p(size * (rest - clipped)), axis=-1)
     crossed = (capital >= math.log(1 / alpha)) | (centre < 0)  # centre < 0: a tie is no longer possible
     first = np.argmax(crossed, axis=-1)
     return np.where(crossed.any(axis=-1), after + first + 1, never)
