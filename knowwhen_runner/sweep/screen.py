@@ -142,12 +142,12 @@ class Screen:
     def _scale(self) -> float:
         """What a value's mean is multiplied by to give the accuracy (an order of questions: the questions
         times the largest share one question holds; of tasks: 1)."""
+        import numpy as np  # start-up: as in ``values``
+
         if self.key.unit != "questions":
             return 1.0
-        share: dict[str, float] = {}
-        for q, w in zip(self.key.key.qhashes, task_weights(self.key.key), strict=True):
-            share[q] = share.get(q, 0.0) + w
-        return len(self.key.order) * max(share.values(), default=1.0)
+        shares = np.bincount(self._places, weights=self._weights, minlength=len(self.key.order))
+        return len(self.key.order) * float(shares.max(initial=0.0) or 1.0)
 
     def _take(self, rows: Iterable[JobResult]) -> set[str]:
         """Keep the finished jobs' answers and the unfinished jobs' places; the ids of the finished."""
