@@ -11,6 +11,7 @@ import pytest
 
 import knowwhen_runner  # noqa: F401  (sets LITELLM_LOCAL_MODEL_COST_MAP before any test imports litellm)
 from knowwhen_runner.serve import ServerProcess, start_server_process
+from tests.judges import judge_missing
 from tests.module_order import order
 from tests.pg import fresh_db_url  # noqa: F401  (a run's database of its own, SQLite and PostgreSQL)
 from tests.prism import SpecProxy, start_prism
@@ -24,6 +25,12 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     return min(16, 2 * (os.cpu_count() or 1))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked ``judge_missing`` (tests/judges.py) is skipped here, or failed in CI."""
+    for mark in item.iter_markers("judge_missing"):
+        judge_missing(str(mark.args[0]))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -25,10 +25,11 @@ from pathlib import Path
 
 import httpx
 import orjson
-import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
+
+from tests.judges import judge_missing
 
 __all__ = ["SpecProxy", "batch_input_errors", "prism_command", "start_prism"]
 
@@ -44,7 +45,7 @@ def prism_command() -> list[str]:
     if binary.exists() and shutil.which("node"):
         return [str(binary)]
     if not (shutil.which("node") and shutil.which("npm")):
-        pytest.skip("node and npm are needed to run the OpenAPI-validating proxy (Stoplight Prism)")
+        judge_missing("node and npm are needed to run the OpenAPI-validating proxy (Stoplight Prism)")
     subprocess.run(
         ["npm", "ci", "--no-audit", "--no-fund", "--prefix", str(PRISM_DIR)],
         check=True,

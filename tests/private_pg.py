@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
+from tests.judges import judge_missing
 
 __all__ = ["PrivateCluster", "private_cluster"]
 
@@ -79,12 +79,12 @@ def private_cluster() -> Iterator[PrivateCluster]:
     installed."""
     bin_dir = _bin_dir()
     if bin_dir is None or not (bin_dir / "initdb").exists():
-        pytest.skip("the PostgreSQL server binaries (initdb, pg_ctl) are not installed")
+        judge_missing("the PostgreSQL server binaries (initdb, pg_ctl) are not installed")
     if os.geteuid() == 0:
         try:
             pwd.getpwnam("postgres")
         except KeyError:
-            pytest.skip("running as root and there is no postgres user to run a private cluster as")
+            judge_missing("running as root and there is no postgres user to run a private cluster as")
     root = Path(tempfile.mkdtemp(prefix="knowwhen-pg-"))
     cluster = PrivateCluster(bin_dir, root / "data", _free_port())
     try:

@@ -17,11 +17,10 @@ import pytest
 from knowwhen_runner.results.finalize import finalize_run
 from tests.browser.chromium import dump_dom, find_chromium
 from tests.crowd import LLM, STRONG, WEAK, crowd_config, crowd_queue
+from tests.judges import needs_judge
 
 CHROMIUM = find_chromium()
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="no chromium binary on PATH (Debian: apt-get install chromium)"
-)
+pytestmark = needs_judge(CHROMIUM is None, "no chromium binary on PATH (Debian: apt-get install chromium)")
 
 _PROBE = """
 <script>

@@ -23,13 +23,12 @@ import yaml
 from knowwhen_runner.serve import ServerProcess
 from tests.browser.chromium import data_n, dump_dom, find_chromium, screenshot, viewer
 from tests.helpers import knowwhen, make_question_set
+from tests.judges import needs_judge
 
 CHROMIUM = find_chromium()
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(
-        CHROMIUM is None, reason="no chromium binary on PATH (Debian: apt-get install chromium)"
-    ),
+    needs_judge(CHROMIUM is None, "no chromium binary on PATH (Debian: apt-get install chromium)"),
 ]
 SHOTS = os.environ.get("KNOWWHEN_SCREENSHOTS")
 

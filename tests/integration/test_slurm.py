@@ -22,6 +22,7 @@ import pytest
 from knowwhen_runner.queue import open_queue
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, read_answers, write_config
+from tests.judges import judge_missing
 from tests.pg import temporary_database
 from tests.slurm import SlurmCluster, SlurmStartError, slurm_cluster, slurm_unavailable
 
@@ -37,12 +38,12 @@ JOBS = 108  # 54 questions x 2 models, at 10 jobs/s for the fleet: about 11 s of
 def cluster() -> Iterator[SlurmCluster]:
     reason = slurm_unavailable()
     if reason:
-        pytest.skip(reason)
+        judge_missing(reason)
     with ExitStack() as stack:
         try:
             running = stack.enter_context(slurm_cluster())
         except SlurmStartError as exc:
-            pytest.skip(f"the private Slurm cluster did not start: {exc}")
+            judge_missing(f"the private Slurm cluster did not start: {exc}")
         yield running
 
 

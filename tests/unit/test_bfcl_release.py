@@ -20,14 +20,15 @@ from knowwhen_runner.provider.bodies import decision_body
 from knowwhen_runner.results.isolated import isolated_row
 from knowwhen_runner.scenarios import Scenario, load_scenario
 from knowwhen_runner.scenarios.isolated import BFCL_CATEGORIES
+from tests.judges import needs_judge
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 WHEELS = Path(os.environ.get("KNOWWHEN_BFCL_WHEELS") or ROOT / ".cache" / "bfcl")
 WHEEL = next(iter(sorted(WHEELS.glob(f"bfcl_eval-{BFCL_RELEASE}-*.whl"))), None)
 
-pytestmark = pytest.mark.skipif(
+pytestmark = needs_judge(
     WHEEL is None,
-    reason=f"no bfcl_eval-{BFCL_RELEASE} wheel in {WHEELS} (.ci/run downloads it with pip download --no-deps)",
+    f"no bfcl_eval-{BFCL_RELEASE} wheel in {WHEELS} (.ci/run downloads it with pip download --no-deps)",
 )
 
 # Two pairs of items send the identical request (same conversation, same functions); the first pair's

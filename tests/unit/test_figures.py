@@ -20,6 +20,7 @@ from knowwhen_runner.results.manifest import CxsManifest, load_manifest, manifes
 from knowwhen_runner.results.ranking import plot_focus, rank_models
 from tests.crowd import crowd_config, crowd_queue
 from tests.helpers import knowwhen
+from tests.judges import judge_missing
 
 pytest.importorskip("matplotlib", reason="the figures extra (matplotlib) is not installed")
 PDFTOPPM = shutil.which("pdftoppm")
@@ -50,7 +51,7 @@ def test_finalize_figures_pdf_writes_pdfs_a_reader_renders(small_run: Path, tmp_
     assert svgs == pdfs == ["cost-success", "coverage-common", "reliability-common"]
     assert "figures: 3 pdf files" in done.stdout
     if PDFTOPPM is None:
-        pytest.skip("pdftoppm not installed (Debian: apt-get install poppler-utils)")
+        judge_missing("pdftoppm not installed (Debian: apt-get install poppler-utils)")
     for name in pdfs:
         rendered = subprocess.run(
             [PDFTOPPM, "-png", "-r", "40", "-singlefile", str(plots / f"{name}.pdf"), str(tmp_path / name)],
