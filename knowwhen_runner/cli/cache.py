@@ -21,7 +21,7 @@ cache_app = typer.Typer(
     no_args_is_help=True,
     help="The response cache shared by runs: what it holds, pruning it, and replay bundles.",
 )
-out = Console()
+out = Console(emoji=False)
 
 _Target = Annotated[
     Path | None,

@@ -12,7 +12,7 @@ from ..exceptions import KnowwhenError
 
 __all__ = ["compare", "fetch_dataset", "fetch_l1", "import_", "score"]
 
-out = Console()
+out = Console(emoji=False)
 
 
 def _tolerance(value: str) -> Literal["exact", "ci"]:

@@ -13,7 +13,7 @@ from rich.console import Console
 
 __all__ = ["export"]
 
-out = Console()
+out = Console(emoji=False)
 
 
 def export(

@@ -19,7 +19,7 @@ gym_app = typer.Typer(
     no_args_is_help=True,
     help="DecisionGym: seeded customer-service tasks, their answer keys, and recorded question sets.",
 )
-out = Console()
+out = Console(emoji=False)
 
 _Suite = Annotated[str, typer.Option(help="Preset (common, shift, hard) or a suite as JSON.")]
 _Split = Annotated[str, typer.Option(help="train, fit, bench or eval (eval needs --allow-eval).")]

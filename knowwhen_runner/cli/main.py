@@ -45,8 +45,8 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Know when a decision model can take over from an LLM: sweep, resume, score and report.",
 )
-console = Console(stderr=True)
-out = Console()
+console = Console(stderr=True, emoji=False)
+out = Console(emoji=False)
 
 
 def main() -> None:

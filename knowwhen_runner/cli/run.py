@@ -38,7 +38,7 @@ EXIT_BUDGET = 4  # the run stopped because a budget is spent; its jobs are pendi
 EXIT_RUNNER_ERROR = 5  # the runner's own code failed on some jobs (a bug); they went back to pending
 EXIT_INTERRUPTED = 130
 
-out = Console()
+out = Console(emoji=False)
 
 
 def run(

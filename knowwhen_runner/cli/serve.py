@@ -10,7 +10,7 @@ from rich.console import Console
 
 __all__ = ["serve", "view"]
 
-out = Console()
+out = Console(emoji=False)
 
 
 def serve(

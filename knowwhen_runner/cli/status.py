@@ -13,7 +13,7 @@ from rich.table import Table
 
 __all__ = ["pause", "resume", "status"]
 
-out = Console()
+out = Console(emoji=False)
 
 
 def status(

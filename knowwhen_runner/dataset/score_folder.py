@@ -345,7 +345,7 @@ def run_score(
     l3: L3Recompute | None = None,
 ) -> int:
     """Everything ``knowwhen score`` does; returns the exit code (1 when a leaderboard row differs)."""
-    console = console or Console()
+    console = console or Console(emoji=False)
     if leaderboard:
         report = leaderboard_report(target_dir, tolerance=tolerance, l3=l3)
         code = 1 if report["counts"].get("differs") else 0

@@ -202,7 +202,7 @@ def run_compare(
     console: Console | None = None,
 ) -> int:
     """Everything ``knowwhen compare`` does; returns the exit code (1: a regression ``fail_on`` names)."""
-    console = console or Console()
+    console = console or Console(emoji=False)
     report = compare_runs(run_a, run_b, fail_on=fail_on)
     code = 1 if report["regressions"] else 0
     if as_json:

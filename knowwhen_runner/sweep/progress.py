@@ -54,7 +54,7 @@ class SweepProgress:
     ) -> None:
         self.total, self.already = total, already
         self._backing_off = backing_off
-        self._console = console or Console(stderr=True)
+        self._console = console or Console(stderr=True, emoji=False)
         self._live = enabled and self._console.is_terminal
         self._plain = enabled and not self._live
         self._start = time.monotonic()
@@ -110,9 +110,9 @@ class SweepProgress:
             )
         elif self._plain and time.monotonic() - self._last_line >= 10:
             self._last_line = time.monotonic()
-            eta = (self.total - self._done) / rate if rate > 0 else float("inf")
+            eta = f"{(self.total - self._done) / rate:,.0f}s" if rate > 0 else "unknown"
             print(
-                f"knowwhen: {self._done}/{self.total} jobs, {rate:,.1f}/s, ETA {eta:,.0f}s, "
+                f"knowwhen: {self._done}/{self.total} jobs, {rate:,.1f}/s, ETA {eta}, "
                 f"cost ${cost_usd:,.4f}, failed {failed}" + (f", {backoff}" if backoff else ""),
                 file=sys.stderr,
                 flush=True,
