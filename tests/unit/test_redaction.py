@@ -12,6 +12,7 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from knowwhen_runner.config import load_config
+from knowwhen_runner.queue.engine import make_engine
 from knowwhen_runner.redaction import MIN_SECRET_LENGTH, REDACTED, add_secret, public_url, redact, url_parts
 
 KEY = 'zq-Echo"Key\\Val/ué 9'
@@ -70,13 +71,14 @@ def test_a_url_s_secret_parts_leave_its_words_and_model_names(url: str, parts: l
 def test_short_values_numbers_and_paths_are_left_alone(tmp_path: Path) -> None:
     """A value under the minimum length, a short number (a port, a date, a version) and an existing
     absolute path are not registered: replacing them would rewrite ordinary text."""
-    for value in ("true", "1", "x" * (MIN_SECRET_LENGTH - 1), "8123", "2024-02-01", "3.11.4", str(tmp_path)):
+    short = "Qv7#kLw9"[: MIN_SECRET_LENGTH - 1]
+    for value in ("true", "1", short, "8123", "2024-02-01", "3.11.4", str(tmp_path)):
         add_secret(value, "KW_T_PLAIN")
-    text = f"true 1 {'x' * (MIN_SECRET_LENGTH - 1)} port 8123 on 2024-02-01, python 3.11.4, in {tmp_path}/out"
+    text = f"true 1 {short} port 8123 on 2024-02-01, python 3.11.4, in {tmp_path}/out"
     assert redact(text) == text
-    add_secret("x" * MIN_SECRET_LENGTH, "KW_T_LONG")  # at the minimum: a credential however weak
-    add_secret("123456789012", "KW_T_DIGITS")  # a long number: an account or project id
-    assert redact(f"{'x' * MIN_SECRET_LENGTH} 123456789012") == "${KW_T_LONG} ${KW_T_DIGITS}"
+    add_secret("Zr4#mPq8"[:MIN_SECRET_LENGTH], "KW_T_LONG")  # at the minimum: a credential however weak
+    add_secret("918273645501", "KW_T_DIGITS")  # a long number: an account or project id
+    assert redact(f"{'Zr4#mPq8'[:MIN_SECRET_LENGTH]} 918273645501") == "${KW_T_LONG} ${KW_T_DIGITS}"
 
 
 def test_a_written_credential_has_no_name_and_shapes_keep_a_name_given() -> None:
@@ -122,3 +124,11 @@ def test_every_variable_a_config_reads_into_a_credential_field_is_named(
         "bad password ${KW_T_CACHE} for cacheuser on knowwhencache"
     )
     assert redact(f"wrote {tmp_path / 'outfolder'}/table.md") == f"wrote {tmp_path / 'outfolder'}/table.md"
+
+
+def test_a_database_password_given_on_the_command_line_is_redacted_once_opened(tmp_path: Path) -> None:
+    """``--db`` (or ``KNOWWHEN_DB``) names no variable the config reads: opening its URL registers the
+    password, so a driver's message quoting it is redacted."""
+    assert redact("auth failed: cliPassw0rd9") == "auth failed: cliPassw0rd9"
+    make_engine("postgresql+psycopg://kw:cliPassw0rd9@127.0.0.1:9/test").dispose()
+    assert redact("auth failed: cliPassw0rd9") == f"auth failed: {REDACTED}"
