@@ -48,6 +48,7 @@ PLANTED = {
     "header": "PlantHdrT0ken7Qx",
     "base_word": "hushedlanternway",  # a secret path shaped like a plain word: no shape rule can see it
     "base_spaced": "Plant Lantern|Way",  # percent-encoded on the wire, echoed so by the provider
+    "query_value": "PlantQuery+Val/8=",  # an extra_query value: litellm does not send one today, kept anyway
     "api_key": 'sk-Plant"Key\\Vx7',  # echoed by a 401 inside a JSON body: escaped there
     "base_path": "PlantPath3Vx8KqZ",
     "base_password": "PlantBasePw5Jr",
@@ -98,7 +99,13 @@ def _dump_pg(url: str) -> str:
                 "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
             )
         ]
-        return "\n".join(str(row[0]) for t in tables for row in conn.execute(f'SELECT t::text FROM "{t}" t'))
+        # Each value as stored (a row cast to text would double its quotes and backslashes).
+        return "\n".join(
+            v.decode("latin-1") if isinstance(v, bytes) else str(v)
+            for t in tables
+            for row in conn.execute(f'SELECT * FROM "{t}"')
+            for v in row
+        )
 
 
 def _dump_sqlite(path: Path) -> bytes:
@@ -173,6 +180,7 @@ def _models(base: str) -> list[dict[str, Any]]:
             "model": "openai/agent-sim",
             "kind": "llm",
             "api_base": "${KW_PLANT_LLM_BASE}",
+            "params": {"extra_query": {"route": "${KW_PLANT_QUERY}"}},
         },
         {
             "id": "keyed",
@@ -249,6 +257,7 @@ def test_planted_credentials_appear_nowhere(
             "COLUMNS": "240",
             "KW_PLANT_GHOST_BASE": f"{base}/{PLANTED['base_path']}/{PLANTED['base_word']}/{PLANTED['base_spaced']}/v1",
             "KW_PLANT_KEY": PLANTED["api_key"],
+            "KW_PLANT_QUERY": PLANTED["query_value"],
             "KW_PLANT_HOOK_TOKEN": PLANTED["hook_token"],
             "KW_PLANT_HOOK_URL": f"{hook_base}/hook/{PLANTED['hook_url']}",
             "KW_PLANT_CACHE": _with_password(cache_db, PLANTED["cache_password"]),
