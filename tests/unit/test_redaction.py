@@ -12,6 +12,7 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from knowwhen_runner.config import load_config
+from knowwhen_runner.provider.batch_wire import failed_line
 from knowwhen_runner.queue.engine import make_engine
 from knowwhen_runner.redaction import MIN_SECRET_LENGTH, REDACTED, add_secret, public_url, redact, url_parts
 
@@ -132,3 +133,13 @@ def test_a_database_password_given_on_the_command_line_is_redacted_once_opened(t
     assert redact("auth failed: cliPassw0rd9") == "auth failed: cliPassw0rd9"
     make_engine("postgresql+psycopg://kw:cliPassw0rd9@127.0.0.1:9/test").dispose()
     assert redact("auth failed: cliPassw0rd9") == f"auth failed: {REDACTED}"
+
+
+def test_a_message_is_redacted_before_it_is_cut_to_its_stored_length() -> None:
+    """A batch line's error, cut to 500 characters to be stored, keeps no half of a secret that
+    straddled the cut."""
+    add_secret("StraddleSecret42xyz", "KW_T_STRADDLE")
+    message = "x" * 480 + " StraddleSecret42xyz tail"
+    stored = failed_line("line-1", 404, message).error or ""
+    assert stored == f"batch line 404: {'x' * 480} ${{KW_T_STRADDLE}} tail"[:500]
+    assert "Str" not in stored  # cut first, "Str" would have been kept
