@@ -4,7 +4,8 @@ A field that can carry a credential (a model's params such as ``extra_headers`` 
 URL's password, query or path, a notify hook's command or URL, a database or cache URL) takes its value
 from an environment variable through ``${NAME}``. A credential written literally is refused by
 ``literal_credential``, which names the field and a variable to use. Every value read from the
-environment into such a field is registered with the one redaction (``knowwhen_runner.redaction``).
+environment into such a field is registered with the one redaction (``knowwhen_runner.redaction``)
+under its variable's name, which then stands for it in every text the runner writes.
 A model's params keep their references: they are expanded by ``resolve_params`` only when a request is
 sent, so job ids, cache keys and manifests hold the variable's name, never its value.
 """
@@ -51,42 +52,42 @@ class WrittenCredential(NamedTuple):
 
 
 def expand_env(value: str, where: str, *, secret: str | None = None) -> str:
-    """``value`` with ``${VAR}`` (and ``${VAR:-default}``) expanded; ``secret`` says what to register.
+    """``value`` with ``${VAR}`` (and ``${VAR:-default}``) expanded; with ``secret``, every value read
+    from the environment is registered with the redaction under its variable's name.
 
-    ``secret="url"`` registers the credentials of the resulting URL (password, query, non-plain path),
-    ``"db"`` only its password and query, ``"text"`` every value read from the environment.
+    A value that is a URL also has its secret parts registered (``url_parts``: password, query values,
+    path, token-shaped path segments); for ``secret="db"`` only its password and query. Without
+    ``secret`` (a path: ``output``, ``scenarios.path``) nothing is registered.
     """
-    read: list[str] = []
+    read: list[tuple[str, str]] = []
 
     def sub(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
         if name in os.environ:
-            read.append(os.environ[name])
+            read.append((name, os.environ[name]))
             return os.environ[name]
         if default is not None:
             return default
         raise ConfigError(f"{where}: environment variable {name} is not set")
 
     expanded = ENV_REF.sub(sub, value)
-    if secret and read:
-        _register(expanded, read, secret)
+    for name, given in read if secret else ():
+        add_secret(given, name, url=secret != "db")
+        if secret == "db":
+            for part in _db_parts(given):
+                add_secret(part, name)
     return expanded
 
 
-def _register(expanded: str, read: list[str], secret: str) -> None:
-    if secret == "text":
-        for value in read:
-            # A variable naming a file or folder (``${HOME}/bin/hook``) is no credential: blanking it
-            # out would hide every path printed under it.
-            if not os.path.exists(value):
-                add_secret(value)
-        return
-    found = url_secrets(expanded)
-    if secret == "db":
-        parts = urlsplit(expanded)
-        found = [f for f in found if f == parts.password or f in parts.query]
-    for value in found:
-        add_secret(value)
+def _db_parts(url: str) -> list[str]:
+    """A database URL's password and query values: its user, host and database name are no secret, and
+    are words (``postgres``, ``knowwhen``) a redaction of them would blank out of every text."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return []
+    return [p for p in url_secrets(url) if p == password or p in parts.query]
 
 
 def _literal_part(text: str) -> str:
@@ -186,7 +187,8 @@ def literal_credential(data: dict[str, Any]) -> tuple[tuple[Any, ...], WrittenCr
 
 
 def register_written(data: dict[str, Any]) -> None:
-    """Redact the credentials written in a config stored by an earlier release (which did not refuse them)."""
+    """Redact the credentials written in a config stored by an earlier release (which did not refuse them);
+    no variable names them, so they are replaced by ``[REDACTED]``."""
     for _loc, _what, values in _literals(data):
         for value in values:
             add_secret(value)

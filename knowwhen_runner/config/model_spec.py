@@ -81,7 +81,8 @@ class ModelSpec(_Frozen):
         None,
         description=(
             "Base URL; ${VAR} is expanded from the environment. A password, a credential query param or a "
-            "secret path must come from a variable; only the base's public form is ever shown."
+            "secret path must come from a variable; what a variable gives is shown as ${VAR}, and a base no "
+            "variable gave whole only in its public form."
         ),
     )
     api_key_env: str | None = Field(None, description="Name of the environment variable holding the key.")

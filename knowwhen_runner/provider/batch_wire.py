@@ -13,6 +13,8 @@ from typing import Any
 
 import orjson
 
+from ..redaction import redact
+
 __all__ = ["BatchLine", "BatchPage", "BatchState", "LineResult", "failed_line", "request_file", "result_line"]
 
 _FINISHED = frozenset({"completed", "failed", "expired", "cancelled"})
@@ -72,7 +74,8 @@ def request_file(lines: list[BatchLine]) -> bytes:
 
 def failed_line(custom_id: str, code: object, message: object) -> LineResult:
     """A line without an answer: ``code`` (the provider's error code, or ``HTTP 500``) and its message."""
-    return LineResult(custom_id, None, f"batch line {code}: {message or 'no answer'}"[:500])
+    # Redacted before it is cut, so a secret the provider echoes is never kept in part.
+    return LineResult(custom_id, None, redact(f"batch line {code}: {message or 'no answer'}")[:500])
 
 
 def result_line(line: dict[str, Any], normalise: Callable[[dict[str, Any]], dict[str, Any]]) -> LineResult:

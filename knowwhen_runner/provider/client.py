@@ -233,4 +233,6 @@ class ModelClient:
             prefix = f"no HTTP response ({transport}): "
         else:
             prefix = f"HTTP {verdict.status} " if verdict.status else ""
-        return self._secrets.redact(f"{prefix}{type(exc).__name__}: {text}"[:500])
+        return self._secrets.redact(f"{prefix}{type(exc).__name__}: {text}")[
+            :500
+        ]  # cut after: no half secret

@@ -22,9 +22,10 @@ class Secrets:
         self._env = {m.id: m.api_key_env for m in models}
         self._refs = {m.id: params_env_refs(m) for m in models}
         for m in models:
-            add_secret(os.environ.get(m.api_key_env or "", ""))
+            if m.api_key_env:
+                add_secret(os.environ.get(m.api_key_env), m.api_key_env)
             for name in self._refs[m.id]:
-                add_secret(os.environ.get(name, ""))
+                add_secret(os.environ.get(name), name)
 
     def missing(self) -> list[tuple[str, str]]:
         """(model id, variable) for every model whose key variable, or a variable its params name, is unset."""

@@ -37,6 +37,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..exceptions import DatabaseUnavailable, QueueError, SchemaVersionError
+from ..redaction import add_secret
 from . import schema as s
 from .outage import is_unavailable, wait_out, wait_out_blocking
 from .sqlite_file import DAMAGED_LEAVE, check_sqlite_file
@@ -129,6 +130,8 @@ def make_engine(url: str, *, pool_size: int = 2) -> Engine:
         raise QueueError(
             "a database URL (db, cache.url or --db) is not one: use sqlite:///FILE or postgresql://HOST/NAME"
         ) from None
+    # A password given by --db or KNOWWHEN_DB (no ``${NAME}`` registered it) is redacted all the same.
+    add_secret(parsed.password if isinstance(parsed.password, str) else None)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             check_sqlite_file(parsed.database)  # before SQLite writes a damaged file over

@@ -45,6 +45,7 @@ _HTTP_FAULTS = {
 
 
 _AUTH: ContextVar[str] = ContextVar("authorization", default="")
+_URL: ContextVar[str] = ContextVar("url", default="")
 
 
 @dataclass
@@ -166,10 +167,12 @@ class ServeApp:
         headers = dict(scope.get("headers", ()))
         encoding = headers.get(b"content-encoding", b"").decode("latin-1")
         _AUTH.set(headers.get(b"authorization", b"").decode("latin-1"))
+        _URL.set(_request_url(scope, headers))
         body = await read_body(receive)
         shape: ErrorShape = _vendor_error if path in _SYSTEMONE_PATHS else _error
         if handler is None:
-            reply = _error(404, "not_found_error", f"No route {scope['method']} {path}.")
+            # The URL as it was sent, as many gateways echo it: a secret in a base URL comes back here.
+            reply = _error(404, "not_found_error", f"No route {scope['method']} {_URL.get()}.")
         elif refused := admin_refusal(scope["method"], path, headers, self.admin_token):
             reply = _error(*refused)
         else:
@@ -218,6 +221,8 @@ class ServeApp:
             # Like providers that echo the rejected key back: the runner must redact it before storing.
             token = _AUTH.get().removeprefix("Bearer ").strip()
             return shape(401, "authentication_error", f"Incorrect API key provided: {token}."), rule
+        if rule.fault == "404_echo":
+            return shape(404, "not_found_error", f"No deployment at {_URL.get()}."), rule
         if rule.fault == "reset":
             return Reply(STATUS_RESET, reset=True), rule
         if rule.fault == "malformed":
@@ -403,6 +408,14 @@ class ServeApp:
         """Zero every count and record."""
         self.stats.reset()
         return _json(200, {"total": 0})
+
+
+def _request_url(scope: dict[str, Any], headers: dict[bytes, bytes]) -> str:
+    """The URL as the client sent it: its host header, raw (still percent-encoded) path and query."""
+    host = headers.get(b"host", b"").decode("latin-1")
+    path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+    query = scope.get("query_string", b"").decode("latin-1")
+    return f"{scope.get('scheme', 'http')}://{host}{path}{'?' + query if query else ''}"
 
 
 def _unknown_model(model: str, shape: ErrorShape) -> Reply:

@@ -32,6 +32,7 @@ __all__ = [
 
 FaultKind = Literal[
     "401",
+    "404_echo",
     "429",
     "529",
     "500",
@@ -55,7 +56,9 @@ class FaultRule(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     fault: FaultKind
-    """What goes wrong: an HTTP error status, a slow or malformed reply, a dropped connection, or a bad answer."""
+    """What goes wrong: an HTTP error status, a slow or malformed reply, a dropped connection, or a bad answer.
+    ``401`` echoes the rejected key and ``404_echo`` the whole URL asked for, as some providers and gateways
+    do in their error bodies."""
     model: str | None = None
     """Only requests for this model name; None or "*" for every model."""
     endpoint: Endpoint | None = None

@@ -169,7 +169,7 @@ class BatchLane:
             try:
                 provider_id = await self._client.submit(model, key, lines, self._secrets.key_for(model))
             except Exception as exc:
-                error = self._secrets.redact(f"submit: {str(exc).strip()[:300]}")
+                error = self._secrets.redact(f"submit: {str(exc).strip()}")[:308]  # cut after: no half secret
                 if classify(exc).kind == "fatal":  # refused (4xx): never created, and no use trying again
                     self._sync_only.update(ids)
                     await self._give_back(key, f"batch refused: {error}", "failed", time.time())

@@ -13,6 +13,8 @@ import time
 import traceback
 from pathlib import Path
 
+from ..redaction import redact
+
 __all__ = ["LOG_NAME", "STOP_AFTER", "RunnerErrors"]
 
 LOG_NAME = "runner-errors.log"
@@ -32,7 +34,7 @@ class RunnerErrors:
         """Log one runner error met while working ``job_id`` (the job goes back to pending)."""
         self.count += 1
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        text = "".join(traceback.format_exception(exc))
+        text = redact("".join(traceback.format_exception(exc)))  # a message may quote a URL or a header
         entry = f"--- {stamp} worker {self.worker} job {job_id}\n{text}\n"
         where = str(self.path)
         try:
@@ -43,7 +45,7 @@ class RunnerErrors:
             where = "stderr"
             print(entry, file=sys.stderr, flush=True)
         if self.count <= _SAY_FIRST:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            first = redact(str(exc).strip().splitlines()[0]) if str(exc).strip() else ""
             print(
                 f"\nknowwhen: runner error on job {job_id} ({type(exc).__name__}: {first}); the job goes "
                 f"back to pending, its attempt unspent; traceback in {where}",

@@ -2,25 +2,30 @@
 
 Each credential is planted twice: written in the config (refused in one sentence naming the field and a
 variable, exit 2, before anything is written), and given through an environment variable as the docs
-say, then used by a real run on the local server: ``run`` (one model quarantined by its secret path),
-``status``, ``finalize``, ``export``, ``cache export``, on SQLite and on PostgreSQL. Every file under the
-test's folder, every row of every table of the run's and the cache's databases, every hook message and
-every line printed is then searched for each credential: 0 hits. Each credential is shown to be in use
-(its hook was called with it, its base answered, its store holds answers), so a leak would be seen.
+say, then used by a real run on the local server: ``run`` (models set aside by a secret path the
+provider echoes in its error body, by an unknown deployment whose provider echoes the URL, by a refused
+key the provider echoes JSON-escaped), ``status``, ``finalize``, ``export``, ``cache export``, on SQLite
+and on PostgreSQL. Every file under the test's folder, every row of every table of the run's and the
+cache's databases, every hook message and every line printed is then searched for each credential, as
+is and percent-encoded, JSON- or HTML-escaped: 0 hits. Each credential is shown to be in use (its hook
+was called with it, its echo is named by its variable, its store holds answers), so a leak would be seen.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gzip
+import html
 import json
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, quote_plus, unquote_to_bytes
 
 import anyio
 import psycopg
@@ -41,6 +46,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.reliability]
 
 PLANTED = {
     "header": "PlantHdrT0ken7Qx",
+    "base_word": "hushedlanternway",  # a secret path shaped like a plain word: no shape rule can see it
+    "base_spaced": "Plant Lantern|Way",  # percent-encoded on the wire, echoed so by the provider
+    "query_value": "PlantQuery+Val/8=",  # an extra_query value: litellm does not send one today, kept anyway
+    "api_key": 'sk-Plant"Key\\Vx7',  # echoed by a 401 inside a JSON body: escaped there
     "base_path": "PlantPath3Vx8KqZ",
     "base_password": "PlantBasePw5Jr",
     "hook_token": "PlantHookTok9Ln",
@@ -90,7 +99,13 @@ def _dump_pg(url: str) -> str:
                 "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
             )
         ]
-        return "\n".join(str(row[0]) for t in tables for row in conn.execute(f'SELECT t::text FROM "{t}" t'))
+        # Each value as stored (a row cast to text would double its quotes and backslashes).
+        return "\n".join(
+            v.decode("latin-1") if isinstance(v, bytes) else str(v)
+            for t in tables
+            for row in conn.execute(f'SELECT * FROM "{t}"')
+            for v in row
+        )
 
 
 def _dump_sqlite(path: Path) -> bytes:
@@ -108,12 +123,26 @@ def _text(path: Path) -> bytes:
     return gzip.decompress(data) if path.suffix == ".gz" else data
 
 
+def _forms(value: str) -> set[str]:
+    """A value as it may be written: as is, percent-encoded (either hex case, ``+`` for space), JSON- and
+    HTML-escaped."""
+    quoted = {quote(value, safe=safe) for safe in ("", "/", ":/?&=@")} | {quote_plus(value)}
+    quoted |= {re.sub("%[0-9A-F]{2}", lambda m: m.group().lower(), q) for q in quoted}
+    escaped = {json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
+    escaped |= {e.replace("/", "\\/") for e in escaped} | {json.dumps(e)[1:-1] for e in escaped}
+    return {value, html.escape(value)} | quoted | escaped
+
+
 def _hits(haystacks: dict[str, bytes]) -> list[str]:
+    """Every planted value found, in any of its forms, or in the text once percent-decoded (an encoder's
+    own choice of characters to leave as they are)."""
     return [
-        f"{what} in {where}"
+        f"{what} ({form!r}) in {where}"
         for where, data in haystacks.items()
+        for text in (data, unquote_to_bytes(data))
         for what, value in PLANTED.items()
-        if value.encode() in data
+        for form in sorted(_forms(value))
+        if form.encode() in text
     ]
 
 
@@ -145,6 +174,20 @@ def _models(base: str) -> list[dict[str, Any]]:
             "model": "hosted_vllm/lexical",
             "kind": "decision",
             "api_base": "${KW_PLANT_LOCKED_BASE}",
+        },
+        {
+            "id": "echo",
+            "model": "openai/agent-sim",
+            "kind": "llm",
+            "api_base": "${KW_PLANT_LLM_BASE}",
+            "params": {"extra_query": {"route": "${KW_PLANT_QUERY}"}},
+        },
+        {
+            "id": "keyed",
+            "model": "hosted_vllm/oracle-test-double",
+            "kind": "decision",
+            "api_base": base,
+            "api_key_env": "KW_PLANT_KEY",
         },
     ]
 
@@ -212,7 +255,9 @@ def test_planted_credentials_appear_nowhere(
             "KW_PLANT_LLM_BASE": f"{base}/v1",
             "KW_PLANT_LOCKED_BASE": f"http://kwuser:{PLANTED['base_password']}@{port_part}",
             "COLUMNS": "240",
-            "KW_PLANT_GHOST_BASE": f"{base}/{PLANTED['base_path']}/v1",
+            "KW_PLANT_GHOST_BASE": f"{base}/{PLANTED['base_path']}/{PLANTED['base_word']}/{PLANTED['base_spaced']}/v1",
+            "KW_PLANT_KEY": PLANTED["api_key"],
+            "KW_PLANT_QUERY": PLANTED["query_value"],
             "KW_PLANT_HOOK_TOKEN": PLANTED["hook_token"],
             "KW_PLANT_HOOK_URL": f"{hook_base}/hook/{PLANTED['hook_url']}",
             "KW_PLANT_CACHE": _with_password(cache_db, PLANTED["cache_password"]),
@@ -234,6 +279,10 @@ def test_planted_credentials_appear_nowhere(
         config = yaml.safe_load(path.read_text())
         _assert_written_ones_refused(tmp_path, {**config, "db": "${KW_PLANT_DB}"}, env)
 
+        # The echo model's provider says the whole URL it was asked for; the keyed model's, the key it refused.
+        server.set_faults(
+            [{"fault": "404_echo", "model": "agent-sim"}, {"fault": "401", "model": "oracle-test-double"}]
+        )
         out = tmp_path / "out"
         db = ["--db", env["KW_PLANT_DB"]] if backend == "postgresql" else []  # as a user would give it
         steps = [
@@ -248,7 +297,11 @@ def test_planted_credentials_appear_nowhere(
         assert [s.returncode for s in steps] == [3, 0, 0, 0, 0], said
 
         # Each credential was in use, so finding none of them below means something.
-        assert "ghost" in said and f"{base}/***/v1" in said  # quarantined through its secret path
+        # Set aside through its secret path, the sentence naming the base by its variable.
+        assert "ghost" in said and "${KW_PLANT_GHOST_BASE}" in said
+        assert "No route POST ${KW_PLANT_GHOST_BASE}/chat/completions" in said  # the echo, named
+        assert "No deployment at ${KW_PLANT_LLM_BASE}/chat/completions" in said
+        assert "Incorrect API key provided: ${KW_PLANT_KEY}." in said
         assert PLANTED["hook_token"] in hook_log.read_text()  # the hook got its token
         assert posted and all(p == f"/hook/{PLANTED['hook_url']}" for p, _, _ in posted)
         cache_rows, run_rows = _dump_pg(cache_db), _dump_pg(run_db)
@@ -256,7 +309,7 @@ def test_planted_credentials_appear_nowhere(
         assert ("lexical-llm" in run_rows) == (backend == "postgresql")
 
         served = _served(out, env["KW_PLANT_DB"] if backend == "postgresql" else None, env)
-        assert b"/***/v1" in served["served /api/live"]  # the quarantine reason, with the base's public form
+        assert b"${KW_PLANT_GHOST_BASE}" in served["served /api/live"]  # the reason, the base by its name
         haystacks = served | {
             str(p): _text(p) for p in _files(tmp_path, Path(os.environ["KNOWWHEN_CACHE_DIR"]), skip=hook_log)
         }

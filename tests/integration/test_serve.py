@@ -230,6 +230,19 @@ def test_chat_errors_stay_openai_shaped(server: ServerProcess) -> None:
     assert response.status_code == 404 and response.json()["error"]["code"] == "model_not_found"
 
 
+def test_an_unknown_route_and_the_404_echo_fault_say_the_url_as_sent(server: ServerProcess) -> None:
+    """A 404 for an unknown route, and the ``404_echo`` fault on a known one, echo the URL with its path
+    still percent-encoded and its query, as gateways do (the runner's redaction is tested against it)."""
+    unknown = httpx.post(server.base_url + "/Se%20cret%7Cpath/v1/chat/completions?sig=a%2Bb", json={})
+    assert unknown.status_code == 404
+    url = f"{server.base_url}/Se%20cret%7Cpath/v1/chat/completions?sig=a%2Bb"
+    assert unknown.json()["error"]["message"] == f"No route POST {url}."
+    server.set_faults([{"fault": "404_echo", "count": 1}])
+    echoed = httpx.post(server.base_url + "/v1/systemone?deployment=Qu%C3%A9t", json=BODY, timeout=10)
+    assert echoed.status_code == 404 and f"{server.base_url}/v1/systemone?deployment=Qu%C3%A9t" in echoed.text
+    assert _post(server).status_code == 200
+
+
 # -- faults: raw HTTP ----------------------------------------------------------------------------
 
 

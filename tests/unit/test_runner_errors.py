@@ -18,10 +18,11 @@ from knowwhen_runner.plan import plan
 from knowwhen_runner.provider import MockTransport, Secrets
 from knowwhen_runner.provider.ratelimit import Limiter
 from knowwhen_runner.queue import open_queue
+from knowwhen_runner.redaction import add_secret
 from knowwhen_runner.scenarios import load_scenario
 from knowwhen_runner.sweep import work_queue
 from knowwhen_runner.work import WorkStats
-from knowwhen_runner.work.runner_errors import LOG_NAME, STOP_AFTER
+from knowwhen_runner.work.runner_errors import LOG_NAME, STOP_AFTER, RunnerErrors
 from tests.unit.test_worker_loop import _answer, _config
 
 
@@ -96,3 +97,19 @@ def test_a_malformed_answer_still_fails_its_job(tmp_path: Path) -> None:
     assert stats.runner_errors == 0
     stats, statuses, _ = anyio.run(_work, _config(tmp_path / "on"), MockTransport(answer))
     assert statuses["failed"] >= 12 and statuses["pending"] > 0 and stats.runner_errors == 0
+
+
+def test_a_runner_error_that_quotes_a_secret_is_logged_and_said_without_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The traceback in runner-errors.log and the line on stderr name an environment value by its variable."""
+    add_secret("http://127.0.0.1:9/runnerErrPath77/v1", "KW_T_RUNNER_BASE", url=True)
+    errors = RunnerErrors(tmp_path, "w1")
+    try:
+        raise RuntimeError("cannot reach http://127.0.0.1:9/runnerErrPath77/v1/chat/completions")
+    except RuntimeError as exc:
+        errors.note("job-1", exc)
+    logged, said = (tmp_path / LOG_NAME).read_text(), capsys.readouterr().err
+    assert "RuntimeError: cannot reach ${KW_T_RUNNER_BASE}/chat/completions" in logged
+    assert "${KW_T_RUNNER_BASE}/chat/completions" in said
+    assert "runnerErrPath77" not in logged + said
