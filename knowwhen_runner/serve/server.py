@@ -13,6 +13,7 @@ import uvicorn
 from .admin_guard import admin_token_for
 from .app import create_app
 from .defaults import default_registry
+from .encoding import BodyLimits
 from .faults import FaultRule
 
 __all__ = ["run_server"]
@@ -27,8 +28,15 @@ def run_server(
     limit_headers: bool = True,
     aliases: Mapping[str, str] | None = None,
     log_level: str = "warning",
+    max_body_bytes: int = BodyLimits.max_bytes,
+    body_timeout_s: float = BodyLimits.timeout_s,
+    max_files: int = 1000,
+    instance: str | None = None,
 ) -> None:
-    """Serve the reference models until interrupted (blocking); ``aliases``: more names for decision models."""
+    """Serve the reference models until interrupted (blocking); ``aliases``: more names for decision models;
+    ``max_body_bytes``: the largest request body (an upload is one), ``body_timeout_s``: the time it may
+    take to arrive; ``max_files``: how many uploaded files the server keeps at once; ``instance``: the id
+    ``/health`` answers with (a run's, for the run to know its own server)."""
     registry = default_registry()
     for name, target in (aliases or {}).items():
         if target not in registry.decision:
@@ -43,6 +51,9 @@ def run_server(
         limit_headers=limit_headers,
         registry=registry,
         admin_token=token,
+        body_limits=BodyLimits(max_body_bytes, body_timeout_s),
+        max_files=max_files,
+        instance=instance,
     )
     config = uvicorn.Config(
         app,
