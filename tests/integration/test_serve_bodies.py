@@ -5,6 +5,7 @@ time limit (408), and uploads are limited in size and count."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
 import threading
@@ -212,3 +213,25 @@ def test_the_viewer_answers_while_a_body_trickles(viewer_url: str) -> None:
         stop.set()
         trickler.join()
     assert got[0].startswith(b"HTTP/1.1 413")
+
+
+def _head_reply(port: int, path: str, header_bytes: int) -> bytes:
+    """Send a GET whose one header holds ``header_bytes`` bytes; what came back first."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        head = (
+            f"GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nx-pad: ".encode() + b"a" * header_bytes + b"\r\n\r\n"
+        )
+        with contextlib.suppress(OSError):  # reset after the reply: the reply is still there to read
+            sock.sendall(head)
+        return sock.recv(65536)
+
+
+def test_a_request_head_past_64_kib_is_refused_by_both_servers(small: ServerProcess, viewer_url: str) -> None:
+    """A header of 512 KiB gets 431 from the model server and the viewer, which answer the next request;
+    a header of 32 KiB is answered as usual."""
+    view_port = int(viewer_url.rsplit(":", 1)[1])
+    for port, path in ((small.port, "/health"), (view_port, "/api/live")):
+        assert _head_reply(port, path, 512 * 1024).startswith(b"HTTP/1.1 431")
+        assert _head_reply(port, path, 32 * 1024).startswith(b"HTTP/1.1 200")
+    assert httpx.get(small.base_url + "/health").status_code == 200
+    assert httpx.get(viewer_url + "/api/live").status_code == 200
