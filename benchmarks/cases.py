@@ -414,6 +414,86 @@ def rate_limit_fidelity(server: ServerProcess, work: Path, rpm: int, seconds: fl
     }
 
 
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds a running process's main thread (the server's event loop) has used so far, to the
+    nanosecond (Linux ``/proc/PID/schedstat``)."""
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+
+
+def _big_post(base: str, path: str, size: int, *, declared: bool, chunk: int = 2**20) -> dict[str, Any]:
+    """POST ``size`` bytes to ``path``, with a Content-Length or in chunks of unknown total, from httpx's
+    client (which sends the whole body before it reads, and reads the reply after a failed send)."""
+    import httpx  # start-up: only this case posts bodies itself
+
+    block = b"x" * chunk
+    sent = 0
+
+    def body() -> Any:
+        nonlocal sent
+        while sent < size:
+            sent += len(block)
+            yield block
+
+    headers = {"content-type": "application/json", **({"content-length": str(size)} if declared else {})}
+    started = time.perf_counter()
+    reply = httpx.post(base + path, content=body(), headers=headers, timeout=120)
+    return {
+        "status": reply.status_code,
+        "seconds": round(time.perf_counter() - started, 3),
+        "client_sent_mb": round(sent / 2**20, 1),
+    }
+
+
+def _latency_meanwhile(base: str, work: Any) -> tuple[Any, list[float]]:
+    """``work()`` run in a thread while this one asks ``/health`` every 10 ms: its result and the latencies."""
+    import threading
+
+    import httpx  # start-up: only this case posts bodies itself
+
+    result: list[Any] = []
+    thread = threading.Thread(target=lambda: result.append(work()))
+    latencies: list[float] = []
+    with httpx.Client(base_url=base) as client:
+        thread.start()
+        while thread.is_alive():
+            started = time.perf_counter()
+            assert client.get("/health").status_code == 200
+            latencies.append(time.perf_counter() - started)
+            time.sleep(0.01)
+    thread.join()
+    return result[0], sorted(latencies)
+
+
+def big_bodies(server: ServerProcess, size: int) -> dict[str, Any]:
+    """What a body of ``size`` bytes costs the server, for an unknown route, a known route with a declared
+    length past the limit, and a known route sent in chunks of unknown total: its CPU time over the POST
+    alone (its event loop is its one thread), then the latency of small requests sent during a second."""
+    figures: dict[str, Any] = {"body_mb": round(size / 2**20)}
+    attacks = {
+        "unknown_route_declared": ("/v1/nowhere", True),
+        "chat_declared": ("/v1/chat/completions", True),
+        "chat_chunked": ("/v1/chat/completions", False),
+    }
+    pid = server.process.pid
+    for name, (path, declared) in attacks.items():
+        cpu = []
+        for _ in range(3):
+            before = _cpu_seconds(pid)
+            result = _big_post(server.base_url, path, size, declared=declared)
+            cpu.append(_cpu_seconds(pid) - before)
+        _, latencies = _latency_meanwhile(
+            server.base_url, lambda p=path, d=declared: _big_post(server.base_url, p, size, declared=d)
+        )
+        figures[name] = {
+            **result,
+            "server_cpu_ms_median_of_3": round(sorted(cpu)[1] * 1000, 1),
+            "health_requests_meanwhile": len(latencies),
+            "health_p50_ms": round(latencies[len(latencies) // 2] * 1000, 2),
+            "health_max_ms": round(latencies[-1] * 1000, 2),
+        }
+    return figures
+
+
 def scratch() -> Path:
     """A scratch folder; the user-level response store of every run started from here goes in it too."""
     work = Path(tempfile.mkdtemp(prefix="knowwhen-bench-"))

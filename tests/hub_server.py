@@ -3,7 +3,10 @@
 It speaks what ``huggingface_hub`` asks of a dataset (``/api/datasets/<repo>/revision/<rev>``, its
 ``tree/<rev>`` listing and ``/datasets/<repo>/resolve/<rev>/<path>``, HEAD and GET, with the commit and
 ETag headers), so the
-real library downloads through it when ``HF_ENDPOINT`` points here.
+real library downloads through it when ``HF_ENDPOINT`` points here. A file is stated as the Hub states
+it: its git blob id in ``ETag``, and, stored in LFS (``lfs``), its sha256 and size in ``X-Linked-Etag`` and
+``X-Linked-Size``. ``faults`` makes the server hostile for a file: a wrong sha256 or size stated, a body
+cut short, a body that stalls, a huge size claimed.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,6 +34,9 @@ class HubRepo:
     files: dict[str, bytes]
     revisions: tuple[str, ...] = ("main",)
     requests: list[str] = field(default_factory=list)
+    lfs: bool = True
+    faults: dict[str, str] = field(default_factory=dict)
+    """path -> "wrong-sha", "wrong-size", "truncated", "stall" or "huge"."""
 
     @classmethod
     def from_folder(cls, repo_id: str, commit: str, folder: Path) -> HubRepo:
@@ -107,10 +114,32 @@ def _handler(repos: tuple[HubRepo, ...]) -> type[BaseHTTPRequestHandler]:
                     gone = {"X-Error-Code": "EntryNotFound", "Content-Type": "application/json"}
                     return self._send(404, b'{"error": "Entry not found"}', gone, with_body)
                 data = repo.files[name]
-                etag = hashlib.sha1(data).hexdigest()
-                headers = {"X-Repo-Commit": repo.commit, "ETag": f'"{etag}"', "Content-Type": "text/plain"}
+                blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+                headers = {"X-Repo-Commit": repo.commit, "ETag": f'"{blob}"', "Content-Type": "text/plain"}
+                fault = repo.faults.get(name, "")
+                if repo.lfs:
+                    stated = data + b"!" if fault == "wrong-sha" else data
+                    size = {"wrong-size": len(data) + 1, "huge": 10**13}.get(fault, len(data))
+                    headers["X-Linked-Etag"] = f'"{hashlib.sha256(stated).hexdigest()}"'
+                    headers["X-Linked-Size"] = str(size)
+                elif fault == "wrong-sha":
+                    headers["ETag"] = f'"{hashlib.sha1(b"other").hexdigest()}"'
+                if with_body and fault in ("truncated", "stall"):
+                    return self._cut(data, headers, stall=fault == "stall")
                 return self._send(200, data, headers, with_body)
             self._send(404, b"{}", {"Content-Type": "application/json"}, with_body)
+
+        def _cut(self, data: bytes, headers: dict[str, str], *, stall: bool) -> None:
+            """Send half the body and close (``truncated``), or half and then nothing for 30 s (``stall``)."""
+            self.send_response(200)
+            for key, value in {"Content-Length": str(len(data)), **headers}.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            if stall:
+                time.sleep(30)
+            self.close_connection = True
 
         def do_HEAD(self) -> None:
             self._answer(with_body=False)

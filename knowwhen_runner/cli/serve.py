@@ -27,6 +27,13 @@ def serve(
         bool,
         typer.Option(help="State enforced limits in x-ratelimit-* headers (else they show only as 429s)."),
     ] = True,
+    max_body_mb: Annotated[
+        float, typer.Option(help="Refuse request bodies (uploads included) larger than this, in MiB (413).")
+    ] = 16.0,
+    body_timeout: Annotated[
+        float, typer.Option(help="Seconds a request body may take to arrive (else 408).")
+    ] = 60.0,
+    max_files: Annotated[int, typer.Option(help="Uploaded files (/v1/files) kept at once.")] = 1000,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "warning",
 ) -> None:
     """Serve the reference models (lexical baselines) on System One and chat completions, for offline runs."""
@@ -41,7 +48,17 @@ def serve(
     out.print(
         f"knowwhen serve on http://{host}:{port} (System One at /v1/systemone, chat at /v1/chat/completions)"
     )
-    run_server(host, port, faults=rules, enforce_rpm=limits, limit_headers=limit_headers, log_level=log_level)
+    run_server(
+        host,
+        port,
+        faults=rules,
+        enforce_rpm=limits,
+        limit_headers=limit_headers,
+        log_level=log_level,
+        max_body_bytes=int(max_body_mb * 2**20),
+        body_timeout_s=body_timeout,
+        max_files=max_files,
+    )
 
 
 def view(

@@ -15,7 +15,15 @@ from .credentials import ENV_REF, expand_env, literal_credential, register_writt
 from .fields import _KEY_SHAPE, _SECRET_FIELDS
 from .scenario_spec import ScenarioSpec
 from .sweep_config import SweepConfig
-from .yaml_checks import INT_RANGE, duplicate_key, out_of_range
+from .yaml_checks import (
+    INT_RANGE,
+    MAX_CONFIG_BYTES,
+    BoundedLoader,
+    TooLarge,
+    duplicate_key,
+    long_number,
+    out_of_range,
+)
 
 
 def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
@@ -140,6 +148,11 @@ def load_config(path: str | Path) -> SweepConfig:
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
     try:
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                f"{path}: the config is {size:,} bytes, more than a config may be ({MAX_CONFIG_BYTES:,})"
+            )
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read the config ({exc})") from None
@@ -179,6 +192,8 @@ def parse_config(
     one an earlier release stored with a credential written in it still opens, the credential redacted.
     """
     path = source
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: the config is more than a config may be ({MAX_CONFIG_BYTES:,} bytes)")
     try:
         return _parse(text, base=base, source=source, check_files=check_files, stored=stored)
     except RecursionError:
@@ -201,8 +216,18 @@ def _check_keys_and_numbers(root: yaml.Node, data: dict[str, Any], path: str, *,
 def _parse(text: str, *, base: Path, source: str, check_files: bool, stored: bool) -> SweepConfig:
     path = source
     try:
-        root = yaml.compose(text)
-        data = yaml.safe_load(text)
+        # Bounded: aliases may not expand the config past MAX_VALUES, nor a number be too long to read.
+        root = yaml.compose(text, Loader=BoundedLoader)
+        huge = long_number(root)
+        if huge:
+            loc, where_long = huge
+            raise ConfigError(
+                f"{path}:{where_long}: {_dotted(loc)}: a number outside {INT_RANGE[0]}..{INT_RANGE[1]}"
+            )
+        data = yaml.load(text, Loader=BoundedLoader)  # a safe loader, bounded
+    except TooLarge as exc:
+        where = f":{exc.mark.line + 1}" if exc.mark is not None else ""
+        raise ConfigError(f"{path}{where}: {exc.message}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""

@@ -111,7 +111,8 @@ class WorkerSettings(_Frozen):
 
 
 class ServeSettings(_Frozen):
-    """Start the built-in local model server (`knowwhen serve`) for this run if it is not running."""
+    """Start the built-in local model server (`knowwhen serve`) for this run, or reuse the one an earlier
+    command of the run started; any other program on the port is refused."""
 
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=1, le=65535)

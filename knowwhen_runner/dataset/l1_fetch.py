@@ -7,7 +7,8 @@
   user's pip configuration (index, proxy, certificates) applies and none of its dependencies is installed;
   ``wheel=`` reads a wheel already on disk instead.
 - ``when2call/``: ``test/when2call_test_mcq.jsonl`` of the dataset nvidia/When2Call (CC BY 4.0) through
-  ``huggingface_hub`` (``HF_ENDPOINT`` and the hub's own settings apply), at a revision resolved to a commit.
+  ``huggingface_hub`` (``HF_ENDPOINT`` and the hub's own settings apply), at a revision resolved to a commit,
+  streamed to disk and kept only once its size and sha256 match what the Hub states (``hub.fetch_verified``).
 - ``l1-manifest.json``: the release and the commit each source came from and the sha256 of every file.
 
 The BFCL release is part of the result: question texts and answers of some items differ between releases
@@ -17,6 +18,7 @@ The BFCL release is part of the result: question texts and answers of some items
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -28,6 +30,7 @@ from typing import Any
 
 from ..exceptions import KnowwhenError, ScenarioError
 from ..jsonio import atomic_write_bytes, file_sha256, loads
+from .hub import fetch_verified
 
 __all__ = [
     "BFCL_PACKAGE",
@@ -150,28 +153,50 @@ def _fetch_bfcl(out: Path, release: str, wheel: Path | None) -> dict[str, Any]:
 def _fetch_when2call(out: Path, revision: str) -> dict[str, Any]:
     try:
         # optional: huggingface_hub is the [hub] extra
-        from huggingface_hub import HfApi, hf_hub_download
+        import huggingface_hub  # noqa: F401
     except ImportError:
         raise KnowwhenError(
             "fetching When2Call needs huggingface_hub: pip install 'knowwhen-runner[hub]'"
         ) from None
+    dest = out / "when2call" / Path(WHEN2CALL_FILE).name
+    fresh = not dest.parent.exists()
+    try:
+        return _when2call_into(dest, revision)
+    finally:
+        if fresh and dest.parent.is_dir() and not any(dest.parent.iterdir()):
+            dest.parent.rmdir()  # a refused fetch leaves no folder it made
+
+
+def _when2call_into(dest: Path, revision: str) -> dict[str, Any]:
+    """When2Call's test file at ``revision`` (resolved to a commit) in ``dest``, checked, and its provenance."""
+    # optional: huggingface_hub is the [hub] extra
+    from huggingface_hub import HfApi
+
+    commit = revision
     try:
         commit = HfApi().dataset_info(WHEN2CALL_REPO, revision=revision).sha or revision
-        with tempfile.TemporaryDirectory(prefix="knowwhen-w2c-") as tmp:
-            got = Path(
-                hf_hub_download(
-                    WHEN2CALL_REPO, WHEN2CALL_FILE, repo_type="dataset", revision=commit, local_dir=tmp
-                )
-            )
-            data = got.read_bytes()
-    except Exception as exc:  # offline, HTTP, missing revision: the hub raises many kinds
+        # a temporary file beside dest, checked, then moved over it: a killed or refused fetch leaves the
+        # old file (or none), never half of one
+        staged = dest.with_name(f".{dest.name}.checked")
+        fetch_verified(
+            WHEN2CALL_REPO,
+            WHEN2CALL_FILE,
+            commit,
+            staged,
+            shown=f"{WHEN2CALL_REPO}@{commit}/{WHEN2CALL_FILE}",
+        )
+    except KnowwhenError:
+        raise
+    except Exception as exc:  # offline, HTTP, a missing revision, a cut or stalled body: many kinds
         raise KnowwhenError(
             f"could not download {WHEN2CALL_FILE} of {WHEN2CALL_REPO} at {revision} "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); nothing was kept"
         ) from None
-    _check_jsonl(data, f"{WHEN2CALL_REPO}@{commit}/{WHEN2CALL_FILE}")
-    dest = out / "when2call" / Path(WHEN2CALL_FILE).name
-    atomic_write_bytes(dest, data)  # a killed fetch leaves the old file or the new one, never half
+    try:
+        _check_jsonl(staged, f"{WHEN2CALL_REPO}@{commit}/{WHEN2CALL_FILE}")
+        os.replace(staged, dest)
+    finally:
+        staged.unlink(missing_ok=True)
     return {
         "repo": WHEN2CALL_REPO,
         "requested": revision,
@@ -180,9 +205,12 @@ def _fetch_when2call(out: Path, revision: str) -> dict[str, Any]:
     }
 
 
-def _check_jsonl(data: bytes, where: str) -> None:
+def _check_jsonl(path: Path, where: str) -> None:
+    """The first line (read up to 1 MiB, whatever the file's size) is a When2Call row."""
+    with open(path, "rb") as fh:
+        first = fh.readline(2**20)
     try:
-        row = loads(data.split(b"\n", 1)[0])
+        row = loads(first)
     except ValueError:
         row = None
     if not isinstance(row, dict) or "uuid" not in row:

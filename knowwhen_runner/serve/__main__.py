@@ -32,6 +32,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         metavar="NAME=MODEL",
         help="serve the decision model MODEL under NAME too (many models with their own limits and faults)",
     )
+    parser.add_argument(
+        "--max-body-mb", type=float, default=16.0, help="refuse request bodies (uploads too) past this (413)"
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=float,
+        default=60.0,
+        help="seconds a request body may take to arrive (else 408)",
+    )
+    parser.add_argument("--max-files", type=int, default=1000, help="uploaded files kept at once")
+    parser.add_argument("--instance", default=None, help="the id /health answers with (the run's)")
     parser.add_argument("--log-level", default="warning")
     parser.add_argument("--parent-pid", type=int, default=None, help="end when this process ends")
     args = parser.parse_args(argv)
@@ -51,6 +62,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         limit_headers=not args.no_limit_headers,
         aliases=aliases,
         log_level=args.log_level,
+        max_body_bytes=int(args.max_body_mb * 2**20),
+        body_timeout_s=args.body_timeout,
+        max_files=args.max_files,
+        instance=args.instance,
     )
 
 

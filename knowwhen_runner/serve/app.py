@@ -7,6 +7,11 @@ litellm maps), System One in the vendor's (``{"detail": [...]}`` for validation,
 It is a bare ASGI callable with a route table rather than a framework app because benchmarks measure the
 runner against it: every request should cost the server tens of microseconds, not the runner's budget.
 It is also what lets the ``reset`` fault reach the connection's transport and drop it without a reply.
+
+A request's route and admin token are checked before its body is read, and a body is read only up to
+``BodyLimits``: a request refused before its body arrived whole ends its connection after the reply
+(``reply_unread``), so the rest of the body is never received (a 1 GB POST costs the server about what
+its headers cost).
 """
 
 from __future__ import annotations
@@ -25,7 +30,17 @@ from pydantic import TypeAdapter, ValidationError
 
 from .admin_guard import admin_refusal
 from .batch_api import BatchBook
-from .encoding import BodyTooLarge, UndecodableBody, UnsupportedEncoding, decode_body, read_body
+from .encoding import (
+    BodyLimits,
+    BodyTimeout,
+    BodyTooLarge,
+    UndecodableBody,
+    UnsupportedEncoding,
+    declared_length,
+    decode_body,
+    read_body,
+    reply_unread,
+)
 from .faults import FaultBook, FaultRule, RpmLimits, ceil_seconds, retry_after_header
 from .models import RELEASE_DATE, ModelRegistry
 from .stats import STATUS_RESET, Stats
@@ -135,14 +150,19 @@ class ServeApp:
         limits: RpmLimits | None = None,
         stats: Stats | None = None,
         admin_token: str | None = None,
+        body_limits: BodyLimits | None = None,
+        max_files: int = 1000,
+        instance: str | None = None,
     ) -> None:
         self.registry = registry
+        self.instance = instance
         self.admin_token = admin_token
+        self.body_limits = body_limits or BodyLimits()
         self.faults = faults or FaultBook()
         self.limits = limits or RpmLimits()
         self.stats = stats or Stats()
         self._ids = itertools.count(1)
-        self.batches = BatchBook(self._batch_line, self.stats.record)
+        self.batches = BatchBook(self._batch_line, self.stats.record, max_files=max_files)
         self.routes: dict[tuple[str, str], Handler] = {
             ("POST", "/v1/systemone"): self.systemone,
             ("POST", "/systemone"): self.systemone,
@@ -168,17 +188,27 @@ class ServeApp:
         encoding = headers.get(b"content-encoding", b"").decode("latin-1")
         _AUTH.set(headers.get(b"authorization", b"").decode("latin-1"))
         _URL.set(_request_url(scope, headers))
-        body = await read_body(receive)
         shape: ErrorShape = _vendor_error if path in _SYSTEMONE_PATHS else _error
+        declared = declared_length(headers)
+        read = declared == 0  # nothing to read, or (below) read whole
+        limit = self.body_limits.max_bytes
         if handler is None:
             # The URL as it was sent, as many gateways echo it: a secret in a base URL comes back here.
             reply = _error(404, "not_found_error", f"No route {scope['method']} {_URL.get()}.")
         elif refused := admin_refusal(scope["method"], path, headers, self.admin_token):
             reply = _error(*refused)
+        elif declared is not None and declared > limit:
+            reply = shape(
+                413, "request_too_large", f"the request body is larger than this server takes ({limit} bytes)"
+            )
         else:
             try:
+                body = await read_body(receive, self.body_limits)
+                read = True
                 if encoding:
                     body = self._decode(body, encoding)
+            except BodyTimeout as exc:
+                reply = shape(408, "request_timeout", str(exc))
             except (UnsupportedEncoding, UndecodableBody, BodyTooLarge) as exc:
                 status, kind = _ENCODING_ERRORS[type(exc)]
                 reply = shape(status, kind, str(exc))
@@ -189,6 +219,9 @@ class ServeApp:
                 reply = await handler(body, query)
         if reply.reset:
             await _drop_connection(send)
+            return
+        if not read:  # the rest of the body is never received
+            await reply_unread(send, reply.status, reply.headers, reply.body)
             return
         await send({"type": "http.response.start", "status": reply.status, "headers": reply.headers})
         await send({"type": "http.response.body", "body": reply.body})
@@ -357,8 +390,9 @@ class ServeApp:
         return _json(200, {"object": "list", "data": data, "models": models})
 
     async def health(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
-        """Liveness, for the process helper to wait on."""
-        return _json(200, {"status": "ok"})
+        """Liveness, for the process helper to wait on, with the instance id it was started with (if any):
+        a run that starts a server knows it by this id from any other program on the port."""
+        return _json(200, {"status": "ok", "instance": self.instance})
 
     async def get_faults(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
         """The active rules with their remaining counts."""
@@ -452,11 +486,19 @@ def create_app(
     limit_headers: bool = True,
     registry: ModelRegistry,
     admin_token: str | None = None,
+    body_limits: BodyLimits | None = None,
+    max_files: int = 1000,
+    instance: str | None = None,
 ) -> ServeApp:
-    """The app over a registry of models, its starting faults and rate limits (and admin token, if any)."""
+    """The app over a registry of models, its starting faults and rate limits (and admin token, if any),
+    taking bodies within ``body_limits`` and keeping at most ``max_files`` uploaded files; ``instance``:
+    the id ``/health`` answers with."""
     return ServeApp(
         registry=registry,
         faults=FaultBook(faults or []),
         limits=RpmLimits(enforce_rpm or {}, headers=limit_headers),
         admin_token=admin_token,
+        body_limits=body_limits,
+        max_files=max_files,
+        instance=instance,
     )

@@ -46,8 +46,11 @@ _FAILED_LINE = {
 class BatchBook:
     """Files and batches of one server process."""
 
-    def __init__(self, answer: Answer, record: Callable[[str, str, int], None]) -> None:
+    def __init__(
+        self, answer: Answer, record: Callable[[str, str, int], None], *, max_files: int = 1000
+    ) -> None:
         self._answer = answer
+        self.max_files = max_files
         self._record = record
         self.faults = BatchFaults()
         self.files: dict[str, StoredFile] = {}
@@ -109,6 +112,12 @@ class BatchBook:
     # -- files ------------------------------------------------------------------------------------
 
     def upload(self, raw: bytes) -> dict[str, Any]:
+        uploaded = sum(1 for f in self.files.values() if f.purpose == "batch")
+        if uploaded >= self.max_files:
+            raise BatchError(
+                400,
+                f"this server keeps at most {self.max_files} uploaded files; delete one to upload another",
+            )
         fields = parse_multipart(raw)
         purpose = fields.get("purpose", (None, b""))[1].decode()
         filename, content = fields.get("file", (None, b""))

@@ -1,12 +1,15 @@
-"""Request bodies sent with ``Content-Encoding``: zstd (the vendor SDK's choice for bodies of 1 KiB or
-more) and gzip, decoded with a cap on the decoded size so a small body cannot expand without bound.
+"""Request bodies: read within a size and a time limit (``BodyLimits``), and, sent with
+``Content-Encoding``, zstd (the vendor SDK's choice for bodies of 1 KiB or more) or gzip, decoded with a
+cap on the decoded size so a small body cannot expand without bound.
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
 import zlib
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 try:
@@ -16,14 +19,20 @@ except ImportError:  # the server still answers plain and gzip bodies; zstd ones
 
 __all__ = [
     "MAX_DECODED_BYTES",
+    "BodyLimits",
+    "BodyTimeout",
     "BodyTooLarge",
     "UndecodableBody",
     "UnsupportedEncoding",
+    "declared_length",
     "decode_body",
     "read_body",
+    "reply_unread",
 ]
 
 MAX_DECODED_BYTES = 64 * 2**20
+#: How long a connection whose body was refused unread stays open after its reply (reading nothing).
+LINGER_S = 0.25
 
 
 class UnsupportedEncoding(Exception):
@@ -35,7 +44,19 @@ class UndecodableBody(Exception):
 
 
 class BodyTooLarge(Exception):
-    """The decoded body is larger than ``MAX_DECODED_BYTES`` (HTTP 413)."""
+    """The body, as sent or decoded, is larger than its limit (HTTP 413)."""
+
+
+class BodyTimeout(Exception):
+    """The body did not arrive whole within its time limit (HTTP 408)."""
+
+
+@dataclass(frozen=True)
+class BodyLimits:
+    """What one request may send: ``max_bytes`` of body (an upload is a body) within ``timeout_s``."""
+
+    max_bytes: int = 16 * 2**20
+    timeout_s: float = 60.0
 
 
 def _zstd(data: bytes, limit: int) -> bytes:
@@ -85,12 +106,67 @@ def decode_body(body: bytes, content_encoding: str, limit: int = MAX_DECODED_BYT
     return body, ",".join(codings)
 
 
-async def read_body(receive: Callable[[], Awaitable[dict[str, Any]]]) -> bytes:
-    """The whole request body of an ASGI request, as sent (still encoded)."""
-    body = b""
-    more = True
-    while more:
-        message = await receive()
-        body += message.get("body", b"")
-        more = message.get("more_body", False)
-    return body
+def declared_length(headers: dict[bytes, bytes]) -> int | None:
+    """The body length a request declares: its ``Content-Length``, 0 without a body, None when it is sent
+    in chunks of unknown total (``Transfer-Encoding``)."""
+    if b"transfer-encoding" in headers:
+        return None
+    try:
+        return max(0, int(headers.get(b"content-length", b"0")))
+    except ValueError:
+        return None
+
+
+async def read_body(receive: Callable[[], Awaitable[dict[str, Any]]], limits: BodyLimits) -> bytes:
+    """The whole request body of an ASGI request, as sent (still encoded), within ``limits``.
+
+    Chunks are kept in a list and joined once: adding each to the bytes so far copied the body once per
+    chunk, quadratic in its size (an 80 MB body held the event loop for seconds).
+    """
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(limits.timeout_s):
+            more = True
+            while more:
+                message = await receive()
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limits.max_bytes:
+                    raise BodyTooLarge(
+                        f"the request body is larger than this server takes ({limits.max_bytes} bytes)"
+                    )
+                chunks.append(chunk)
+                more = message.get("more_body", False)
+    except TimeoutError:
+        raise BodyTimeout(f"the request body did not arrive within {limits.timeout_s:g} s") from None
+    return b"".join(chunks)
+
+
+async def reply_unread(
+    send: Callable[[dict[str, Any]], Awaitable[None]],
+    status: int,
+    headers: list[tuple[bytes, bytes]],
+    body: bytes,
+) -> None:
+    """Answer a request whose body is left unread, and end its connection without receiving the rest.
+
+    A socket closed with data unread resets the connection, and a client still sending its body (most
+    read nothing before they have sent it all) can lose the reply with the reset. So reading stops (the
+    client's sends stall on a full window, at no cost here), the reply goes out followed by the end of
+    this side, and the connection is reset only ``LINGER_S`` later, when the client holds the reply. The
+    transport is reached as in the ``reset`` fault (uvicorn's ``send`` is a method of the cycle that
+    owns it); without it, the reply asks the server to close the connection.
+    """
+    transport = getattr(getattr(send, "__self__", None), "transport", None)
+    closing = [] if transport is not None else [(b"connection", b"close")]
+    if transport is not None:
+        transport.pause_reading()
+    await send({"type": "http.response.start", "status": status, "headers": [*headers, *closing]})
+    await send({"type": "http.response.body", "body": body})
+    if transport is None or transport.is_closing():
+        return
+    transport.pause_reading()  # uvicorn reads again once a reply is complete
+    if transport.can_write_eof():
+        transport.write_eof()
+    asyncio.get_running_loop().call_later(LINGER_S, transport.abort)

@@ -143,13 +143,14 @@ class ServerProcess:
     ) -> None:
         self.stop()
 
-    def _wait_healthy(self, timeout: float) -> None:
+    def _wait_healthy(self, timeout: float, instance: str | None = None) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.alive():
                 raise ServeError(f"the local model server exited at start: {self._log_tail()}")
             try:
-                if self._admin.get("/health", timeout=1.0).status_code == 200:
+                reply = self._admin.get("/health", timeout=1.0)
+                if reply.status_code == 200 and (instance is None or _instance_of(reply) == instance):
                     return
             except httpx.TransportError:
                 pass
@@ -166,6 +167,16 @@ class ServerProcess:
         return lines[-1] if lines else "no output"
 
 
+def _instance_of(reply: httpx.Response) -> str | None:
+    """The instance id in a ``/health`` reply (None: not one of ours, or started without one)."""
+    try:
+        body = reply.json()
+    except ValueError:
+        return None
+    found = body.get("instance") if isinstance(body, dict) else None
+    return found if isinstance(found, str) else None
+
+
 def start_server_process(
     port: int = 0,
     extra_args: Sequence[str] = (),
@@ -173,15 +184,20 @@ def start_server_process(
     host: str = "127.0.0.1",
     timeout: float = _START_TIMEOUT_S,
     end_with_us: bool = False,
+    instance: str | None = None,
 ) -> ServerProcess:
     """Spawn ``python -m knowwhen_runner.serve`` and return once ``/health`` answers.
 
     With ``port=0`` a free port is picked (and a few others tried if it is taken before the child binds).
     Raises ``ServeError`` if the server exits or stays silent past ``timeout``. ``end_with_us``: the
-    server ends when this process does, even killed with -9 (``parent_watch``).
+    server ends when this process does, even killed with -9 (``parent_watch``). ``instance``: the id its
+    ``/health`` answers with; a server that answers with another (a program already on the port that
+    answered before the child could fail to bind) is refused with ``ServeError``.
     """
     if end_with_us:
         extra_args = [*extra_args, "--parent-pid", str(os.getpid())]
+    if instance is not None:
+        extra_args = [*extra_args, "--instance", instance]
     attempts = 3 if port == 0 else 1
     # Beyond loopback the child needs an admin token; choose it here so the admin calls can carry it.
     token = admin_token_for(host)[0]
@@ -207,7 +223,7 @@ def start_server_process(
             )
         server = ServerProcess(process, host, chosen, log_path, admin_token=token)
         try:
-            server._wait_healthy(timeout)
+            server._wait_healthy(timeout, instance)
             return server
         except ServeError:
             server.stop()

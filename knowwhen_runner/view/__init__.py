@@ -34,6 +34,9 @@ def serve_viewer(
     # start-up: the web server, only when the viewer is served
     import uvicorn
 
+    # start-up: the same limit on request heads as the model server's
+    from ..serve.server import HeadLimitedProtocol
+
     queue, _name = open_existing(Path(run_dir), db, run)
     token = None if is_loopback(host) else new_token()
     other = RunData(open_existing(Path(compare), None, None)[0], output=Path(compare)) if compare else None
@@ -42,4 +45,4 @@ def serve_viewer(
         shown = f"[{host}]" if ":" in host else host
         suffix = f"/?token={token}" if token else "/"
         print(f"knowwhen view: http://{shown}:{port}{suffix}", flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.run(app, host=host, port=port, log_level="warning", http=HeadLimitedProtocol)

@@ -3,7 +3,8 @@
 Served on loopback by default. Bound to any other address it asks for a token — generated at start,
 printed once — on every request (``?token=`` or the ``X-Knowwhen-Token`` header; the page passes on the
 one in its own address). On loopback every request must name a loopback host (``Host``), so a page
-that rebinds its own name to 127.0.0.1 cannot read a run. No endpoint returns a config's secrets: the config is never sent, only ids.
+that rebinds its own name to 127.0.0.1 cannot read a run. Every endpoint is a GET: a request that sends
+a body is refused (413) before routing, its body unread. No endpoint returns a config's secrets: the config is never sent, only ids.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from ..jsonio import dumps
+from ..serve.encoding import declared_length, reply_unread
 from .compare import flips as two_runs
 from .data import RunData
 from .live import live_view, spend_view
@@ -114,7 +116,8 @@ def _names_loopback(name: str) -> bool:
 class _AccessCheck:
     """Refuse (403), before any route: with a token, every request without it; without one (loopback),
     every request whose Host is not a loopback name, as a page of another site that renamed its own
-    address to 127.0.0.1 (DNS rebinding) sends that site's name."""
+    address to 127.0.0.1 (DNS rebinding) sends that site's name. A request with a body is refused
+    unread (413, or 403 when it is refused anyway)."""
 
     def __init__(self, app: Callable[..., Awaitable[None]], token: str | None) -> None:
         self.app, self.token = app, token
@@ -132,6 +135,12 @@ class _AccessCheck:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             text = self._refusal(Request(scope))
+            if declared_length(dict(scope.get("headers", ()))) != 0:
+                status, text = (403, text) if text is not None else (413, "the viewer takes no request body")
+                await reply_unread(
+                    send, status, [(b"content-type", b"text/plain; charset=utf-8")], text.encode()
+                )
+                return
             if text is not None:
                 await Response(text, status_code=403, media_type="text/plain")(scope, receive, send)
                 return

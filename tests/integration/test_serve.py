@@ -181,7 +181,7 @@ def test_models_and_health(server: ServerProcess) -> None:
     ids = {m["id"] for m in listed["data"]}
     assert {"lexical", "lexical-llm", "jev-latest"} <= ids == {m["name"] for m in listed["models"]}
     assert all(m["description"] and m["release_date"] for m in listed["models"])
-    assert httpx.get(server.base_url + "/health").json() == {"status": "ok"}
+    assert httpx.get(server.base_url + "/health").json() == {"status": "ok", "instance": None}
 
 
 async def test_unknown_model_is_404_with_vendor_error_body(server: ServerProcess) -> None:

@@ -99,6 +99,14 @@ CONFIG_BREAKS = {
     "huge limit": (None, "scenarios.0.limit: a number outside"),
     "duplicate key": ({}, "workers: this key is given twice"),
     "deep nesting": ("name: " + "[" * 3000 + "]" * 3000 + "\n", "nested too deeply"),
+    "alias bomb": (
+        "a0: &a0 [x, x, x, x, x, x, x, x, x]\n"
+        + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 9)),
+        "c.yaml:6: the config holds more than 100,000 values once its aliases",
+    ),
+    "alias to itself": ("name: x\nmodels: &m [{id: a, model: b}, *m]\n", "c.yaml:2: the alias *m repeats"),
+    "5,000-digit number": (None, "scenarios.0.limit: a number outside"),
+    "huge file": ("name: x\n" + "# padding\n" * 500_000, "more than a config may be (4,194,304)"),
 }
 
 
@@ -118,9 +126,11 @@ def test_broken_configs_are_named(tmp_path: Path, name: str, tally: Counter[str]
             data["models"][0]["api_key"] = "sk-live-0123456789abcdefghij"
         elif name == "huge limit":
             data["scenarios"][0]["limit"] = 99999999999999999999999999
+        elif name == "5,000-digit number":
+            data["scenarios"][0]["limit"] = "@DIGITS@"
         else:
             data.update(change)
-        cfg.write_text(yaml.safe_dump(data))
+        cfg.write_text(yaml.safe_dump(data).replace("'@DIGITS@'", "9" * 5000))
         if name == "duplicate key":
             cfg.write_text(cfg.read_text() + "workers: {concurrency: 1}\n")
     tally["bad inputs tried"] += 1

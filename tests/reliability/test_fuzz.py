@@ -180,6 +180,67 @@ def test_text_level_damage_says_one_sentence(
         assert code == 2
 
 
+def _bomb(name: str, width: int, depth: int) -> list[str]:
+    """Lines of a YAML alias bomb under the key ``name``: ``depth`` lists, each of ``width`` aliases to the last."""
+    lines = [f"{name}0: &{name}0 [{', '.join(['x'] * width)}]"]
+    for i in range(1, depth + 1):
+        lines.append(f"{name}{i}: &{name}{i} [{', '.join([f'*{name}{i - 1}'] * width)}]")
+    return lines
+
+
+def _expanded(width: int, depth: int) -> int:
+    """The values a bomb stands for with its aliases expanded (its keys included)."""
+    size, total = 1 + width, 2 + width
+    for _ in range(depth):
+        size = 1 + width * size
+        total += 1 + size
+    return total
+
+
+_LONG_INT = st.builds(
+    lambda sign, digits, form: (
+        sign + (digits if form == "dec" else f"0x{digits}" if form == "hex" else "_".join(digits))
+    ),
+    st.sampled_from(["", "-", "+"]),
+    st.integers(20, 6000).map(lambda n: "9" * n),
+    st.sampled_from(["dec", "hex", "underscored"]),
+)
+
+
+@settings(_fuzz, max_examples=60)
+@given(data=st.data())
+def test_alias_bombs_and_long_numbers_say_one_sentence(
+    base: dict[str, Any], data: st.DataObject, tally: Counter[str]
+) -> None:
+    """A valid config given an alias bomb (any width and depth, at the top or as a field's value), an
+    alias to the value holding it, or an integer thousands of digits long in any field is planned or
+    refused in one sentence, never walked for minutes; a bomb past the cap is always refused by line."""
+    config = json.loads(json.dumps(base["data"]))
+    kind = data.draw(st.sampled_from(["bomb", "bomb in a field", "self", "long number"]))
+    width, depth = data.draw(st.integers(2, 12)), data.draw(st.integers(1, 12))
+    text = yaml.safe_dump(config, sort_keys=False)
+    if kind == "bomb":
+        text += "\n".join(_bomb("b", width, depth)) + "\n"
+    elif kind == "bomb in a field":
+        path = data.draw(st.sampled_from(_paths(config)))
+        _set(config, path, "@BOMB@")
+        text = yaml.safe_dump(config, sort_keys=False).replace("'@BOMB@'", f"*b{depth}")
+        text = "\n".join(_bomb("b", width, depth)) + "\n" + text
+    elif kind == "self":
+        path = data.draw(st.sampled_from([p for p in _paths(config) if len(p) == 1]))
+        text = yaml.safe_dump({k: v for k, v in config.items() if k != path[0]}, sort_keys=False)
+        text += f"{path[0]}: &loop [1, *loop]\n"
+    else:
+        path = data.draw(st.sampled_from(_paths(config)))
+        _set(config, path, "@NUMBER@")
+        text = yaml.safe_dump(config, sort_keys=False).replace("'@NUMBER@'", data.draw(_LONG_INT))
+    code = _plan(base, text, tally)
+    if kind.startswith("bomb") and _expanded(width, depth) > 100_000:
+        assert code == 2
+    if kind == "self":
+        assert code == 2
+
+
 # --- damaged run files, in this process: status and finalize, the file never written over ----------------
 
 

@@ -124,3 +124,70 @@ def test_a_stored_config_with_a_key_given_twice_still_loads(tmp_path: Path) -> N
     with pytest.raises(ConfigError, match="name: this key is given twice"):
         load_config(_write(tmp_path, text))
     assert parse_config(text, base=tmp_path, source="stored", check_files=False).name == "second"
+
+
+def _bomb(levels: int) -> str:
+    """A list of nine strings, then ``levels`` lists each of nine aliases to the one before."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_is_refused_at_the_alias_that_crosses_the_cap(tmp_path: Path) -> None:
+    """Nine lines that expand to 387 million values are refused at the line where the count passes
+    MAX_VALUES, before any walk (the duplicate-key check once spun on it for minutes)."""
+    text = GOOD + _bomb(8)
+    with pytest.raises(ConfigError) as info:
+        load_config(_write(tmp_path, text))
+    assert str(info.value).endswith(
+        "c.yaml:16: the config holds more than 100,000 values once its aliases (*name) are expanded; "
+        "write the values out or use fewer aliases"
+    )
+
+
+def test_aliases_below_the_cap_are_left_alone(tmp_path: Path) -> None:
+    """Anchors a config shares (a model merged into another, a path reused) load as written, and the
+    first levels of a bomb (7,381 values) pass the cap, refused only for the unknown field they are in."""
+    shared = (
+        GOOD.replace("  - id: m\n", "  - &base\n    id: m\n", 1).replace(
+            "scenarios:", "  - {<<: *base, id: m2}\nscenarios:"
+        )
+        + "  - id: t\n    path: *here\n"
+    )
+    config = load_config(_write(tmp_path, shared.replace("path: .", "path: &here .")))
+    assert [(m.id, m.model) for m in config.models] == [("m", "hosted_vllm/x"), ("m2", "hosted_vllm/x")]
+    assert [s.id for s in config.scenarios] == ["s", "t"]
+    with pytest.raises(ConfigError, match=r"c.yaml:11: a0: unknown field"):
+        load_config(_write(tmp_path, GOOD + _bomb(3)))
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("9" * 5000, "c.yaml:5: models.0.max_tokens: a number outside"),
+        ("0x" + "f" * 200, "c.yaml:5: models.0.max_tokens: a number outside"),
+        ("-" + "1" * 101, "c.yaml:5: models.0.max_tokens: a number outside"),
+        ("9" * 99, "c.yaml:5: models.0.max_tokens: a number outside"),
+    ],
+    ids=["5000 digits", "hex 200", "negative 101", "99 digits"],
+)
+def test_a_number_too_long_to_read_is_named_by_its_field(tmp_path: Path, value: str, expected: str) -> None:
+    """An integer of thousands of digits (Python refuses to read past 4,300) is named by file, line and
+    field, as one of 20 digits past 64 bits is."""
+    text = GOOD.replace("  - id: m\n", f"  - id: m\n    max_tokens: {value}\n", 1)
+    with pytest.raises(ConfigError) as info:
+        load_config(_write(tmp_path, text))
+    assert expected in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_a_config_past_the_size_cap_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """A config file larger than MAX_CONFIG_BYTES is named with its size, unread."""
+    from knowwhen_runner.config.yaml_checks import MAX_CONFIG_BYTES
+
+    path = _write(tmp_path, GOOD + "#" * MAX_CONFIG_BYTES + "\n")
+    with pytest.raises(
+        ConfigError, match=r"c.yaml: the config is 4,194,\d{3} bytes, more than a config may be"
+    ):
+        load_config(path)
+    assert load_config(_write(tmp_path, GOOD + "#" * (MAX_CONFIG_BYTES - len(GOOD) - 2) + "\n")).name == "t"

@@ -1,13 +1,12 @@
-"""Getting the dataset: a local folder is used as is, a download goes through huggingface_hub (faked here)."""
+"""Getting the dataset: a local folder is used as is, a download goes through the real huggingface_hub
+from a local server answering the Hub's API (``HF_ENDPOINT``), honest or hostile."""
 
 from __future__ import annotations
 
 import gzip
 import json
 import sys
-import types
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,17 +21,13 @@ from knowwhen_runner.dataset.hub import (
 from knowwhen_runner.exceptions import KnowwhenError, ScenarioError
 from knowwhen_runner.scenarios.episodes import load_episodes
 from tests.benchdata import make_dataset
+from tests.helpers import knowwhen
+from tests.hub_server import HubRepo, local_hub
 
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_dataset(tmp_path_factory.mktemp("hub") / "ds", n_common=12, n_shift=9)
-
-
-def _fake_hub(monkeypatch: pytest.MonkeyPatch, snapshot_download: Any) -> None:
-    module = types.ModuleType("huggingface_hub")
-    module.snapshot_download = snapshot_download  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "huggingface_hub", module)
 
 
 def test_local_dataset_is_used_without_the_hub(dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -62,39 +57,75 @@ def test_missing_package_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.
         fetch_dataset(tmp_path / "ds")
 
 
-def test_offline_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A failing download (no network) says so and how to work from a local folder."""
-
-    def offline(**_kw: Any) -> str:
-        raise OSError("Network is unreachable")
-
-    _fake_hub(monkeypatch, offline)
-    with pytest.raises(KnowwhenError, match="no network, download the dataset elsewhere"):
-        fetch_dataset(tmp_path / "ds")
+def test_offline_is_one_clear_error(tmp_path: Path) -> None:
+    """A download with no Hub to reach says so and how to work from a local folder, leaving no folder."""
+    env = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "0"}
+    done = knowwhen("fetch-dataset", "--out", str(tmp_path / "ds"), env=env)
+    assert done.returncode == 2
+    assert "no network, download the dataset elsewhere" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "ds").exists()
 
 
-def test_download_asks_for_the_dataset_repo(
-    dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def _hub_env(endpoint: str, tmp_path: Path) -> dict[str, str]:
+    return {
+        "HF_ENDPOINT": endpoint,
+        "HF_HOME": str(tmp_path / "hf"),
+        "HF_HUB_OFFLINE": "0",
+        "HF_HUB_DOWNLOAD_TIMEOUT": "2",
+    }
+
+
+def test_download_takes_every_file_of_the_dataset_repo_at_its_commit(dataset: Path, tmp_path: Path) -> None:
+    """The real huggingface_hub lists the repository at the revision's commit, every file lands byte for
+    byte, and the result gets its per-set task lists."""
+    published = {p.relative_to(dataset).as_posix(): p.read_bytes() for p in dataset.rglob("*") if p.is_file()}
+    published = {k: v for k, v in published.items() if TASK_SETS_DIR.parts[-1] not in k}
+    repo = HubRepo(REPO_ID, "c" * 40, published, revisions=("main", "v1"))
+    with local_hub(repo) as endpoint:
+        done = knowwhen(
+            "fetch-dataset",
+            "--out",
+            str(tmp_path / "ds"),
+            "--revision",
+            "v1",
+            env=_hub_env(endpoint, tmp_path),
+        )
+    assert done.returncode == 0, done.stderr
+    assert f"GET /api/datasets/{REPO_ID}/revision/v1" in repo.requests
+    for name, data in published.items():
+        assert (tmp_path / "ds" / name).read_bytes() == data
+    assert (tmp_path / "ds" / TASK_SETS_DIR / "shift_l3.jsonl.gz").is_file()
+    assert not list((tmp_path / "ds").glob(".knowwhen-download-*"))
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        ("wrong-sha", "the Hub states sha256 "),
+        ("wrong-size", "bytes and "),
+        ("truncated", "RemoteProtocolError"),
+        ("stall", "ReadTimeout"),
+        ("huge", "more than a download may be (4,294,967,296)"),
+        ("outside", "a path outside the dataset folder"),
+    ],
+)
+def test_a_hostile_hub_leaves_nothing_behind(
+    dataset: Path, tmp_path: Path, fault: str, expected: str
 ) -> None:
-    """The download names the dataset repository and type; the result gets its per-set task lists."""
-    calls: list[dict[str, Any]] = []
-
-    def snapshot_download(**kw: Any) -> str:
-        calls.append(kw)
-        target = Path(kw["local_dir"])
-        for path in dataset.rglob("*"):
-            if path.is_file() and TASK_SETS_DIR.parts[-1] not in path.parts:
-                dest = target / path.relative_to(dataset)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(path.read_bytes())
-        return str(target)
-
-    _fake_hub(monkeypatch, snapshot_download)
-    root = fetch_dataset(tmp_path / "ds", revision="v1")
-    assert calls == [
-        {"repo_id": REPO_ID, "repo_type": "dataset", "local_dir": str(tmp_path / "ds"), "revision": "v1"}
-    ]
-    assert (root / TASK_SETS_DIR / "shift_l3.jsonl.gz").is_file()
+    """One file of the dataset unlike what the Hub states of it (or listed outside the folder) gives
+    exit 2 and one sentence, and no file at all is kept, those that matched included."""
+    published = {p.relative_to(dataset).as_posix(): p.read_bytes() for p in dataset.rglob("*") if p.is_file()}
+    published = {k: v for k, v in published.items() if TASK_SETS_DIR.parts[-1] not in k}
+    last = sorted(published)[-1]  # the others arrive whole first
+    if fault == "outside":
+        published["../escaped.txt"] = b"x"
+    repo = HubRepo(REPO_ID, "c" * 40, published, faults={last: fault})
+    with local_hub(repo) as endpoint:
+        done = knowwhen("fetch-dataset", "--out", str(tmp_path / "ds"), env=_hub_env(endpoint, tmp_path))
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and expected in lines[0], done.stderr
+    assert not (tmp_path / "ds").exists() and not (tmp_path / "escaped.txt").exists()
 
 
 def test_not_a_dataset_without_fetch(tmp_path: Path) -> None:

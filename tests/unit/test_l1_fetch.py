@@ -219,3 +219,50 @@ def test_the_pages_refetch_command_takes_the_recorded_commit_on_a_fresh_machine(
     again = _manifest(tmp_path / "second" / "data" / "l1")["sources"]["when2call"]
     assert (again["requested"], again["revision"]) == (COMMIT, COMMIT)
     assert again["files"] == recorded["files"]
+
+
+@pytest.mark.parametrize(
+    ("fault", "lfs", "expected"),
+    [
+        ("wrong-sha", True, "the Hub states sha256 "),
+        ("wrong-sha", False, "the Hub states git blob id "),
+        ("wrong-size", True, "bytes and "),
+        ("truncated", True, "could not download test/when2call_test_mcq.jsonl of nvidia/When2Call at main"),
+        ("stall", True, "(ReadTimeout: "),
+        (
+            "huge",
+            True,
+            "the Hub states 10,000,000,000,000 bytes, more than a download may be (4,294,967,296)",
+        ),
+    ],
+)
+def test_a_download_unlike_what_the_hub_states_leaves_the_folder_as_it_was(
+    tmp_path: Path, fault: str, lfs: bool, expected: str
+) -> None:
+    """A hostile Hub (a wrong sha256 or git id, a wrong size, a body cut short or stalled, a huge size
+    claimed) gives exit 2 and one sentence; the file and manifest of an earlier fetch are byte for byte
+    as they were and no temporary file is left (a huge file is not even requested)."""
+    out = tmp_path / "l1"
+    env = {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "0", "HF_HUB_DOWNLOAD_TIMEOUT": "2"}
+    with local_hub(when2call_repo()) as endpoint:
+        first = knowwhen(
+            "fetch-l1", "--out", str(out), "--source", "when2call", env={**env, "HF_ENDPOINT": endpoint}
+        )
+        assert first.returncode == 0, first.stderr
+    before = {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    hostile = when2call_repo()
+    hostile.lfs, hostile.faults = lfs, {WHEN2CALL_FILE: fault}
+    hostile.files[WHEN2CALL_FILE] += b'{"uuid": "new"}\n'  # another file than the one kept
+    with local_hub(hostile) as endpoint:
+        done = knowwhen(
+            "fetch-l1", "--out", str(out), "--source", "when2call", "--when2call-revision", "main",
+            env={**env, "HF_ENDPOINT": endpoint},
+        )  # fmt: skip
+    assert done.returncode == 2, done.stdout
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and expected in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+    assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
+    assert not list(out.rglob(".knowwhen-download-*"))
+    if fault == "huge":
+        assert f"GET /datasets/{WHEN2CALL_REPO}/resolve/{COMMIT}/{WHEN2CALL_FILE}" not in hostile.requests
