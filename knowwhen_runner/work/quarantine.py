@@ -50,17 +50,17 @@ def quarantine_reason(model: ModelSpec, exc: ProviderError) -> str | None:
 
 def _other_model(model: ModelSpec, exc: OtherModel) -> str:
     """Every try of a call got another model's reply: what the gateway or the config should change."""
+    said = "every try of a call got another model's reply (none was recorded)"
     if exc.fallbacks:
-        fix = (
-            f"the gateway{_where(model)} falls back from {exc.asked!r} to {exc.answered or 'another model'}: "
-            "bring its deployment back (or remove the fallback) and run again"
+        return (
+            f"{said}: the gateway{_where(model)} falls back from {exc.asked!r} to "
+            f"{exc.answered or 'another model'}; bring its deployment back (or remove the fallback) and run again"
         )
-    else:
-        fix = (
-            f"if {exc.answered!r} is the provider's own name for {exc.asked!r}, add `served_as: "
-            f"{exc.answered}` to {model.id} in the config; else fix its `model:` (or `api_base:`)"
-        )
-    return f"every try of a call got another model's reply ({exc}); none was recorded; {fix}"
+    return (
+        f"{said}: the replies to {exc.asked!r} came from {exc.answered!r}; if that is the provider's own name "
+        f"for it, add `served_as: {exc.answered}` to {model.id} in the config, else fix its `model:` "
+        "(or `api_base:`)"
+    )
 
 
 class InvalidAnswers:
