@@ -227,7 +227,7 @@ class LitellmTransport:
     async def batch_results(self, model: ModelSpec, file_id: str, api_key: str | None) -> list[LineResult]:
         content = await load_litellm().afile_content(file_id=file_id, **_batch_kw(model, api_key))
         return [
-            result_line(orjson.loads(raw), lambda body: chat_body_response(model, body))
+            result_line(orjson.loads(raw), lambda body: chat_body_response(model, body), model.answers_as)
             for raw in bytes(content.content).splitlines()
             if raw.strip()
         ]

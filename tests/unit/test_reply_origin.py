@@ -125,3 +125,20 @@ def test_a_retry_hint_as_an_http_date_is_the_time_until_then() -> None:
     assert retry_hint("Thu, 01 Jan 2026 12:00:30 GMT", now=now) == pytest.approx(30.0)
     assert retry_hint("soon", now=now) is None
     assert retry_hint("soon", 0.001) is None
+
+
+def test_a_batch_line_from_another_model_is_no_answer() -> None:
+    """A provider batch's line whose body names another model fails (its job is asked again); the model's
+    own name or snapshot, or no name, is its answer."""
+    from knowwhen_runner.provider.batch_wire import result_line
+
+    model = _model("openai/gpt-4o-mini")
+
+    def line(name: str | None) -> dict[str, object]:
+        body = {"choices": [], **({"model": name} if name else {})}
+        return {"custom_id": "j1", "response": {"status_code": 200, "body": body}}
+
+    other = result_line(line("gpt-4o"), dict, model.answers_as)
+    assert other.response is None and other.error is not None and "another model, 'gpt-4o'" in other.error
+    for own in ("gpt-4o-mini-2024-07-18", "gpt-4o-mini", None):
+        assert result_line(line(own), dict, model.answers_as).response is not None
