@@ -119,6 +119,7 @@ def test_a_sweep_through_a_litellm_proxy_keeps_only_the_models_own_answers(
     jobs = _jobs(config)
     assert not [k for k in jobs if k[0] == "agent-sim" and k[2] != "pending"], jobs  # no answer recorded
     assert jobs[("agent-sim", "qs", "pending")][1] == 0  # and no attempt spent
+    assert {k[2] for k in jobs if k[1] == "l3"} == {"pending"}  # no episode played by another agent
     assert "came from another model" in said and "replies to agent-sim" in said
     assert "quarantined agent-sim" in said and "falls back from 'openai/agent-sim' to lexical-llm" in said
     with sqlite3.connect(tmp_path / "cache.db") as conn:
