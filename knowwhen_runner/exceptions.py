@@ -11,6 +11,8 @@
     ├── ProviderError             a model call that failed for good (after retries), with its class;
     │   │                         kind "down": the model is down, no attempt was spent (the job waits)
     │   ├── BudgetSpent           (work.budget) a call not made: it would pass a budget cap (kind "budget")
+    │   ├── OtherModel            every try of a call was answered by another model than the one asked
+    │   │                         (a gateway's fallback, a wrong deployment): kind "other_model"
     │   └── ModelFailing          (provider.failing) a call not made: its model's last requests, for
     │                             several jobs, all failed; the model is quarantined for the run
     ├── PreflightError            (sweep.preflight) a model failed its pre-flight probe: no-go, nothing spent
@@ -38,6 +40,7 @@ __all__ = [
     "DatabaseUnavailable",
     "ErrorKind",
     "KnowwhenError",
+    "OtherModel",
     "ProviderError",
     "QueueError",
     "ScenarioError",
@@ -46,9 +49,10 @@ __all__ = [
 ]
 
 
-ErrorKind = Literal["retry", "retry_after", "rate_limited", "fatal", "down", "budget"]
+ErrorKind = Literal["retry", "retry_after", "rate_limited", "fatal", "down", "budget", "other_model"]
 """Why a model call failed: a verdict of ``provider.classify`` (a failed call keeps its last one), ``down``
-(the model is down; no attempt was spent) or ``budget`` (a budget cap said no before the call)."""
+(the model is down; no attempt was spent), ``budget`` (a budget cap said no before the call) or
+``other_model`` (the replies came from another model: ``OtherModel``)."""
 
 
 class KnowwhenError(Exception):
@@ -89,6 +93,29 @@ class ProviderError(KnowwhenError):
         self.kind = kind
         self.status = status
         self.requests = requests  # HTTP requests the failed call made (a refused connection counts)
+
+
+class OtherModel(ProviderError):
+    """A reply that came from another model than the one asked: never an answer (not cached, not scored).
+
+    Raised for each such reply (the call retries it like a 5xx); a call whose every try got one fails with
+    it, and its model is set aside for the run (``work.quarantine``). ``model_id`` is the model asked
+    (an episode's agent, say, not always the job's own model)."""
+
+    def __init__(
+        self, model_id: str, asked: str, answered: str | None, fallbacks: int, requests: int = 0
+    ) -> None:
+        how = (
+            f"the gateway fell back to {answered or 'another model'}"
+            if fallbacks
+            else f"it came from {answered}"
+        )
+        super().__init__(
+            f"{model_id}: a reply to {asked!r} was another model's ({how})",
+            kind="other_model",
+            requests=requests,
+        )
+        self.model_id, self.asked, self.answered, self.fallbacks = model_id, asked, answered, fallbacks
 
 
 class ServeError(KnowwhenError):

@@ -119,6 +119,7 @@ def _say_outcome(summary: RunSummary) -> None:
         out.print(f"waiting: {note}")
     for note in summary.left_out:
         out.print(f"left out: {note}", highlight=False, soft_wrap=True)
+    _say_other_models(st)
     _say_runner_errors(st, summary.output)
     if summary.interrupted:
         out.print("interrupted: run the same command again to resume")
@@ -126,6 +127,16 @@ def _say_outcome(summary: RunSummary) -> None:
     if summary.finalized:
         # one line, never wrapped: paths are copied from it
         out.print(f"results: {summary.output}  (table: {summary.output / 'table.md'})", soft_wrap=True)
+
+
+def _say_other_models(stats: Any) -> None:
+    """Replies that came from another model than the one asked (a gateway's fallback): none was kept."""
+    for model_id, n in sorted(stats.other_model.items()):
+        out.print(
+            f"[red]{n} replies to {model_id} came from another model[/red] (not recorded, not cached; last: "
+            f"{stats.other_model_last.get(model_id, '?')})",
+            soft_wrap=True,
+        )
 
 
 def _say_runner_errors(stats: Any, folder: Path) -> None:
@@ -275,6 +286,7 @@ def worker(
         f"{st.calls} model calls, {st.requests} requests), failed {st.failed}, cost ${st.cost_usd:.4f}"
     )
     out.print("queue: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())))
+    _say_other_models(st)
     _say_runner_errors(st, summary.output)
     if summary.interrupted:
         out.print("interrupted: its unfinished jobs are back in the queue for the other workers")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -71,6 +72,30 @@ class BatchSettings(_Frozen):
     )
 
 
+# A provider's dated or numbered snapshot of the name asked: OpenAI's ``gpt-4o-2024-08-06`` and older
+# ``gpt-4-0613``, Anthropic's ``claude-3-5-sonnet-20241022``, Mistral's ``mistral-large-2411`` (asked as
+# ``-latest``), Google's ``gemini-1.5-pro-002``. Nothing else may follow the name asked.
+_SNAPSHOT = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{3,4})")
+
+
+def _same_model(asked: str, answered: str) -> bool:
+    """Whether ``answered`` names the model ``asked`` (a litellm model string or a ``served_as`` alias):
+    the same name, with or without the litellm provider prefix (``hosted_vllm/x`` asked, ``x`` answered),
+    or a snapshot of it (``_SNAPSHOT``). Case is ignored."""
+    asked, answered = asked.strip().casefold(), answered.strip().casefold()
+    provider, slash, bare = asked.partition("/")
+    names = {asked, bare} if slash else {asked}
+    if slash and answered.startswith(provider + "/"):
+        answered = answered[len(provider) + 1 :]  # litellm puts its provider back in front of some replies
+    if answered in names:
+        return True
+    for name in names:
+        base = name.removesuffix("-latest")
+        if answered.startswith(base) and _SNAPSHOT.fullmatch(answered[len(base) :]):
+            return True
+    return False
+
+
 class ModelSpec(_Frozen):
     """A decision model or an LLM, reached through litellm."""
 
@@ -118,6 +143,14 @@ class ModelSpec(_Frozen):
             "whose model string does not say what they serve)."
         ),
     )
+    served_as: str | list[str] | None = Field(
+        None,
+        description=(
+            "Other names the provider answers this model with (the `model` of its replies), when they are "
+            "neither the model string nor one of its documented forms: a reply naming any other model is "
+            "not this model's answer."
+        ),
+    )
     tool_choice: Literal["required", "auto"] = Field(
         "required",
         description=(
@@ -152,6 +185,11 @@ class ModelSpec(_Frozen):
     def batches(self) -> bool:
         """Whether this model's open-loop questions go to provider batches."""
         return self.batch is not None and self.batch.enabled
+
+    def answers_as(self, name: str) -> bool:
+        """Whether a reply that says it came from ``name`` is this model's own (see ``_SNAPSHOT``)."""
+        aliases = [self.served_as] if isinstance(self.served_as, str) else list(self.served_as or ())
+        return any(_same_model(asked, name) for asked in (self.model, *aliases))
 
     def served_model(self) -> str:
         """The litellm model string, with ``@revision`` when a revision is declared (for job ids)."""

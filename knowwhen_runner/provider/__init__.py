@@ -22,7 +22,7 @@ from .prices import token_prices
 from .ratelimit import REQUEST_STARTED, FleetLimits, LearnedLimits, Limiter, Limiters
 from .retry import Verdict, classify, transport_failure
 from .secrets import Secrets
-from .transport import BatchTransport, CallKind, LitellmTransport, ProviderTransport, Reply, Transport
+from .transport import BatchTransport, CallKind, LitellmTransport, Origin, ProviderTransport, Reply, Transport
 
 __all__ = [
     "CACHE_KEY_VERSION",
@@ -44,6 +44,7 @@ __all__ = [
     "MockTransport",
     "ModelClient",
     "ModelFailing",
+    "Origin",
     "ProviderTransport",
     "Reply",
     "Secrets",

@@ -268,16 +268,22 @@ _NAMES = {
 
 
 def read_limit_headers(headers: Mapping[str, object] | None) -> LimitNews:
-    """The limits a response's headers state (litellm's ``llm_provider-`` prefix is understood)."""
+    """The limits a response's headers state, the tightest where several do: a gateway's own and the
+    provider's it forwards (litellm's ``llm_provider-`` prefix, once or twice, is understood): the
+    lowest limit and remaining count, the latest reset."""
     if not headers:
         return LimitNews()
     found: dict[str, float] = {}
     for raw_name, value in headers.items():
-        name = str(raw_name).lower().removeprefix("llm_provider-")
+        name = str(raw_name).lower()
+        while name.startswith("llm_provider-"):
+            name = name.removeprefix("llm_provider-")
         field = _NAMES.get(name)
-        if field is None or field in found:
+        if field is None:
             continue
         number = parse_duration(str(value)) if field.endswith("_reset_s") else _number(value)
-        if number is not None:
-            found[field] = number
+        if number is None:
+            continue
+        tighter = max if field.endswith("_reset_s") else min
+        found[field] = tighter(found[field], number) if field in found else number
     return LimitNews(**found)

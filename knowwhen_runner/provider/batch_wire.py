@@ -2,7 +2,8 @@
 
 The JSONL of requests is built by ``request_file``; a line of a result file (``{"custom_id", "response":
 {"status_code", "body"}, "error"}``) is read by ``result_line``, which hands a successful body to the
-transport's normaliser (the synchronous path's code) and turns anything else into a sentence.
+transport's normaliser (the synchronous path's code) and turns anything else, another model's reply
+included, into a sentence.
 """
 
 from __future__ import annotations
@@ -78,12 +79,20 @@ def failed_line(custom_id: str, code: object, message: object) -> LineResult:
     return LineResult(custom_id, None, redact(f"batch line {code}: {message or 'no answer'}")[:500])
 
 
-def result_line(line: dict[str, Any], normalise: Callable[[dict[str, Any]], dict[str, Any]]) -> LineResult:
-    """One line of a result file; ``normalise`` turns a chat completion body into the normalised response."""
+def result_line(
+    line: dict[str, Any],
+    normalise: Callable[[dict[str, Any]], dict[str, Any]],
+    own: Callable[[str], bool] | None = None,
+) -> LineResult:
+    """One line of a result file; ``normalise`` turns a chat completion body into the normalised response.
+    A body whose ``model`` is not the model asked (``own``, ``ModelSpec.answers_as``) is no answer."""
     custom_id = str(line.get("custom_id"))
     response = line.get("response") or {}
     body = response.get("body") if isinstance(response, dict) else None
     if response.get("status_code") == 200 and isinstance(body, dict):
+        answered = body.get("model")
+        if own is not None and isinstance(answered, str) and answered and not own(answered):
+            return failed_line(custom_id, "other_model", f"the reply came from another model, {answered!r}")
         return LineResult(custom_id, normalise(body))
     error = line.get("error") or (body or {}).get("error") or {}
     status = response.get("status_code") if isinstance(response, dict) else None

@@ -16,21 +16,24 @@ from __future__ import annotations
 import itertools
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from ..config import ModelSpec
-from ..exceptions import ProviderError
+from ..exceptions import OtherModel, ProviderError
 from .adaptive import read_limit_headers
 from .failing import FOR_JOB, FailingStreaks, ModelFailing
 from .ratelimit import Limiter, Limiters
 from .retry import Verdict, classify, error_headers, transport_failure
 from .secrets import Secrets
-from .transport import CallKind, LitellmTransport, Transport
+from .transport import CallKind, LitellmTransport, Origin, Transport
 
 __all__ = ["CallOutcome", "ModelClient"]
+
+_HINTED_TRIES = 10  # 429s with a retry hint a call waits through, per try it may charge, before it gives up
 
 
 @dataclass
@@ -40,6 +43,7 @@ class _Tally:
     requests: int = 0
     failures: int = 0
     charged: int = 0  # failures that count against the call's tries
+    hinted: int = 0  # 429s that said when to come back: waited for, not charged
     errors: list[str] = field(default_factory=list)
     answer: BaseException | None = None  # the last exception the transport raised: the provider's answer
     serial: int = 0  # which call of its client this is (a call made for no job counts as its own job)
@@ -78,6 +82,8 @@ class ModelClient:
         self._max_backoff = max_backoff_s
         self._serials = itertools.count()
         self.streaks = FailingStreaks(failing_after)  # models whose requests all fail (None: never)
+        self.other_models: Counter[str] = Counter()  # replies refused as another model's, per model asked
+        self.other_names: dict[str, str] = {}  # per model asked: the last such reply's error
 
     def preload(self) -> None:
         """A request is coming soon: let the transport start its slow set-up (litellm's import)."""
@@ -121,7 +127,9 @@ class ModelClient:
             return self._backoff(tally.failures)
 
         retrying = AsyncRetrying(
-            stop=lambda _state: tally.charged >= self._max_tries,
+            stop=lambda _state: (
+                tally.charged >= self._max_tries or tally.hinted >= _HINTED_TRIES * self._max_tries
+            ),
             wait=wait,
             retry=retry_if_exception(
                 lambda e: tally.answered(e) and classify(e).kind in ("retry", "retry_after", "rate_limited")
@@ -183,17 +191,39 @@ class ModelClient:
                         limiter.record(ok=False, retry_after=verdict.wait)
                     tally.failures += 1
                     # A probe of a down model, or a refused connection (nothing listens: never the
-                    # request's fault), is not charged to the call; the breaker counts it instead.
-                    tally.charged += not (probe or transport_failure(exc) == "connection refused")
+                    # request's fault), is not charged to the call; the breaker counts it instead. A
+                    # 429 that says when to come back is the provider's schedule, not a failure.
+                    hinted = verdict.kind == "rate_limited" and verdict.wait is not None
+                    tally.hinted += hinted
+                    tally.charged += not (probe or hinted or transport_failure(exc) == "connection refused")
                     self._count_failure(model, tally, exc, verdict)
                     raise
-                self.streaks.answered(model.id)
-                limiter.record(ok=True)
+                limiter.record(ok=True)  # the provider (or its gateway) answered: it is up
                 limiter.heard(reply.limits, ok=True)
+                self._own_reply(model, reply.origin, tally)
+                self.streaks.answered(model.id)
             finally:
                 if probe:
                     limiter.breaker.probing = False
         return {**reply.response, "latency_ms": round((time.perf_counter() - started) * 1000, 3)}
+
+    def _own_reply(self, model: ModelSpec, origin: Origin, tally: _Tally) -> None:
+        """Raise ``OtherModel`` when the reply says another model answered: a gateway's fallback (always),
+        or a ``model`` that is not the one asked, unless the gateway names the one asked as what answered.
+        A reply that names no model is taken as the model's own."""
+        if origin.fallbacks <= 0:
+            if origin.model is None or model.answers_as(origin.model):
+                return
+            if origin.group is not None and model.answers_as(origin.group):
+                return  # a gateway's deployment answers with its own name for the model asked
+        exc = OtherModel(model.id, model.model, origin.model, origin.fallbacks, requests=tally.requests)
+        tally.answer = exc
+        tally.failures += 1
+        tally.charged += 1
+        tally.errors.append(self._secrets.redact(str(exc)))
+        self.other_models[model.id] += 1
+        self.other_names[model.id] = str(exc)
+        raise exc
 
     def _refuse_failing(self, model: ModelSpec, tally: _Tally) -> None:
         reason = self.streaks.failing(model.id)

@@ -4,7 +4,8 @@ Requests are spaced evenly (GCRA with no burst): at N requests/min a request may
 no sliding minute ever sees more than N. Tokens work the same way with the estimated size of each request.
 A 429/529 pauses the model for everyone in this process (``penalize``); a model that keeps failing
 unreachable is *down* (its ``breaker`` opens) and probed one request at a time. A learned limit follows an
-``AdaptiveRate`` shared through ``LearnedLimits``. ``ratelimit`` says the whole story and hands these out;
+``AdaptiveRate`` shared through ``LearnedLimits``; without one, a limit the provider states is kept to
+when the config gives none or a higher one, wherever the server runs. ``ratelimit`` says the whole story and hands these out;
 ``fleet_limiter`` builds on ``Limiter`` for a fleet.
 """
 
@@ -84,6 +85,9 @@ class Limiter:
         self.waiting = 0
         self.breaker = Breaker(clock, max_outage_s)  # failures in a row, down since, the probe
         self.latency_s: float | None = None  # requests' recent duration (moving average)
+        self.stated: dict[str, tuple[float, float | None]] = {}  # kept to: (stated, configured) per kind
+        # told once per kind when a configured limit is above the one the provider states
+        self.on_stated: Callable[[str, str, float, float], None] | None = None
 
     @property
     def max_in_flight(self) -> int:
@@ -178,6 +182,8 @@ class Limiter:
     def heard(self, news: LimitNews, *, ok: bool) -> None:
         """What a response said: its rate-limit headers, and whether it went through (else a 429)."""
         if self.adaptive is None:
+            self._keep_stated(news)
+            self._wait_for_reset(news)
             return
         now, before = time.time(), self.adaptive.state
         stated = self.adaptive.on_headers(news, now)
@@ -188,7 +194,35 @@ class Limiter:
             self.adaptive.on_success(now)
         elif not stated and self.adaptive.on_rate_limited(now):  # a newly stated limit is the correction
             self._learned_changed("cut", before)
-        # None left until the provider's reset: wait for it rather than collect 429s.
+        self._wait_for_reset(news)
+
+    def _keep_stated(self, news: LimitNews) -> None:
+        """A limit the provider states, where none is learned: sent at when the config gives none or a
+        higher one (the provider refuses what passes it anyway); noted in ``stated`` for the run to say."""
+        for kind, limit, configured in (
+            ("requests", news.requests_limit, self._rate.requests_per_minute),
+            ("tokens", news.tokens_limit, self._rate.tokens_per_minute),
+        ):
+            if not limit:
+                continue
+            own = _MARGIN * 60.0 / configured if configured else 0.0
+            interval = max(own, _MARGIN * 60.0 / limit)
+            if kind == "requests" and interval != self._interval:
+                self._interval = interval
+            elif kind == "tokens" and interval != self._token_interval:
+                self._token_interval = interval
+            else:
+                continue
+            if configured is not None and configured <= limit:
+                self.stated.pop(kind, None)
+                continue
+            first = kind not in self.stated
+            self.stated[kind] = (limit, configured)
+            if first and configured is not None and self.on_stated is not None:
+                self.on_stated(self.name, kind, limit, configured)
+
+    def _wait_for_reset(self, news: LimitNews) -> None:
+        """None left until the provider's reset: wait for it rather than collect 429s."""
         for remaining, reset in (
             (news.requests_remaining, news.requests_reset_s),
             (news.tokens_remaining, news.tokens_reset_s),

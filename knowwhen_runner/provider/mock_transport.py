@@ -89,11 +89,18 @@ class MockTransport:
         return Reply(dict(got))
 
     @staticmethod
-    def error(status: int, message: str = "", retry_after: float | None = None) -> Exception:
-        """An HTTP error as litellm raises it: ``status_code``, and ``Retry-After`` in its headers."""
+    def error(
+        status: int,
+        message: str = "",
+        retry_after: float | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Exception:
+        """An HTTP error as litellm raises it: ``status_code``, and ``Retry-After`` (or ``headers``, as a
+        gateway forwards them) in its headers."""
         exc = _MockHTTPError(message or f"mock HTTP {status}")
         exc.status_code = status
-        exc.litellm_response_headers = {} if retry_after is None else {"retry-after": str(retry_after)}
+        sent = {} if retry_after is None else {"retry-after": str(retry_after)}
+        exc.litellm_response_headers = {**sent, **(headers or {})}
         return exc
 
     # -- batches ------------------------------------------------------------------------------------

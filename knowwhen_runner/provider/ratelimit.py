@@ -11,7 +11,9 @@ long a run waits for it.
 A limit the config does not give is learned (``adaptive``): the limiter of such a model starts low and
 follows an ``AdaptiveRate`` fed by what responses say (rate-limit headers, 429s) and by requests queueing
 for it; its state is a row of the run database's ledger (``LearnedLimits``), so a fleet sends at one
-learned rate, and a later run starts where this one ended.
+learned rate, and a later run starts where this one ended. Any other limiter keeps to a limit its
+provider states (rate-limit headers) when the config gives none or a higher one, wherever the server
+runs, and says so once (``tell_stated``).
 
 One process keeps its limits in memory (``Limiter``). When several processes work one run (a shared
 database), ``Limiters`` given ``fleet=FleetLimits(ledger, holder)`` hand out ``FleetLimiter``s: the
@@ -23,6 +25,8 @@ module the ``Limiters`` that hand them out, one per limit key; every name stays 
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from ..config import ModelSpec
 from .adaptive import AdaptiveRate, LearnedLimit
@@ -78,6 +82,12 @@ class Limiters:
 
     def __getitem__(self, model_id: str) -> Limiter:
         return self._by_model[model_id]
+
+    def tell_stated(self, tell: Callable[[str, str, float, float], None]) -> None:
+        """Call ``tell(name, "requests" or "tokens", stated, configured)`` once per limit group and kind
+        whose configured limit is above the one its provider states (it is then sent at the stated one)."""
+        for limiter in self._by_key.values():
+            limiter.on_stated = tell
 
     async def settle(self) -> None:
         """The worker has no job left to start: fleet limiters give back the permits they do not use."""

@@ -4,14 +4,17 @@ rate-limited / fatal (or ``down``, decided by the client), and says when no HTTP
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
 
 from ..exceptions import ErrorKind, ProviderError
 
-__all__ = ["Verdict", "classify", "error_headers", "transport_failure"]
+__all__ = ["Verdict", "classify", "error_headers", "retry_hint", "transport_failure"]
 
 _UNAVAILABLE = (502, 503, 504)  # a gateway or the service itself says it cannot answer now
 
@@ -42,18 +45,44 @@ def error_headers(exc: BaseException) -> list[Any]:
     return [source for source in sources if source]
 
 
+# Where a provider says when to come back, first match wins: milliseconds (OpenAI's), then seconds or an
+# HTTP date, each as sent and as a gateway forwards it (litellm's proxy prefixes the provider's headers).
+_HINTS = (
+    ("retry-after-ms", 0.001),
+    ("llm_provider-retry-after-ms", 0.001),
+    ("retry-after", 1.0),
+    ("llm_provider-retry-after", 1.0),
+)
+
+
+def retry_hint(value: object, scale: float = 1.0, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from one retry header's value (a number, or for seconds an HTTP date); None if
+    unreadable."""
+    text = str(value).strip()
+    try:
+        seconds = float(text) * scale
+    except ValueError:
+        if scale != 1.0:
+            return None
+        try:
+            moment = parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        seconds = (moment - (now or datetime.now(UTC))).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
 def _retry_after(exc: BaseException) -> float | None:
     for source in error_headers(exc):
-        try:
-            value = source.get("retry-after") or source.get("Retry-After")
-        except AttributeError:
-            continue
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value))
-        except (TypeError, ValueError):
-            return None
+        for name, scale in _HINTS:
+            try:
+                value = source.get(name) or source.get(name.title())
+            except AttributeError:
+                break
+            if value is not None and (wait := retry_hint(value, scale)) is not None:
+                return wait
     return None
 
 
@@ -80,7 +109,8 @@ def transport_failure(exc: BaseException) -> str | None:
 def classify(exc: BaseException) -> Verdict:
     """The one place that decides whether and how a failed request is retried."""
     if isinstance(exc, ProviderError):  # ours: already decided (e.g. "down")
-        return Verdict(exc.kind, None, exc.status)
+        # another model's reply is retried like a 5xx: a gateway's primary may be back at the next try
+        return Verdict("retry" if exc.kind == "other_model" else exc.kind, None, exc.status)
     if transport_failure(exc) is not None:
         return Verdict("retry", None, None, unreachable=True)  # no HTTP response: no status to report
     status = getattr(exc, "status_code", None)

@@ -31,6 +31,7 @@ __all__ = [
     "BatchTransport",
     "CallKind",
     "LitellmTransport",
+    "Origin",
     "ProviderTransport",
     "Reply",
     "Transport",
@@ -43,12 +44,25 @@ CallKind = Literal["decision", "llm"]
 
 
 @dataclass(frozen=True, slots=True)
+class Origin:
+    """Who says they answered a request: the ``model`` of the reply's body, and what a gateway in front
+    adds (the LiteLLM Proxy's ``x-litellm-model-group`` and ``x-litellm-attempted-fallbacks``). None
+    where the reply does not say."""
+
+    model: str | None = None
+    group: str | None = None  # the gateway's name of what answered (its model group)
+    fallbacks: int = 0  # the gateway tried another model after the one asked for failed
+
+
+@dataclass(frozen=True, slots=True)
 class Reply:
     """One answered request: the normalised response (what the cache stores) and, beside it, what the
-    response's headers said about rate limits (for the adaptive limits; never stored)."""
+    response's headers said about rate limits (for the adaptive limits) and who answered (checked by the
+    client); neither is stored."""
 
     response: dict[str, Any]
     limits: LimitNews = field(default_factory=LimitNews)
+    origin: Origin = field(default_factory=Origin)
 
 
 class Transport(Protocol):
@@ -154,7 +168,7 @@ class LitellmTransport:
                 timeout=model.timeout_s,
                 **resolve_params(model),
             )
-            return Reply(decision_response(model, resp), _limit_news(resp))
+            return Reply(decision_response(model, resp), _limit_news(resp), _origin(resp))
         resp = await litellm.acompletion(
             model=model.model,
             api_base=model.api_base,
@@ -166,7 +180,7 @@ class LitellmTransport:
             max_retries=0,  # the OpenAI SDK would retry on its own; retries are ours (classify)
             **{**resolve_params(model), **({"seed": body["seed"]} if "seed" in body else {})},
         )
-        return Reply(llm_response(model, resp), _limit_news(resp))
+        return Reply(llm_response(model, resp), _limit_news(resp), _origin(resp))
 
     # -- the files and batches endpoints (OpenAI's, which OpenAI-compatible servers share) ------------
 
@@ -213,7 +227,7 @@ class LitellmTransport:
     async def batch_results(self, model: ModelSpec, file_id: str, api_key: str | None) -> list[LineResult]:
         content = await load_litellm().afile_content(file_id=file_id, **_batch_kw(model, api_key))
         return [
-            result_line(orjson.loads(raw), lambda body: chat_body_response(model, body))
+            result_line(orjson.loads(raw), lambda body: chat_body_response(model, body), model.answers_as)
             for raw in bytes(content.content).splitlines()
             if raw.strip()
         ]
@@ -223,6 +237,28 @@ def _limit_news(resp: Any) -> LimitNews:
     """What a litellm response's headers said about rate limits."""
     hidden = getattr(resp, "_hidden_params", None) or {}
     return read_limit_headers(hidden.get("additional_headers") if isinstance(hidden, dict) else None)
+
+
+def _origin(resp: Any) -> Origin:
+    """Who a litellm response says answered: the body's ``model`` (litellm keeps it, at most with its
+    provider prefix put back) and a gateway's headers, as sent or as litellm forwards them
+    (``llm_provider-``). litellm's decisions responses keep no headers: their body alone says."""
+    hidden = getattr(resp, "_hidden_params", None) or {}
+    headers: dict[str, Any] = {}
+    for source in (
+        (hidden.get("additional_headers"), hidden.get("headers")) if isinstance(hidden, dict) else ()
+    ):
+        if isinstance(source, dict):
+            headers.update({str(k).lower().removeprefix("llm_provider-"): v for k, v in source.items()})
+    model = getattr(resp, "model", None)
+    group = headers.get("x-litellm-model-group")
+    try:
+        fallbacks = int(str(headers.get("x-litellm-attempted-fallbacks", 0)).strip() or 0)
+    except ValueError:
+        fallbacks = 0
+    return Origin(
+        model if isinstance(model, str) and model else None, str(group) if group else None, max(0, fallbacks)
+    )
 
 
 def _batch_provider(model: ModelSpec) -> str:

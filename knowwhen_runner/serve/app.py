@@ -52,6 +52,8 @@ _RULES = TypeAdapter(list[FaultRule])
 _JSON = [(b"content-type", b"application/json")]
 _SYSTEMONE_PATHS = frozenset({"/v1/systemone", "/systemone"})
 _HTTP_FAULTS = {
+    "400": (400, "invalid_request_error", "Injected fault: bad request."),
+    "422": (422, "invalid_request_error", "Injected fault: unprocessable request."),
     "429": (429, "rate_limit_error", "Injected fault: rate limit exceeded."),
     "529": (529, "overloaded_error", "Injected fault: the server is overloaded."),
     "500": (500, "server_error", "Injected fault: internal server error."),

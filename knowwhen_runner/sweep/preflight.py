@@ -4,8 +4,9 @@ The question is the run's own first unanswered one for that model (so the answer
 its job costs nothing more later), or a tiny built-in one for a model with only episodes to run. The
 probe checks the key, the model name, that the answer is valid and that the model's price is known, and
 times the call. Only what would fail every call alike is a no-go (a refused key, an unknown model, an
-unknown price), and a model that answered every request of its probe with a failure (a 5xx other than
-502/503/504, a malformed reply), asked up to ``_PROBE_CALLS`` times: the run would set it aside anyway
+unknown price), a model that refused every probe with a client error (400, 404, 422: the run's question,
+then the built-in one), and a model that answered every request of its probe with a failure (a 5xx other
+than 502/503/504, a malformed reply), asked up to ``_PROBE_CALLS`` times: the run would set it aside anyway
 (``workers.quarantine_failures``), and a model failing one request in three fails six in a row once in
 830 probes.
 A model that did not answer at all (down), a rate limit or an invalid answer is a warning. ``knowwhen plan --probe`` prints the go/no-go
@@ -45,6 +46,7 @@ __all__ = [
 Check = Literal["ok", "no", "?"]
 _SCAN = 256  # pending questions of a model looked up in the cache to find one not answered yet
 _PROBE_CALLS = 3  # calls (of 2 tries each) a probe makes while every request is answered with a failure
+_CLIENT_ERRORS = (400, 404, 422)  # every probe refused with one of these: the run would get nothing
 
 PROBE_QUESTION: dict[str, Any] = {
     "qhash": "knowwhen-probe-1",
@@ -130,6 +132,28 @@ def _failed_every_request(model: ModelSpec, client: ModelClient, exc: ProviderEr
     )
 
 
+async def _refused_every_probe(
+    calls: CachedCalls, model: ModelSpec, exc: ProviderError, *, asked_own: bool
+) -> str | None:
+    """A client error (400, 404, 422) may say something of the one question asked (too long, say): the
+    run's own question refused, the built-in one is asked too. What to fix when every probe was refused
+    with a client error, else None."""
+    if asked_own:
+        tiny = question_call(model, PROBE_QUESTION)
+        try:
+            await calls.call(model, tiny.kind, tiny.body, key=tiny.key, lookup=False)
+        except ProviderError as again:
+            if again.status not in _CLIENT_ERRORS:
+                return None
+            exc = again
+        else:
+            return None
+    return (
+        f"every request of its probe was refused with HTTP {exc.status} ({exc}); check `model:`, "
+        f"`api_base:` and the key of {model.id}"
+    )
+
+
 async def _ask(
     client: ModelClient, calls: CachedCalls, model: ModelSpec, call: QuestionCall, lookup: bool
 ) -> CallResult:
@@ -175,6 +199,8 @@ async def _probe_one(
         return Probe(model.id, False, "called", problem=f"no answer within {timeout:.0f} s")
     except ProviderError as exc:
         reason = quarantine_reason(model, exc) or _failed_every_request(model, client, exc, exc.requests)
+        if reason is None and exc.status in _CLIENT_ERRORS:
+            reason = await _refused_every_probe(calls, model, exc, asked_own=found is not None)
         if reason is None:  # a failure of this call (429, down): the run's retries may get past it
             return Probe(model.id, True, "called", price=price, note=f"no answer yet: {exc}")
         auth: Check = "no" if exc.status in (401, 403) else "?"

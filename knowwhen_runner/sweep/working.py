@@ -77,6 +77,7 @@ async def _work(
     start_together: int,
 ) -> tuple[WorkStats, bool]:
     limiters = Limiters(config.models, fleet=fleet, max_outage_s=config.workers.max_outage_s, learned=learned)
+    limiters.tell_stated(_say_stated)
     tries, failing = max(2, config.workers.max_attempts + 1), config.workers.quarantine_failures
     client = ModelClient(limiters, secrets, transport=transport, max_tries=tries, failing_after=failing)
     total, already = await progress_totals(queue)  # the open jobs alone, when the plan's size is kept
@@ -124,6 +125,15 @@ async def _until_done(worker: Worker, display: SweepProgress, grace: float) -> t
         tg.start_soon(tick)
         tg.start_soon(work)
     return worker.stats, interrupted
+
+
+def _say_stated(name: str, kind: str, stated: float, configured: float) -> None:
+    print(
+        f"\nknowwhen: {name}: its provider states a limit of {stated:,.0f} {kind}/min, below the configured "
+        f"{configured:,.0f}; sending at {stated:,.0f} (lower rate_limit in the config to match)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _quarantined(config: SweepConfig, model_id: str, reason: str) -> None:

@@ -35,6 +35,8 @@ class WorkStats:
     handed_over: bool = False  # stopped by SIGTERM: unstarted jobs given back, the process may be requeued
     given_up: dict[str, str] = field(default_factory=dict)  # models down too long: their last error
     over_budget: dict[str, str] = field(default_factory=dict)  # budget scopes found spent
+    other_model: dict[str, int] = field(default_factory=dict)  # replies refused as another model's, per model
+    other_model_last: dict[str, str] = field(default_factory=dict)  # per model: the last of them
 
     def add(self, other: WorkStats) -> None:
         """Add another stage's counts to these."""
@@ -44,6 +46,9 @@ class WorkStats:
         self.handed_over = self.handed_over or other.handed_over
         self.given_up.update(other.given_up)
         self.over_budget.update(other.over_budget)
+        for model_id, n in other.other_model.items():
+            self.other_model[model_id] = self.other_model.get(model_id, 0) + n
+        self.other_model_last.update(other.other_model_last)
 
 
 class Question(NamedTuple):

@@ -4,7 +4,8 @@ A 401/403 (the key), a 404 or an unknown model name (the model string or its ``a
 error will fail every job of the model the same way: instead of failing them one by one (and scoring a
 model that never answered as wrong), the model is quarantined: its jobs go back to pending, the other
 models go on, and the run ends saying what to fix. So is a model whose answers are mostly invalid, and
-one whose requests all fail (5xx, malformed replies: counted by the client, ``provider.failing``).
+one whose requests all fail (5xx, malformed replies: counted by the client, ``provider.failing``), and
+one whose replies, every try of a call, came from another model (``OtherModel``: a gateway's fallback).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..config import ModelSpec
-from ..exceptions import ProviderError
+from ..exceptions import OtherModel, ProviderError
 from ..redaction import public_url
 
 __all__ = ["InvalidAnswers", "quarantine_reason"]
@@ -29,6 +30,8 @@ def _where(model: ModelSpec) -> str:
 
 def quarantine_reason(model: ModelSpec, exc: ProviderError) -> str | None:
     """What to fix when ``exc`` will fail every call of ``model`` alike; None for a failure of one call."""
+    if isinstance(exc, OtherModel):
+        return _other_model(model, exc)
     if exc.kind != "fatal":
         return None
     error = str(exc)
@@ -43,6 +46,21 @@ def quarantine_reason(model: ModelSpec, exc: ProviderError) -> str | None:
     if any(mark in error.lower() for mark in _PRICE):
         return f"its price is unknown ({error}); give it a `pricing:` entry in the config"
     return None
+
+
+def _other_model(model: ModelSpec, exc: OtherModel) -> str:
+    """Every try of a call got another model's reply: what the gateway or the config should change."""
+    said = "every try of a call got another model's reply (none was recorded)"
+    if exc.fallbacks:
+        return (
+            f"{said}: the gateway{_where(model)} falls back from {exc.asked!r} to "
+            f"{exc.answered or 'another model'}; bring its deployment back (or remove the fallback) and run again"
+        )
+    return (
+        f"{said}: the replies to {exc.asked!r} came from {exc.answered!r}; if that is the provider's own name "
+        f"for it, add `served_as: {exc.answered}` to {model.id} in the config, else fix its `model:` "
+        "(or `api_base:`)"
+    )
 
 
 class InvalidAnswers:

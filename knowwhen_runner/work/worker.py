@@ -33,7 +33,7 @@ from ..cache import CacheStore
 from ..config import ModelSpec, SweepConfig
 from ..crashpoints import crashpoint
 from ..dataset.answer_rows import answer_row
-from ..exceptions import KnowwhenError, ProviderError
+from ..exceptions import KnowwhenError, OtherModel, ProviderError
 from ..jobs import Items, Job
 from ..provider import (
     FOR_JOB,
@@ -177,6 +177,10 @@ class Worker(Recording):
         if isinstance(exc, ModelFailing):  # every request fails: the job's model, or an episode's agent
             self.holds.quarantine(exc.model_id, exc.reason)
             return Outcome(job, quarantine=exc.reason, quarantined=exc.model_id)
+        if isinstance(exc, OtherModel):  # the job's model, or an episode's agent, answers as another
+            why = quarantine_reason(self._models[exc.model_id], exc) or str(exc)
+            self.holds.quarantine(exc.model_id, why)
+            return Outcome(job, quarantine=why, quarantined=exc.model_id)
         reason = quarantine_reason(self._models[job.model_id], exc)
         if reason is not None:
             self.holds.quarantine(job.model_id, reason)  # stop calling it now, not once recorded
@@ -218,6 +222,8 @@ class Worker(Recording):
                 await self.queue.release_unheld(self.id, frozenset())  # a claim's reply lost, say
                 await self.queue.stop_worker(self.id)
         self.stats.given_up = self.holds.given_up()
+        self.stats.other_model = dict(self.client.other_models)
+        self.stats.other_model_last = dict(self.client.other_names)
         return self.stats
 
     def stop(self) -> None:

@@ -72,3 +72,26 @@ def test_plan_probe_prints_go_no_go_and_json(server: ServerProcess, tmp_path: Pa
     assert probes["lexical"]["how"] == "called" and server.count(model="lexical") == 2
     assert probes["prior"]["go"] is False and probes["prior"]["name"] == "no"
     assert "`model:`" in probes["prior"]["problem"]
+
+
+def test_a_model_that_refuses_every_probe_with_a_client_error_is_a_no_go(
+    server: ServerProcess, tmp_path: Path, scenario: Path
+) -> None:
+    """Every request answered 400 (a gateway's wrong key, say): no-go naming the model and the status, no
+    job done; a 422 for the run's first question alone is the question's, not the model's: a go."""
+    server.set_faults([{"fault": "400", "model": "lexical-llm"}])
+    config = write_config(tmp_path / "c.yaml", server.base_url, scenario)
+    stopped = knowwhen("run", str(config), "-q")
+    assert stopped.returncode == 2, stopped.stdout + stopped.stderr
+    assert "pre-flight: lexical-llm cannot go: every request of its probe was refused with HTTP 400" in (
+        stopped.stderr
+    )
+    assert _counts(config) == {("lexical", "pending"): 45, ("lexical-llm", "pending"): 45}
+    assert server.count(model="lexical-llm", status=400) == 2  # the run's question, then the built-in one
+
+    server.set_faults([{"fault": "422", "model": "lexical-llm", "count": 1}])
+    server.reset_stats()
+    shown = knowwhen("plan", str(config), "--probe", "--json")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    probes = {p["model_id"]: p for p in json.loads(shown.stdout)["probes"]}
+    assert probes["lexical-llm"]["go"] is True and "HTTP 422" in probes["lexical-llm"]["note"]

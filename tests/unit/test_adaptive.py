@@ -143,3 +143,62 @@ def test_none_left_until_the_reset_pauses_the_limit_group() -> None:
     other = _adaptive_limiter()
     other.heard(LimitNews(requests_limit=100, requests_remaining=3, requests_reset_s=2.5), ok=True)
     assert other.paused_for() == 0
+
+
+def _plain_limiter(**rate: float) -> Limiter:
+    """The limiter of a model on this machine, whose limit is not learned (no ``adaptive``)."""
+    spec = ModelSpec(
+        id="m", model="openai/m", kind="llm", api_base="http://127.0.0.1:4000/v1", rate_limit=dict(rate)
+    )
+    assert not spec.adapts()
+    limiter = Limiters([spec])["m"]
+    assert limiter.adaptive is None
+    return limiter
+
+
+def test_a_stated_limit_is_kept_without_adaptive_wherever_the_server_runs() -> None:
+    """A server on this machine states 120 requests/min and the config gives none: the limiter sends at
+    120/min (before: as fast as it could, collecting 429s); a reset with none left pauses it."""
+    limiter = _plain_limiter()
+    assert limiter.rate_per_s() is None
+    limiter.heard(LimitNews(requests_limit=120, requests_remaining=0, requests_reset_s=1.5), ok=True)
+    assert limiter.rate_per_s() == pytest.approx(2.0, rel=0.01)
+    assert 1.0 < limiter.paused_for() <= 1.5
+    assert limiter.stated == {"requests": (120, None)}
+
+
+def test_a_configured_limit_above_the_stated_one_is_said_once_and_the_stated_one_kept() -> None:
+    """Configured 600/min, stated 120/min: sent at 120 and told once, however often it is stated."""
+    told: list[tuple[str, str, float, float]] = []
+    limiter = _plain_limiter(requests_per_minute=600)
+    limiter.on_stated = lambda *said: told.append(said)
+    for _ in range(3):
+        limiter.heard(LimitNews(requests_limit=120), ok=True)
+    assert limiter.rate_per_s() == pytest.approx(2.0, rel=0.01)
+    assert told == [("m", "requests", 120, 600)]
+
+
+def test_a_configured_limit_at_or_below_the_stated_one_is_left_alone() -> None:
+    """Configured 60/min, stated 120/min: the configured limit holds and nothing is said."""
+    told: list[object] = []
+    limiter = _plain_limiter(requests_per_minute=60)
+    limiter.on_stated = lambda *said: told.append(said)
+    limiter.heard(LimitNews(requests_limit=120, tokens_limit=None), ok=True)
+    assert limiter.rate_per_s() == pytest.approx(1.0, rel=0.01)
+    assert told == [] and limiter.stated == {}
+
+
+def test_a_gateway_and_the_provider_it_forwards_both_stated_the_tightest_binds() -> None:
+    """The LiteLLM Proxy states its own limit and forwards the provider's (prefixed once or twice by
+    litellm): the lowest limit and remaining count, and the latest reset, are read."""
+    news = read_limit_headers(
+        {
+            "x-ratelimit-limit-requests": "1200",
+            "x-ratelimit-remaining-requests": "1100",
+            "llm_provider-llm_provider-x-ratelimit-limit-requests": "300",
+            "llm_provider-x-ratelimit-remaining-requests": "250",
+            "llm_provider-x-ratelimit-reset-requests": "2s",
+            "x-ratelimit-reset-requests": "1s",
+        }
+    )
+    assert (news.requests_limit, news.requests_remaining, news.requests_reset_s) == (300, 250, 2.0)

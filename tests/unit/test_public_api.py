@@ -47,6 +47,7 @@ PUBLIC = {
         "MockTransport",
         "ModelClient",
         "ModelFailing",
+        "Origin",
         "ProviderTransport",
         "QUESTION_NAME",
         "REQUEST_STARTED",

@@ -18,7 +18,7 @@ import pytest
 from knowwhen_runner.cache import open_cache
 from knowwhen_runner.config import ModelSpec, SweepConfig, load_config
 from knowwhen_runner.plan import plan
-from knowwhen_runner.provider import MockTransport, Secrets
+from knowwhen_runner.provider import MockTransport, Origin, Reply, Secrets
 from knowwhen_runner.queue import JobResult, Queue, open_queue
 from knowwhen_runner.scenarios import load_scenario
 from knowwhen_runner.sweep import work_queue
@@ -231,3 +231,92 @@ def test_episodes_whose_agent_stays_down_end_the_run_with_their_jobs_pending(tmp
     assert _statuses(results) == {"pending": 6}
     assert all(r.job.attempts == 0 for r in results)
     assert sum(1 for s in transport.sent if s.kind == "llm") < 30
+
+
+async def _run_cached(
+    config: SweepConfig, transport: MockTransport
+) -> tuple[Queue, list[JobResult], Any, Any]:
+    """``_run`` with the cache in hand, and what the worker counted."""
+    scenarios = {spec.id: load_scenario(spec) for spec in config.scenarios}
+    the_plan = plan(config, scenarios)
+    queue = open_queue("memory://", config.name)
+    await queue.init_run("", {})
+    await queue.enqueue(the_plan.jobs, the_plan.items)
+    store = open_cache("memory://")
+    stats, _ = await work_queue(
+        config,
+        queue,
+        Secrets(config.models),
+        the_plan.items,
+        progress=False,
+        transport=transport,
+        cache=store,
+    )
+    return queue, await queue.results(), store, stats
+
+
+def test_a_gateways_fallback_is_never_an_answer_and_sets_the_model_aside(tmp_path: Path) -> None:
+    """Every reply to model a says a gateway fell back to another model: no answer of a is recorded or
+    cached, the replies are counted, and a is quarantined saying the gateway fell back; b is unharmed."""
+
+    def handler(model: ModelSpec, kind: str, body: dict[str, Any]) -> Any:
+        if model.id == "a":
+            return Reply(_answer(body), origin=Origin(model="lexical-llm", fallbacks=1))
+        return Reply(_answer(body), origin=Origin(model="dm"))
+
+    config = _config(tmp_path)
+    b = config.models[1].model_copy(update={"model": "hosted_vllm/dm2", "served_as": "dm"})
+    config = config.model_copy(update={"models": [config.models[0], b]})
+    queue, results, store, stats = anyio.run(_run_cached, config, MockTransport(handler))
+    by_model = Counter((r.job.model_id, r.status) for r in results)
+    assert by_model == {("a", "pending"): QUESTIONS, ("b", "done"): QUESTIONS}
+    assert anyio.run(store.stats) == {"hosted_vllm/dm2": QUESTIONS}  # b's answers alone
+    held = anyio.run(queue.controls)
+    assert [(c.model_id, c.state) for c in held] == [("a", "quarantined")]
+    assert "falls back from 'hosted_vllm/dm' to lexical-llm" in held[0].reason
+    assert stats.other_model["a"] >= config.workers.max_attempts + 1  # every try of the first failed call
+    assert "b" not in stats.other_model
+
+
+def test_another_models_reply_is_retried_and_only_the_models_own_is_kept(tmp_path: Path) -> None:
+    """The first reply of each question names another model (no fallback header): it is retried, and every
+    row and cache entry is the model's own answer (the other's choice never appears)."""
+    seen: Counter[str] = Counter()
+
+    def handler(model: ModelSpec, kind: str, body: dict[str, Any]) -> Any:
+        seen[body["state"]] += 1
+        if seen[body["state"]] == 1:
+            wrong = {**_answer(body), "choice": "not-a-tool"}
+            return Reply(wrong, origin=Origin(model="hosted_vllm/prior"))
+        return Reply(_answer(body), origin=Origin(model="dm"))
+
+    config = _config(tmp_path).model_copy(update={"models": _config(tmp_path).models[:1]})
+    _queue, results, _store, stats = anyio.run(_run_cached, config, MockTransport(handler))
+    rows = [r.result for r in results if r.result]
+    assert len(rows) == QUESTIONS and all(r["valid"] and r["requests"] == 2 for r in rows)
+    assert all(any("another model's" in e for e in r["retry_errors"]) for r in rows)
+    assert stats.other_model == {"a": QUESTIONS}
+
+
+def test_a_429_with_a_gateways_retry_hint_spends_no_try(tmp_path: Path) -> None:
+    """Each question's first seven requests get a 429 whose hint comes as a gateway forwards it
+    (llm_provider-retry-after, retry-after-ms): more than the call's tries, yet every job is done on its
+    first attempt, and no request starts inside a hinted pause."""
+    seen: Counter[str] = Counter()
+    starts: list[tuple[float, float]] = []  # (when, the pause it asked for)
+
+    def handler(model: ModelSpec, kind: str, body: dict[str, Any]) -> Any:
+        seen[body["state"]] += 1
+        if seen[body["state"]] <= 7:
+            hint = (
+                {"llm_provider-retry-after": "0.02"} if seen[body["state"]] % 2 else {"retry-after-ms": "20"}
+            )
+            starts.append((time.monotonic(), 0.02))
+            return MockTransport.error(429, "slow down", headers=hint)
+        return _answer(body)
+
+    config = _config(tmp_path, max_attempts=1).model_copy(update={"models": _config(tmp_path).models[:1]})
+    _queue, results = anyio.run(_run, config, MockTransport(handler))
+    assert _statuses(results) == {"done": QUESTIONS}
+    assert all(r.job.attempts == 1 for r in results)
+    assert all(r.result and r.result["requests"] == 8 for r in results)
