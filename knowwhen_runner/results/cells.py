@@ -64,15 +64,21 @@ def open_loop_cell(
     target: float | str | None = None,
     llm: tuple[str, Mapping[str, Answer]] | None = None,
     llm_correct: list[bool] | None = None,
+    guarantee: tuple[float, float] | None = None,
+    llm_rows: Sequence[Mapping[str, Any]] | None = None,
 ) -> OpenLoopCell:
-    """One scenario × mode: L2 scores, validity, operations, CXS (``llm_correct``: the gate's LLM's)."""
+    """One scenario × mode: L2 scores, validity, operations, CXS (``llm_correct``: the gate's LLM's;
+    ``guarantee``: the gate's (risk, delta); ``llm_rows``: the gate's LLM's rows, for its costs)."""
     correct = occurrence_correct(answers, key)
     score = score_l2(answers, key, correct=correct)
     strata = {
         name: Stratum(accuracy_pct=_finite(s.accuracy), n_occurrences=s.n_occurrences, n_tasks=s.n_tasks)
         for name, s in score.strata.items()
     }
-    selective, fit_data = _decision_fields(decision, answers, key, correct, target, llm, llm_correct)
+    costs = (_costs(rows), _costs(llm_rows)) if llm_rows is not None else None
+    selective, fit_data = _decision_fields(
+        decision, answers, key, correct, target, llm, llm_correct, guarantee, costs
+    )
     failed = sum(1 for r in rows if _failed(r))
     if failed:
         # No score for a cell whose calls did not all get an answer: failed is not wrong.
@@ -113,14 +119,23 @@ def _decision_fields(
     target: float | str | None,
     llm: tuple[str, Mapping[str, Answer]] | None,
     llm_correct: list[bool] | None,
+    guarantee: tuple[float, float] | None = None,
+    costs: tuple[Mapping[str, float | None], Mapping[str, float | None]] | None = None,
 ) -> tuple[dict[str, Any], FitData | None]:
     """A decision model's selective fields and the items of its refit bootstrap (none for an LLM)."""
     if not decision:
         return {}, None
     if llm and llm_correct is None:
         llm_correct = occurrence_correct(llm[1], key)
-    selective = selective_fields(answers, key, target, llm, correct=correct, llm_correct=llm_correct)
+    selective = selective_fields(
+        answers, key, target, llm, correct=correct, llm_correct=llm_correct, guarantee=guarantee, costs=costs
+    )
     return selective, refit_data(answers, key, correct, target, llm, llm_correct)
+
+
+def _costs(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """Each question's cost (qhash → USD; None where the row has no price)."""
+    return {str(r.get("qhash")): _finite(r.get("cost_usd")) for r in rows}
 
 
 def _failed(row: Mapping[str, Any]) -> bool:

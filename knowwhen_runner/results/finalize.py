@@ -244,6 +244,8 @@ def _open_loop(
             target=gate.target if gate else None,
             llm=(gate.llm, llm_answers) if gate and llm_answers is not None else None,
             llm_correct=llm_correct,
+            guarantee=(gate.risk, gate.delta) if gate and gate.risk is not None else None,
+            llm_rows=records.rows.get((sc, gate.llm)) if gate and llm_answers is not None else None,
         )
         out.append(cell)
     return out

@@ -1,8 +1,9 @@
 """The CXS manifest, one versioned JSON document per model, in reading order: ``intervals`` (the
 interval parts every cell shares), ``selective`` (calibration, coverage curves, fits and gates of a
-decision model's open-loop cell), ``document`` (the cells, the manifest itself, and its reading and writing).
+decision model's open-loop cell), ``deferral`` (its deferral scorecard and the τ with a guarantee), ``document`` (the cells, the manifest itself, and its reading and writing).
 """
 
+from .deferral import Deferral, DeferralPoint, EqualMassCalibration, RiskGuarantee
 from .document import (
     MANIFEST_SCHEMA_VERSION,
     ClosedLoopCell,
@@ -43,6 +44,9 @@ __all__ = [
     "CoverageCurve",
     "CurvePoint",
     "CxsManifest",
+    "Deferral",
+    "DeferralPoint",
+    "EqualMassCalibration",
     "Fit",
     "Gate",
     "GatePoint",
@@ -55,6 +59,7 @@ __all__ = [
     "OpenLoopIntervals",
     "Operations",
     "ReliabilityBin",
+    "RiskGuarantee",
     "RunProvenance",
     "ScenarioProvenance",
     "Scope",
