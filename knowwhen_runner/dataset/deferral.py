@@ -227,7 +227,7 @@ def platt_fit(conf: Floats, correct: Bools) -> PlattFit | None:
     design = np.column_stack([x, np.ones_like(x)])
     w = np.zeros(2)
     for _ in range(100):
-        p = 1.0 / (1.0 + np.exp(-(design @ w)))
+        p = 1.0 / (1.0 + np.exp(-np.clip(design @ w, -700, 700)))
         grad = design.T @ (y - p)
         hess = (design * (p * (1.0 - p))[:, None]).T @ design
         try:
@@ -243,7 +243,7 @@ def platt_fit(conf: Floats, correct: Bools) -> PlattFit | None:
 def platt_scale(conf: Floats, fit: PlattFit) -> NDArray[np.float64]:
     """The confidences after Platt scaling."""
     z = fit.coef * _logit(np.asarray(conf, dtype=np.float64)) + fit.intercept
-    return 1.0 / (1.0 + np.exp(-z))
+    return 1.0 / (1.0 + np.exp(-np.clip(z, -700, 700)))
 
 
 def top_accuracy(conf: Floats, correct: Bools, share: float = 0.1) -> float:
