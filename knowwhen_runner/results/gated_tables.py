@@ -1,6 +1,7 @@
 """The gated curve as tables: ``gated-summary`` (one row per decision model and scenario, at its fitted τ:
 coverage, gated accuracy and the gain over the LLM, with intervals) and ``gated`` (each model's whole curve:
-the LLM alone, a few fixed τ, the fitted τ, the model alone).
+the LLM alone, a few fixed τ, the fitted τ, the model alone) and ``deferral`` (each model's deferral
+scorecard: APGR, CPT, AIQ, excess AURC, equal-mass ECE, the τ with a guarantee).
 """
 
 from __future__ import annotations
@@ -8,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .manifest import ConfidenceInterval, CxsManifest, Gate, GatePoint, OpenLoopIntervals
+from .manifest import ConfidenceInterval, CxsManifest, Deferral, Gate, GatePoint, OpenLoopIntervals
 from .ranking import Ranking, rank_models
 from .tables import CI, Column, Table
 
-__all__ = ["gated_summary_table", "gated_table"]
+__all__ = ["deferral_table", "gated_summary_table", "gated_table"]
 
 
 def _run_name(manifests: Sequence[CxsManifest]) -> str:
@@ -128,3 +129,66 @@ def gated_table(manifests: Sequence[CxsManifest], ranking: Ranking | None = None
         "[low, high] at the fitted τ: 95% interval, the whole fit redone on each bootstrap resample of tasks."
     )
     return Table("gated", f"{_run_name(manifests)}: gated curve", cols, rows, note)
+
+
+def _deferral_row(m: CxsManifest, scenario: str, d: Deferral) -> dict[str, Any]:
+    g = d.guarantee
+    promise = "–" if g is None else f"err ≤ {g.risk:g} w.p. ≥ {1 - g.delta:g}"
+    return {
+        "model": m.model.id,
+        "scenario": scenario,
+        "llm": d.llm,
+        "n": d.n,
+        "apgr": d.apgr,
+        "apgr_oracle": d.apgr_oracle,
+        "cpt50": d.cpt50,
+        "cpt80": d.cpt80,
+        "aiq": d.aiq,
+        "aurc_excess": d.aurc_excess,
+        "ece": d.calibration.ece,
+        "ece_platt": d.calibration.ece_platt,
+        "top10": d.calibration.top10_accuracy,
+        "guarantee": promise,
+        "ltt_tau": "–" if g is None else ("none valid" if g.threshold is None else g.threshold),
+        "ltt_coverage": None if g is None else g.coverage,
+    }
+
+
+def deferral_table(manifests: Sequence[CxsManifest], ranking: Ranking | None = None) -> Table:
+    """The deferral scorecard of each decision model and scenario, in the terms routing papers use."""
+    cols = [
+        Column("model", "model"),
+        Column("scenario", "scenario"),
+        Column("llm", "LLM"),
+        Column("n", "n", "int"),
+        Column("apgr", "APGR", "num"),
+        Column("apgr_oracle", "APGR / oracle", "num"),
+        Column("cpt50", "CPT(50%) (%)", "frac"),
+        Column("cpt80", "CPT(80%) (%)", "frac"),
+        Column("aiq", "AIQ", "num"),
+        Column("aurc_excess", "excess AURC", "num"),
+        Column("ece", "ECE em10", "num"),
+        Column("ece_platt", "ECE Platt", "num"),
+        Column("top10", "acc top 10% (%)", "frac"),
+        Column("guarantee", "promise"),
+        Column("ltt_tau", "LTT τ", "tau"),
+        Column("ltt_coverage", "LTT coverage (%)", "frac"),
+    ]
+    rows = [
+        _deferral_row(m, c.scenario, c.deferral)
+        for m in manifests
+        for c in m.open_loop
+        if c.deferral is not None
+    ]
+    small = any(c.deferral.calibration.small_sample for m in manifests for c in m.open_loop if c.deferral)
+    note = (
+        "Pooled over questions. APGR: RouteLLM's share of the model-to-LLM gap recovered over all shares of LLM "
+        "calls (APGR / oracle: the same area as a share of the oracle's); CPT(x%): least share of LLM calls "
+        "recovering x% of the gap; AIQ: RouterBench's area under the rising hull of (cost, accuracy); excess "
+        "AURC: over a perfect ranking; ECE em10: HELM's 10 equal-mass bins, before and after Platt scaling. "
+        "LTT τ: the lowest τ whose delegated error is at most the risk with the stated probability "
+        "(Learn-then-Test); 'none valid' gates nothing."
+        + (" Fewer than 300 questions in a row: its ECE is mostly noise." if small else "")
+    )
+    rows = (ranking or rank_models(manifests)).sorted_rows(rows)
+    return Table("deferral", f"{_run_name(manifests)}: when to delegate", cols, rows, note)

@@ -162,6 +162,7 @@ def _provenance(manifests: Sequence[CxsManifest]) -> str:
 _SECTIONS = {
     "comparison": "Leaderboard",
     "gated-summary": "Gated at the fitted τ",
+    "deferral": "When to delegate",
     "closed-loop": "Closed loop",
     "details": "Open-loop details",
 }
