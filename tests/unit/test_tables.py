@@ -145,7 +145,7 @@ def test_plots_are_byte_identical_when_drawn_twice(
     _, manifests = run
     first = write_plots(tmp_path / "a", manifests)
     second = write_plots(tmp_path / "b", manifests)
-    assert list(first) == ["coverage-qs", "reliability-qs", "cost-success"]
+    assert list(first) == ["coverage-qs", "deferral-qs", "reliability-qs", "cost-success"]
     for name, path in first.items():
         data = path.read_bytes()
         assert data == second[name].read_bytes() and path.suffix == ".svg"
@@ -210,3 +210,25 @@ def test_a_model_left_out_of_a_plot_is_said_in_its_legend(run: tuple[SweepConfig
     root = ElementTree.fromstring((config.output / "plots" / "coverage-qs.svg").read_bytes())
     texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
     assert "dm" in texts and "1 not drawn: a job failed for good" in texts and "LLM llm" not in texts
+
+
+def test_the_deferral_plot_draws_the_gate_beside_its_oracle_and_random_deferral(
+    run: tuple[SweepConfig, list[CxsManifest]], tmp_path: Path
+) -> None:
+    """The scenario's deferral plot names the gated model with its APGR and keys the oracle (dashed) and
+    random-deferral (dotted) lines; a run without a gate has no such plot."""
+    _, manifests = run
+    svg = write_plots(tmp_path / "a", manifests)["deferral-qs"].read_text()
+    d = (
+        manifests[0].cell("qs").deferral
+        if manifests[0].model.id == "dm"
+        else manifests[1].cell("qs").deferral
+    )
+    assert d is not None and f"APGR {d.apgr:.2f}" in svg
+    assert "oracle" in svg and "random deferral" in svg
+    assert 'stroke-dasharray="6,4"' in svg and 'stroke-dasharray="1.5,3"' in svg
+    bare = [
+        m.model_copy(update={"open_loop": [c.model_copy(update={"deferral": None}) for c in m.open_loop]})
+        for m in manifests
+    ]
+    assert "deferral-qs" not in write_plots(tmp_path / "b", bare)
