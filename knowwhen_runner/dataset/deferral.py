@@ -35,6 +35,7 @@ __all__ = [
     "platt_fit",
     "platt_scale",
     "top_accuracy",
+    "weighted_router_figures",
 ]
 
 ECE_MIN_ITEMS = 300
@@ -330,3 +331,37 @@ def deferral_scorecard(
         ece_platt=0.0 if fit is None else ece_equal_mass(platt_scale(c, fit), m),
         top10_accuracy=top_accuracy(c, m),
     )
+
+
+def weighted_router_figures(
+    conf: Floats, model_correct: Bools, llm_correct: Bools, weights: NDArray[np.float64]
+) -> dict[str, NDArray[np.float64]]:
+    """APGR, CPT(50 %) and CPT(80 %) of the gate for each row of ``weights`` (items counted that many
+    times, as a bootstrap resample counts them); NaN where a figure is undefined.
+
+    With every weight 1 the figures are ``deferral_scorecard``'s: the curve's points are the distinct
+    confidences (ties delegated together), whatever the weights.
+    """
+    c, m, g = np.asarray(conf, dtype=np.float64), _bools(model_correct), _bools(llm_correct)
+    w = np.atleast_2d(np.asarray(weights, dtype=np.float64))
+    order = np.argsort(-c, kind="stable")
+    cs = c[order]
+    ends = np.flatnonzero(np.r_[cs[1:] != cs[:-1], True]) if cs.size else np.array([], dtype=np.int64)
+    ws = w[:, order]
+    total = ws.sum(axis=1)
+    covered = np.c_[np.zeros(len(w)), np.cumsum(ws, axis=1)[:, ends]] / total[:, None]
+    gain = np.c_[np.zeros(len(w)), np.cumsum(ws * (m - g)[order], axis=1)[:, ends]] / total[:, None]
+    weak, strong = (ws @ m[order]) / total, (ws @ g[order]) / total
+    acc = strong[:, None] + gain  # at share 1 − covered, from nothing delegated to everything
+    share = 1.0 - covered
+    area = np.sum((share[:, :-1] - share[:, 1:]) * (acc[:, 1:] + acc[:, :-1]) / 2.0, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        apgr_ = np.where(strong != weak, (area - weak) / (strong - weak), np.nan)
+    out = {"apgr": apgr_}
+    for name, fraction in (("cpt50", 0.5), ("cpt80", 0.8)):
+        found = [
+            calls_to_recover(share[i, ::-1], acc[i, ::-1], float(weak[i]), float(strong[i]), fraction)
+            for i in range(len(w))
+        ]
+        out[name] = np.array([np.nan if x is None else x for x in found])
+    return out

@@ -41,7 +41,7 @@ from .manifest import (
     RiskGuarantee,
 )
 
-__all__ = ["DEFAULT_TARGET", "GATE_THRESHOLDS", "refit_data", "selective_fields"]
+__all__ = ["DEFAULT_TARGET", "GATE_THRESHOLDS", "counted_confidence", "refit_data", "selective_fields"]
 
 GATE_THRESHOLDS = (0.5, 0.8, 0.9, 0.95, 0.99)
 """The τ at which every manifest records the gated point exactly (the gated table's columns)."""
@@ -69,11 +69,12 @@ def refit_data(
         goal = "llm" if llm else None
     else:
         goal = DEFAULT_TARGET if target is None else float(target)
-    conf = [_confidence(answers.get(q)) for q in key.qhashes]
+    conf = [counted_confidence(answers.get(q)) for q in key.qhashes]
     return FitData(conf, correct, key.task_index, goal, llm_correct)
 
 
-def _confidence(answer: Answer | None) -> float:
+def counted_confidence(answer: Answer | None) -> float:
+    """The confidence the selective figures use: 0 for an answer that does not count."""
     # The rule of scoring.gated_open_loop: an answer that does not count has confidence 0.
     if answer is None or answer.error or not answer.valid or answer.answer is None:
         return 0.0
@@ -98,7 +99,7 @@ def selective_fields(
     has them already (one LLM gates every decision model of a run: it is scored once). ``guarantee``:
     (risk, delta) of a τ chosen by Learn-then-Test; ``costs``: the model's and the LLM's cost of each
     question (qhash → USD, None where unpriced)."""
-    conf = [_confidence(answers.get(q)) for q in key.qhashes]
+    conf = [counted_confidence(answers.get(q)) for q in key.qhashes]
     correct = occurrence_correct(answers, key) if correct is None else correct
     if llm and llm_correct is None:
         llm_correct = occurrence_correct(llm[1], key)
