@@ -21,6 +21,7 @@ from .cell_intervals import closed_loop_intervals, isolated_intervals, open_loop
 from .fit_bootstrap import FitData
 from .manifest import (
     ClosedLoopCell,
+    ClosedLoopDeferral,
     Cost,
     IsolatedCell,
     Latency,
@@ -31,7 +32,7 @@ from .manifest import (
     Tokens,
     Validity,
 )
-from .selective_cells import refit_data, selective_fields
+from .selective_cells import refit_data, selective_fields, transfer
 
 __all__ = [
     "closed_loop_cell",
@@ -313,5 +314,19 @@ def closed_loop_cell(
         latency=_latency(_sum_dict(r.get("latency_ms")) for r in results),
         cache_hits=sum(int(r.get("cache_hits") or 0) for r in results),
         fit=fit,
+        deferral=_closed_transfer(mode, tau, fit, taken),
         **repeat_fields,
+    )
+
+
+def _closed_transfer(
+    mode: str, tau: float | None, fit: Mapping[str, Any] | None, taken: Sequence[Mapping[str, Any]]
+) -> ClosedLoopDeferral | None:
+    """A gated cell's τ fitted on another task set: its target there, and the error it achieves here."""
+    target = fit.get("target_accuracy") if fit else None
+    if mode != "gated" or tau is None or fit is None or target is None:
+        return None
+    known = [bool(d["model_correct"]) for d in taken if d.get("model_correct") is not None]
+    return ClosedLoopDeferral(
+        transfer=transfer(str(fit.get("scenario")), tau, "fitted", 1.0 - float(target), None, known)
     )

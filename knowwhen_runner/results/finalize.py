@@ -42,6 +42,7 @@ from .manifest import (
 from .ranking import rank_models
 from .report import write_report
 from .screen_record import screen_record, screened_table
+from .selective_cells import transfer_here
 from .table_files import write_tables
 from .tables import CI, headline_table
 
@@ -248,6 +249,27 @@ def _open_loop(
             llm_rows=records.rows.get((sc, gate.llm)) if gate and llm_answers is not None else None,
         )
         out.append(cell)
+    return _with_transfers(out, model_id, folders)
+
+
+def _with_transfers(
+    cells: list[OpenLoopCell], model_id: str, folders: dict[str, Folder]
+) -> list[OpenLoopCell]:
+    """Each question set's τ with a guarantee applied to every other question set of the model."""
+    sources = [(c.scenario, c.deferral.guarantee) for c in cells if c.deferral and c.deferral.guarantee]
+    out = []
+    for cell in cells:
+        folder, answers = folders[cell.scenario], folders[cell.scenario].answers(model_id)
+        correct = folder.correct(model_id)
+        if cell.deferral is None or answers is None or correct is None:
+            out.append(cell)
+            continue
+        found = [
+            transfer_here(sc, g, answers, folder.key, correct) for sc, g in sources if sc != cell.scenario
+        ]
+        moved = [t for t in found if t is not None]
+        deferral = cell.deferral.model_copy(update={"transfers": moved})
+        out.append(cell.model_copy(update={"deferral": deferral}) if moved else cell)
     return out
 
 

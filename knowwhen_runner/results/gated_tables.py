@@ -1,7 +1,8 @@
 """The gated curve as tables: ``gated-summary`` (one row per decision model and scenario, at its fitted τ:
 coverage, gated accuracy and the gain over the LLM, with intervals) and ``gated`` (each model's whole curve:
 the LLM alone, a few fixed τ, the fitted τ, the model alone) and ``deferral`` (each model's deferral
-scorecard: APGR, CPT, AIQ, excess AURC, equal-mass ECE, the τ with a guarantee).
+scorecard: APGR, CPT, AIQ, excess AURC, equal-mass ECE, the τ with a guarantee) and ``transfer`` (a τ
+chosen on one scenario applied to another: its promise beside the error it achieves there).
 """
 
 from __future__ import annotations
@@ -9,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .manifest import ConfidenceInterval, CxsManifest, Deferral, Gate, GatePoint, OpenLoopIntervals
+from .manifest import ConfidenceInterval, CxsManifest, Deferral, Gate, GatePoint, OpenLoopIntervals, Transfer
 from .ranking import Ranking, rank_models
 from .tables import CI, Column, Table
 
-__all__ = ["deferral_table", "gated_summary_table", "gated_table"]
+__all__ = ["deferral_table", "gated_summary_table", "gated_table", "transfer_table"]
 
 
 def _run_name(manifests: Sequence[CxsManifest]) -> str:
@@ -192,3 +193,61 @@ def deferral_table(manifests: Sequence[CxsManifest], ranking: Ranking | None = N
     )
     rows = (ranking or rank_models(manifests)).sorted_rows(rows)
     return Table("deferral", f"{_run_name(manifests)}: when to delegate", cols, rows, note)
+
+
+def _transfer_row(model: str, target: str, t: Transfer) -> dict[str, Any]:
+    promise = (
+        f"err ≤ {t.promised_error:g} w.p. ≥ {1 - (t.delta or 0):g} on {t.source}"
+        if t.promise == "guarantee"
+        else f"err {t.promised_error:g} fitted on {t.source} (no guarantee)"
+    )
+    interval = None
+    if t.error is not None and t.low is not None and t.high is not None:
+        interval = ConfidenceInterval(
+            estimate=t.error, low=t.low, high=t.high, method="wilson", level=0.95, n=t.n
+        )
+    return {
+        "model": model,
+        "source": t.source,
+        "scenario": target,
+        "tau": t.tau,
+        "promise": promise,
+        "error": t.error,
+        "error" + CI: interval,
+        "n": t.n,
+        "verdict": "broken here" if t.broken else ("–" if t.error is None else "not contradicted"),
+    }
+
+
+def transfer_table(manifests: Sequence[CxsManifest], ranking: Ranking | None = None) -> Table:
+    """Each τ chosen on one scenario and applied to another: what it promised, what it achieves there."""
+    cols = [
+        Column("model", "model"),
+        Column("source", "τ chosen on"),
+        Column("scenario", "applied to"),
+        Column("tau", "τ", "tau"),
+        Column("promise", "promise"),
+        Column("error", "error here (%)", "frac", ci=True),
+        Column("n", "delegated", "int"),
+        Column("verdict", "promise here"),
+    ]
+    rows = [
+        _transfer_row(m.model.id, c.scenario, t)
+        for m in manifests
+        for c in m.open_loop
+        if c.deferral is not None
+        for t in c.deferral.transfers
+    ]
+    rows += [
+        _transfer_row(m.model.id, f"{c.scenario} ({c.mode})", c.deferral.transfer)
+        for m in manifests
+        for c in m.closed_loop
+        if c.deferral is not None and c.deferral.transfer is not None
+    ]
+    note = (
+        "A promise holds on the distribution it was made on. Error here: the share of the decisions this τ "
+        "delegates on the other scenario that were wrong, with its 95% Wilson interval; 'broken here' when "
+        "the whole interval lies above the promised error."
+    )
+    rows = (ranking or rank_models(manifests)).sorted_rows(rows)
+    return Table("transfer", f"{_run_name(manifests)}: τ applied beyond its fit set", cols, rows, note)

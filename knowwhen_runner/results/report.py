@@ -163,6 +163,7 @@ _SECTIONS = {
     "comparison": "Leaderboard",
     "gated-summary": "Gated at the fitted τ",
     "deferral": "When to delegate",
+    "transfer": "τ applied beyond its fit set",
     "closed-loop": "Closed loop",
     "details": "Open-loop details",
 }

@@ -26,6 +26,7 @@ from ..dataset.metrics import (
 )
 from ..dataset.risk_control import LTT_METHOD, learn_then_test, min_support
 from ..dataset.scoring import AnswerKey, gated_open_loop, occurrence_correct, score_l2, task_weights
+from ..intervals import wilson
 from .fit_bootstrap import FitData
 from .manifest import (
     Calibration,
@@ -39,9 +40,18 @@ from .manifest import (
     GatePoint,
     ReliabilityBin,
     RiskGuarantee,
+    Transfer,
 )
 
-__all__ = ["DEFAULT_TARGET", "GATE_THRESHOLDS", "counted_confidence", "refit_data", "selective_fields"]
+__all__ = [
+    "DEFAULT_TARGET",
+    "GATE_THRESHOLDS",
+    "counted_confidence",
+    "refit_data",
+    "selective_fields",
+    "transfer",
+    "transfer_here",
+]
 
 GATE_THRESHOLDS = (0.5, 0.8, 0.9, 0.95, 0.99)
 """The τ at which every manifest records the gated point exactly (the gated table's columns)."""
@@ -311,3 +321,45 @@ def _gate(
 def _fields(point: Any) -> dict[str, float]:
     """A metrics gated point as plain fields (slots dataclasses have no ``__dict__``)."""
     return {"threshold": point.threshold, "coverage": point.coverage, "accuracy": point.accuracy}
+
+
+def transfer(
+    source: str,
+    tau: float,
+    promise: Literal["guarantee", "fitted"],
+    promised_error: float,
+    delta: float | None,
+    delegated: Sequence[bool],
+) -> Transfer:
+    """What a τ chosen on ``source`` achieves here: ``delegated`` are the correctness of the decisions it
+    delegates here (known answers only)."""
+    n, errors = len(delegated), sum(1 for ok in delegated if not ok)
+    ci = wilson(errors, n) if n else None
+    return Transfer(
+        source=source,
+        tau=tau,
+        promise=promise,
+        promised_error=promised_error,
+        delta=delta,
+        n=n,
+        errors=errors,
+        error=errors / n if n else None,
+        low=ci.low if ci else None,
+        high=ci.high if ci else None,
+        broken=ci is not None and ci.low > promised_error,
+    )
+
+
+def transfer_here(
+    source: str,
+    guarantee: RiskGuarantee,
+    answers: Mapping[str, Answer],
+    key: AnswerKey,
+    correct: Sequence[bool],
+) -> Transfer | None:
+    """The τ with a guarantee of question set ``source`` applied to this one's answers (None without a τ)."""
+    if guarantee.threshold is None:
+        return None
+    conf = [counted_confidence(answers.get(q)) for q in key.qhashes]
+    delegated = [ok for c, ok in zip(conf, correct, strict=True) if c >= guarantee.threshold]
+    return transfer(source, guarantee.threshold, "guarantee", guarantee.risk, guarantee.delta, delegated)

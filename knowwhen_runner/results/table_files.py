@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..jsonio import atomic_write_bytes
-from .gated_tables import deferral_table, gated_summary_table, gated_table
+from .gated_tables import deferral_table, gated_summary_table, gated_table, transfer_table
 from .manifest import CxsManifest
 from .ranking import Ranking, rank_models
 from .screen_record import screened_table
@@ -19,7 +19,7 @@ def write_tables(
     folder: Path, manifests: Sequence[CxsManifest], ranking: Ranking | None = None
 ) -> dict[str, Table]:
     """Write each table as ``<name>.md``, ``.csv`` and ``.tex``, models ranked; the closed-loop
-    and deferral ones only when they have rows. ``gated`` is every model's curve; ``gated-summary`` one row
+    deferral and transfer ones only when they have rows. ``gated`` is every model's curve; ``gated-summary`` one row
     per model at its τ; ``deferral`` its deferral scorecard."""
     ranking = ranking or rank_models(manifests)
     tables = [
@@ -28,7 +28,8 @@ def write_tables(
         gated_table(manifests, ranking),
         details_table(manifests, ranking),
     ]
-    for optional in (deferral_table(manifests, ranking), closed_loop_table(manifests, ranking)):
+    optionals = (deferral_table(manifests, ranking), transfer_table(manifests, ranking))
+    for optional in (*optionals, closed_loop_table(manifests, ranking)):
         if optional.rows:
             tables.append(optional)
     tables = [screened_table(table, manifests, CI) for table in tables]

@@ -3,7 +3,14 @@ interval parts every cell shares), ``selective`` (calibration, coverage curves, 
 decision model's open-loop cell), ``deferral`` (its deferral scorecard and the τ with a guarantee), ``document`` (the cells, the manifest itself, and its reading and writing).
 """
 
-from .deferral import Deferral, DeferralPoint, EqualMassCalibration, RiskGuarantee
+from .deferral import (
+    ClosedLoopDeferral,
+    Deferral,
+    DeferralPoint,
+    EqualMassCalibration,
+    RiskGuarantee,
+    Transfer,
+)
 from .document import (
     MANIFEST_SCHEMA_VERSION,
     ClosedLoopCell,
@@ -38,6 +45,7 @@ __all__ = [
     "BandPoint",
     "Calibration",
     "ClosedLoopCell",
+    "ClosedLoopDeferral",
     "ClosedLoopIntervals",
     "ConfidenceInterval",
     "Cost",
@@ -65,6 +73,7 @@ __all__ = [
     "Scope",
     "Stratum",
     "Tokens",
+    "Transfer",
     "Validity",
     "load_manifest",
     "manifest_path",

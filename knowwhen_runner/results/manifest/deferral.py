@@ -12,7 +12,14 @@ from pydantic import Field
 
 from .intervals import ManifestPart
 
-__all__ = ["Deferral", "DeferralPoint", "EqualMassCalibration", "RiskGuarantee"]
+__all__ = [
+    "ClosedLoopDeferral",
+    "Deferral",
+    "DeferralPoint",
+    "EqualMassCalibration",
+    "RiskGuarantee",
+    "Transfer",
+]
 
 
 class DeferralPoint(ManifestPart):
@@ -66,6 +73,32 @@ class RiskGuarantee(ManifestPart):
     gated_accuracy: float = Field(description="Pooled gated accuracy at the chosen τ (the LLM's when none).")
 
 
+class Transfer(ManifestPart):
+    """A τ chosen on another scenario (``source``) applied here: what it promised there and the error it
+    achieves among the decisions it delegates here, with a 95% Wilson interval. A promise holds on the
+    distribution it was made on; ``broken`` says the interval lies wholly above it here."""
+
+    source: str = Field(description="The scenario whose data chose τ (the fit set).")
+    tau: float
+    promise: Literal["guarantee", "fitted"] = Field(
+        description="guarantee: Learn-then-Test (error ≤ risk w.p. ≥ 1 − delta there); fitted: a point fit to a target accuracy."
+    )
+    promised_error: float = Field(description="risk, or 1 − the target accuracy of a fitted τ.")
+    delta: float | None
+    n: int = Field(description="Decisions delegated here whose right answer is known.")
+    errors: int
+    error: float | None
+    low: float | None
+    high: float | None
+    broken: bool
+
+
+class ClosedLoopDeferral(ManifestPart):
+    """What a gated closed-loop cell says of delegation: the transfer of its τ from its fit set."""
+
+    transfer: Transfer | None
+
+
 class Deferral(ManifestPart):
     """The deferral scorecard over ``llm``: accuracy against the share of LLM calls (``curve``), the
     oracle (which defers only what the model gets wrong and the LLM right: ``oracle_gain`` of the items)
@@ -96,3 +129,6 @@ class Deferral(ManifestPart):
     )
     thinned: bool
     guarantee: RiskGuarantee | None = Field(None, description="Present when the config's gate sets a risk.")
+    transfers: list[Transfer] = Field(
+        default_factory=list, description="The τ with a guarantee of each other question set, applied here."
+    )

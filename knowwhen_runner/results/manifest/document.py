@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError
 
 from ...exceptions import ScenarioError
 from ..screen_record import ScreenRecord
-from .deferral import Deferral
+from .deferral import ClosedLoopDeferral, Deferral
 from .intervals import (
     ClosedLoopIntervals,
     IsolatedIntervals,
@@ -55,7 +55,8 @@ MANIFEST_SCHEMA_VERSION: Literal[8] = 8
 """8: an open-loop cell of a decision model gated over an LLM carries ``deferral``, its deferral scorecard
 (accuracy against the share of LLM calls and cost, oracle and random baselines, APGR, CPT, AIQ, excess
 AURC, equal-mass ECE before and after Platt scaling) and, when the gate sets a ``risk``, the τ chosen with
-a guarantee (``deferral.guarantee``). 7: a plain ``top: k`` screen draws an order of questions (``screen.unit``) and says what settled it: its
+a guarantee (``deferral.guarantee``), and the achieved error of a τ chosen on another scenario
+(``deferral.transfers``; a gated closed-loop cell's ``deferral.transfer``). 7: a plain ``top: k`` screen draws an order of questions (``screen.unit``) and says what settled it: its
 leaders (``screen.leaders``), the level of each paired test (``screen.alpha_pair``) and how many leaders
 were surely above the model (``screen.leaders_above``).
 6: ``screen``, the run's screening of this model. 5: an L1 cell scores every tool choice (``tool_choice_pct``: dp tool_select, When2Call included) and the
@@ -302,6 +303,9 @@ class ClosedLoopCell(ManifestPart):
     intervals: ClosedLoopIntervals | None = Field(None, description="None in version 1 and 2 manifests.")
     card_success_rate: float | None = Field(
         None, description="When jobs failed: the success rate with their episodes counted unsuccessful."
+    )
+    deferral: ClosedLoopDeferral | None = Field(
+        None, description="Gated with a fitted τ: its transfer from the fit set (version 8)."
     )
 
 
