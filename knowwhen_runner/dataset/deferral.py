@@ -43,7 +43,7 @@ ECE_MIN_ITEMS = 300
 _EPS = 1e-12  # the clip HELM's Platt scaler puts on probabilities before the logit
 
 Floats = Sequence[float] | NDArray[np.float64]
-Bools = Sequence[bool] | NDArray[np.bool_]
+Bools = Sequence[bool] | NDArray[np.bool_] | NDArray[np.float64]  # 0/1 floats count as outcomes too
 
 
 @dataclass(frozen=True, slots=True)
