@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..dataset.deferral import apgr, calls_to_recover
 from .manifest import ConfidenceInterval, CxsManifest, Deferral, Gate, GatePoint, OpenLoopIntervals, Transfer
 from .ranking import Ranking, rank_models
 from .tables import CI, Column, Table
@@ -155,6 +156,53 @@ def _deferral_row(m: CxsManifest, scenario: str, d: Deferral) -> dict[str, Any]:
     }
 
 
+def _closed_loop_rows(manifests: Sequence[CxsManifest]) -> list[dict[str, Any]]:
+    """APGR and CPT of the closed loop: the model alone, each gated τ and the LLM alone as router points
+    (success against the share of decisions the LLM took), where one LLM ran the scenario alone."""
+    alone: dict[str, list[tuple[str, float]]] = {}
+    for m in manifests:
+        for c in m.closed_loop:
+            if m.model.kind == "llm" and c.mode == "llm" and c.success_rate is not None:
+                alone.setdefault(c.scenario, []).append((m.model.id, c.success_rate))
+    rows = []
+    for m in manifests:
+        for scenario, llms in alone.items():
+            own = next((c for c in m.closed_loop if c.scenario == scenario and c.mode == "model"), None)
+            gated = [
+                c
+                for c in m.closed_loop
+                if c.scenario == scenario
+                and c.mode == "gated"
+                and c.success_rate is not None
+                and c.coverage is not None
+            ]
+            if (
+                m.model.kind != "decision"
+                or own is None
+                or own.success_rate is None
+                or not gated
+                or len(llms) != 1
+            ):
+                continue
+            (llm, strong), weak = llms[0], own.success_rate
+            shares = [0.0, *(1.0 - (c.coverage or 0.0) for c in gated), 1.0]
+            success = [weak, *(c.success_rate or 0.0 for c in gated), strong]
+            rows.append(
+                {
+                    "model": m.model.id,
+                    "scenario": f"{scenario} (closed loop)",
+                    "llm": llm,
+                    "n": own.episodes,
+                    "apgr": apgr(shares, success, weak, strong),
+                    "cpt50": calls_to_recover(shares, success, weak, strong, 0.5),
+                    "cpt80": calls_to_recover(shares, success, weak, strong, 0.8),
+                    "guarantee": "–",
+                    "ltt_tau": "–",
+                }
+            )
+    return rows
+
+
 def deferral_table(manifests: Sequence[CxsManifest], ranking: Ranking | None = None) -> Table:
     """The deferral scorecard of each decision model and scenario, in the terms routing papers use."""
     cols = [
@@ -181,6 +229,7 @@ def deferral_table(manifests: Sequence[CxsManifest], ranking: Ranking | None = N
         for c in m.open_loop
         if c.deferral is not None
     ]
+    rows += _closed_loop_rows(manifests)
     small = any(c.deferral.calibration.small_sample for m in manifests for c in m.open_loop if c.deferral)
     note = (
         "Pooled over questions. APGR: RouteLLM's share of the model-to-LLM gap recovered over all shares of LLM "
@@ -188,7 +237,8 @@ def deferral_table(manifests: Sequence[CxsManifest], ranking: Ranking | None = N
         "recovering x% of the gap; AIQ: RouterBench's area under the rising hull of (cost, accuracy); excess "
         "AURC: over a perfect ranking; ECE em10: HELM's 10 equal-mass bins, before and after Platt scaling. "
         "LTT τ: the lowest τ whose delegated error is at most the risk with the stated probability "
-        "(Learn-then-Test); 'none valid' gates nothing."
+        "(Learn-then-Test); 'none valid' gates nothing. Closed-loop rows: task success of the decision model "
+        "alone, of each gated τ (at its share of LLM decisions) and of the LLM alone, taken as router points."
         + (" Fewer than 300 questions in a row: its ECE is mostly noise." if small else "")
     )
     rows = (ranking or rank_models(manifests)).sorted_rows(rows)
