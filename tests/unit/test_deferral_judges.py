@@ -1,8 +1,9 @@
 """The deferral scorecard and the τ with a guarantee, judged by code this project did not write.
 
 MAPIE's Learn-then-Test and the ``calibration`` package HELM uses run here (dev extras). RouteLLM (its
-package pulls a GPU stack) and RouterBench (not on PyPI) are transcribed from their source files, named
-on each function, and our figures must equal theirs to 1e-9 where the definitions match.
+package requires torch and transformers) and RouterBench (not published as a package) are transcribed
+from their source files, named on each function, and our figures must equal theirs to 1e-9 where the
+definitions match.
 """
 
 from __future__ import annotations
