@@ -323,10 +323,16 @@ def _closed_transfer(
     mode: str, tau: float | None, fit: Mapping[str, Any] | None, taken: Sequence[Mapping[str, Any]]
 ) -> ClosedLoopDeferral | None:
     """A gated cell's τ fitted on another task set: its target there, and the error it achieves here."""
-    target = fit.get("target_accuracy") if fit else None
-    if mode != "gated" or tau is None or fit is None or target is None:
+    if mode != "gated" or tau is None or fit is None:
         return None
     known = [bool(d["model_correct"]) for d in taken if d.get("model_correct") is not None]
-    return ClosedLoopDeferral(
-        transfer=transfer(str(fit.get("scenario")), tau, "fitted", 1.0 - float(target), None, known)
-    )
+    source = str(fit.get("scenario"))
+    if fit.get("risk") is not None:  # chosen by Learn-then-Test: a guarantee on the fit set
+        promise = transfer(
+            source, tau, "guarantee", float(fit["risk"]), float(fit.get("delta") or 0.1), known
+        )
+        return ClosedLoopDeferral(transfer=promise)
+    target = fit.get("target_accuracy")
+    if target is None:
+        return None
+    return ClosedLoopDeferral(transfer=transfer(source, tau, "fitted", 1.0 - float(target), None, known))

@@ -78,8 +78,9 @@ def test_a_guaranteed_tau_applied_to_a_shifted_set_shows_its_error_there(tmp_pat
 
 
 def test_a_fitted_closed_loop_tau_states_its_target_and_the_error_it_achieved() -> None:
-    """A gated episode cell whose τ was fitted on another task set records that τ's target error beside the
-    error among the decisions it delegated, with a Wilson interval; a fixed τ records none."""
+    """A gated episode cell whose τ was fitted on another task set records that τ's target error (or, chosen
+    by Learn-then-Test, its risk) beside the error among the decisions it delegated, with a Wilson
+    interval; a fixed τ records none."""
     fit = {"scenario": "fitset", "target_accuracy": 0.95, "tau": 0.8}
     decisions = [{"decided_by": "model", "model_correct": i % 10 != 0} for i in range(200)]
     decisions += [{"decided_by": "model", "model_correct": None}, {"decided_by": "llm", "llm_correct": True}]
@@ -94,3 +95,12 @@ def test_a_fitted_closed_loop_tau_states_its_target_and_the_error_it_achieved() 
     )
     assert abs(moved.promised_error - 0.05) < 1e-12 and moved.broken and moved.low > 0.05
     assert closed_loop_cell("eval", "gated", 0.8, [{**result, "fit": None}], 0).deferral is None
+    guaranteed = {**fit, "risk": 0.15, "delta": 0.2}
+    cell = closed_loop_cell("eval", "gated", 0.8, [{**result, "fit": guaranteed}], 0)
+    kept = cell.deferral.transfer if cell.deferral else None
+    assert kept is not None and (kept.promise, kept.promised_error, kept.delta, kept.broken) == (
+        "guarantee",
+        0.15,
+        0.2,
+        False,
+    )
