@@ -37,6 +37,16 @@ class TauFit(_Frozen):
     min_support: int = Field(
         10, ge=1, description="Fewest delegated choices a fitted τ may rest on (fewer is noise, not a fit)."
     )
+    risk: float | None = Field(
+        None,
+        gt=0.0,
+        lt=1.0,
+        description=(
+            "Choose τ with a guarantee instead (Learn-then-Test on the shadow decisions): the error among "
+            "delegated choices is at most this, with probability at least 1 - delta; no valid τ gates nothing."
+        ),
+    )
+    delta: float = Field(0.1, gt=0.0, lt=1.0, description="The chance the guarantee of `risk` may fail.")
 
 
 def _tau_kind(value: Any) -> str:

@@ -123,6 +123,16 @@ class GateSettings(_Frozen):
 
     llm: str = Field(description="Model id of the LLM whose answers fill in below the threshold.")
     target: float | Literal["llm"] = Field(0.99, description="Accuracy the fitted threshold must reach.")
+    risk: float | None = Field(
+        None,
+        gt=0.0,
+        lt=1.0,
+        description=(
+            "Also choose τ with a guarantee (Learn-then-Test): the error among delegated decisions is at most "
+            "this, with probability at least 1 - delta over the draw of the scored questions."
+        ),
+    )
+    delta: float = Field(0.1, gt=0.0, lt=1.0, description="The chance the guarantee of `risk` may fail.")
 
 
 class ReportSettings(_Frozen):

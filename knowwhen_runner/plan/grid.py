@@ -245,6 +245,8 @@ class FitRequest:
     agent: str
     target: float | str
     min_support: int
+    risk: float | None = None  # set: τ chosen by Learn-then-Test for this risk, at ``delta``
+    delta: float = 0.1
 
 
 def fit_requests(config: SweepConfig) -> list[FitRequest]:
@@ -256,8 +258,20 @@ def fit_requests(config: SweepConfig) -> list[FitRequest]:
         agent = config.agent_of(spec)
         for model in _decision_models(config):
             key = f"{spec.tau.fit}/{model.id}/{agent.id}/target={spec.tau.target}/min_support={spec.tau.min_support}"
+            if spec.tau.risk is not None:  # only then: the keys of fits without a risk stay as they were
+                key += f"/risk={spec.tau.risk}/delta={spec.tau.delta}"
             out.setdefault(
-                key, FitRequest(key, spec.tau.fit, model.id, agent.id, spec.tau.target, spec.tau.min_support)
+                key,
+                FitRequest(
+                    key,
+                    spec.tau.fit,
+                    model.id,
+                    agent.id,
+                    spec.tau.target,
+                    spec.tau.min_support,
+                    spec.tau.risk,
+                    spec.tau.delta,
+                ),
             )
     return list(out.values())
 
@@ -274,12 +288,15 @@ def _tau_identity(config: SweepConfig, tau: float | TauFit) -> dict[str, Any]:
     """What a gated job's id records of its τ: the fixed number, or the fit's reference (never its value)."""
     if isinstance(tau, TauFit):
         fit_set = _spec(config, tau.fit)
-        return {
+        identity: dict[str, Any] = {
             "fit": tau.fit,
             "fit_version": fit_set.version,
             "target": tau.target,
             "min_support": tau.min_support,
         }
+        if tau.risk is not None:  # only then, so that a fit without a risk keeps its jobs' ids
+            identity |= {"risk": tau.risk, "delta": tau.delta}
+        return identity
     return {"fixed": tau}
 
 
@@ -336,6 +353,7 @@ def _gate(
         if (r.scenario, r.decision_model, r.agent) == (spec.tau.fit, decider.id, agent.id)
         and r.target == spec.tau.target
         and r.min_support == spec.tau.min_support
+        and (r.risk, r.delta) == (spec.tau.risk, spec.tau.delta)
     )
     fit = fits.get(request.key)
     if fit is None:

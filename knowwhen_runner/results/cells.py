@@ -21,6 +21,7 @@ from .cell_intervals import closed_loop_intervals, isolated_intervals, open_loop
 from .fit_bootstrap import FitData
 from .manifest import (
     ClosedLoopCell,
+    ClosedLoopDeferral,
     Cost,
     IsolatedCell,
     Latency,
@@ -31,7 +32,7 @@ from .manifest import (
     Tokens,
     Validity,
 )
-from .selective_cells import refit_data, selective_fields
+from .selective_cells import refit_data, selective_fields, transfer
 
 __all__ = [
     "closed_loop_cell",
@@ -64,15 +65,21 @@ def open_loop_cell(
     target: float | str | None = None,
     llm: tuple[str, Mapping[str, Answer]] | None = None,
     llm_correct: list[bool] | None = None,
+    guarantee: tuple[float, float] | None = None,
+    llm_rows: Sequence[Mapping[str, Any]] | None = None,
 ) -> OpenLoopCell:
-    """One scenario × mode: L2 scores, validity, operations, CXS (``llm_correct``: the gate's LLM's)."""
+    """One scenario × mode: L2 scores, validity, operations, CXS (``llm_correct``: the gate's LLM's;
+    ``guarantee``: the gate's (risk, delta); ``llm_rows``: the gate's LLM's rows, for its costs)."""
     correct = occurrence_correct(answers, key)
     score = score_l2(answers, key, correct=correct)
     strata = {
         name: Stratum(accuracy_pct=_finite(s.accuracy), n_occurrences=s.n_occurrences, n_tasks=s.n_tasks)
         for name, s in score.strata.items()
     }
-    selective, fit_data = _decision_fields(decision, answers, key, correct, target, llm, llm_correct)
+    costs = (_costs(rows), _costs(llm_rows)) if llm_rows is not None else None
+    selective, fit_data = _decision_fields(
+        decision, answers, key, correct, target, llm, llm_correct, guarantee, costs
+    )
     failed = sum(1 for r in rows if _failed(r))
     if failed:
         # No score for a cell whose calls did not all get an answer: failed is not wrong.
@@ -113,14 +120,23 @@ def _decision_fields(
     target: float | str | None,
     llm: tuple[str, Mapping[str, Answer]] | None,
     llm_correct: list[bool] | None,
+    guarantee: tuple[float, float] | None = None,
+    costs: tuple[Mapping[str, float | None], Mapping[str, float | None]] | None = None,
 ) -> tuple[dict[str, Any], FitData | None]:
     """A decision model's selective fields and the items of its refit bootstrap (none for an LLM)."""
     if not decision:
         return {}, None
     if llm and llm_correct is None:
         llm_correct = occurrence_correct(llm[1], key)
-    selective = selective_fields(answers, key, target, llm, correct=correct, llm_correct=llm_correct)
+    selective = selective_fields(
+        answers, key, target, llm, correct=correct, llm_correct=llm_correct, guarantee=guarantee, costs=costs
+    )
     return selective, refit_data(answers, key, correct, target, llm, llm_correct)
+
+
+def _costs(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """Each question's cost (qhash → USD; None where the row has no price)."""
+    return {str(r.get("qhash")): _finite(r.get("cost_usd")) for r in rows}
 
 
 def _failed(row: Mapping[str, Any]) -> bool:
@@ -298,5 +314,25 @@ def closed_loop_cell(
         latency=_latency(_sum_dict(r.get("latency_ms")) for r in results),
         cache_hits=sum(int(r.get("cache_hits") or 0) for r in results),
         fit=fit,
+        deferral=_closed_transfer(mode, tau, fit, taken),
         **repeat_fields,
     )
+
+
+def _closed_transfer(
+    mode: str, tau: float | None, fit: Mapping[str, Any] | None, taken: Sequence[Mapping[str, Any]]
+) -> ClosedLoopDeferral | None:
+    """A gated cell's τ fitted on another task set: its target there, and the error it achieves here."""
+    if mode != "gated" or tau is None or fit is None:
+        return None
+    known = [bool(d["model_correct"]) for d in taken if d.get("model_correct") is not None]
+    source = str(fit.get("scenario"))
+    if fit.get("risk") is not None:  # chosen by Learn-then-Test: a guarantee on the fit set
+        promise = transfer(
+            source, tau, "guarantee", float(fit["risk"]), float(fit.get("delta") or 0.1), known
+        )
+        return ClosedLoopDeferral(transfer=promise)
+    target = fit.get("target_accuracy")
+    if target is None:
+        return None
+    return ClosedLoopDeferral(transfer=transfer(source, tau, "fitted", 1.0 - float(target), None, known))

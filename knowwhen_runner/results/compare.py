@@ -4,7 +4,8 @@ Per model and scenario: L2 accuracy, coverage at the fitted threshold and cost p
 loop); success, coverage and cost per episode per mode and τ (closed loop). ``compare_runs`` returns a
 JSON-able dict; the command prints only the values that changed, ``--json`` prints everything. Beside the
 deltas, ``paired`` tests what both runs share (``paired.py``): B − A with its interval and p-value, and
-``--fail-on regression[:metric]`` makes the command exit 1 when B is significantly worse. A model a screen
+``--fail-on regression[:metric]`` makes the command exit 1 when B is significantly worse; a gated
+decision model's APGR and CPT get paired intervals too (``deferral``), with no verdict. A model a screen
 stopped in either run is named as such with its screening bounds; its figures there cover a prefix of the
 drawn order, so its deltas are marked and its paired tests are shown without a verdict (none fails the
 command).
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from rich.table import Table
 from ..exceptions import ScenarioError
 from ..jsonio import dumps
 from .manifest import ClosedLoopCell, CxsManifest, OpenLoopCell, load_manifest
-from .paired import ALPHA, PairedResult, paired_results, regressions
+from .paired import ALPHA, PairedResult, deferral_pairs, paired_results, regressions
 from .screen_record import screen_mark, screened_out
 
 __all__ = ["compare_runs", "load_run_manifests", "run_compare"]
@@ -126,6 +128,7 @@ def compare_runs(run_a: Path, run_b: Path, *, fail_on: str | None = None) -> dic
             for m in _union(a, b)
         },
         "paired": [_paired_entry(r, r.model in stopped) for r in paired],
+        "deferral": [asdict(d) for d in deferral_pairs(Path(run_a), Path(run_b), a, b)],
         "alpha": ALPHA,
         "fail_on": fail_on,
         "regressions": len(failing),
@@ -193,6 +196,26 @@ def _paired_table(report: dict[str, Any]) -> Table:
     return table
 
 
+def _deferral_value(v: float | None, sign: str = "", *, pct: bool) -> str:
+    return "–" if v is None else f"{(100 * v if pct else v):{sign}.{1 if pct else 3}f}"
+
+
+def _deferral_table(report: dict[str, Any]) -> Table:
+    table = Table(title=f"deferral (B − A; {100 * (1 - report['alpha']):g}% paired interval over tasks)")
+    for col in ("model", "scenario", "LLM", "metric", "tasks", "A", "B", "Δ [low, high]", "p"):
+        table.add_column(col, justify="left" if col in ("model", "scenario", "LLM", "metric") else "right")
+    for r in report["deferral"]:
+        pct = r["metric"] != "apgr"  # CPT is a share of LLM calls: shown in percent
+        show = partial(_deferral_value, pct=pct)
+        interval = "" if r["low"] is None else f" [{show(r['low'], '+')}, {show(r['high'], '+')}]"
+        table.add_row(
+            r["model"], r["scenario"], r["llm"], r["metric"].upper() + (" (% LLM calls)" if pct else ""),
+            str(r["n"]), show(r["a"]), show(r["b"]), show(r["difference"], "+") + interval,
+            "–" if r["p_value"] is None else f"{r['p_value']:.3g}",
+        )  # fmt: skip
+    return table
+
+
 def run_compare(
     run_a: Path,
     run_b: Path,
@@ -219,6 +242,8 @@ def run_compare(
                 )
     if report["paired"]:
         console.print(_paired_table(report))
+    if report["deferral"]:
+        console.print(_deferral_table(report))
     if code:
         console.print(
             f"B is significantly worse than A in {report['regressions']} paired test(s) ({fail_on})"

@@ -39,9 +39,10 @@ from .manifest import (
     ScenarioProvenance,
     manifest_path,
 )
-from .ranking import rank_models
+from .ranking import Clusters, Ranking, default_rank_by, rank_models
 from .report import write_report
 from .screen_record import screen_record, screened_table
+from .selective_cells import transfer_here
 from .table_files import write_tables
 from .tables import CI, headline_table
 
@@ -78,14 +79,15 @@ async def finalize_run(
     del rest
     files = AnswerFiles()  # compressed on other threads while the manifests are computed
     try:
-        manifests, scores = await _compute(config, queue, records, cells, files)
+        manifests, scores, clusters = await _compute(config, queue, records, cells, files)
         shown = await drilldown(manifests) if drilldown is not None else ""
     finally:
         await files.close()  # every answers file is written before any manifest
-    write_outputs(config.output, manifests, shown, config.report)
-    _write_table(config, manifests)
+    ranking = rank_models(manifests, config.report.rank_by, clusters)
+    write_outputs(config.output, manifests, shown, config.report, ranking)
+    _write_table(config, manifests, ranking)
     if any(s.kind == "isolated" for s in config.scenarios):
-        write_l1_table(config, rank_models(manifests, config.report.rank_by))
+        write_l1_table(config, ranking)
     return scores
 
 
@@ -95,8 +97,9 @@ async def _compute(
     records: RunRecords,
     cells: dict[tuple[str, str], list[str]],
     files: AnswerFiles,
-) -> tuple[list[CxsManifest], dict[str, Any]]:
-    """The answers files (handed to ``files``), the episode files and every model's manifest."""
+) -> tuple[list[CxsManifest], dict[str, Any], Clusters | None]:
+    """The answers files (handed to ``files``), the episode files, every model's manifest, and the per-task
+    outcomes of the ranking's states scenario (its tie groups' paired tests)."""
     folders = await write_states_folders(config, queue, records, cells, files)
     for spec in config.scenarios:
         if spec.kind == "isolated":
@@ -115,7 +118,28 @@ async def _compute(
     }
     provenance = _run_provenance(config, info := (await queue.run_info() or {}), await queue.workers())
     scenarios = [_scenario_provenance(spec) for spec in config.scenarios]
-    return _manifests(config, records, folders, provenance, scenarios, info.get("meta")), scores
+    manifests = _manifests(config, records, folders, provenance, scenarios, info.get("meta"))
+    return manifests, scores, _task_outcomes(config, folders, manifests)
+
+
+def _task_outcomes(
+    config: SweepConfig, folders: dict[str, Folder], manifests: Sequence[CxsManifest]
+) -> Clusters | None:
+    """Each model's per-task correctness in the scenario the ranking uses, when it is a question set."""
+    scenario = config.report.rank_by or default_rank_by(manifests)
+    folder = folders.get(scenario) if scenario else None
+    if folder is None:
+        return None
+    out: dict[str, dict[str, list[float]]] = {}
+    for m in config.models:
+        correct = folder.correct(m.id)
+        if correct is None:
+            continue
+        by_task: dict[str, list[float]] = {}
+        for t, ok in zip(folder.key.task_index, correct, strict=True):
+            by_task.setdefault(folder.key.tasks[t], []).append(float(ok))
+        out[m.id] = by_task
+    return out
 
 
 # --- manifests -----------------------------------------------------------------------------------------
@@ -244,8 +268,31 @@ def _open_loop(
             target=gate.target if gate else None,
             llm=(gate.llm, llm_answers) if gate and llm_answers is not None else None,
             llm_correct=llm_correct,
+            guarantee=(gate.risk, gate.delta) if gate and gate.risk is not None else None,
+            llm_rows=records.rows.get((sc, gate.llm)) if gate and llm_answers is not None else None,
         )
         out.append(cell)
+    return _with_transfers(out, model_id, folders)
+
+
+def _with_transfers(
+    cells: list[OpenLoopCell], model_id: str, folders: dict[str, Folder]
+) -> list[OpenLoopCell]:
+    """Each question set's τ with a guarantee applied to every other question set of the model."""
+    sources = [(c.scenario, c.deferral.guarantee) for c in cells if c.deferral and c.deferral.guarantee]
+    out = []
+    for cell in cells:
+        folder, answers = folders[cell.scenario], folders[cell.scenario].answers(model_id)
+        correct = folder.correct(model_id)
+        if cell.deferral is None or answers is None or correct is None:
+            out.append(cell)
+            continue
+        found = [
+            transfer_here(sc, g, answers, folder.key, correct) for sc, g in sources if sc != cell.scenario
+        ]
+        moved = [t for t in found if t is not None]
+        deferral = cell.deferral.model_copy(update={"transfers": moved})
+        out.append(cell.model_copy(update={"deferral": deferral}) if moved else cell)
     return out
 
 
@@ -302,12 +349,17 @@ def _prune(folder: Path, pattern: str, keep: set[Path]) -> None:
 
 
 def write_outputs(
-    output: Path, manifests: Sequence[CxsManifest], drilldown: str = "", report: ReportSettings | None = None
+    output: Path,
+    manifests: Sequence[CxsManifest],
+    drilldown: str = "",
+    report: ReportSettings | None = None,
+    ranking: Ranking | None = None,
 ) -> None:
     """Write the manifests, then the tables, plots and report built from them (and the report's drill-down),
-    models ranked and plots focused as ``report`` says."""
+    models ranked (``ranking``, with its tie groups, or from the manifests) and plots focused as ``report``
+    says."""
     report = report or ReportSettings()
-    ranking = rank_models(manifests, report.rank_by)
+    ranking = ranking or rank_models(manifests, report.rank_by)
     written = set()
     for manifest in manifests:
         path = manifest_path(output, manifest.model.id)
@@ -322,8 +374,8 @@ def write_outputs(
     write_report(output / "report.html", manifests, tables, plots, drilldown, ranking)
 
 
-def _write_table(config: SweepConfig, manifests: Sequence[CxsManifest]) -> None:
-    table = headline_table(manifests, rank_models(manifests, config.report.rank_by))
+def _write_table(config: SweepConfig, manifests: Sequence[CxsManifest], ranking: Ranking) -> None:
+    table = headline_table(manifests, ranking)
     text = screened_table(table, manifests, CI).to_markdown()
     scopes = {c.scenario: c.scope for m in manifests for c in m.open_loop if c.scope and c.scope.subset}
     if scopes:

@@ -1,6 +1,8 @@
 """The gated curve as tables: ``gated-summary`` (one row per decision model and scenario, at its fitted τ:
 coverage, gated accuracy and the gain over the LLM, with intervals) and ``gated`` (each model's whole curve:
-the LLM alone, a few fixed τ, the fitted τ, the model alone).
+the LLM alone, a few fixed τ, the fitted τ, the model alone) and ``deferral`` (each model's deferral
+scorecard: APGR, CPT, AIQ, excess AURC, equal-mass ECE, the τ with a guarantee) and ``transfer`` (a τ
+chosen on one scenario applied to another: its promise beside the error it achieves there).
 """
 
 from __future__ import annotations
@@ -8,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .manifest import ConfidenceInterval, CxsManifest, Gate, GatePoint, OpenLoopIntervals
+from ..dataset.deferral import apgr, calls_to_recover
+from .manifest import ConfidenceInterval, CxsManifest, Deferral, Gate, GatePoint, OpenLoopIntervals, Transfer
 from .ranking import Ranking, rank_models
 from .tables import CI, Column, Table
 
-__all__ = ["gated_summary_table", "gated_table"]
+__all__ = ["deferral_table", "gated_summary_table", "gated_table", "transfer_table"]
 
 
 def _run_name(manifests: Sequence[CxsManifest]) -> str:
@@ -128,3 +131,173 @@ def gated_table(manifests: Sequence[CxsManifest], ranking: Ranking | None = None
         "[low, high] at the fitted τ: 95% interval, the whole fit redone on each bootstrap resample of tasks."
     )
     return Table("gated", f"{_run_name(manifests)}: gated curve", cols, rows, note)
+
+
+def _deferral_row(m: CxsManifest, scenario: str, d: Deferral) -> dict[str, Any]:
+    g = d.guarantee
+    promise = "–" if g is None else f"err ≤ {g.risk:g} w.p. ≥ {1 - g.delta:g}"
+    return {
+        "model": m.model.id,
+        "scenario": scenario,
+        "llm": d.llm,
+        "n": d.n,
+        "apgr": d.apgr,
+        "apgr_oracle": d.apgr_oracle,
+        "cpt50": d.cpt50,
+        "cpt80": d.cpt80,
+        "aiq": d.aiq,
+        "aurc_excess": d.aurc_excess,
+        "ece": d.calibration.ece,
+        "ece_platt": d.calibration.ece_platt,
+        "top10": d.calibration.top10_accuracy,
+        "guarantee": promise,
+        "ltt_tau": "–" if g is None else ("none valid" if g.threshold is None else g.threshold),
+        "ltt_coverage": None if g is None else g.coverage,
+    }
+
+
+def _closed_loop_rows(manifests: Sequence[CxsManifest]) -> list[dict[str, Any]]:
+    """APGR and CPT of the closed loop: the model alone, each gated τ and the LLM alone as router points
+    (success against the share of decisions the LLM took), where one LLM ran the scenario alone."""
+    alone: dict[str, list[tuple[str, float]]] = {}
+    for m in manifests:
+        for c in m.closed_loop:
+            if m.model.kind == "llm" and c.mode == "llm" and c.success_rate is not None:
+                alone.setdefault(c.scenario, []).append((m.model.id, c.success_rate))
+    rows = []
+    for m in manifests:
+        for scenario, llms in alone.items():
+            own = next((c for c in m.closed_loop if c.scenario == scenario and c.mode == "model"), None)
+            gated = [
+                c
+                for c in m.closed_loop
+                if c.scenario == scenario
+                and c.mode == "gated"
+                and c.success_rate is not None
+                and c.coverage is not None
+            ]
+            if (
+                m.model.kind != "decision"
+                or own is None
+                or own.success_rate is None
+                or not gated
+                or len(llms) != 1
+            ):
+                continue
+            (llm, strong), weak = llms[0], own.success_rate
+            shares = [0.0, *(1.0 - (c.coverage or 0.0) for c in gated), 1.0]
+            success = [weak, *(c.success_rate or 0.0 for c in gated), strong]
+            rows.append(
+                {
+                    "model": m.model.id,
+                    "scenario": f"{scenario} (closed loop)",
+                    "llm": llm,
+                    "n": own.episodes,
+                    "apgr": apgr(shares, success, weak, strong),
+                    "cpt50": calls_to_recover(shares, success, weak, strong, 0.5),
+                    "cpt80": calls_to_recover(shares, success, weak, strong, 0.8),
+                    "guarantee": "–",
+                    "ltt_tau": "–",
+                }
+            )
+    return rows
+
+
+def deferral_table(manifests: Sequence[CxsManifest], ranking: Ranking | None = None) -> Table:
+    """The deferral scorecard of each decision model and scenario, in the terms routing papers use."""
+    cols = [
+        Column("model", "model"),
+        Column("scenario", "scenario"),
+        Column("llm", "LLM"),
+        Column("n", "n", "int"),
+        Column("apgr", "APGR", "num"),
+        Column("apgr_oracle", "APGR / oracle", "num"),
+        Column("cpt50", "CPT(50%) (%)", "frac"),
+        Column("cpt80", "CPT(80%) (%)", "frac"),
+        Column("aiq", "AIQ", "num"),
+        Column("aurc_excess", "excess AURC", "num"),
+        Column("ece", "ECE em10", "num"),
+        Column("ece_platt", "ECE Platt", "num"),
+        Column("top10", "acc top 10% (%)", "frac"),
+        Column("guarantee", "promise"),
+        Column("ltt_tau", "LTT τ", "tau"),
+        Column("ltt_coverage", "LTT coverage (%)", "frac"),
+    ]
+    rows = [
+        _deferral_row(m, c.scenario, c.deferral)
+        for m in manifests
+        for c in m.open_loop
+        if c.deferral is not None
+    ]
+    rows += _closed_loop_rows(manifests)
+    small = any(c.deferral.calibration.small_sample for m in manifests for c in m.open_loop if c.deferral)
+    note = (
+        "Pooled over questions. APGR: RouteLLM's share of the model-to-LLM gap recovered over all shares of LLM "
+        "calls (APGR / oracle: the same area as a share of the oracle's); CPT(x%): least share of LLM calls "
+        "recovering x% of the gap; AIQ: RouterBench's area under the rising hull of (cost, accuracy); excess "
+        "AURC: over a perfect ranking; ECE em10: HELM's 10 equal-mass bins, before and after Platt scaling. "
+        "LTT τ: the lowest τ whose delegated error is at most the risk with the stated probability "
+        "(Learn-then-Test); 'none valid' gates nothing. Closed-loop rows: task success of the decision model "
+        "alone, of each gated τ (at its share of LLM decisions) and of the LLM alone, taken as router points."
+        + (" Fewer than 300 questions in a row: its ECE is mostly noise." if small else "")
+    )
+    rows = (ranking or rank_models(manifests)).sorted_rows(rows)
+    return Table("deferral", f"{_run_name(manifests)}: when to delegate", cols, rows, note)
+
+
+def _transfer_row(model: str, target: str, t: Transfer) -> dict[str, Any]:
+    promise = (
+        f"err ≤ {t.promised_error:g} w.p. ≥ {1 - (t.delta or 0):g} on {t.source}"
+        if t.promise == "guarantee"
+        else f"err {t.promised_error:g} fitted on {t.source} (no guarantee)"
+    )
+    interval = None
+    if t.error is not None and t.low is not None and t.high is not None:
+        interval = ConfidenceInterval(
+            estimate=t.error, low=t.low, high=t.high, method="wilson", level=0.95, n=t.n
+        )
+    return {
+        "model": model,
+        "source": t.source,
+        "scenario": target,
+        "tau": t.tau,
+        "promise": promise,
+        "error": t.error,
+        "error" + CI: interval,
+        "n": t.n,
+        "verdict": "broken here" if t.broken else ("–" if t.error is None else "not contradicted"),
+    }
+
+
+def transfer_table(manifests: Sequence[CxsManifest], ranking: Ranking | None = None) -> Table:
+    """Each τ chosen on one scenario and applied to another: what it promised, what it achieves there."""
+    cols = [
+        Column("model", "model"),
+        Column("source", "τ chosen on"),
+        Column("scenario", "applied to"),
+        Column("tau", "τ", "tau"),
+        Column("promise", "promise"),
+        Column("error", "error here (%)", "frac", ci=True),
+        Column("n", "delegated", "int"),
+        Column("verdict", "promise here"),
+    ]
+    rows = [
+        _transfer_row(m.model.id, c.scenario, t)
+        for m in manifests
+        for c in m.open_loop
+        if c.deferral is not None
+        for t in c.deferral.transfers
+    ]
+    rows += [
+        _transfer_row(m.model.id, f"{c.scenario} ({c.mode})", c.deferral.transfer)
+        for m in manifests
+        for c in m.closed_loop
+        if c.deferral is not None and c.deferral.transfer is not None
+    ]
+    note = (
+        "A promise holds on the distribution it was made on. Error here: the share of the decisions this τ "
+        "delegates on the other scenario that were wrong, with its 95% Wilson interval; 'broken here' when "
+        "the whole interval lies above the promised error."
+    )
+    rows = (ranking or rank_models(manifests)).sorted_rows(rows)
+    return Table("transfer", f"{_run_name(manifests)}: τ applied beyond its fit set", cols, rows, note)

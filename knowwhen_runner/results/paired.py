@@ -3,7 +3,9 @@
 L1: McNemar on the items both runs answered. L2: McNemar on the shared questions, and a paired bootstrap
 over the shared tasks of the card's per-task-then-mean accuracy (this one decides). L3: a paired bootstrap
 over tasks, pairing the episodes by task and repeat. Differences are B − A in percentage points; B is a
-*regression* when it is worse and the test's p-value is below ``ALPHA``.
+*regression* when it is worse and the test's p-value is below ``ALPHA``. A decision model gated over an
+LLM in both runs also gets paired intervals on its deferral scorecard's APGR and CPT (``deferral_pairs``:
+both runs' gates recomputed on the same bootstrap resamples of the shared tasks); these carry no verdict.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
+
+from ..dataset.deferral import weighted_router_figures
 from ..dataset.files import Answer, load_answers, load_question_set, read_isolated_answers
 from ..dataset.scoring import compile_key, occurrence_correct
 from ..exceptions import KnowwhenError
@@ -21,8 +26,17 @@ from ..intervals import PairedTest, mcnemar, paired_cluster_bootstrap
 from ..jsonio import find_jsonl
 from .cell_intervals import BOOTSTRAP_REPS, BOOTSTRAP_SEED, LEVEL
 from .manifest import CxsManifest
+from .selective_cells import counted_confidence
 
-__all__ = ["ALPHA", "METRICS", "PairedResult", "paired_results", "regressions"]
+__all__ = [
+    "ALPHA",
+    "METRICS",
+    "DeferralPair",
+    "PairedResult",
+    "deferral_pairs",
+    "paired_results",
+    "regressions",
+]
 
 ALPHA = 1.0 - LEVEL
 METRICS = ("l1", "l2", "l3")
@@ -178,3 +192,104 @@ def regressions(results: Sequence[PairedResult], fail_on: str | None) -> list[Pa
             f"{', '.join(METRICS)}, got '{fail_on}'"
         )
     return [r for r in results if r.regression and (not metric or r.metric == metric)]
+
+
+@dataclass(frozen=True, slots=True)
+class DeferralPair:
+    """B − A of one figure of a gate's deferral scorecard (``apgr``, ``cpt50``, ``cpt80``; CPT as a share
+    of LLM calls, lower is better) on the questions both runs' model and LLM answered, with a paired
+    bootstrap interval over the shared tasks (``skipped``: resamples where either side was undefined)."""
+
+    model: str
+    scenario: str
+    llm: str
+    metric: Literal["apgr", "cpt50", "cpt80"]
+    a: float | None
+    b: float | None
+    difference: float | None
+    low: float | None
+    high: float | None
+    p_value: float | None
+    n: int
+    reps: int
+    seed: int
+    skipped: int
+    method: str = "paired cluster bootstrap over tasks, percentile"
+
+
+def _gate_outcomes(
+    run: Path, scenario: str, model: str, llm: str, variant: str
+) -> tuple[Mapping[str, Answer], Mapping[str, Answer]] | None:
+    mine, theirs = _answers(run, scenario, model, variant), _answers(run, scenario, llm, variant)
+    return None if mine is None or theirs is None else (mine, theirs)
+
+
+def _deferral_pair(
+    run_a: Path, run_b: Path, model: str, scenario: str, llm: str, variant: str | None
+) -> list[DeferralPair]:
+    v = variant or "main"
+    a, b = _gate_outcomes(run_a, scenario, model, llm, v), _gate_outcomes(run_b, scenario, model, llm, v)
+    if a is None or b is None:
+        return []
+    qset = load_question_set(run_a / scenario, questions_stem=_stem(v))
+    shared = a[0].keys() & a[1].keys() & b[0].keys() & b[1].keys() & qset.questions.keys()
+    if not shared:
+        return []
+    key = compile_key(qset, planned=shared)
+    sides = [
+        (
+            [counted_confidence(mine.get(q)) for q in key.qhashes],
+            occurrence_correct(mine, key),
+            occurrence_correct(theirs, key),
+        )
+        for mine, theirs in (a, b)
+    ]
+    n_tasks = len(key.tasks)
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    draws = rng.multinomial(n_tasks, np.full(n_tasks, 1.0 / n_tasks), size=BOOTSTRAP_REPS)
+    weights = np.vstack([np.ones(len(key.qhashes)), draws[:, np.asarray(key.task_index)]])
+    fa, fb = (weighted_router_figures(*side, weights) for side in sides)
+    out = []
+    for metric in ("apgr", "cpt50", "cpt80"):
+        va, vb = fa[metric], fb[metric]
+        point_a, point_b = (None if np.isnan(x[0]) else float(x[0]) for x in (va, vb))
+        diffs = (vb - va)[1:]
+        ok = diffs[~np.isnan(diffs)]
+        low = high = p = None
+        if ok.size >= 2:
+            low, high = (float(x) for x in np.percentile(ok, [50 * ALPHA, 100 - 50 * ALPHA]))
+            p = min(1.0, 2.0 * (min(int(np.sum(ok <= 0)), int(np.sum(ok >= 0))) + 1) / (ok.size + 1))
+        diff = None if point_a is None or point_b is None else point_b - point_a
+        out.append(
+            DeferralPair(
+                model,
+                scenario,
+                llm,
+                metric,
+                point_a,
+                point_b,
+                diff,
+                low,
+                high,
+                p,
+                n_tasks,
+                BOOTSTRAP_REPS,
+                BOOTSTRAP_SEED,
+                int(diffs.size - ok.size),
+            )
+        )
+    return out
+
+
+def deferral_pairs(
+    run_a: Path, run_b: Path, a: Mapping[str, CxsManifest], b: Mapping[str, CxsManifest]
+) -> list[DeferralPair]:
+    """Paired intervals on APGR and CPT for every decision model gated over the same LLM in both runs."""
+    out: list[DeferralPair] = []
+    for model in [m for m in a if m in b]:
+        for ca in a[model].open_loop:
+            cb = b[model].cell(ca.scenario, ca.mode)
+            if ca.deferral is None or cb is None or cb.deferral is None or cb.deferral.llm != ca.deferral.llm:
+                continue
+            out += _deferral_pair(run_a, run_b, model, ca.scenario, ca.deferral.llm, ca.variant)
+    return out

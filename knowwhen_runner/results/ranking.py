@@ -7,18 +7,38 @@ by its interval (the higher lower bound first; equal figures and intervals share
 figure (nothing recorded, or a job failed for good) comes last, unranked, and so does a model a screen stopped
 (its figure covers a prefix of the drawn order, not the scenario). Ranking only orders rows: no
 figure changes with it.
+
+Where the per-task outcomes behind the figure are at hand (episodes: the manifests' ``outcomes``; states:
+the per-task correctness ``finalize`` passes in), models that a paired bootstrap over the shared tasks
+cannot tell apart at the 95% level share a **tie group**, shown as a rank range ("2–4"); inside a group
+the order is by point estimate. Groups are contiguous in that order: any two models whose paired interval
+holds 0 are in one group with every model between them. The level is per pair, not family-wise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..intervals import paired_cluster_bootstrap
+from .cell_intervals import BOOTSTRAP_REPS, BOOTSTRAP_SEED, LEVEL
 from .manifest import ConfidenceInterval, CxsManifest
 from .screen_record import screened_out
 
-__all__ = ["Figure", "Focus", "Ranking", "headline_figure", "plot_focus", "rank_models"]
+__all__ = [
+    "Clusters",
+    "Figure",
+    "Focus",
+    "Ranking",
+    "headline_figure",
+    "plot_focus",
+    "rank_models",
+    "tie_groups",
+]
+
+Clusters = Mapping[str, Mapping[str, Sequence[float]]]
+"""Per model, each task's outcomes (1.0 right or successful, 0.0 not) behind the ranking's figure."""
 
 _DEFAULT_ORDER = ("states", "episodes", "isolated")
 
@@ -80,8 +100,13 @@ class Ranking:
     scenario: str | None
     order: list[str]
     ranks: dict[str, int | None] = field(default_factory=dict)
+    groups: dict[str, tuple[int, int]] = field(default_factory=dict)
 
-    def rank(self, model_id: str) -> int | None:
+    def rank(self, model_id: str) -> int | str | None:
+        """The model's rank, or its tie group's range of places ("2–4") when it shares one."""
+        group = self.groups.get(model_id)
+        if group is not None and group[0] != group[1]:
+            return f"{group[0]}–{group[1]}"
         return self.ranks.get(model_id)
 
     def position(self, model_id: str) -> int:
@@ -94,11 +119,67 @@ class Ranking:
 
     @property
     def label(self) -> str:
-        return f"ranked by {self.scenario}" if self.scenario else "in config order (no headline figure)"
+        if not self.scenario:
+            return "in config order (no headline figure)"
+        grouped = " (tie groups: paired 95% intervals over tasks)" if self.groups else ""
+        return f"ranked by {self.scenario}{grouped}"
 
 
-def rank_models(manifests: Sequence[CxsManifest], rank_by: str | None = None) -> Ranking:
-    """Rank the run's models by ``rank_by``'s headline figure (default: see ``default_rank_by``)."""
+def tie_groups(order: Sequence[str], tied: Callable[[str, str], bool]) -> dict[str, tuple[int, int]]:
+    """Contiguous groups of ``order`` (best first) closed under ``tied``: two tied models and every model
+    between them share a group. Returns each model's group as its first and last place (1-based)."""
+    reach = list(range(len(order)))
+    for i, a in enumerate(order):
+        for j in range(len(order) - 1, i, -1):
+            if tied(a, order[j]):
+                reach[i] = j
+                break
+    groups: dict[str, tuple[int, int]] = {}
+    start = 0
+    while start < len(order):
+        end, i = reach[start], start
+        while i <= end:
+            end = max(end, reach[i])
+            i += 1
+        for k in range(start, end + 1):
+            groups[order[k]] = (start + 1, end + 1)
+        start = end + 1
+    return groups
+
+
+def _indistinct(clusters: Clusters) -> Callable[[str, str], bool]:
+    """Whether a paired bootstrap over the tasks both models have puts 0 inside B − A's 95% interval."""
+
+    def tied(a: str, b: str) -> bool:
+        shared = sorted(
+            t for t in clusters[a].keys() & clusters[b].keys() if clusters[a][t] and clusters[b][t]
+        )
+        if not shared:
+            return True  # nothing to tell them apart on
+        va = {t: list(clusters[a][t]) for t in shared}
+        vb = {t: list(clusters[b][t][: len(va[t])]) for t in shared}
+        va = {t: v[: len(vb[t])] for t, v in va.items()}
+        test = paired_cluster_bootstrap(va, vb, reps=BOOTSTRAP_REPS, seed=BOOTSTRAP_SEED, level=LEVEL)
+        return test.interval.low <= 0.0 <= test.interval.high
+
+    return tied
+
+
+def _episode_clusters(manifests: Sequence[CxsManifest], scenario: str) -> dict[str, dict[str, list[float]]]:
+    out: dict[str, dict[str, list[float]]] = {}
+    for m in manifests:
+        own = next((e for e in m.closed_loop if e.scenario == scenario and e.mode == _own_mode(m)), None)
+        if own is not None and own.outcomes:
+            out[m.model.id] = {t: [float(x) for x in runs] for t, runs in own.outcomes.items()}
+    return out
+
+
+def rank_models(
+    manifests: Sequence[CxsManifest], rank_by: str | None = None, clusters: Clusters | None = None
+) -> Ranking:
+    """Rank the run's models by ``rank_by``'s headline figure (default: see ``default_rank_by``), in tie
+    groups where the per-task outcomes are known (``clusters`` of the ranked states scenario, or the
+    episodes' own outcomes)."""
     ids = [m.model.id for m in manifests]
     scenario = rank_by or default_rank_by(manifests)
     if scenario is None:
@@ -125,7 +206,12 @@ def rank_models(manifests: Sequence[CxsManifest], rank_by: str | None = None) ->
             continue
         ranks[model_id] = ranks[order[i - 1]] if previous == k[1:3] else i + 1
         previous = k[1:3]
-    return Ranking(scenario, order, ranks)
+    known = dict(clusters) if clusters else _episode_clusters(manifests, scenario)
+    ranked = [m for m in order if ranks[m] is not None]
+    groups = {}
+    if len(ranked) > 1 and all(m in known for m in ranked):
+        groups = tie_groups(ranked, _indistinct(known))
+    return Ranking(scenario, order, ranks, groups)
 
 
 @dataclass(frozen=True)

@@ -162,6 +162,8 @@ def _provenance(manifests: Sequence[CxsManifest]) -> str:
 _SECTIONS = {
     "comparison": "Leaderboard",
     "gated-summary": "Gated at the fitted τ",
+    "deferral": "When to delegate",
+    "transfer": "τ applied beyond its fit set",
     "closed-loop": "Closed loop",
     "details": "Open-loop details",
 }

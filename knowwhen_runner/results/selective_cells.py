@@ -12,6 +12,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
+from ..dataset.deferral import Scorecard, deferral_scorecard
 from ..dataset.files import Answer
 from ..dataset.metrics import (
     GatedPoint,
@@ -23,11 +24,34 @@ from ..dataset.metrics import (
     fit_threshold,
     gated_at,
 )
+from ..dataset.risk_control import LTT_METHOD, learn_then_test, min_support
 from ..dataset.scoring import AnswerKey, gated_open_loop, occurrence_correct, score_l2, task_weights
+from ..intervals import wilson
 from .fit_bootstrap import FitData
-from .manifest import Calibration, CoverageCurve, CurvePoint, Fit, Gate, GatePoint, ReliabilityBin
+from .manifest import (
+    Calibration,
+    CoverageCurve,
+    CurvePoint,
+    Deferral,
+    DeferralPoint,
+    EqualMassCalibration,
+    Fit,
+    Gate,
+    GatePoint,
+    ReliabilityBin,
+    RiskGuarantee,
+    Transfer,
+)
 
-__all__ = ["DEFAULT_TARGET", "GATE_THRESHOLDS", "refit_data", "selective_fields"]
+__all__ = [
+    "DEFAULT_TARGET",
+    "GATE_THRESHOLDS",
+    "counted_confidence",
+    "refit_data",
+    "selective_fields",
+    "transfer",
+    "transfer_here",
+]
 
 GATE_THRESHOLDS = (0.5, 0.8, 0.9, 0.95, 0.99)
 """The τ at which every manifest records the gated point exactly (the gated table's columns)."""
@@ -55,11 +79,12 @@ def refit_data(
         goal = "llm" if llm else None
     else:
         goal = DEFAULT_TARGET if target is None else float(target)
-    conf = [_confidence(answers.get(q)) for q in key.qhashes]
+    conf = [counted_confidence(answers.get(q)) for q in key.qhashes]
     return FitData(conf, correct, key.task_index, goal, llm_correct)
 
 
-def _confidence(answer: Answer | None) -> float:
+def counted_confidence(answer: Answer | None) -> float:
+    """The confidence the selective figures use: 0 for an answer that does not count."""
     # The rule of scoring.gated_open_loop: an answer that does not count has confidence 0.
     if answer is None or answer.error or not answer.valid or answer.answer is None:
         return 0.0
@@ -74,12 +99,17 @@ def selective_fields(
     *,
     correct: list[bool] | None = None,
     llm_correct: list[bool] | None = None,
+    guarantee: tuple[float, float] | None = None,
+    costs: tuple[Mapping[str, float | None], Mapping[str, float | None]] | None = None,
 ) -> dict[str, Any]:
-    """The cell's calibration, coverage curve, fit (to ``target``) and gate over ``llm`` (when given).
+    """The cell's calibration, coverage curve, fit (to ``target``), gate over ``llm`` and deferral
+    scorecard (when an LLM is given).
 
     ``correct`` and ``llm_correct``: the model's and the LLM's ``occurrence_correct``, when the caller
-    has them already (one LLM gates every decision model of a run: it is scored once)."""
-    conf = [_confidence(answers.get(q)) for q in key.qhashes]
+    has them already (one LLM gates every decision model of a run: it is scored once). ``guarantee``:
+    (risk, delta) of a τ chosen by Learn-then-Test; ``costs``: the model's and the LLM's cost of each
+    question (qhash → USD, None where unpriced)."""
+    conf = [counted_confidence(answers.get(q)) for q in key.qhashes]
     correct = occurrence_correct(answers, key) if correct is None else correct
     if llm and llm_correct is None:
         llm_correct = occurrence_correct(llm[1], key)
@@ -101,7 +131,96 @@ def selective_fields(
         "curve": _curve(conf, correct),
         "fit": fit,
         "gate": _gate(answers, key, llm, conf, correct, llm_correct, goal) if llm else None,
+        "deferral": _deferral(key, llm[0], conf, correct, llm_correct, guarantee, costs)
+        if llm and llm_correct is not None and conf
+        else None,
     }
+
+
+def _item_costs(key: AnswerKey, costs: Mapping[str, float | None]) -> list[float] | None:
+    """Each occurrence's cost, or None when any is unpriced (a cost axis with holes would mislead)."""
+    out = [costs.get(q) for q in key.qhashes]
+    return None if any(c is None for c in out) else [float(c) for c in out if c is not None]
+
+
+def _deferral(
+    key: AnswerKey,
+    llm_id: str,
+    conf: Sequence[float],
+    correct: Sequence[bool],
+    llm_correct: Sequence[bool],
+    guarantee: tuple[float, float] | None,
+    costs: tuple[Mapping[str, float | None], Mapping[str, float | None]] | None,
+) -> Deferral:
+    model_cost, llm_cost = (_item_costs(key, costs[0]), _item_costs(key, costs[1])) if costs else (None, None)
+    card = deferral_scorecard(conf, correct, llm_correct, model_cost=model_cost, llm_cost=llm_cost)
+    kept, thinned = _thin_deferral(card)
+    return Deferral(
+        llm=llm_id,
+        n=card.n,
+        model_accuracy=card.model_accuracy,
+        llm_accuracy=card.llm_accuracy,
+        oracle_gain=card.oracle_gain,
+        apgr=card.apgr,
+        apgr_oracle=card.apgr_oracle,
+        cpt50=card.cpt50,
+        cpt80=card.cpt80,
+        aiq=card.aiq,
+        aiq_basis="usd" if card.aiq_basis == "usd" else "llm_calls",
+        aurc=card.aurc,
+        aurc_oracle=card.aurc_oracle,
+        aurc_excess=card.aurc - card.aurc_oracle,
+        calibration=EqualMassCalibration(
+            ece=card.ece,
+            small_sample=card.ece_small_sample,
+            platt_coef=card.platt.coef if card.platt else None,
+            platt_intercept=card.platt.intercept if card.platt else None,
+            ece_platt=card.ece_platt,
+            top10_accuracy=card.top10_accuracy,
+        ),
+        curve=[
+            DeferralPoint(threshold=p.threshold, llm_share=p.llm_share, accuracy=p.accuracy, cost=p.cost)
+            for p in kept
+        ],
+        thinned=thinned,
+        guarantee=_guarantee(conf, correct, llm_correct, *guarantee) if guarantee else None,
+    )
+
+
+def _thin_deferral(card: Scorecard) -> tuple[list[Any], bool]:
+    """Keep the first point reaching each 1/200 of the LLM share (from 1 down to 0), and both ends."""
+    points = card.curve
+    if len(points) <= _CURVE_POINTS + 1:
+        return list(points), False
+    kept, last = [], -1
+    for i, p in enumerate(points):
+        bucket = int((1.0 - p.llm_share) * _CURVE_POINTS)
+        if bucket != last or i == len(points) - 1:
+            kept.append(p)
+            last = bucket
+    return kept, True
+
+
+def _guarantee(
+    conf: Sequence[float], correct: Sequence[bool], llm_correct: Sequence[bool], risk: float, delta: float
+) -> RiskGuarantee:
+    found = learn_then_test(conf, correct, risk, delta)
+    tau = found.threshold
+    chosen = gated_at(conf, correct, llm_correct, tau if tau is not None else float("inf"))
+    return RiskGuarantee(
+        risk=risk,
+        delta=delta,
+        method=LTT_METHOD,
+        n=found.n,
+        grid=found.grid,
+        min_support=min_support(risk, delta),
+        valid=found.valid,
+        threshold=tau,
+        coverage=found.coverage,
+        error=found.error,
+        support=found.support,
+        gated_accuracy=chosen.accuracy,
+    )
 
 
 def _target(
@@ -202,3 +321,45 @@ def _gate(
 def _fields(point: Any) -> dict[str, float]:
     """A metrics gated point as plain fields (slots dataclasses have no ``__dict__``)."""
     return {"threshold": point.threshold, "coverage": point.coverage, "accuracy": point.accuracy}
+
+
+def transfer(
+    source: str,
+    tau: float,
+    promise: Literal["guarantee", "fitted"],
+    promised_error: float,
+    delta: float | None,
+    delegated: Sequence[bool],
+) -> Transfer:
+    """What a τ chosen on ``source`` achieves here: ``delegated`` are the correctness of the decisions it
+    delegates here (known answers only)."""
+    n, errors = len(delegated), sum(1 for ok in delegated if not ok)
+    ci = wilson(errors, n) if n else None
+    return Transfer(
+        source=source,
+        tau=tau,
+        promise=promise,
+        promised_error=promised_error,
+        delta=delta,
+        n=n,
+        errors=errors,
+        error=errors / n if n else None,
+        low=ci.low if ci else None,
+        high=ci.high if ci else None,
+        broken=ci is not None and ci.low > promised_error,
+    )
+
+
+def transfer_here(
+    source: str,
+    guarantee: RiskGuarantee,
+    answers: Mapping[str, Answer],
+    key: AnswerKey,
+    correct: Sequence[bool],
+) -> Transfer | None:
+    """The τ with a guarantee of question set ``source`` applied to this one's answers (None without a τ)."""
+    if guarantee.threshold is None:
+        return None
+    conf = [counted_confidence(answers.get(q)) for q in key.qhashes]
+    delegated = [ok for c, ok in zip(conf, correct, strict=True) if c >= guarantee.threshold]
+    return transfer(source, guarantee.threshold, "guarantee", guarantee.risk, guarantee.delta, delegated)

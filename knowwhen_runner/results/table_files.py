@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..jsonio import atomic_write_bytes
-from .gated_tables import gated_summary_table, gated_table
+from .gated_tables import deferral_table, gated_summary_table, gated_table, transfer_table
 from .manifest import CxsManifest
 from .ranking import Ranking, rank_models
 from .screen_record import screened_table
@@ -18,8 +18,9 @@ __all__ = ["write_tables"]
 def write_tables(
     folder: Path, manifests: Sequence[CxsManifest], ranking: Ranking | None = None
 ) -> dict[str, Table]:
-    """Write each table as ``<name>.md``, ``.csv`` and ``.tex``, models ranked; the closed-loop one only
-    when it has rows. ``gated`` is every model's curve; ``gated-summary`` one row per model at its τ."""
+    """Write each table as ``<name>.md``, ``.csv`` and ``.tex``, models ranked; the closed-loop
+    deferral and transfer ones only when they have rows. ``gated`` is every model's curve; ``gated-summary`` one row
+    per model at its τ; ``deferral`` its deferral scorecard."""
     ranking = ranking or rank_models(manifests)
     tables = [
         comparison_table(manifests, ranking),
@@ -27,9 +28,10 @@ def write_tables(
         gated_table(manifests, ranking),
         details_table(manifests, ranking),
     ]
-    closed = closed_loop_table(manifests, ranking)
-    if closed.rows:
-        tables.append(closed)
+    optionals = (deferral_table(manifests, ranking), transfer_table(manifests, ranking))
+    for optional in (*optionals, closed_loop_table(manifests, ranking)):
+        if optional.rows:
+            tables.append(optional)
     tables = [screened_table(table, manifests, CI) for table in tables]
     for table in tables:
         atomic_write_bytes(folder / f"{table.name}.md", table.to_markdown().encode())

@@ -297,7 +297,13 @@ def headline_table(manifests: Sequence[CxsManifest], ranking: Ranking | None = N
 
 
 def _ranked_note(ranking: Ranking) -> str:
-    return f"Ranked by {ranking.scenario}, best first; ties broken by the 95% interval's lower bound."
+    note = f"Ranked by {ranking.scenario}, best first; ties broken by the 95% interval's lower bound."
+    if any(a != b for a, b in ranking.groups.values()):
+        note += (
+            " A rank like 2–4 is a tie group: models a paired bootstrap over the shared tasks cannot tell "
+            "apart at 95% (per pair), ordered inside by their figure."
+        )
+    return note
 
 
 def _run_name(manifests: Sequence[CxsManifest]) -> str:

@@ -8,6 +8,8 @@ A fit is per decision point (the tool choice, the only one DecisionGym asks) and
 every state of the shadow episodes the decision model answered with a confidence, and the answer key of
 that state says whether it was right. τ is the lowest confidence whose covered answers reach the target
 accuracy (``metrics.fit_threshold``); the target ``llm`` is the agent LLM's own accuracy on those states.
+With a ``risk``, τ is instead the lowest one Learn-then-Test shows to err at most that often among what it
+delegates, with probability at least 1 − ``delta`` (``risk_control.learn_then_test``); none valid: no τ.
 """
 
 from __future__ import annotations
@@ -89,10 +91,36 @@ def fit_from_results(
         "accuracy": None,
         "support": 0,
     }
+    if request.risk is not None:
+        record |= {"risk": request.risk, "delta": request.delta}
+        if answered:
+            record.update(_guaranteed(answered, request.risk, request.delta))
+        return record
     if target is None or not answered:
         return record
     record.update(_fitted(answered, target, request.min_support))
     return record
+
+
+def _guaranteed(answered: list[dict[str, Any]], risk: float, delta: float) -> dict[str, Any]:
+    """τ chosen by Learn-then-Test on the answered decisions (none valid: τ None, nothing delegated)."""
+    from ..dataset.risk_control import LTT_METHOD, learn_then_test  # start-up: numpy loads when a τ is fitted
+
+    found = learn_then_test(
+        [float(d["model_confidence"]) for d in answered],
+        [bool(d["model_correct"]) for d in answered],
+        risk,
+        delta,
+    )
+    return {
+        "method": LTT_METHOD,
+        "valid": found.valid,
+        "tau": found.threshold,
+        "reachable": found.threshold is not None,
+        "coverage": found.coverage,
+        "accuracy": None if found.error is None else 1.0 - found.error,
+        "support": found.support,
+    }
 
 
 def _fitted(answered: list[dict[str, Any]], target: float, min_support: int) -> dict[str, Any]:

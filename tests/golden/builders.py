@@ -44,7 +44,7 @@ def small_config(tmp: Path, *, gate: dict[str, Any] | None = None, episodes: boo
             ],
             "modes": ["model", "llm", "gated"],
             "scenarios": scenarios,
-            "gate": {"llm": "llm", "target": 0.9} if gate is None else gate,
+            "gate": {"llm": "llm", "target": 0.9, "risk": 0.2} if gate is None else gate,
         }
     )
 

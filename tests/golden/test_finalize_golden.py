@@ -22,7 +22,7 @@ GOLDEN = Path(__file__).parent / "small"
 UPDATE = os.environ.get("KNOWWHEN_UPDATE_GOLDEN") == "1"
 TABLES = [
     f"{name}.{ext}"
-    for name in ("comparison", "gated-summary", "gated", "closed-loop", "details")
+    for name in ("comparison", "gated-summary", "gated", "deferral", "closed-loop", "details")
     for ext in ("md", "csv", "tex")
 ]
 

@@ -133,13 +133,14 @@ def test_manifests_of_a_real_run_validate_against_the_committed_schema(out: Path
 
 
 def test_report_is_one_file_without_network_references(out: Path) -> None:
-    """report.html embeds its plots as data URIs and references nothing by http(s)."""
+    """report.html embeds its plots (coverage, when to delegate, reliability, cost) as data URIs and references
+    nothing by http(s)."""
     html = (out / "report.html").read_text()
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*https?://""", html, re.I)
     assert "http://" not in html and "https://" not in html
     assert "<link" not in html and not re.search(r"<script[^>]+src=", html)
     images = re.findall(r'<img[^>]+src="([^"]+)"', html)
-    assert len(images) == 3 and all(src.startswith("data:image/svg+xml;base64,") for src in images)
+    assert len(images) == 4 and all(src.startswith("data:image/svg+xml;base64,") for src in images)
     assert '<table class="sortable">' in html and "lexical-llm" in html
     assert 'id="kw-data"' in html  # the viewer's drill-down, which run hands to the finaliser
 

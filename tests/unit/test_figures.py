@@ -48,8 +48,8 @@ def test_finalize_figures_pdf_writes_pdfs_a_reader_renders(small_run: Path, tmp_
     assert done.returncode == 0, done.stderr
     plots = small_run.parent / "out" / "plots"
     svgs, pdfs = sorted(p.stem for p in plots.glob("*.svg")), sorted(p.stem for p in plots.glob("*.pdf"))
-    assert svgs == pdfs == ["cost-success", "coverage-common", "reliability-common"]
-    assert "figures: 3 pdf files" in done.stdout
+    assert svgs == pdfs == ["cost-success", "coverage-common", "deferral-common", "reliability-common"]
+    assert "figures: 4 pdf files" in done.stdout
     if PDFTOPPM is None:
         judge_missing("pdftoppm not installed (Debian: apt-get install poppler-utils)")
     for name in pdfs:

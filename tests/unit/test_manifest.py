@@ -11,9 +11,12 @@ import jsonschema
 import pytest
 
 from knowwhen_runner.config import SweepConfig
+from knowwhen_runner.dataset.answer_key import as_key
 from knowwhen_runner.dataset.answer_rows import ANSWER_FIELDS, answer_row, failed_row, file_row
+from knowwhen_runner.dataset.deferral import deferral_scorecard
 from knowwhen_runner.dataset.files import load_answers, load_question_set
 from knowwhen_runner.dataset.metrics import gated_at
+from knowwhen_runner.dataset.risk_control import learn_then_test
 from knowwhen_runner.dataset.scoring import gated_open_loop, occurrence_correct, score_l2, task_weights
 from knowwhen_runner.exceptions import ScenarioError
 from knowwhen_runner.results.finalize import finalize_run
@@ -62,7 +65,7 @@ def test_written_manifests_validate_against_the_committed_schema(run: tuple[Swee
     for model in config.models:
         doc = json.loads(manifest_path(config.output, model.id).read_text())
         jsonschema.Draft202012Validator(schema).validate(doc)
-        assert doc["schema_version"] == MANIFEST_SCHEMA_VERSION == 7
+        assert doc["schema_version"] == MANIFEST_SCHEMA_VERSION == 8
         assert doc["screen"] is None  # the run was not screened
 
 
@@ -269,3 +272,46 @@ def test_provenance_records_config_versions_and_files(
     assert set(qs.files) == {"questions.jsonl.gz", "occurrences.jsonl.gz", "corpus.json"}
     assert all(len(h) == 64 for h in qs.files.values())
     assert m.model.model == "hosted_vllm/dm" and "api_key" not in m.model_dump_json()
+
+
+def test_the_deferral_scorecard_is_the_one_of_the_cells_own_answers(run: tuple[SweepConfig, Any]) -> None:
+    """A gated decision model's cell carries the deferral scorecard of its own answers and the gate LLM's
+    (the same figures ``deferral_scorecard`` gives on them), with the τ of Learn-then-Test for the config's
+    risk; the LLM's cell has none."""
+    config, manifests = run
+    cell = manifests["dm"].cell("qs")
+    assert cell is not None and cell.deferral is not None and cell.deferral.guarantee is not None
+    folder = config.output / "qs"
+    qset = load_question_set(folder)
+    key = as_key(qset)
+    answers = load_answers(folder, qset.questions)
+    dm, llm = answers[("dm", "main")], answers[("llm", "main")]
+    conf = [_counted_confidence(dm.get(q)) for q in key.qhashes]
+    card = deferral_scorecard(conf, occurrence_correct(dm, key), occurrence_correct(llm, key))
+    d = cell.deferral
+    assert (d.n, d.apgr, d.cpt50, d.aiq, d.aurc_oracle) == (
+        card.n,
+        card.apgr,
+        card.cpt50,
+        card.aiq,
+        card.aurc_oracle,
+    )
+    assert d.calibration.ece == card.ece and d.calibration.small_sample
+    ltt = learn_then_test(conf, occurrence_correct(dm, key), 0.2, 0.1)
+    assert d.guarantee.threshold == ltt.threshold and d.guarantee.valid == ltt.valid
+    assert manifests["llm"].cell("qs").deferral is None
+
+
+def _counted_confidence(answer: Any) -> float:
+    """The scoring rule: an answer that does not count has confidence 0."""
+    if answer is None or answer.error or not answer.valid or answer.answer is None:
+        return 0.0
+    return float(answer.confidence or 0.0)
+
+
+def test_without_a_risk_the_gate_makes_no_promise(tmp_path: Path) -> None:
+    """A gate with no ``risk`` still gets the scorecard but no guarantee (and the fitted τ is unchanged)."""
+    config = small_config(tmp_path, gate={"llm": "llm", "target": 0.9})
+    cell = _finalize(config)["dm"].cell("qs")
+    assert cell is not None and cell.deferral is not None and cell.deferral.guarantee is None
+    assert cell.fit is not None and cell.fit.target == 0.9

@@ -20,7 +20,7 @@ from knowwhen_runner.dataset.scoring import score_l2
 from knowwhen_runner.results.compare import compare_runs
 from knowwhen_runner.results.figures.plots import write_plots
 from knowwhen_runner.results.finalize import finalize_run
-from knowwhen_runner.results.gated_tables import gated_table
+from knowwhen_runner.results.gated_tables import deferral_table, gated_table
 from knowwhen_runner.results.manifest import CxsManifest, load_manifest, manifest_path
 from knowwhen_runner.results.tables import MISSING, Column, Table, comparison_table
 from tests.golden.builders import finished_queue, small_config
@@ -145,7 +145,7 @@ def test_plots_are_byte_identical_when_drawn_twice(
     _, manifests = run
     first = write_plots(tmp_path / "a", manifests)
     second = write_plots(tmp_path / "b", manifests)
-    assert list(first) == ["coverage-qs", "reliability-qs", "cost-success"]
+    assert list(first) == ["coverage-qs", "deferral-qs", "reliability-qs", "cost-success"]
     for name, path in first.items():
         data = path.read_bytes()
         assert data == second[name].read_bytes() and path.suffix == ".svg"
@@ -210,3 +210,50 @@ def test_a_model_left_out_of_a_plot_is_said_in_its_legend(run: tuple[SweepConfig
     root = ElementTree.fromstring((config.output / "plots" / "coverage-qs.svg").read_bytes())
     texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
     assert "dm" in texts and "1 not drawn: a job failed for good" in texts and "LLM llm" not in texts
+
+
+def test_the_deferral_plot_draws_the_gate_beside_its_oracle_and_random_deferral(
+    run: tuple[SweepConfig, list[CxsManifest]], tmp_path: Path
+) -> None:
+    """The scenario's deferral plot names the gated model with its APGR and keys the oracle (dashed) and
+    random-deferral (dotted) lines; a run without a gate has no such plot."""
+    _, manifests = run
+    svg = write_plots(tmp_path / "a", manifests)["deferral-qs"].read_text()
+    d = (
+        manifests[0].cell("qs").deferral
+        if manifests[0].model.id == "dm"
+        else manifests[1].cell("qs").deferral
+    )
+    assert d is not None and f"APGR {d.apgr:.2f}" in svg
+    assert "oracle" in svg and "random deferral" in svg
+    assert 'stroke-dasharray="6,4"' in svg and 'stroke-dasharray="1.5,3"' in svg
+    bare = [
+        m.model_copy(update={"open_loop": [c.model_copy(update={"deferral": None}) for c in m.open_loop]})
+        for m in manifests
+    ]
+    assert "deferral-qs" not in write_plots(tmp_path / "b", bare)
+
+
+def test_the_closed_loop_gets_router_figures_from_its_cells(
+    run: tuple[SweepConfig, list[CxsManifest]],
+) -> None:
+    """With the model alone, a gated τ and the LLM alone on one episodes scenario, the deferral table has a
+    closed-loop row whose APGR and CPT are RouteLLM's over those three router points."""
+    _, manifests = run
+    by_id = {m.model.id: m for m in manifests}
+
+    def with_cells(m: CxsManifest, update: dict[str, dict[str, float]]) -> CxsManifest:
+        cells = [c.model_copy(update=update[c.mode]) if c.mode in update else c for c in m.closed_loop]
+        return m.model_copy(update={"closed_loop": cells})
+
+    dm = with_cells(
+        by_id["dm"], {"model": {"success_rate": 0.4}, "gated": {"success_rate": 0.7, "coverage": 0.6}}
+    )
+    llm = with_cells(by_id["llm"], {"llm": {"success_rate": 0.8}})
+    row = next(r for r in deferral_table([dm, llm]).rows if r["scenario"].endswith("(closed loop)"))
+    # points (share of LLM decisions, success): (0, 0.4), (0.4, 0.7), (1, 0.8)
+    area = 0.4 * (0.4 + 0.7) / 2 + 0.6 * (0.7 + 0.8) / 2
+    assert row["apgr"] == pytest.approx((area - 0.4) / (0.8 - 0.4), abs=1e-12)
+    assert row["cpt50"] == pytest.approx(0.4 * (0.6 - 0.4) / (0.7 - 0.4), abs=1e-12)
+    assert row["cpt80"] == pytest.approx(0.4 + 0.6 * (0.72 - 0.7) / (0.8 - 0.7), abs=1e-12)
+    assert (row["model"], row["llm"]) == ("dm", "llm")

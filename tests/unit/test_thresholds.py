@@ -115,3 +115,59 @@ def test_the_fit_is_made_once_every_shadow_episode_is_done(tmp_path: Path) -> No
     assert after[key]["tau"] == 0.8 and after[key]["failed_episodes"] == 0 and after[key]["episodes"] == 2
     gated = [j for j in plan(config, scenarios, after).jobs if j.mode == "gated"]
     assert len(gated) == 2 and all(j.payload["tau"] == 0.8 for j in gated)
+
+
+def test_a_risk_chooses_tau_by_learn_then_test_and_says_when_none_is_valid() -> None:
+    """With a risk, τ is Learn-then-Test's: 60 right answers at 0.9 and a coin flip at 0.5 give τ = 0.51 at
+    risk 0.1, the lowest τ of the grid above the coin flips; with ten decisions nothing can be shown, so no τ
+    is chosen."""
+    many = [
+        {
+            "decisions": [_decision(0.9, True, True)] * 60
+            + [_decision(0.5, i % 2 == 0, True) for i in range(40)]
+        }
+    ]
+    request = FitRequest("k", "fit", "prior", "agent", 0.9, 1, 0.1, 0.1)
+    fit = fit_from_results(request, many)
+    assert (fit["tau"], fit["reachable"], fit["support"], fit["accuracy"]) == (0.51, True, 60, 1.0)
+    assert fit["risk"] == 0.1 and fit["delta"] == 0.1 and 0.9 in fit["valid"] and 0.5 not in fit["valid"]
+    assert "learn-then-test" in fit["method"]
+    few = fit_from_results(request, _RESULTS)
+    assert (few["tau"], few["reachable"], few["valid"]) == (None, False, [])
+
+
+def test_a_risk_gets_its_own_fit_and_leaves_the_ids_of_fits_without_one_alone(tmp_path: Path) -> None:
+    """A τ fit with a risk is a request of its own (its key says so); one without keeps the key it had."""
+    doc = {
+        "name": "r",
+        "output": str(tmp_path / "out"),
+        "models": [
+            {"id": "prior", "model": "hosted_vllm/prior", "kind": "decision"},
+            {"id": "agent", "model": "openai/agent-sim", "kind": "llm"},
+        ],
+        "modes": ["gated"],
+        "scenarios": [
+            {"id": "fit", "kind": "episodes", "suite": "common", "split": "fit", "n": 2, "modes": []},
+            {
+                "id": "a",
+                "kind": "episodes",
+                "suite": "common",
+                "split": "bench",
+                "n": 2,
+                "tau": {"fit": "fit", "target": 0.9},
+            },
+            {
+                "id": "b",
+                "kind": "episodes",
+                "suite": "common",
+                "split": "bench",
+                "n": 2,
+                "tau": {"fit": "fit", "target": 0.9, "risk": 0.05, "delta": 0.2},
+            },
+        ],
+    }
+    keys = [r.key for r in fit_requests(SweepConfig.model_validate(doc))]
+    assert keys == [
+        "fit/prior/agent/target=0.9/min_support=10",
+        "fit/prior/agent/target=0.9/min_support=10/risk=0.05/delta=0.2",
+    ]

@@ -50,7 +50,7 @@ class PanelSet:
     ylim: tuple[float, float] = (0.0, 101.0)
 
 
-def _panel(m: CxsManifest, scenario: str, rank: int | None, color: str) -> Panel | None:
+def _panel(m: CxsManifest, scenario: str, rank: int | str | None, color: str) -> Panel | None:
     cell = m.cell(scenario)
     if cell is None or cell.curve is None or cell.accuracy_pct is None or cell.failed_rows():
         return None

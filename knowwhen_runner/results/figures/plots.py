@@ -1,5 +1,6 @@
 """Plots of a run, drawn from its CXS manifests alone: coverage–accuracy per scenario (with the 95% band
-of the covered accuracy and the fitted τ's intervals), reliability diagrams per scenario, cost against
+of the covered accuracy and the fitted τ's intervals), when to delegate per scenario (gated accuracy
+against LLM calls with the oracle and random deferral), reliability diagrams per scenario, cost against
 success (with 95% error bars), and, with many models, small multiples and Pareto plots (``many_plots``).
 
 Each plot names at most a handful of models (``ranking.plot_focus``: the pinned ones, the LLMs, the top
@@ -143,6 +144,35 @@ def _reliability_plot(
     return chart
 
 
+def _deferral_plot(
+    manifests: Sequence[CxsManifest], scenario: str, focus: Focus, make: CanvasFactory
+) -> Canvas:
+    """Each named decision model's gated accuracy against the share of LLM calls, with its oracle (dashed:
+    only what the LLM alone gets right is deferred) and random deferral (dotted: the straight line)."""
+    chart = make(f"{scenario}: when to delegate", (0, 100), (0, 101), "LLM calls (%)", "accuracy, pooled (%)")
+    for m in _drawing_order(manifests, focus):
+        cell = m.cell(scenario)
+        d = cell.deferral if cell is not None else None
+        if d is None or not focus.is_named(m.model.id):
+            continue
+        color = color_of(focus, m.model.id)
+        apgr = "–" if d.apgr is None else f"{d.apgr:.2f}"
+        chart.line(
+            [100 * p.llm_share for p in d.curve],
+            [100 * p.accuracy for p in d.curve],
+            color,
+            width=1.4,
+            label=f"{m.model.id} over {d.llm} (APGR {apgr})",
+        )
+        knee = 100 * d.oracle_gain
+        top = 100 * (d.model_accuracy + d.oracle_gain)
+        chart.line([0, knee, 100], [100 * d.model_accuracy, top, top], color, width=0.9, style="--")
+        chart.line([0, 100], [100 * d.model_accuracy, 100 * d.llm_accuracy], color, width=0.9, style=":")
+    chart.key("oracle", "#333333", style="--")
+    chart.key("random deferral", "#333333", style=":")
+    return chart
+
+
 _Point = tuple[str, str, float, float, tuple[float, float] | None]
 
 
@@ -207,6 +237,9 @@ def plot_specs(manifests: Sequence[CxsManifest], ranking: Ranking, focus: Focus)
     for sc in states:
         if any(m.cell(sc) is not None for m in manifests):
             specs.append((f"coverage-{slug(sc)}", partial(_coverage_plot, manifests, sc, focus)))
+    for sc in states:
+        if any(c.deferral for m in manifests for c in m.open_loop if c.scenario == sc):
+            specs.append((f"deferral-{slug(sc)}", partial(_deferral_plot, manifests, sc, focus)))
     for sc in states:
         if any(c.calibration for m in manifests for c in m.open_loop if c.scenario == sc):
             specs.append((f"reliability-{slug(sc)}", partial(_reliability_plot, manifests, sc, focus)))

@@ -1,8 +1,16 @@
 """The CXS manifest, one versioned JSON document per model, in reading order: ``intervals`` (the
 interval parts every cell shares), ``selective`` (calibration, coverage curves, fits and gates of a
-decision model's open-loop cell), ``document`` (the cells, the manifest itself, and its reading and writing).
+decision model's open-loop cell), ``deferral`` (its deferral scorecard and the τ with a guarantee), ``document`` (the cells, the manifest itself, and its reading and writing).
 """
 
+from .deferral import (
+    ClosedLoopDeferral,
+    Deferral,
+    DeferralPoint,
+    EqualMassCalibration,
+    RiskGuarantee,
+    Transfer,
+)
 from .document import (
     MANIFEST_SCHEMA_VERSION,
     ClosedLoopCell,
@@ -37,12 +45,16 @@ __all__ = [
     "BandPoint",
     "Calibration",
     "ClosedLoopCell",
+    "ClosedLoopDeferral",
     "ClosedLoopIntervals",
     "ConfidenceInterval",
     "Cost",
     "CoverageCurve",
     "CurvePoint",
     "CxsManifest",
+    "Deferral",
+    "DeferralPoint",
+    "EqualMassCalibration",
     "Fit",
     "Gate",
     "GatePoint",
@@ -55,11 +67,13 @@ __all__ = [
     "OpenLoopIntervals",
     "Operations",
     "ReliabilityBin",
+    "RiskGuarantee",
     "RunProvenance",
     "ScenarioProvenance",
     "Scope",
     "Stratum",
     "Tokens",
+    "Transfer",
     "Validity",
     "load_manifest",
     "manifest_path",

@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError
 
 from ...exceptions import ScenarioError
 from ..screen_record import ScreenRecord
+from .deferral import ClosedLoopDeferral, Deferral
 from .intervals import (
     ClosedLoopIntervals,
     IsolatedIntervals,
@@ -50,8 +51,12 @@ __all__ = [
     "manifest_path",
 ]
 
-MANIFEST_SCHEMA_VERSION: Literal[7] = 7
-"""7: a plain ``top: k`` screen draws an order of questions (``screen.unit``) and says what settled it: its
+MANIFEST_SCHEMA_VERSION: Literal[8] = 8
+"""8: an open-loop cell of a decision model gated over an LLM carries ``deferral``, its deferral scorecard
+(accuracy against the share of LLM calls and cost, oracle and random baselines, APGR, CPT, AIQ, excess
+AURC, equal-mass ECE before and after Platt scaling) and, when the gate sets a ``risk``, the τ chosen with
+a guarantee (``deferral.guarantee``), and the achieved error of a τ chosen on another scenario
+(``deferral.transfers``; a gated closed-loop cell's ``deferral.transfer``). 7: a plain ``top: k`` screen draws an order of questions (``screen.unit``) and says what settled it: its
 leaders (``screen.leaders``), the level of each paired test (``screen.alpha_pair``) and how many leaders
 were surely above the model (``screen.leaders_above``).
 6: ``screen``, the run's screening of this model. 5: an L1 cell scores every tool choice (``tool_choice_pct``: dp tool_select, When2Call included) and the
@@ -205,6 +210,9 @@ class OpenLoopCell(ManifestPart):
     curve: CoverageCurve | None = None
     fit: Fit | None = None
     gate: Gate | None = None
+    deferral: Deferral | None = Field(
+        None, description="The deferral scorecard over the gate's LLM (version 8)."
+    )
     cost: Cost
     latency: Latency
     tokens: Tokens
@@ -296,12 +304,15 @@ class ClosedLoopCell(ManifestPart):
     card_success_rate: float | None = Field(
         None, description="When jobs failed: the success rate with their episodes counted unsuccessful."
     )
+    deferral: ClosedLoopDeferral | None = Field(
+        None, description="Gated with a fitted τ: its transfer from the fit set (version 8)."
+    )
 
 
 class CxsManifest(ManifestPart):
     """Coverage × success of one model over a whole run."""
 
-    schema_version: Literal[1, 2, 3, 4, 5, 6, 7] = MANIFEST_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4, 5, 6, 7, 8] = MANIFEST_SCHEMA_VERSION
     model: ModelRef
     run: RunProvenance
     scenarios: list[ScenarioProvenance]
