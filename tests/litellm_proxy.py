@@ -3,7 +3,7 @@
 ``start_litellm_proxy(config, log)`` runs ``litellm --config CONFIG --port P --host 127.0.0.1
 --num_workers 1`` (no database: the proxy keeps its routing, rate limits and fallbacks in memory) with
 a master key of its own, and waits until it answers. Its dependencies are pinned in the dev extras;
-where they are not installed, the tests that need it skip, saying so.
+where they are not installed, the tests that need it skip, saying so (and fail under CI=true).
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import yaml
+
+from tests.judges import judge_missing
 
 __all__ = ["LitellmProxy", "start_litellm_proxy"]
 
@@ -49,7 +50,7 @@ class LitellmProxy:
 def start_litellm_proxy(config: dict[str, Any], folder: Path) -> Iterator[LitellmProxy]:
     """The proxy over ``config`` (its ``model_list``, ``router_settings``...), ready to take requests."""
     if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("litellm_cli") is None:
-        pytest.skip("the LiteLLM Proxy's dependencies are not installed (pip install -e '.[dev]')")
+        judge_missing("the LiteLLM Proxy's dependencies are not installed (pip install -e '.[dev]')")
     folder.mkdir(parents=True, exist_ok=True)
     path, log = folder / "proxy.yaml", folder / "proxy.log"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
