@@ -11,8 +11,8 @@
     ├── ProviderError             a model call that failed for good (after retries), with its class;
     │   │                         kind "down": the model is down, no attempt was spent (the job waits)
     │   ├── BudgetSpent           (work.budget) a call not made: it would pass a budget cap (kind "budget")
-    │   └── ModelFailing          (provider.failing) a call not made: its model's last requests, for
-    │                             several jobs, all failed; the model is quarantined for the run
+    │   └── ModelFailing          (provider.failing) a call not made: its model is set aside (a test says
+    │                             its requests surely fail; kind "down": probed again) or quarantined
     ├── PreflightError            (sweep.preflight) a model failed its pre-flight probe: no-go, nothing spent
     ├── EvalSeedError             (gym.splits) the eval split's seeds asked for without opting in
     └── ServeError                the built-in local server could not start

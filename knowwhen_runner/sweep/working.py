@@ -14,6 +14,7 @@ from ..cache import CacheStore, cache_url, open_cache
 from ..config import SweepConfig
 from ..jobs import Items
 from ..provider import FleetLimits, LearnedLimits, Limiters, ModelClient, ProviderTransport, Secrets
+from ..provider.failing import PROBE_EVERY_S
 from ..queue import Queue, open_ledger
 from ..work.stop_signals import watch_stop_signals
 from ..work.worker import Worker, WorkStats
@@ -77,8 +78,11 @@ async def _work(
     start_together: int,
 ) -> tuple[WorkStats, bool]:
     limiters = Limiters(config.models, fleet=fleet, max_outage_s=config.workers.max_outage_s, learned=learned)
-    tries, failing = max(2, config.workers.max_attempts + 1), config.workers.quarantine_failures
-    client = ModelClient(limiters, secrets, transport=transport, max_tries=tries, failing_after=failing)
+    tries, error_rate = max(2, config.workers.max_attempts + 1), config.workers.set_aside_error_rate
+    client = ModelClient(
+        limiters, secrets, transport=transport, max_tries=tries, set_aside_error_rate=error_rate
+    )
+    client.failing.on_set_aside = _say_set_aside
     total, already = await progress_totals(queue)  # the open jobs alone, when the plan's size is kept
     display = SweepProgress(total, already, backing_off=limiters.backing_off, enabled=progress)
     worker = Worker(
@@ -129,6 +133,15 @@ async def _until_done(worker: Worker, display: SweepProgress, grace: float) -> t
 def _quarantined(config: SweepConfig, model_id: str, reason: str) -> None:
     _say_quarantined(model_id, reason)
     notify(config, "quarantine", f"{model_id} is quarantined: {reason}", wait=False)
+
+
+def _say_set_aside(model_id: str, reason: str) -> None:
+    print(
+        f"\nknowwhen: set aside {model_id}: {reason}; it is probed every {PROBE_EVERY_S:.0f} s and comes "
+        "back when it answers, its jobs wait, the other models go on",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _say_quarantined(model_id: str, reason: str) -> None:

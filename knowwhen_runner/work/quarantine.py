@@ -3,8 +3,9 @@
 A 401/403 (the key), a 404 or an unknown model name (the model string or its ``api_base``) or a price
 error will fail every job of the model the same way: instead of failing them one by one (and scoring a
 model that never answered as wrong), the model is quarantined: its jobs go back to pending, the other
-models go on, and the run ends saying what to fix. So is a model whose answers are mostly invalid, and
-one whose requests all fail (5xx, malformed replies: counted by the client, ``provider.failing``).
+models go on, and the run ends saying what to fix. So is a model whose answers are mostly invalid. A
+model whose requests surely fail (5xx, malformed replies) is set aside and probed instead
+(``provider.failing``).
 """
 
 from __future__ import annotations

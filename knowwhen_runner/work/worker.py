@@ -101,7 +101,7 @@ class Worker(Recording):
         self._settings = config.workers
         self.budget = BudgetGuard(config, queue) if config.budget is not None else None
         self.calls = CachedCalls(cache, client, config.cache.policy, budget=self.budget)
-        self.holds = Holds(queue, self._models, self._settings, limiters, on_quarantine)
+        self.holds = Holds(queue, self._models, self._settings, limiters, on_quarantine, client.failing)
         self.lanes = Lanes(config.models, limiters, self._settings)
         self._requests: dict[str, Question] = {}  # questions looked up in the cache, waiting for a caller
         self._held: set[str] = set()  # job ids claimed and not yet recorded
@@ -174,7 +174,7 @@ class Worker(Recording):
             self.stats.over_budget.setdefault(exc.scope, str(exc))
             self.holds.spend(exc.scope, self.budget.models_under(exc.scope))
             return Outcome(job, held_back=True)
-        if isinstance(exc, ModelFailing):  # every request fails: the job's model, or an episode's agent
+        if isinstance(exc, ModelFailing):  # quarantined by the run: the job's model, or an episode's agent
             self.holds.quarantine(exc.model_id, exc.reason)
             return Outcome(job, quarantine=exc.reason, quarantined=exc.model_id)
         reason = quarantine_reason(self._models[job.model_id], exc)
@@ -240,10 +240,11 @@ class Worker(Recording):
             await self.holds.refresh()
             for control in self.holds.controls.values():  # quarantined by any process: its calls stop here
                 if control.state == "quarantined":
-                    self.client.streaks.set_aside(control.model_id, control.reason)
+                    self.client.failing.quarantine(control.model_id, control.reason)
             await self._unpark(outcomes)
             in_hand = len(self._held) - len(self.holds.parked)  # parked episodes wait off the callers
-            quotas = self.lanes.quotas(self.holds.gone()) if in_hand < self.lanes.held_cap else []
+            held = {**self.holds.gone(), **self.holds.resting()}  # set aside: claimed again for its probe
+            quotas = self.lanes.quotas(held, self.holds.set_aside()) if in_hand < self.lanes.held_cap else []
             claimed = await self.queue.claim_each(self.id, quotas, lease) if quotas else []
             self.lanes.claimed(quotas, claimed)
             self._held.update(j.id for j in claimed)

@@ -90,7 +90,7 @@ def test_a_malformed_answer_still_fails_its_job(tmp_path: Path) -> None:
     def answer(model: Any, kind: Any, body: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("not a System One response")
 
-    config = _config(tmp_path, quarantine_failures=None)
+    config = _config(tmp_path, set_aside_error_rate=None)
     stats, statuses, _ = anyio.run(_work, config, MockTransport(answer))
     assert statuses == {"failed": 36}
     assert stats.runner_errors == 0
