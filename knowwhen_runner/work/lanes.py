@@ -72,10 +72,20 @@ class Lanes:
             down or probing,
         )  # fmt: skip
 
-    def quotas(self, gone: dict[str, str], aside: frozenset[str] = frozenset()) -> list[ClaimQuota]:
-        """What to claim now, per group (``Scheduler.quotas``)."""
+    def quotas(
+        self, gone: dict[str, str], aside: frozenset[str] = frozenset(), room: dict[str, int] | None = None
+    ) -> list[ClaimQuota]:
+        """What to claim now, per group (``Scheduler.quotas``); a group whose models all have ``room`` (a
+        screen's window) claims no more than it."""
         lanes = [self.lane(key, gone, aside) for key in self._members]
         self._asked = self.scheduler.quotas(lanes, time.monotonic())
+        if room:
+            by_lane = {lane.key: lane for lane in lanes}
+            for key, n in list(self._asked.items()):
+                models = by_lane[key].models
+                if models and all(m in room for m in models):
+                    self._asked[key] = min(n, sum(room[m] for m in models))
+            self._asked = {k: n for k, n in self._asked.items() if n > 0}
         by_key = {lane.key: lane for lane in lanes}
         return [ClaimQuota(frozenset(by_key[k].models), n) for k, n in self._asked.items()]
 

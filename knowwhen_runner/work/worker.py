@@ -56,6 +56,7 @@ from .outcome import Outcome, Outcomes, Question, WorkStats
 from .quarantine import quarantine_reason
 from .recording import STALE_AFTER_S, Recording
 from .runner_errors import RunnerErrors
+from .screen_pace import ScreenPace
 from .start_together import start_together
 
 __all__ = ["STALE_AFTER_S", "WorkStats", "Worker", "new_worker_id"]
@@ -84,8 +85,10 @@ class Worker(Recording):
         limiters: Limiters | None = None,
         batch_transport: BatchTransport | None = None,
         start_together: int = 0,
+        pace: ScreenPace | None = None,
     ) -> None:
         self.config = config
+        self.pace = pace  # a screened run: claims kept one window ahead of the screen's looks
         self.queue = queue
         self.client = client
         self.items = items
@@ -244,9 +247,21 @@ class Worker(Recording):
             await self._unpark(outcomes)
             in_hand = len(self._held) - len(self.holds.parked)  # parked episodes wait off the callers
             held = {**self.holds.gone(), **self.holds.resting()}  # set aside: claimed again for its probe
-            quotas = self.lanes.quotas(held, self.holds.set_aside()) if in_hand < self.lanes.held_cap else []
+            room = self.pace.room() if self.pace is not None else {}
+            if self.pace is not None:  # screened: a dropped model is held now, a full window until a look
+                held.update(
+                    {
+                        **dict.fromkeys(self.pace.dropped, "screened"),
+                        **{m: "" for m, n in room.items() if not n},
+                    }
+                )
+            quotas = (
+                self.lanes.quotas(held, self.holds.set_aside(), room) if in_hand < self.lanes.held_cap else []
+            )
             claimed = await self.queue.claim_each(self.id, quotas, lease) if quotas else []
             self.lanes.claimed(quotas, claimed)
+            if self.pace is not None:
+                self.pace.claimed(claimed)
             self._held.update(j.id for j in claimed)
             crashpoint("claim")
             # An episode whose agent (or decider) is down cannot start: it is parked here, leased but
@@ -271,7 +286,11 @@ class Worker(Recording):
         await self._release_lost()
         if await self._queue_finished():
             return True
-        await anyio.sleep(self.holds.next_probe_in() if self.holds.parked else 0.5)
+        pause = self.holds.next_probe_in() if self.holds.parked else 0.5
+        if self.pace is not None:
+            await self.pace.next_look(pause)  # a screen's window frees up at its next look
+        else:
+            await anyio.sleep(pause)
         self.lanes.wake()
         return False
 
@@ -315,6 +334,8 @@ class Worker(Recording):
                 self.client.preload()
                 self.lanes.left(q.job.model_id)
                 self.batches.add(q.job, q.call)  # answered when its provider batch is (work/batch_lane.py)
+                if self.pace is not None:
+                    self.pace.left((), [q.job.id])  # a batch answers when it answers: not paced
                 continue
             if response is None:
                 self.client.preload()  # a real call is coming: start the slow import now
@@ -352,7 +373,9 @@ class Worker(Recording):
                 async with self._slots:  # workers.concurrency, when a user bounds it
                     if self.stopping.is_set():
                         return  # not started: given back below
-                    if self.holds.holds_back(job):
+                    if self.holds.holds_back(job) or (
+                        self.pace is not None and job.model_id in self.pace.dropped
+                    ):
                         outcome = Outcome(job, held_back=True)
                     else:
                         outcome = await self._execute(job)
