@@ -25,7 +25,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 from ..config import ModelSpec
 from ..exceptions import ProviderError
 from .adaptive import read_limit_headers
-from .failing import FOR_JOB, FailingModels
+from .failing import FOR_JOB, FailingModels, ModelFailing
 from .ratelimit import Limiter, Limiters
 from .retry import Verdict, classify, error_headers, transport_failure
 from .secrets import Secrets
@@ -173,6 +173,12 @@ class ModelClient:
             reply = await self._send(model, kind, body, limiter, tally, tokens, aside_probe)
             answered = True
             return reply
+        except Exception as exc:
+            if aside_probe and tally.answered(exc):
+                # a failed probe says the model still fails, nothing of its job: the job waits, unspent
+                why = self.failing.failing(model.id) or str(exc)
+                raise ModelFailing(model.id, why, requests=tally.requests) from exc
+            raise
         finally:
             if aside_probe:
                 self.failing.probed(model.id, answered=answered)

@@ -294,3 +294,22 @@ def test_a_model_the_run_quarantined_is_sent_nothing_more() -> None:
     (got,) = anyio.run(_calls, client, spec, 1)
     assert isinstance(got, ModelFailing) and got.kind == "fatal" and "refused the key" in str(got)
     assert len(transport.sent) == 1
+
+
+def test_a_failed_probe_sends_its_job_back_unspent_even_when_the_reply_is_malformed() -> None:
+    """A malformed reply fails its call at once (fatal), but on a probe it only says the model still fails:
+    the call raises ModelFailing of kind down, so the probing job waits rather than failing."""
+    spec = _spec("m")
+
+    def malformed(*_: Any) -> Any:
+        raise ValueError("not a System One response")
+
+    client, transport = _client(malformed, [spec])
+    clock = _Clock()
+    client.failing = FailingModels(RATE, clock=clock)
+    got = anyio.run(_calls, client, spec, 16)
+    assert all(isinstance(e, ProviderError) and e.kind == "fatal" for e in got[:14])
+    assert all(isinstance(e, ModelFailing) and e.kind == "down" for e in got[14:])
+    clock.t += PROBE_EVERY_S
+    (probe,) = anyio.run(_calls, client, spec, 1)
+    assert isinstance(probe, ModelFailing) and probe.kind == "down" and len(transport.sent) == 15
