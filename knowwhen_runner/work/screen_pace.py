@@ -31,7 +31,7 @@ in the prefix a look saw)."""
 @dataclass
 class _Out:
     model: str
-    place: int
+    place: float  # its place in the drawn order (inf: none known)
     answered: bool = False
 
 
@@ -57,7 +57,7 @@ class ScreenPace:
                 continue
             if job.id in self._out:
                 continue  # claimed again without leaving (a lost claim reply): counted once
-            self._out[job.id] = _Out(job.model_id, self.places.get(job.item, math.inf))  # type: ignore[arg-type]
+            self._out[job.id] = _Out(job.model_id, self.places.get(job.item, math.inf))
             self._count[job.model_id] += 1
 
     def left(self, answered: Iterable[str], back: Iterable[str]) -> None:
