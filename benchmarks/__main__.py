@@ -3,8 +3,8 @@
 ``python -m benchmarks`` runs the sizes the targets are stated at (several minutes on two cores);
 ``--quick`` runs tiny sizes (a smoke test, figures meaningless); ``--case NAME`` runs some cases only
 (``fair_share``, several minutes of rate-limited work, ``failing_model``, a run that fails for three
-minutes before the one it is compared with, and ``plan_resume_1.5m``, a 1.5M-job plan, run only when
-named). A run of some cases keeps the other cases' figures already in the output file; each case records
+minutes before the one it is compared with, ``screen_pace``, two screened runs of the quickstart's
+decision models, and ``plan_resume_1.5m``, a 1.5M-job plan, run only when named). A run of some cases keeps the other cases' figures already in the output file; each case records
 the date it was run.
 With ``KNOWWHEN_BENCH_PG`` set to a PostgreSQL URL, the processes case runs there too.
 """
@@ -42,6 +42,7 @@ TARGETS = {
     "scoring": "scoring 153,621 rows <= 5 s",
     "finalise_153k": "knowwhen finalize of 153,621 answered jobs (39 models x 3,939 states) <= 20 s and <= 1 GB peak",
     "screen": "simulated 40-model screen, 200 seeds: calls <= 40 % of the full sweep (top 5, floor 0.80); seeds with a wrong decision <= alpha",
+    "screen_pace": "quickstart's decision models, keep top 1: the dropped model's calls saved >= 50 % of 383, with no rate limit and at 100/s",
     "failing_model": "requests to an always-500 agent in the quickstart <= 5% of the run without the rule",
     "fair_share": (
         "(a) fast models beside a 60/min one <= 1.1 x their time alone, the slow one >= 90% of its limit; "
@@ -79,7 +80,12 @@ def main() -> None:
     parser.add_argument("--case", action="append", choices=sorted(TARGETS), help="run only these cases")
     parser.add_argument("--out", type=Path, default=HERE / "results.json")
     args = parser.parse_args()
-    named_only = {"fair_share", "failing_model", "plan_resume_1.5m"}  # minutes each: run when asked for
+    named_only = {
+        "fair_share",
+        "failing_model",
+        "screen_pace",
+        "plan_resume_1.5m",
+    }  # minutes each: run when asked for
     wanted = set(args.case or TARGETS) - (named_only if not args.case else set())
     q = args.quick
     work = cases.scratch()
@@ -150,6 +156,11 @@ def main() -> None:
         results["cases"]["screen"] = _script(
             "bench_screen.py", *(["--seeds", "2", "--models", "10"] if q else [])
         )
+    if "screen_pace" in wanted:
+        figures = work / "screen_pace.json"
+        results["cases"]["screen_pace"] = _script("bench_screen_pace.py", "--json", str(figures))
+        if figures.is_file():
+            results["cases"]["screen_pace"]["figures"] = json.loads(figures.read_text())
     if "failing_model" in wanted:
         figures = work / "failing_model.json"
         extra = ["--tasks", "1"] if q else []

@@ -1,11 +1,13 @@
-"""Requests spent on a model that answers 500 to everything, in the quickstart, with and without the rule
-that sets such a model aside (``workers.quarantine_failures``).
+"""Requests spent on a model that answers 500 to everything, in the quickstart, with and without the test
+that sets such a model aside (``workers.set_aside_error_rate``).
 
 The quickstart's config (``configs/quickstart.yaml``) is run against a local server of its own whose
 agent LLM (``agent-sim``) answers HTTP 500 to every request; the server counts the requests it got for
-each model. Three runs, each from scratch: the rule off (``quarantine_failures: null``: every job tries
-``max_attempts`` times, each call retried by the client: the runner before the rule), the rule on
-without the pre-flight (what the run itself spends), and the rule on with the pre-flight (its no-go).
+each model. Three runs, each from scratch: the rule off (``set_aside_error_rate: null``: every job tries
+``max_attempts`` times, each call retried by the client: the runner before any rule), the rule on
+without the pre-flight (what the run itself spends: the requests until the model is set aside, and the
+probes, one every 30 s, while the run waits for it alone, ``max_outage_s: 45`` here), and the rule on
+with the pre-flight (its no-go).
 By default only the quickstart's closed-loop scenarios run, with 2 tasks each (14 episodes), so the run
 without the rule ends in about three minutes; ``--full`` keeps every scenario (an hour without the rule).
 Run from the repository root: ``python -m benchmarks.bench_failing_model [--json FILE]``; it prints the
@@ -30,6 +32,7 @@ from knowwhen_runner.serve import start_server_process
 
 ROOT = Path(__file__).resolve().parent.parent
 FAILING = "agent-sim"
+WAIT_S = 45  # workers.max_outage_s: the run waits this long for the model set aside alone (one probe)
 
 
 def _config(folder: Path, base_url: str, args: argparse.Namespace, rule: bool) -> Path:
@@ -52,7 +55,8 @@ def _config(folder: Path, base_url: str, args: argparse.Namespace, rule: bool) -
         scenarios.append(scenario)
     config["scenarios"] = scenarios
     if not rule:
-        config["workers"]["quarantine_failures"] = None
+        config["workers"]["set_aside_error_rate"] = None
+    config["workers"]["max_outage_s"] = WAIT_S
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "quickstart.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -74,7 +78,16 @@ def measure(work: Path, args: argparse.Namespace, *, rule: bool, probe: bool) ->
         )  # fmt: skip
         seconds = time.perf_counter() - started
         failing = server.count(model=FAILING)
-        figures = {"run": name, "requests_failing": failing, "requests_others": server.count() - failing}
+        times = sorted(r[0] for r in server.stats()["records"] if r[1] == FAILING)
+        # the requests before the first pause of 25 s or more: those it took to set the model aside
+        burst = next((i + 1 for i in range(len(times) - 1) if times[i + 1] - times[i] >= 25), len(times))
+        figures = {
+            "run": name,
+            "requests_failing": failing,
+            "before_set_aside": burst,
+            "probes": failing - burst,
+            "requests_others": server.count() - failing,
+        }
     last = [line for line in done.stderr.strip().splitlines() if line.startswith(("knowwhen:", "error:"))]
     return {**figures, "seconds": round(seconds, 1), "exit": done.returncode, "said": last[-1:]}
 
@@ -97,7 +110,8 @@ def main() -> None:
     for r in runs:
         share = r["requests_failing"] / before if before else float("nan")
         print(
-            f"{r['run']:<22} {r['requests_failing']:>5} requests to {FAILING} ({share:6.1%}), "
+            f"{r['run']:<22} {r['requests_failing']:>5} requests to {FAILING} ({share:6.1%}; "
+            f"{r['before_set_aside']} before it was set aside, {r['probes']} probes), "
             f"{r['requests_others']} to the others; exit {r['exit']} after {r['seconds']} s"
         )
         for line in r["said"]:

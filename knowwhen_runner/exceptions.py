@@ -13,8 +13,8 @@
     │   ├── BudgetSpent           (work.budget) a call not made: it would pass a budget cap (kind "budget")
     │   ├── OtherModel            every try of a call was answered by another model than the one asked
     │   │                         (a gateway's fallback, a wrong deployment): kind "other_model"
-    │   └── ModelFailing          (provider.failing) a call not made: its model's last requests, for
-    │                             several jobs, all failed; the model is quarantined for the run
+    │   └── ModelFailing          (provider.failing) a call not made: its model is set aside (a test says
+    │                             its requests surely fail; kind "down": probed again) or quarantined
     ├── PreflightError            (sweep.preflight) a model failed its pre-flight probe: no-go, nothing spent
     ├── EvalSeedError             (gym.splits) the eval split's seeds asked for without opting in
     └── ServeError                the built-in local server could not start

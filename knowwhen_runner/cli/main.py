@@ -4,9 +4,9 @@ No logic lives here: each command parses its arguments, calls one stage function
 error (``KnowwhenError``) is printed as one line and exits with code 2, never as a traceback.
 
 ``knowwhen run`` exits 0 only when every job is answered; 1 when jobs failed for good (the count and the
-most common reason are printed); 3 when jobs are left pending (a model stayed down longer than the run
-waits, or was quarantined: a bad key, an unknown model name, a price error, mostly invalid answers,
-every request failing; the sentence says what to fix); 4 when a budget is spent (its jobs stay pending; raise it and rerun);
+most common reason are printed); 3 when jobs are left pending (a model stayed down, or set aside because
+its requests surely fail, longer than the run waits, or was quarantined: a bad key, an unknown model name,
+a price error, mostly invalid answers; the sentence says what to fix); 4 when a budget is spent (its jobs stay pending; raise it and rerun);
 5 when the runner's own code failed on some jobs (a bug: they went back to pending, tracebacks in the
 run folder's runner-errors.log); 6 when the run database stayed unreachable longer than
 ``workers.max_db_outage_s``; 75 when stopped by SIGTERM (jobs handed back: may be requeued); 130 when

@@ -25,6 +25,14 @@ from .yaml_checks import (
     out_of_range,
 )
 
+_REPLACED = {
+    ("workers", "quarantine_failures"): (
+        "; it is replaced by workers.set_aside_error_rate (a sequential test's false set-aside rate, "
+        "default 0.01; null: never)"
+    ),
+}
+"""Fields an earlier release had, and what took their place."""
+
 
 def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     """Follow a pydantic error location through the YAML node tree; return the deepest line found."""
@@ -246,7 +254,7 @@ def _parse(text: str, *, base: Path, source: str, check_files: bool, stored: boo
         line = _line_of(root, loc)
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = "unknown field"
+            msg = "unknown field" + _REPLACED.get(loc, "")
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         named = re.match(r"([A-Za-z_][\w.]*): ", msg) if not loc else None
         if named:  # a check across fields names the field it refuses: point at that one's line

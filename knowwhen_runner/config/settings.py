@@ -63,7 +63,8 @@ class WorkerSettings(_Frozen):
         gt=0,
         description=(
             "How long a model may stay down (every request failing) before the run stops waiting for it; "
-            "its jobs stay pending for the next run. A down model's jobs never spend attempts."
+            "its jobs stay pending for the next run. A down model's jobs never spend attempts. A model set "
+            "aside (set_aside_error_rate) is waited for alone this long from when it was set aside."
         ),
     )
     max_db_outage_s: float = Field(
@@ -97,15 +98,17 @@ class WorkerSettings(_Frozen):
         ),
     )
     quarantine_min_answers: int = Field(20, ge=1, description="Answers seen before the invalid share counts.")
-    quarantine_failures: int | None = Field(
-        12,
-        ge=2,
-        le=10_000,
+    set_aside_error_rate: float | None = Field(
+        0.01,
+        gt=0,
+        le=0.1,
         description=(
-            "Quarantine a model for the run once this many of its requests in a row, for at least 3 "
-            "different jobs, failed with an answer (a 5xx other than 502/503/504, a malformed reply) and "
-            "none between succeeded; its remaining jobs stay pending. A model that does not answer at all "
-            "is down instead (see max_outage_s). None: never."
+            "Set a model aside once a sequential test on its requests says it answers less than 30 % of "
+            "them (failed with an answer: a 5xx other than 502/503/504, a malformed reply; failures for at "
+            "least 3 different jobs since its last answer), with this false set-aside rate for a model that "
+            "answers 30 % or more (1 %: 14 failed requests when it never answered, 48 after hours of "
+            "answers). A model set aside is probed every 30 s and comes back when a probe answers; its jobs "
+            "wait unspent, and the run waits for it alone up to max_outage_s. None: never."
         ),
     )
 

@@ -5,7 +5,7 @@ Read in this order: ``bodies`` (what is sent), ``transport`` (every request, bat
 ``LitellmTransport`` sends through litellm), ``mock_transport`` (the in-process fake), ``retry`` (what a
 failure means), ``ratelimit`` (slots, pauses, a down model: ``limiter`` for one process,
 ``fleet_limiter`` for a fleet), ``adaptive`` (a limit nobody gave, learned from headers and 429s),
-``client`` (a logical call: slots + requests + retries), ``failing`` (a model whose requests all fail), ``batch_wire`` and ``batch_client`` (provider
+``client`` (a logical call: slots + requests + retries), ``failing`` (a model whose requests surely fail: set aside, probed), ``batch_wire`` and ``batch_client`` (provider
 Batch APIs), ``cache_keys``, ``secrets``, ``prices``.
 """
 
@@ -15,7 +15,7 @@ from .adaptive import AdaptiveRate, LearnedLimit
 from .bodies import QUESTION_NAME, decision_body, llm_body
 from .cache_keys import CACHE_KEY_VERSION, CacheMode, cache_key, legacy_cache_key
 from .client import CallOutcome, ModelClient
-from .failing import FOR_JOB, FailingStreaks, ModelFailing
+from .failing import FOR_JOB, FailingModels, ModelFailing
 from .litellm_loader import load_litellm, preload_litellm
 from .mock_transport import MockTransport, Sent
 from .prices import token_prices
@@ -34,7 +34,7 @@ __all__ = [
     "CacheMode",
     "CallKind",
     "CallOutcome",
-    "FailingStreaks",
+    "FailingModels",
     "FleetLimits",
     "LearnedLimit",
     "LearnedLimits",

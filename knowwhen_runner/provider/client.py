@@ -8,7 +8,8 @@ request at a time, and a call that meets it down makes no request and raises ``P
 is up count against a call's tries; a refused connection never does. Only what the transport raises is
 the provider's answer: an exception from the runner's own code (a limiter, say) passes through as it is,
 a bug for the worker to log, never a ``ProviderError`` that could fail a job. A model whose requests,
-for several different jobs, all fail is set aside (``failing``): the client sends it nothing more.
+that a sequential test says surely fails is set aside (``failing``): the client sends it nothing but a
+probe now and then, and an answered probe brings it back.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 from ..config import ModelSpec
 from ..exceptions import OtherModel, ProviderError
 from .adaptive import read_limit_headers
-from .failing import FOR_JOB, FailingStreaks, ModelFailing
+from .failing import FOR_JOB, FailingModels, ModelFailing
 from .ratelimit import Limiter, Limiters
 from .retry import Verdict, classify, error_headers, transport_failure
 from .secrets import Secrets
@@ -73,7 +74,7 @@ class ModelClient:
         transport: Transport | None = None,
         max_tries: int = 6,
         max_backoff_s: float = 30.0,
-        failing_after: int | None = None,
+        set_aside_error_rate: float | None = None,
     ):
         self._limiters = limiters
         self._secrets = secrets
@@ -81,7 +82,8 @@ class ModelClient:
         self._max_tries = max_tries
         self._max_backoff = max_backoff_s
         self._serials = itertools.count()
-        self.streaks = FailingStreaks(failing_after)  # models whose requests all fail (None: never)
+        # models a sequential test sets aside (None: never); probed again, given up with the limiter's wait
+        self.failing = FailingModels(set_aside_error_rate, limiters.max_outage_s)
         self.other_models: Counter[str] = Counter()  # replies refused as another model's, per model asked
         self.other_names: dict[str, str] = {}  # per model asked: the last such reply's error
 
@@ -166,10 +168,39 @@ class ModelClient:
         tokens: int,
     ) -> dict[str, Any]:
         """One request, unless the model is down and another request is probing it (or its pause runs),
-        or it is set aside as failing."""
-        self._refuse_failing(model, tally)
+        or it is set aside and not to be probed now (``ModelFailing``)."""
         if limiter.down() and not limiter.may_probe():
             raise self._down(model, limiter, tally)
+        try:
+            aside_probe = self.failing.probe(model.id)
+        except ProviderError as exc:
+            exc.requests = tally.requests
+            raise
+        answered = False
+        try:
+            reply = await self._send(model, kind, body, limiter, tally, tokens, aside_probe)
+            answered = True
+            return reply
+        except Exception as exc:
+            if aside_probe and tally.answered(exc):
+                # a failed probe says the model still fails, nothing of its job: the job waits, unspent
+                why = self.failing.failing(model.id) or str(exc)
+                raise ModelFailing(model.id, why, requests=tally.requests) from exc
+            raise
+        finally:
+            if aside_probe:
+                self.failing.probed(model.id, answered=answered)
+
+    async def _send(
+        self,
+        model: ModelSpec,
+        kind: CallKind,
+        body: dict[str, Any],
+        limiter: Limiter,
+        tally: _Tally,
+        tokens: int,
+        aside_probe: bool,
+    ) -> dict[str, Any]:
         async with limiter.slot(tokens):
             probe = limiter.down()
             if probe:
@@ -195,13 +226,14 @@ class ModelClient:
                     # 429 that says when to come back is the provider's schedule, not a failure.
                     hinted = verdict.kind == "rate_limited" and verdict.wait is not None
                     tally.hinted += hinted
-                    tally.charged += not (probe or hinted or transport_failure(exc) == "connection refused")
+                    refused = transport_failure(exc) == "connection refused"
+                    tally.charged += not (probe or aside_probe or hinted or refused)
                     self._count_failure(model, tally, exc, verdict)
                     raise
                 limiter.record(ok=True)  # the provider (or its gateway) answered: it is up
                 limiter.heard(reply.limits, ok=True)
                 self._own_reply(model, reply.origin, tally)
-                self.streaks.answered(model.id)
+                self.failing.answered(model.id)  # after the origin check: another model's reply is no answer
             finally:
                 if probe:
                     limiter.breaker.probing = False
@@ -225,13 +257,8 @@ class ModelClient:
         self.other_names[model.id] = str(exc)
         raise exc
 
-    def _refuse_failing(self, model: ModelSpec, tally: _Tally) -> None:
-        reason = self.streaks.failing(model.id)
-        if reason is not None:
-            raise ModelFailing(model.id, reason, requests=tally.requests)
-
     def _count_failure(self, model: ModelSpec, tally: _Tally, exc: BaseException, verdict: Verdict) -> None:
-        """Add a failed request to its model's streak: a 5xx or a malformed reply (no status), unless the
+        """Count a failed request in its model's test: a 5xx or a malformed reply (no status), unless the
         model is away or rate limited. A 4xx says something of the request (too long for the context,
         say), and fails its job at once."""
         if verdict.unreachable or verdict.kind == "rate_limited" or transport_failure(exc) is not None:
@@ -239,7 +266,7 @@ class ModelClient:
         if verdict.status is not None and verdict.status < 500:
             return
         call = FOR_JOB.get() or tally.serial  # a job's retries and next attempts count once
-        self.streaks.failed(model.id, call, self._describe(exc, verdict))
+        self.failing.failed(model.id, call, self._describe(exc, verdict))
 
     def _down(self, model: ModelSpec, limiter: Limiter, tally: _Tally) -> ProviderError:
         last = limiter.breaker.last_error or "earlier requests failed"

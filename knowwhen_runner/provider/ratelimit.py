@@ -50,6 +50,7 @@ class Limiters:
         max_outage_s: float = _DEFAULT_MAX_OUTAGE_S,
         learned: LearnedLimits | None = None,
     ) -> None:
+        self.max_outage_s = max_outage_s  # how long the run waits for a model down (or set aside) alone
         self._by_key: dict[str, Limiter] = {}
         self._by_model: dict[str, Limiter] = {}
         learned = learned if learned is not None else (fleet.ledger if fleet is not None else None)

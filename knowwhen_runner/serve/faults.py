@@ -2,7 +2,8 @@
 
 Rules are checked in order against each model request; the first one that matches and fires decides the
 fault. A rule fires on its next ``count`` matching requests, or with a seeded ``probability``, or (with
-neither) on every matching request. Rate limits are a sliding 60-second window per model, checked before
+neither) on every matching request; ``after`` lets that many matching requests through first (a burst of
+failures once the model has answered). Rate limits are a sliding 60-second window per model, checked before
 the faults: every request the limit lets through uses a slot (even if a fault then fails it), while
 requests it refuses do not, as hosted providers count.
 """
@@ -71,12 +72,15 @@ class FaultRule(BaseModel):
     """Fire on each matching request with this probability, drawn from a generator seeded by ``seed``."""
     seed: int = 0
     """Seed of the probability draws, so a faulty run is reproducible."""
+    after: int = Field(default=0, ge=0)
+    """Let this many matching requests through (answered normally) before the rule may fire."""
     retry_after: float | None = Field(default=None, ge=0.0)
     """Seconds sent in Retry-After with 429/529/503; no header when None."""
     delay_s: float = Field(default=0.0, ge=0.0)
     """Seconds to wait before answering (the point of ``slow``; added to any other fault too)."""
 
     _remaining: int | None = PrivateAttr(default=None)
+    _passed: int = PrivateAttr(default=0)
     _rng: random.Random = PrivateAttr(default_factory=random.Random)
 
     @model_validator(mode="after")
@@ -93,6 +97,9 @@ class FaultRule(BaseModel):
 
     def fire(self) -> bool:
         """Consume one firing if the rule has one left (count) or wins its draw (probability)."""
+        if self._passed < self.after:
+            self._passed += 1
+            return False
         if self._remaining is not None:
             if self._remaining <= 0:
                 return False

@@ -42,7 +42,7 @@ from .guards import check_before_run
 from .outputs import finalize_with_drilldown
 from .progress import planned_jobs
 from .request import RunRequest
-from .screen import screened_work
+from .screen import screen_pace, screened_work
 from .sweep import RunSummary, check_keys, run_sweep
 from .working import work_queue
 
@@ -166,11 +166,12 @@ async def _work_stages(
     ``together``: the processes of a ``run --processes N`` start this one belongs to (0: none)."""
     total = WorkStats()
     while True:
+        pace = screen_pace(config)
         work = work_queue(
-            config, queue, secrets, items, progress=progress, fleet=fleet, start_together=together
+            config, queue, secrets, items, progress=progress, fleet=fleet, start_together=together, pace=pace
         )
         # a worker looks and decides too (a run of workers alone is screened); ``run`` releases a screen
-        stats, interrupted = await screened_work(config, queue, None, work, release=False)
+        stats, interrupted = await screened_work(config, queue, None, work, release=False, pace=pace)
         together = 0  # the processes start together once, not per stage
         total.add(stats)
         if interrupted:

@@ -5,10 +5,10 @@ its job costs nothing more later), or a tiny built-in one for a model with only 
 probe checks the key, the model name, that the answer is valid and that the model's price is known, and
 times the call. Only what would fail every call alike is a no-go (a refused key, an unknown model, an
 unknown price), a model that refused every probe with a client error (400, 404, 422: the run's question,
-then the built-in one), and a model that answered every request of its probe with a failure (a 5xx other
-than 502/503/504, a malformed reply), asked up to ``_PROBE_CALLS`` times: the run would set it aside anyway
-(``workers.quarantine_failures``), and a model failing one request in three fails six in a row once in
-830 probes.
+then the built-in one), and a model that the run's own sequential test sets aside (``provider.failing``:
+``workers.set_aside_error_rate``) while its probe is asked again, up to ``_PROBE_CALLS`` times, for as long
+as every request fails (a 5xx other than 502/503/504, a malformed reply): 14 failed requests when the
+model never answers, with the run's false set-aside rate for a model that answers.
 A model that did not answer at all (down), a rate limit or an invalid answer is a warning. ``knowwhen plan --probe`` prints the go/no-go
 table, and ``run`` prints it and stops on a no-go unless told to skip that model.
 """
@@ -45,7 +45,7 @@ __all__ = [
 
 Check = Literal["ok", "no", "?"]
 _SCAN = 256  # pending questions of a model looked up in the cache to find one not answered yet
-_PROBE_CALLS = 3  # calls (of 2 tries each) a probe makes while every request is answered with a failure
+_PROBE_CALLS = 10  # calls (of 2 tries each) a probe makes while every request is answered with a failure
 _CLIENT_ERRORS = (400, 404, 422)  # every probe refused with one of these: the run would get nothing
 
 PROBE_QUESTION: dict[str, Any] = {
@@ -123,12 +123,12 @@ async def _first_unanswered(
 
 
 def _failed_every_request(model: ModelSpec, client: ModelClient, exc: ProviderError, sent: int) -> str | None:
-    """What to fix when all ``sent`` requests of the probe were answered with a failure, else None."""
-    if sent < 1 or client.streaks.in_a_row(model.id) < sent:
+    """What to fix when the probe's failed requests set the model aside (the run's test), else None."""
+    if sent < 1 or client.failing.failing(model.id) is None:
         return None
     return (
-        f"it answered all {sent} requests of its probe with a failure ({exc}); "
-        f"check the model's server and `model:` of {model.id}"
+        f"it answered all {sent} requests of its probe with a failure ({exc}), which sets it aside "
+        f"(the run's test: workers.set_aside_error_rate); check the model's server and `model:` of {model.id}"
     )
 
 
@@ -168,8 +168,10 @@ async def _ask(
             exc.requests = sent
             if made >= _PROBE_CALLS or quarantine_reason(model, exc):
                 raise
-            if _failed_every_request(model, client, exc, sent) is None:
+            if _failed_every_request(model, client, exc, sent) is not None:
                 raise
+            if client.failing.in_a_row(model.id) < sent:
+                raise  # some request was answered, or failed in a way the test does not count
         await anyio.sleep(0.5)
 
 
@@ -248,7 +250,7 @@ async def probe_models(
         transport=transport,
         max_tries=2,
         max_backoff_s=2.0,
-        failing_after=config.workers.quarantine_failures,
+        set_aside_error_rate=config.workers.set_aside_error_rate,
     )
     budget = BudgetGuard(config, queue) if config.budget is not None else None
     calls = CachedCalls(store, client, config.cache.policy, budget=budget)  # probes count as spending

@@ -36,6 +36,7 @@ from ..screening import (
     by_leaders,
 )
 from ..screening.order import complete_prefix
+from ..work.screen_pace import ScreenPace
 
 if TYPE_CHECKING:
     import numpy as np
@@ -47,6 +48,7 @@ __all__ = [
     "Screen",
     "open_beyond_screen",
     "open_screen",
+    "screen_pace",
     "screen_rule",
     "screened_models",
     "screened_work",
@@ -210,6 +212,14 @@ class Screen:
                 await self._queue.set_control(model, SCREENED, _reason(self.rule, s, self.key.unit))
         return now
 
+    def prefix(self, model: str) -> int:
+        """How many places of the drawn order the model has complete (as last read)."""
+        return complete_prefix(self._answers[model], self._by_place)
+
+    def open(self, model: str) -> bool:
+        """Whether the model still has screened jobs unfinished (as last read)."""
+        return self._open is None or bool(self._open.get(model))
+
     def _same(self, record: dict[str, Any] | None) -> bool:
         """Whether the run's screen record is this screen's."""
         mine = self.describe({})
@@ -319,8 +329,16 @@ def screened_models(controls: Iterable[Any]) -> set[str]:
     return {c.model_id for c in controls if c.state == SCREENED}
 
 
-LOOK_EVERY_S = 0.5
-"""How often a screened run reads its answers and settles what they settle."""
+LOOK_AT_MOST_S = 2.0
+"""The longest a screened run goes without a look when no answer of its own arrives (another process's)."""
+
+
+def screen_pace(config: SweepConfig) -> ScreenPace | None:
+    """The pace a screened run's worker keeps with its screen (None without ``screen:``)."""
+    if config.screen is None:
+        return None
+    models = [m.id for m in config.models if open_loop_mode(m) in config.modes]
+    return ScreenPace(config.screen.scenario, models)
 
 
 async def screened_work(
@@ -330,23 +348,29 @@ async def screened_work(
     work: Awaitable[T],
     *,
     release: bool = True,
+    pace: ScreenPace | None = None,
 ) -> T:
-    """Await ``work`` while the config's screen looks every ``LOOK_EVERY_S`` (once before, once after); a run
-    without ``screen:`` lets the models an earlier screen held back work again (``release``: a worker
+    """Await ``work`` while the config's screen looks each time answers are recorded (``pace``: the
+    worker's claims wait for those looks; at least every ``LOOK_AT_MOST_S``, once before, once after); a
+    run without ``screen:`` lets the models an earlier screen held back work again (``release``: a worker
     leaves that to ``knowwhen run``)."""
     screen = await open_screen(config, queue, scenarios, release=release)
     if screen is None:
+        if pace is not None:
+            pace.stop()  # no screen in this process: its claims are not held for looks
         return await work
-    await screen.look()
+    if pace is not None:
+        pace.places = screen.key.places
+    await _look(screen, pace)
     async with anyio.create_task_group() as tg:
 
         async def looking() -> None:
-            took = 0.0
-            while True:  # a look reads the jobs unfinished at the last one: if that is slow, look less often
-                await anyio.sleep(max(LOOK_EVERY_S, 10 * took))
-                started = time.monotonic()
-                await screen.look()
-                took = time.monotonic() - started
+            while True:
+                if pace is not None:
+                    await pace.wait(LOOK_AT_MOST_S)
+                else:
+                    await anyio.sleep(LOOK_AT_MOST_S)
+                await _look(screen, pace)
 
         tg.start_soon(looking)
         try:
@@ -356,6 +380,16 @@ async def screened_work(
             with anyio.CancelScope(shield=True):
                 await screen.look()
     raise AssertionError("unreachable")  # the task group returns through ``work``'s result
+
+
+async def _look(screen: Screen, pace: ScreenPace | None) -> None:
+    """One look; the pace learns how far each model's complete prefix reaches, and which models the look
+    left open or dropped."""
+    standings = await screen.look()
+    if pace is not None:
+        still_open = [m for m, s in standings.items() if s.decision is None and screen.open(m)]
+        dropped = [m for m, s in standings.items() if s.decision is Decision.DROP]
+        pace.looked({m: screen.prefix(m) for m in screen.models}, still_open, dropped)
 
 
 async def open_beyond_screen(queue: Queue, counts: Mapping[str, int]) -> bool:

@@ -45,7 +45,7 @@ from .notify import flush_notices, notify
 from .outputs import finalize_with_drilldown
 from .preflight import preflight_models
 from .request import RunRequest
-from .screen import open_beyond_screen, screened_work
+from .screen import open_beyond_screen, screen_pace, screened_work
 from .stages import Stages
 from .working import work_queue
 
@@ -223,6 +223,7 @@ async def _work_stages(
             return total, False
         if request.retry_failed:
             await queue.requeue_failed()
+        pace = screen_pace(config)
         work = work_queue(
             config,
             queue,
@@ -232,9 +233,10 @@ async def _work_stages(
             fleet=fleet,
             cache=store,
             start_together=together,
+            pace=pace,
         )
         together = 0  # its processes start together once, not per stage
-        stats, interrupted = await screened_work(config, queue, stages.scenarios, work)
+        stats, interrupted = await screened_work(config, queue, stages.scenarios, work, pace=pace)
         total.add(stats)
         new_fits = None if interrupted else await compute_fits(config, queue)
         if interrupted or new_fits == fits or (fits is None and not new_fits):

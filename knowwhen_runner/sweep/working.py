@@ -14,7 +14,9 @@ from ..cache import CacheStore, cache_url, open_cache
 from ..config import SweepConfig
 from ..jobs import Items
 from ..provider import FleetLimits, LearnedLimits, Limiters, ModelClient, ProviderTransport, Secrets
+from ..provider.failing import PROBE_EVERY_S
 from ..queue import Queue, open_ledger
+from ..work.screen_pace import ScreenPace
 from ..work.stop_signals import watch_stop_signals
 from ..work.worker import Worker, WorkStats
 from .notify import notify
@@ -34,13 +36,15 @@ async def work_queue(
     transport: ProviderTransport | None = None,
     cache: CacheStore | None = None,
     start_together: int = 0,
+    pace: ScreenPace | None = None,
 ) -> tuple[WorkStats, bool]:
     """Work the queue in this process with a progress bar; Ctrl-C stops gracefully, twice cancels.
 
     ``fleet``: rate limits shared by every process of the run; ``transport``: how requests and provider
     batches are sent (litellm unless given: tests pass a ``MockTransport``); ``cache``: the response store (default: the
     one the config names, opened for this call); ``start_together``: the processes of a ``run --processes
-    N`` start that wait for each other before their first claim (``work/start_together.py``).
+    N`` start that wait for each other before their first claim (``work/start_together.py``); ``pace``: a
+    screened run's claims kept in step with its screen (``screened_work``).
     """
     if cache is None:
         async with open_cache(cache_url(config)) as store:
@@ -54,14 +58,17 @@ async def work_queue(
                 transport=transport,
                 cache=store,
                 start_together=start_together,
+                pace=pace,
             )
     if fleet is None and any(m.adapts() for m in config.models) and not config.db_url.startswith("memory"):
         # learned limits are kept in the run database for the next run, even without a fleet
         async with open_ledger(config.db_url) as ledger:
             return await _work(
-                config, queue, secrets, items, progress, None, transport, cache, ledger, start_together
+                config, queue, secrets, items, progress, None, transport, cache, ledger, start_together, pace
             )
-    return await _work(config, queue, secrets, items, progress, fleet, transport, cache, None, start_together)
+    return await _work(
+        config, queue, secrets, items, progress, fleet, transport, cache, None, start_together, pace
+    )
 
 
 async def _work(
@@ -75,11 +82,15 @@ async def _work(
     cache: CacheStore,
     learned: LearnedLimits | None,
     start_together: int,
+    pace: ScreenPace | None,
 ) -> tuple[WorkStats, bool]:
     limiters = Limiters(config.models, fleet=fleet, max_outage_s=config.workers.max_outage_s, learned=learned)
     limiters.tell_stated(_say_stated)
-    tries, failing = max(2, config.workers.max_attempts + 1), config.workers.quarantine_failures
-    client = ModelClient(limiters, secrets, transport=transport, max_tries=tries, failing_after=failing)
+    tries, error_rate = max(2, config.workers.max_attempts + 1), config.workers.set_aside_error_rate
+    client = ModelClient(
+        limiters, secrets, transport=transport, max_tries=tries, set_aside_error_rate=error_rate
+    )
+    client.failing.on_set_aside = _say_set_aside
     total, already = await progress_totals(queue)  # the open jobs alone, when the plan's size is kept
     display = SweepProgress(total, already, backing_off=limiters.backing_off, enabled=progress)
     worker = Worker(
@@ -93,6 +104,7 @@ async def _work(
         on_progress=lambda s: display.update(s.done, s.cost_usd, s.failed, s.runner_errors),
         on_quarantine=lambda model_id, reason: _quarantined(config, model_id, reason),
         start_together=start_together,
+        pace=pace,
     )
     display.batches = worker.batches.describe if worker.batches is not None else None
     with display:
@@ -139,6 +151,15 @@ def _say_stated(name: str, kind: str, stated: float, configured: float) -> None:
 def _quarantined(config: SweepConfig, model_id: str, reason: str) -> None:
     _say_quarantined(model_id, reason)
     notify(config, "quarantine", f"{model_id} is quarantined: {reason}", wait=False)
+
+
+def _say_set_aside(model_id: str, reason: str) -> None:
+    print(
+        f"\nknowwhen: set aside {model_id}: {reason}; it is probed every {PROBE_EVERY_S:.0f} s and comes "
+        "back when it answers, its jobs wait, the other models go on",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _say_quarantined(model_id: str, reason: str) -> None:

@@ -3,7 +3,8 @@
 Models the run holds back (``Queue.controls``: quarantined or paused by hand, read every few seconds),
 models this worker found fatally failing or answering invalidly too often (quarantined at once, written
 to the queue with their reason and told to ``on_quarantine``), models whose budget is spent, models down
-for longer than the run waits (given up), and episodes parked because a model they need is down.
+or set aside (``provider.failing``) for longer than the run waits (given up), models set aside until
+their next probe, and episodes parked because a model they need is down or set aside.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable
 
 from ..config import ModelSpec, WorkerSettings
 from ..jobs import Job
-from ..provider import Limiters
+from ..provider import FailingModels, Limiters
 from ..queue import HoldingBack, ModelControl
 from .quarantine import InvalidAnswers
 
@@ -33,8 +34,10 @@ class Holds:
         settings: WorkerSettings,
         limiters: Limiters | None,
         on_quarantine: Callable[[str, str], None] | None = None,
+        failing: FailingModels | None = None,
     ) -> None:
         self._queue = queue
+        self._failing = failing
         self._models = models
         self._limiters = limiters
         self._on_quarantine = on_quarantine
@@ -59,8 +62,19 @@ class Holds:
         return {**self.given_up(), **self.models()}
 
     def given_up(self) -> dict[str, str]:
-        """Models this worker stopped waiting for (down too long), with their last error."""
-        return self._limiters.given_up() if self._limiters is not None else {}
+        """Models this worker stopped waiting for (down or set aside too long), with their last error."""
+        down = self._limiters.given_up() if self._limiters is not None else {}
+        return {**down, **(self._failing.given_up() if self._failing is not None else {})}
+
+    def resting(self) -> dict[str, str]:
+        """Models set aside whose next probe is not due: none of their jobs is claimed meanwhile."""
+        if self._failing is None:
+            return {}
+        return {m: self._failing.failing(m) or "set aside" for m in self._failing.resting()}
+
+    def set_aside(self) -> frozenset[str]:
+        """Models set aside (probed one job at a time)."""
+        return frozenset(self._failing.aside) if self._failing is not None else frozenset()
 
     def quarantine(self, model_id: str, reason: str) -> None:
         """Stop calling a model now (it is written to the queue when its outcome is recorded)."""
@@ -114,7 +128,7 @@ class Holds:
         (quarantined: an episode of another model that needs it waits, parked, until the run ends)."""
         if job.kind != "episode":
             return False
-        if any(m in self.models() for m in self._episode_models(job)):
+        if any(m in self.models() or m in self.resting() for m in self._episode_models(job)):
             return True
         if self._limiters is None:
             return False
@@ -140,4 +154,6 @@ class Holds:
         if self._limiters is None:
             return 0.5
         waits = [self._limiters[m].paused_for() for m in self._models if self._limiters[m].down()]
+        if self._failing is not None:
+            waits += [a.probe_at - time.monotonic() for a in self._failing.aside.values()]
         return min(2.0, max(0.2, min(waits, default=0.2)))

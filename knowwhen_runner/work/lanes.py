@@ -49,10 +49,17 @@ class Lanes:
         self._asked: dict[str, int] = {}
         self._left = anyio.Event()
 
-    def lane(self, key: str, gone: dict[str, str] | frozenset[str] = frozenset()) -> Lane:
-        """One group as the scheduler sees it now (models in ``gone`` left out)."""
+    def lane(
+        self,
+        key: str,
+        gone: dict[str, str] | frozenset[str] = frozenset(),
+        aside: frozenset[str] = frozenset(),
+    ) -> Lane:
+        """One group as the scheduler sees it now (models in ``gone`` left out; a model set aside, in
+        ``aside``, makes its group take one job at a time, for the probe)."""
         members = self._members[key]
         free = tuple(m for m in members if m not in gone)
+        probing = any(m in aside for m in free)
         if self._limiters is None:
             spec = self._specs[members[0]]
             return Lane(key, free, None, spec.rate_limit.max_in_flight, None, self._in_hand[key])
@@ -61,13 +68,24 @@ class Lanes:
         if down and (not lim.may_probe() or lim.gave_up()):
             free_in = math.inf
         return Lane(
-            key, free, lim.rate_per_s(), lim.max_in_flight, lim.latency_s, self._in_hand[key], free_in, down
-        )
+            key, free, lim.rate_per_s(), lim.max_in_flight, lim.latency_s, self._in_hand[key], free_in,
+            down or probing,
+        )  # fmt: skip
 
-    def quotas(self, gone: dict[str, str]) -> list[ClaimQuota]:
-        """What to claim now, per group (``Scheduler.quotas``)."""
-        lanes = [self.lane(key, gone) for key in self._members]
+    def quotas(
+        self, gone: dict[str, str], aside: frozenset[str] = frozenset(), room: dict[str, int] | None = None
+    ) -> list[ClaimQuota]:
+        """What to claim now, per group (``Scheduler.quotas``); a group whose models all have ``room`` (a
+        screen's window) claims no more than it."""
+        lanes = [self.lane(key, gone, aside) for key in self._members]
         self._asked = self.scheduler.quotas(lanes, time.monotonic())
+        if room:
+            by_lane = {lane.key: lane for lane in lanes}
+            for key, n in list(self._asked.items()):
+                models = by_lane[key].models
+                if models and all(m in room for m in models):
+                    self._asked[key] = min(n, sum(room[m] for m in models))
+            self._asked = {k: n for k, n in self._asked.items() if n > 0}
         by_key = {lane.key: lane for lane in lanes}
         return [ClaimQuota(frozenset(by_key[k].models), n) for k, n in self._asked.items()]
 

@@ -4,8 +4,9 @@ A 401/403 (the key), a 404 or an unknown model name (the model string or its ``a
 error will fail every job of the model the same way: instead of failing them one by one (and scoring a
 model that never answered as wrong), the model is quarantined: its jobs go back to pending, the other
 models go on, and the run ends saying what to fix. So is a model whose answers are mostly invalid, and
-one whose requests all fail (5xx, malformed replies: counted by the client, ``provider.failing``), and
 one whose replies, every try of a call, came from another model (``OtherModel``: a gateway's fallback).
+A model whose requests surely fail (5xx, malformed replies) is set aside and probed instead
+(``provider.failing``).
 """
 
 from __future__ import annotations

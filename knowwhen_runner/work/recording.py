@@ -23,6 +23,7 @@ from ..queue import Queue
 from .calls import CachedCalls
 from .holds import Holds
 from .outcome import Outcome, WorkStats
+from .screen_pace import ScreenPace
 
 __all__ = ["STALE_AFTER_S", "Recording"]
 
@@ -44,6 +45,7 @@ class Recording:
     _cache: CacheMode
     _settings: WorkerSettings
     _held: set[str]
+    pace: ScreenPace | None
     _on_progress: Callable[[WorkStats], None] | None
 
     async def _record_loop(self, outcomes: MemoryObjectReceiveStream[Outcome], tg: TaskGroup) -> None:
@@ -86,6 +88,9 @@ class Recording:
             tally.requests,
             tally.cache_hits,
         )
+        if self.pace is not None:  # the screen looks at what was just recorded
+            answered = {o.job.id for o in batch if o.result is not None or (o.failure and o.failure.final)}
+            self.pace.left(answered, [o.job.id for o in batch if o.job.id not in answered])
         for o in batch:
             self._held.discard(o.job.id)
             if o.result is not None:

@@ -56,6 +56,7 @@ from .outcome import Outcome, Outcomes, Question, WorkStats
 from .quarantine import quarantine_reason
 from .recording import STALE_AFTER_S, Recording
 from .runner_errors import RunnerErrors
+from .screen_pace import ScreenPace
 from .start_together import start_together
 
 __all__ = ["STALE_AFTER_S", "WorkStats", "Worker", "new_worker_id"]
@@ -84,8 +85,10 @@ class Worker(Recording):
         limiters: Limiters | None = None,
         batch_transport: BatchTransport | None = None,
         start_together: int = 0,
+        pace: ScreenPace | None = None,
     ) -> None:
         self.config = config
+        self.pace = pace  # a screened run: claims kept one window ahead of the screen's looks
         self.queue = queue
         self.client = client
         self.items = items
@@ -101,7 +104,7 @@ class Worker(Recording):
         self._settings = config.workers
         self.budget = BudgetGuard(config, queue) if config.budget is not None else None
         self.calls = CachedCalls(cache, client, config.cache.policy, budget=self.budget)
-        self.holds = Holds(queue, self._models, self._settings, limiters, on_quarantine)
+        self.holds = Holds(queue, self._models, self._settings, limiters, on_quarantine, client.failing)
         self.lanes = Lanes(config.models, limiters, self._settings)
         self._requests: dict[str, Question] = {}  # questions looked up in the cache, waiting for a caller
         self._held: set[str] = set()  # job ids claimed and not yet recorded
@@ -174,7 +177,7 @@ class Worker(Recording):
             self.stats.over_budget.setdefault(exc.scope, str(exc))
             self.holds.spend(exc.scope, self.budget.models_under(exc.scope))
             return Outcome(job, held_back=True)
-        if isinstance(exc, ModelFailing):  # every request fails: the job's model, or an episode's agent
+        if isinstance(exc, ModelFailing):  # quarantined by the run: the job's model, or an episode's agent
             self.holds.quarantine(exc.model_id, exc.reason)
             return Outcome(job, quarantine=exc.reason, quarantined=exc.model_id)
         if isinstance(exc, OtherModel):  # the job's model, or an episode's agent, answers as another
@@ -246,12 +249,25 @@ class Worker(Recording):
             await self.holds.refresh()
             for control in self.holds.controls.values():  # quarantined by any process: its calls stop here
                 if control.state == "quarantined":
-                    self.client.streaks.set_aside(control.model_id, control.reason)
+                    self.client.failing.quarantine(control.model_id, control.reason)
             await self._unpark(outcomes)
             in_hand = len(self._held) - len(self.holds.parked)  # parked episodes wait off the callers
-            quotas = self.lanes.quotas(self.holds.gone()) if in_hand < self.lanes.held_cap else []
+            held = {**self.holds.gone(), **self.holds.resting()}  # set aside: claimed again for its probe
+            room = self.pace.room() if self.pace is not None else {}
+            if self.pace is not None:  # screened: a dropped model is held now, a full window until a look
+                held.update(
+                    {
+                        **dict.fromkeys(self.pace.dropped, "screened"),
+                        **{m: "" for m, n in room.items() if not n},
+                    }
+                )
+            quotas = (
+                self.lanes.quotas(held, self.holds.set_aside(), room) if in_hand < self.lanes.held_cap else []
+            )
             claimed = await self.queue.claim_each(self.id, quotas, lease) if quotas else []
             self.lanes.claimed(quotas, claimed)
+            if self.pace is not None:
+                self.pace.claimed(claimed)
             self._held.update(j.id for j in claimed)
             crashpoint("claim")
             # An episode whose agent (or decider) is down cannot start: it is parked here, leased but
@@ -276,7 +292,11 @@ class Worker(Recording):
         await self._release_lost()
         if await self._queue_finished():
             return True
-        await anyio.sleep(self.holds.next_probe_in() if self.holds.parked else 0.5)
+        pause = self.holds.next_probe_in() if self.holds.parked else 0.5
+        if self.pace is not None:
+            await self.pace.next_look(pause)  # a screen's window frees up at its next look
+        else:
+            await anyio.sleep(pause)
         self.lanes.wake()
         return False
 
@@ -320,6 +340,8 @@ class Worker(Recording):
                 self.client.preload()
                 self.lanes.left(q.job.model_id)
                 self.batches.add(q.job, q.call)  # answered when its provider batch is (work/batch_lane.py)
+                if self.pace is not None:
+                    self.pace.left((), [q.job.id])  # a batch answers when it answers: not paced
                 continue
             if response is None:
                 self.client.preload()  # a real call is coming: start the slow import now
@@ -357,7 +379,9 @@ class Worker(Recording):
                 async with self._slots:  # workers.concurrency, when a user bounds it
                     if self.stopping.is_set():
                         return  # not started: given back below
-                    if self.holds.holds_back(job):
+                    if self.holds.holds_back(job) or (
+                        self.pace is not None and job.model_id in self.pace.dropped
+                    ):
                         outcome = Outcome(job, held_back=True)
                     else:
                         outcome = await self._execute(job)

@@ -43,7 +43,7 @@ def _config(path: Path, base_url: str) -> Path:
             {"id": "l3-fit", **episodes, "split": "fit", "n": 4, "modes": []},
             {"id": "l3", **episodes, "split": "bench", "n": 3, "repeats": 2, "tau": {"fit": "l3-fit", "target": "llm"}},
         ],
-        "workers": {"max_attempts": 2, "quarantine_failures": None, "concurrency": 4},
+        "workers": {"max_attempts": 2, "set_aside_error_rate": None, "concurrency": 4},
         "cache": {"policy": "off"},
     }  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -17,6 +17,7 @@ import yaml
 from knowwhen_runner.queue import open_queue
 from knowwhen_runner.results.manifest import load_manifest, manifest_path
 from knowwhen_runner.serve import ServerProcess
+from knowwhen_runner.work.screen_pace import CLAIM_WINDOW
 from tests.helpers import knowwhen
 
 pytestmark = pytest.mark.slow
@@ -168,3 +169,39 @@ def test_a_screened_run_worked_by_workers_alone_still_stops_the_worse_model(
     assert server.count() == sum(c.get("done", 0) for c in counts.values())
     mark = load_manifest(manifest_path(tmp_path / "out", "lexical")).screen
     assert mark is not None and mark.decision == "drop" and mark.decided_at == lexical["decided_at"]
+
+
+def test_a_screen_keeps_up_with_a_server_under_no_rate_limit(
+    server: ServerProcess, tmp_path: Path, fresh_db_url: str
+) -> None:
+    """The quickstart's two decision models with no rate limit (32 in flight each, as on one's own GPU):
+    claims wait for the screen's looks, so lexical is dropped having sent at most its decision point plus
+    one claim window (16) and a look's answers, under half its 383 questions; the server's count says so."""
+    quick = yaml.safe_load((ROOT / "configs" / "quickstart.yaml").read_text())
+    models = [
+        {**m, "api_base": server.base_url, "rate_limit": {"max_in_flight": 32}}
+        for m in quick["models"]
+        if m["kind"] == "decision"
+    ]
+    config = {
+        "name": "screened",
+        "output": str(tmp_path / "out"),
+        "db": fresh_db_url,
+        "models": models,
+        "modes": ["model"],
+        "scenarios": [{"id": "common", "kind": "states", "path": str(ROOT / "scenarios/decisiongym/common")}],
+        "cache": {"policy": "off"},
+        "screen": {"scenario": "common", "alpha": 0.05, "keep": {"top": 1}},
+    }
+    path = tmp_path / "fast.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    done = knowwhen("run", str(path), "-q", "--no-probe")
+    assert done.returncode == 0, done.stderr
+    counts, record, held = _state(fresh_db_url)
+    lexical = record["models"]["lexical"]
+    assert lexical["decision"] == "drop" and held["lexical"] == "screened"
+    sent = server.count(model="lexical")
+    assert sent <= QUESTIONS / 2  # at least half its calls saved
+    assert sent <= lexical["tasks"] + 2 * CLAIM_WINDOW  # its decision point, one window, a look's answers
+    assert counts["prior"] == {"done": QUESTIONS}
+    assert counts["lexical"]["done"] == sent and counts["lexical"]["pending"] == QUESTIONS - sent

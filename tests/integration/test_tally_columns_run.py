@@ -61,7 +61,7 @@ def _config(
             {"id": "l3", "kind": "episodes", "agent": "agent", "suite": "common", "split": "fit", "n": tasks},
             *more,
         ],
-        "workers": {"concurrency": 4, "max_attempts": 1, "quarantine_failures": None},
+        "workers": {"concurrency": 4, "max_attempts": 1, "set_aside_error_rate": None},
     }  # fmt: skip
     path = folder / f"{name}-{tasks}-{len(more)}.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))

@@ -51,6 +51,10 @@ def test_good_config_loads_with_paths_relative_to_the_file(tmp_path: Path) -> No
         ),
         (("path: .", "path: missing"), "c.yaml:10: scenarios.0.path:"),
         (
+            ("name: t", "name: t\nworkers: {quarantine_failures: 12}"),
+            "c.yaml:2: workers.quarantine_failures: unknown field; it is replaced by workers.set_aside_error_rate",
+        ),
+        (
             ("api_key_env: MY_KEY", "api_key: sk-abcdefghijklmnopqrstu"),
             "c.yaml:7: models.0.api_key: literal API keys",
         ),

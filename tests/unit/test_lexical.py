@@ -122,6 +122,14 @@ def test_fault_book_applies_rules_in_order() -> None:
     assert book.pick("other", "chat") is None
 
 
+def test_a_fault_rule_with_after_lets_requests_through_then_fires_its_burst() -> None:
+    """after=2, count=3: two requests answered, three failed, then answered again (a burst of failures)."""
+    book = FaultBook([FaultRule(fault="500", model="m", after=2, count=3)])
+    fired = [book.pick("m", "chat") is not None for _ in range(7)]
+    assert fired == [False, False, True, True, True, False, False]
+    assert book.pick("other", "chat") is None
+
+
 def test_rpm_window_slides() -> None:
     """Past N requests in 60 s the limit refuses with the wait; a minute later it admits again."""
     limits = RpmLimits({"m": 2})

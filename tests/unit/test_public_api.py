@@ -37,7 +37,7 @@ PUBLIC = {
         "CallKind",
         "CallOutcome",
         "FOR_JOB",
-        "FailingStreaks",
+        "FailingModels",
         "FleetLimits",
         "LearnedLimit",
         "LearnedLimits",
