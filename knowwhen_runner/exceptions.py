@@ -24,7 +24,7 @@ module lives there, beside the stage that raises it; the others live here.
 
 The local server has errors of its own that never leave it (each becomes an HTTP error response):
 ``InvalidRequest`` (serve.systemone), ``BadRequest`` (serve.app), ``BatchError`` (serve.batch_api),
-``UnsupportedEncoding``, ``UndecodableBody`` and ``BodyTooLarge`` (serve.encoding).
+``UnsupportedEncoding``, ``UndecodableBody``, ``BodyTooLarge`` and ``BodyTimeout`` (serve.encoding).
 """
 
 from __future__ import annotations
