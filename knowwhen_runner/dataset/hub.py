@@ -14,6 +14,7 @@ from typing import Any
 
 from ..exceptions import KnowwhenError, ScenarioError
 from ..jsonio import find_jsonl, iter_jsonl, write_jsonl
+from .rows import TaskRow, check_row
 
 __all__ = ["REPO_ID", "TASK_SETS_DIR", "fetch_dataset", "is_dataset", "resolve_dataset", "write_task_sets"]
 
@@ -52,6 +53,7 @@ def write_task_sets(root: Path) -> list[Path]:
         return []
     by_set: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for line, row in iter_jsonl(source):
+        check_row(TaskRow, source, line, row)
         name = row.get("set")
         if not isinstance(name, str) or not name or "/" in name:
             raise ScenarioError(f"{source}:{line}: a task row needs its 'set' name")
