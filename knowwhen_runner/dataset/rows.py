@@ -227,11 +227,23 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+_TYPE_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "none"})
+
+
+def _field_path(loc: tuple[int | str, ...]) -> list[str]:
+    """The field names of an error's location, up to the first union member or list index in it."""
+    out = []
+    for part in loc:
+        if not isinstance(part, str) or part in _TYPE_TAGS or "[" in part or "-" in part:
+            break
+        out.append(part)
+    return out
+
+
 def _problem(exc: ValidationError) -> str:
     """The first error of a row's validation as the end of one sentence: ``field 'x' ...``."""
     err = exc.errors(include_url=False)[0]
-    # a union's member type appears in the location (``list[str]``): only the field names are shown
-    loc = ".".join(str(p) for p in err["loc"] if isinstance(p, str) and "[" not in p)
+    loc = ".".join(_field_path(err["loc"]))
     msg = str(err["msg"])
     if err["type"] == "missing":
         return f"missing field '{loc}'"
