@@ -175,7 +175,7 @@ def _fetch_when2call(out: Path, revision: str) -> dict[str, Any]:
                     WHEN2CALL_REPO, WHEN2CALL_FILE, repo_type="dataset", revision=commit, local_dir=tmp
                 )
             )
-            data = got.read_bytes()
+            data = _bounded_read(got, WHEN2CALL_FILE)
     except Exception as exc:  # offline, HTTP, missing revision: the hub raises many kinds
         raise KnowwhenError(
             f"could not download {WHEN2CALL_FILE} of {WHEN2CALL_REPO} at {revision} "
@@ -190,6 +190,14 @@ def _fetch_when2call(out: Path, revision: str) -> dict[str, Any]:
         "revision": commit,
         "files": {f"when2call/{dest.name}": file_sha256(dest)},
     }
+
+
+def _bounded_read(path: Path, shown: str) -> bytes:
+    """A downloaded file's bytes, refused when it is larger than the read limit."""
+    limits = read_limits()
+    if path.stat().st_size > limits.file_bytes:
+        raise ScenarioError(limits.refusal(shown, 1, "file_bytes"))
+    return path.read_bytes()
 
 
 def _check_jsonl(data: bytes, where: str) -> None:

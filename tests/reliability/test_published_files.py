@@ -672,3 +672,23 @@ def test_a_wrong_typed_published_answer_no_longer_breaks_finalize(
     assert final.returncode == 0, final.stderr
     COUNTS["regressions (finalize after a bad import): cases"] += 1
     COUNTS["regressions (finalize after a bad import): held"] += 1
+
+
+def test_a_wheel_member_past_the_limit_is_refused_before_it_is_unpacked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``fetch-l1 --wheel`` refuses a member that unpacks past ``KNOWWHEN_MAX_FILE_BYTES`` (judged by the
+    size the wheel states), naming the member and the variable, and writes none of the BFCL files."""
+    from tests.l1data import make_wheel
+
+    wheel = make_wheel(tmp_path)
+    out = tmp_path / "l1"
+    monkeypatch.setenv("KNOWWHEN_MAX_FILE_BYTES", "64")
+    code, said = run_cli("fetch-l1", "--out", str(out), "--source", "bfcl", "--wheel", str(wheel))
+    assert code == 2 and "KNOWWHEN_MAX_FILE_BYTES" in said and "!bfcl_eval/data/" in said, said
+    assert len(said.strip().splitlines()) == 1 and not (out / "bfcl").exists()
+    monkeypatch.delenv("KNOWWHEN_MAX_FILE_BYTES")
+    code, said = run_cli("fetch-l1", "--out", str(out), "--source", "bfcl", "--wheel", str(wheel))
+    assert code == 0, said
+    COUNTS["oversized files: cases"] += 1
+    COUNTS["oversized files: held"] += 1
