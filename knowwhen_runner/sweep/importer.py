@@ -243,7 +243,11 @@ def import_dataset(
         raise ScenarioError(f"{root}: no published answers for any scenario of the config")
     from .episode_import import published_episodes  # start-up: the episode rows load only for an import
 
-    published_episodes(root, base_config, models)  # read now for its checks; recorded from the stored config
+    # read now for their checks (recorded later from the stored config), with the task lists they need
+    if published_episodes(root, base_config, models):
+        for spec in base_config.scenarios:
+            if spec.kind == "episodes":
+                load_scenario(spec)
     kinds = _model_kinds(root)
     present = {m.id for m in base_config.models}
     extra = {

@@ -692,3 +692,30 @@ def test_a_wheel_member_past_the_limit_is_refused_before_it_is_unpacked(
     assert code == 0, said
     COUNTS["oversized files: cases"] += 1
     COUNTS["oversized files: held"] += 1
+
+
+def test_an_import_that_fails_after_it_began_writing_takes_its_new_run_back(
+    run: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure after the import created the run and enqueued jobs (a fault injected where the jobs are
+    recorded) leaves no run folder behind, so the same import afterwards starts clean."""
+    import knowwhen_runner.sweep.importer as importer
+    from knowwhen_runner.sweep import import_dataset
+
+    output = tmp_path / "new-run"
+    config = _config(tmp_path / "c.yaml", run["dataset"], output)
+    seen: list[bool] = []
+
+    async def failing(queue: Any, jobs: Any) -> int:
+        seen.append((output / "knowwhen.db").is_file())
+        raise OSError("injected: the disk filled while jobs were recorded")
+
+    monkeypatch.setattr(importer, "record_history", failing)
+    with pytest.raises(OSError, match="injected"):
+        import_dataset(run["dataset"], config=config)
+    assert seen == [True] and not output.exists()
+    monkeypatch.undo()
+    code, said = run_cli("import", str(run["dataset"]), "--config", str(config))
+    assert code == 0, said
+    code, said = run_cli("status", str(output))
+    assert code == 0, said
