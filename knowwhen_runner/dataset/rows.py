@@ -12,7 +12,7 @@ Unknown fields are allowed on every kind: a later release of the dataset may add
 reads them. Types are strict: a number written as a string is refused, not converted.
 
 A confidence or probability must be a probability (0 to 1) on a row that counts (``valid`` answers, L1
-rows without an error); a row that did not count may keep the out-of-range figure that made it invalid,
+rows without an error or marked correct); a row that did not count may keep the out-of-range figure that made it invalid,
 as the runner records it, but never a value that is not a finite number.
 """
 
@@ -164,7 +164,7 @@ class IsolatedAnswerRow(_Row):
 
     @model_validator(mode="after")
     def _conf_is_a_probability(self) -> IsolatedAnswerRow:
-        _probability(self.conf, "conf", self.error is None)
+        _probability(self.conf, "conf", self.error is None or self.correct)
         return self
 
 

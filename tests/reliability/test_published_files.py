@@ -719,3 +719,24 @@ def test_an_import_that_fails_after_it_began_writing_takes_its_new_run_back(
     assert code == 0, said
     code, said = run_cli("status", str(output))
     assert code == 0, said
+
+
+def test_a_worker_refuses_a_foreign_output_folder_before_it_works(tmp_path: Path) -> None:
+    """``worker`` joining a run whose ``output:`` has become a folder of the user's (no mark, no database,
+    files of its own) is refused, named, exit 2, and writes nothing there."""
+    from tests.helpers import make_question_set, write_config
+
+    folder = make_question_set(tmp_path / "qs", n_tasks=1)
+    output = tmp_path / "out"
+    db = f"sqlite:///{tmp_path / 'elsewhere.db'}"
+    config = write_config(tmp_path / "c.yaml", "http://127.0.0.1:9", folder, output=str(output), db=db)
+    code, said = run_cli("run", str(config), "--plan-only")
+    assert code == 0, said
+    (output / ".knowwhen-run").unlink()
+    (output / "table.md").write_text("my notes\n")
+    before = _files(output)
+    code, said = run_cli("worker", "--db", db, "--no-finalize", "--quiet")
+    assert code == 2 and "is not a knowwhen run folder" in said and str(output) in said, said
+    assert _files(output) == before
+    COUNTS["foreign output folders: cases"] += 1
+    COUNTS["foreign output folders: held"] += 1
