@@ -37,6 +37,7 @@ __all__ = [
     "iter_jsonl",
     "jsonl_bytes",
     "loads",
+    "read_document",
     "read_json",
     "read_limits",
     "write_jsonl",
@@ -167,15 +168,22 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         ) from None
 
 
-def read_json(path: Path) -> Any:
-    """Read one JSON document, naming the file on failure."""
-    if not path.is_file():
-        raise ScenarioError(f"{path}: file not found")
+def read_document(path: Path) -> bytes:
+    """The bytes of one JSON document (a manifest, ``corpus.json``), refused past the line limit, which is
+    then all that was read of it."""
     limits = read_limits()
     with open(path, "rb") as fh:
         data = fh.read(limits.line_bytes + 1)
     if len(data) > limits.line_bytes:
         raise ScenarioError(limits.refusal(path, 1, "line_bytes"))
+    return data
+
+
+def read_json(path: Path) -> Any:
+    """Read one JSON document, naming the file on failure."""
+    if not path.is_file():
+        raise ScenarioError(f"{path}: file not found")
+    data = read_document(path)
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
