@@ -562,6 +562,7 @@ def _one_huge_line_gz(path: Path, gib: int = 3) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_one_3_gib_line_is_refused_naming_the_limit(run: dict[str, Path], tmp_path: Path) -> None:
     """A 3 MB gzip holding one 3 GiB line: ``import`` and ``score`` (processes of their own) say the file, the
     limit and the variable that raises it, exit 2, and the run is unchanged."""
