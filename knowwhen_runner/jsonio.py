@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -94,8 +94,14 @@ def read_limits() -> ReadLimits:
     return ReadLimits(**found)
 
 
+class Readable(Protocol):
+    """A binary file read line by line (a plain file, a gzip stream)."""
+
+    def readline(self, size: int | None = -1, /) -> bytes: ...
+
+
 def bounded_lines(
-    fh: IO[bytes], path: Path | str, limits: ReadLimits | None = None, *, first_line: int = 1
+    fh: Readable, path: Path | str, limits: ReadLimits | None = None, *, first_line: int = 1
 ) -> Iterator[tuple[int, bytes]]:
     """Yield ``(line_number, raw line)`` of an open binary file, refusing it (``ScenarioError``) at the first
     line, byte or row past ``limits``; no line longer than the limit is ever held in memory."""
