@@ -29,7 +29,6 @@ import yaml
 from ..config import ModelSpec, ScenarioSpec, SweepConfig, load_config
 from ..dataset.answer_rows import record_row
 from ..dataset.files import find_answer_files, iter_answer_rows, iter_isolated_rows, read_models
-from ..dataset.score_folder import load_variant
 from ..exceptions import ConfigError, ScenarioError
 from ..jobs import Job
 from ..jsonio import find_jsonl
@@ -85,6 +84,8 @@ def published_rows(root: Path, spec: ScenarioSpec, models: Collection[str] | Non
     if not paths:
         return {}
     variant = spec.variant or "main"
+    from ..dataset.score_folder import load_variant  # start-up: score's reader loads only for an import
+
     questions = load_variant(folder, variant).questions
     for _path, _line, model, _var, row in iter_answer_rows(paths, questions, models=models, variant=variant):
         out.setdefault(model, {})[row["qhash"]] = row
