@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .. import __version__
 from ..exceptions import ConfigError, KnowwhenError
+from ..jsonio import ReadLimits, bounded_lines, read_limits
 from ..provider.cache_keys import CACHE_KEY_VERSION
 from .store import CacheStore, StoredEntry
 
@@ -155,12 +156,17 @@ class _Reader:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.limits: ReadLimits = read_limits()
         self.gz, self.manifest = self._open()
+        self.lines = bounded_lines(self.gz, self.path, self.limits, first_line=2)
 
     def _open(self) -> tuple[gzip.GzipFile, BundleManifest]:
         try:
             gz = gzip.GzipFile(self.path, "rb")
-            manifest = BundleManifest.model_validate_json(gz.readline())
+            first = gz.readline(self.limits.line_bytes + 1)
+            if len(first) > self.limits.line_bytes:
+                raise ConfigError(self.limits.refusal(self.path, 1, "line_bytes"))
+            manifest = BundleManifest.model_validate_json(first)
         except (OSError, EOFError, ValueError) as exc:
             detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ConfigError(f"{self.path}: not a knowwhen cache bundle ({detail})") from None
@@ -170,7 +176,7 @@ class _Reader:
         """Raise ``ConfigError`` unless the entry lines hash to the manifest's sha256 and count."""
         digest, n = hashlib.sha256(), 0
         try:
-            for line in self.gz:
+            for _line, line in bounded_lines(self.gz, self.path, self.limits, first_line=2):
                 digest.update(line)
                 n += 1
         except (OSError, EOFError) as exc:
@@ -184,14 +190,24 @@ class _Reader:
             )
         self.gz.close()
         self.gz = self._open()[0]
+        self.lines = bounded_lines(self.gz, self.path, self.limits, first_line=2)
 
     def batch(self) -> list[StoredEntry]:
         """The next entries (none at the end), stamped now."""
         now = time.time()
         out = []
-        for line in self.gz:
-            row = orjson.loads(line)
-            out.append(StoredEntry(row["key"], row["model"], orjson.dumps(row["response"]).decode(), now))
+        for n, line in self.lines:
+            try:
+                row = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                row = None
+            if not (
+                isinstance(row, dict)
+                and isinstance(row.get("key"), str)
+                and isinstance(row.get("model"), str)
+            ):
+                raise ConfigError(f"{self.path}:{n}: not a cache entry (it needs 'key' and 'model')")
+            out.append(StoredEntry(row["key"], row["model"], orjson.dumps(row.get("response")).decode(), now))
             if len(out) >= _PAGE:
                 break
         return out

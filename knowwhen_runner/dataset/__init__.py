@@ -1,6 +1,8 @@
 """AgentDecisionBench's formats and rules: its files, answer rows, scoring, and getting the dataset.
 
-``files`` reads the benchmark's layout (questions, answer keys, answers, corpus, models, leaderboard);
+``rows`` says what a published row of each kind may hold (typed models every reader checks rows
+against); ``files`` reads the benchmark's layout (questions, answer keys, answers, corpus, models,
+leaderboard);
 ``answer_rows`` is one answer as the runner writes it; ``answer_key`` is the compiled answer key and
 ``scoring`` reproduces the card's numbers (numpy's metrics, loaded on first use);
 ``score_folder`` is the ``score`` command; ``hub`` fetches the dataset; ``features`` declares the

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "ANSWER_FIELDS",
     "ANSWER_SCHEMA_VERSION",
+    "PROB_TOLERANCE",
     "AnswerRow",
     "AnswerRowDict",
     "answer_row",
@@ -44,7 +45,8 @@ __all__ = [
 ANSWER_SCHEMA_VERSION = 4
 """4: ``error_kind``, the class of the error that failed a job for good (null when it got an answer), so
 an import fails the job again with it. 3: the export's file rows (every key on every row)."""
-_PROB_TOLERANCE = 0.02
+PROB_TOLERANCE = 0.02
+"""How far from 1 a reply's probabilities may sum and still make a valid answer."""
 
 AnswerRowDict = dict[str, Any]
 """An answer row as it travels (a job's result, a line of an answers file): the JSON object ``AnswerRow``
@@ -87,7 +89,7 @@ def validate_response(item: dict[str, Any], response: dict[str, Any]) -> str | N
         if any(not isinstance(v, (int, float)) or v < 0 for v in values):
             return "probabilities contain a negative or non-numeric value"
         total = float(sum(values))
-        if abs(total - 1.0) > _PROB_TOLERANCE:
+        if abs(total - 1.0) > PROB_TOLERANCE:
             return f"probabilities sum to {total:.4f}, not 1"
     return None
 

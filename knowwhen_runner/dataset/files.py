@@ -3,13 +3,15 @@
 A question-set folder (``common_states/``, ``shift/``, or one of ours) holds ``questions.jsonl[.gz]``,
 ``occurrences.jsonl[.gz]``, ``corpus.json`` and ``answers_*.jsonl[.gz]`` (any answer schema). Readers validate as they go and
 raise ``ScenarioError`` naming the file and line; they never guess from file names what a row says.
-Answer rows are many (150k on the common states), so they are kept as named tuples, not models.
+Every row is first checked against its kind's typed model (``rows``), whatever filter the caller asked
+for, so ``score`` and ``import`` refuse the same rows. Answer rows are many (150k on the common states),
+so what a reader keeps of them is a named tuple, not a model.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -17,6 +19,16 @@ from typing import Any, NamedTuple
 from ..exceptions import ScenarioError
 from ..jsonio import dumps, find_jsonl, iter_jsonl, read_json
 from .answer_rows import probabilities_problem, probability_map
+from .rows import (
+    AnswerKeyRow,
+    CorpusFile,
+    IsolatedAnswerRow,
+    LeaderboardFileRow,
+    ModelRow,
+    PublishedAnswerRow,
+    QuestionRow,
+    check_row,
+)
 
 __all__ = [
     "QUESTION_TEXT",
@@ -31,6 +43,8 @@ __all__ = [
     "QuestionSet",
     "compute_qhash",
     "find_answer_files",
+    "iter_answer_rows",
+    "iter_isolated_rows",
     "load_answers",
     "load_question_set",
     "read_answers",
@@ -125,6 +139,7 @@ def read_questions(path: Path) -> dict[str, Question]:
     out: dict[str, Question] = {}
     once: dict[Any, Any] = {}  # equal option or description lists (most of one agent's) are kept once
     for line, row in iter_jsonl(path):
+        check_row(QuestionRow, path, line, row)
         qhash = _require(path, line, row, "qhash", str)
         state = row.get("state")
         if state is None:
@@ -153,6 +168,7 @@ def read_occurrences(path: Path, questions: dict[str, Question] | None = None) -
     out: list[Occurrence] = []
     seen: set[tuple[str, str, int, str]] = set()
     for line, row in iter_jsonl(path):
+        check_row(AnswerKeyRow, path, line, row)
         task = _require(path, line, row, "task", str)
         qhash = _require(path, line, row, "qhash", str)
         if questions is not None and qhash not in questions:
@@ -196,6 +212,7 @@ def read_corpus(path: Path) -> Corpus:
     tasks = raw.get("eligible_tasks")
     if not isinstance(tasks, list) or not all(isinstance(t, str) for t in tasks):
         raise ScenarioError(f"{path}: field 'eligible_tasks' must be a list of task ids")
+    check_row(CorpusFile, path, 1, raw)
     return Corpus(tuple(tasks), raw)
 
 
@@ -275,6 +292,46 @@ def _answer_row(path: Path, line: int, row: dict[str, Any], question: Any) -> An
     )
 
 
+AnswerRowAt = tuple[Path, int, str, str, dict[str, Any]]
+"""(file, line, model, variant, row) of a checked answer row."""
+
+
+def iter_answer_rows(
+    paths: Iterable[Path],
+    questions: Mapping[str, Any] | None = None,
+    *,
+    models: Collection[str] | None = None,
+    variant: str | None = None,
+) -> Iterator[AnswerRowAt]:
+    """Every answer row of ``paths`` that matches ``models`` and ``variant``, each checked (every row of the
+    files is checked against ``PublishedAnswerRow``, kept or not).
+
+    With ``questions`` given, an answer to an unknown qhash is an error, and the probabilities must have one
+    value per option of its question; a second answer of the same model and variant to the same qhash is
+    always one, whichever file it is in.
+    """
+    where: dict[tuple[str, str, str], str] = {}
+    for path in paths:
+        for line, row in iter_jsonl(path):
+            check_row(PublishedAnswerRow, path, line, row)
+            model, qhash = row["model"], row["qhash"]
+            var = row.get("variant") or "main"
+            if (models is not None and model not in models) or (variant is not None and var != variant):
+                continue
+            if questions is not None and qhash not in questions:
+                raise ScenarioError(f"{path}:{line}: answer for unknown qhash {qhash} (not in the questions)")
+            if (model, var, qhash) in where:
+                first = where[(model, var, qhash)]
+                raise ScenarioError(
+                    f"{path}:{line}: duplicate answer of model {model} ({var}) to qhash {qhash}, first at {first}"
+                )
+            options = getattr((questions or {}).get(qhash), "options", None)
+            if problem := probabilities_problem(row.get("probabilities"), options):
+                raise ScenarioError(f"{path}:{line}: field 'probabilities' {problem}")
+            where[(model, var, qhash)] = f"{path.name}:{line}"
+            yield path, line, model, var, row
+
+
 def read_answers(
     paths: Iterable[Path],
     questions: Mapping[str, Any] | None = None,
@@ -282,33 +339,11 @@ def read_answers(
     models: Collection[str] | None = None,
     variant: str | None = None,
 ) -> AnswerTable:
-    """Read answer files into ``{(model, variant): {qhash: Answer}}``.
-
-    ``models`` and ``variant`` keep only matching rows (the others are still checked to be JSON objects).
-    With ``questions`` given, an answer to an unknown qhash is an error; a second answer of the same model
-    and variant to the same qhash is always one, whichever file it is in.
-    """
+    """Read answer files into ``{(model, variant): {qhash: Answer}}`` (the rows of ``iter_answer_rows``)."""
     table: AnswerTable = {}
-    where: dict[tuple[str, str, str], str] = {}
-    for path in paths:
-        for line, row in iter_jsonl(path):
-            model = _require(path, line, row, "model", str)
-            var = row.get("variant") or "main"
-            if not isinstance(var, str):
-                raise ScenarioError(f"{path}:{line}: field 'variant' must be a string")
-            if (models is not None and model not in models) or (variant is not None and var != variant):
-                continue
-            qhash = _require(path, line, row, "qhash", str)
-            if questions is not None and qhash not in questions:
-                raise ScenarioError(f"{path}:{line}: answer for unknown qhash {qhash} (not in the questions)")
-            bucket = table.setdefault((model, var), {})
-            if qhash in bucket:
-                first = where.get((model, var, qhash), "an earlier row")
-                raise ScenarioError(
-                    f"{path}:{line}: duplicate answer of model {model} ({var}) to qhash {qhash}, first at {first}"
-                )
-            bucket[qhash] = _answer_row(path, line, row, (questions or {}).get(qhash))
-            where[(model, var, qhash)] = f"{path.name}:{line}"
+    for path, line, model, var, row in iter_answer_rows(paths, questions, models=models, variant=variant):
+        qhash = row["qhash"]
+        table.setdefault((model, var), {})[qhash] = _answer_row(path, line, row, (questions or {}).get(qhash))
     return table
 
 
@@ -340,25 +375,33 @@ class IsolatedAnswer(NamedTuple):
     error: Any
 
 
-def read_isolated_answers(
+def iter_isolated_rows(
     path: Path, *, models: Collection[str] | None = None
-) -> dict[str, list[IsolatedAnswer]]:
-    """Read ``isolated/answers.jsonl[.gz]`` into ``{model: [rows]}``; a repeated (model, id) is an error."""
-    out: dict[str, list[IsolatedAnswer]] = {}
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Every row of an isolated answers file of ``models``, each checked (every row of the file is checked
+    against ``IsolatedAnswerRow``, kept or not); a repeated (model, id) is an error."""
     seen: set[tuple[str, str]] = set()
     for line, row in iter_jsonl(path):
-        model = _require(path, line, row, "model", str)
+        check_row(IsolatedAnswerRow, path, line, row)
+        model, item = row["model"], row["id"]
         if models is not None and model not in models:
             continue
-        item = _require(path, line, row, "id", str)
         if (model, item) in seen:
             raise ScenarioError(f"{path}:{line}: duplicate row for model {model} and item {item}")
         seen.add((model, item))
-        correct = _require(path, line, row, "correct", bool)
-        source = _require(path, line, row, "source", str)
-        dp = _require(path, line, row, "dp", str)
-        conf = _number(path, line, row, "conf")
-        out.setdefault(model, []).append(IsolatedAnswer(item, source, dp, correct, conf, row.get("error")))
+        yield line, row
+
+
+def read_isolated_answers(
+    path: Path, *, models: Collection[str] | None = None
+) -> dict[str, list[IsolatedAnswer]]:
+    """Read ``isolated/answers.jsonl[.gz]`` into ``{model: [rows]}`` (the rows of ``iter_isolated_rows``)."""
+    out: dict[str, list[IsolatedAnswer]] = {}
+    for _line, row in iter_isolated_rows(path, models=models):
+        answer = IsolatedAnswer(
+            row["id"], row["source"], row["dp"], row["correct"], row.get("conf"), row.get("error")
+        )
+        out.setdefault(row["model"], []).append(answer)
     return out
 
 
@@ -373,15 +416,28 @@ class ModelInfo:
 
 
 def read_models(path: Path) -> list[ModelInfo]:
-    """Read ``models.jsonl[.gz]``; the id is ``model`` (as in every other file) or ``id``."""
-    out: list[ModelInfo] = []
+    """Read ``models.jsonl[.gz]``; the id is ``model`` (as in every other file) or ``id``. A model listed
+    twice must say the same of itself both times (name and kind); the second row is then left out."""
+    out: dict[str, ModelInfo] = {}
+    first: dict[str, int] = {}
     for line, row in iter_jsonl(path):
-        ident = row.get("model", row.get("id"))
+        check_row(ModelRow, path, line, row)
+        ident = row.get("model") or row.get("id")
         if not isinstance(ident, str):
             raise ScenarioError(f"{path}:{line}: missing field 'model' (the model id)")
         name = row.get("name", row.get("model_name")) or ident
-        out.append(ModelInfo(ident, str(name), str(row.get("kind") or ""), row))
-    return out
+        info = ModelInfo(ident, str(name), str(row.get("kind") or ""), row)
+        if ident in out:
+            was = out[ident]
+            field_ = "kind" if was.kind != info.kind else "name" if was.name != info.name else None
+            if field_ is not None:
+                raise ScenarioError(
+                    f"{path}:{line}: field '{field_}': model {ident} is listed again as "
+                    f"{getattr(info, field_)!r}, but as {getattr(was, field_)!r} on line {first[ident]}"
+                )
+            continue
+        out[ident], first[ident] = info, line
+    return list(out.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,6 +458,7 @@ def read_leaderboard(path: Path) -> list[LeaderboardRow]:
     """Read ``leaderboard/headline_numbers.jsonl[.gz]``."""
     out: list[LeaderboardRow] = []
     for line, row in iter_jsonl(path):
+        check_row(LeaderboardFileRow, path, line, row)
         model = _require(path, line, row, "model", str)
         level = _require(path, line, row, "level", str)
         metric = _require(path, line, row, "metric", str)

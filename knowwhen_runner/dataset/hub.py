@@ -26,6 +26,7 @@ from typing import Any
 
 from ..exceptions import KnowwhenError, ScenarioError
 from ..jsonio import find_jsonl, iter_jsonl, write_jsonl
+from .rows import TaskRow, check_row
 
 __all__ = [
     "MAX_DOWNLOAD_BYTES",
@@ -199,6 +200,7 @@ def write_task_sets(root: Path) -> list[Path]:
         return []
     by_set: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for line, row in iter_jsonl(source):
+        check_row(TaskRow, source, line, row)
         name = row.get("set")
         if not isinstance(name, str) or not name or "/" in name:
             raise ScenarioError(f"{source}:{line}: a task row needs its 'set' name")

@@ -23,13 +23,14 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..exceptions import KnowwhenError, ScenarioError
-from ..jsonio import atomic_write_bytes, file_sha256, loads
+from ..jsonio import atomic_write_bytes, file_sha256, loads, read_json, read_limits
 from .hub import fetch_verified
 
 __all__ = [
@@ -90,10 +91,21 @@ def _wheel_version(wheel: zipfile.ZipFile, path: Path) -> str:
     meta = next((n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")), None)
     if meta is None:
         raise ScenarioError(f"{path}: not a wheel (no .dist-info/METADATA)")
-    for line in wheel.read(meta).decode("utf-8", "replace").splitlines():
+    for line in _member(wheel, meta, path).decode("utf-8", "replace").splitlines():
         if line.startswith("Version:"):
             return line.split(":", 1)[1].strip()
     raise ScenarioError(f"{path}: its METADATA names no Version")
+
+
+def _member(wheel: zipfile.ZipFile, name: str, path: Path) -> bytes:
+    """A member of the wheel, refused when it unpacks to more than the read limit (a zip bomb)."""
+    limits = read_limits()
+    if wheel.getinfo(name).file_size > limits.file_bytes:
+        raise ScenarioError(limits.refusal(f"{path}!{name}", 1, "file_bytes"))
+    try:
+        return wheel.read(name)
+    except (OSError, zipfile.BadZipFile, EOFError, zlib.error) as exc:
+        raise ScenarioError(f"{path}!{name}: cannot be read from the wheel ({exc})") from None
 
 
 def _bfcl_members() -> Iterable[tuple[str, str]]:
@@ -126,7 +138,7 @@ def extract_bfcl(wheel_path: Path, out: Path, *, shown: str | None = None) -> di
                     f"files (releases before 2025.8.25 carry v3 names); use {BFCL_PACKAGE}=={BFCL_RELEASE}"
                 )
             dest = out / target
-            atomic_write_bytes(dest, wheel.read(member))
+            atomic_write_bytes(dest, _member(wheel, member, where))
             files[target] = file_sha256(dest)
     return {
         "package": BFCL_PACKAGE,
@@ -224,7 +236,7 @@ def _read_manifest(out: Path) -> dict[str, Any]:
     path = out / L1_MANIFEST
     if not path.is_file():
         return {}
-    data = loads(path.read_text(encoding="utf-8"))
+    data = read_json(path)
     return data.get("sources", {}) if isinstance(data, dict) else {}
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ScenarioSpec
+from ..dataset.rows import TaskRow, check_row
 from ..exceptions import ScenarioError
 from ..gym import SPLITS, Suite, check_eval_allowed, get_suite, task_id_for, task_rows
 from ..gym.splits import SPLIT_SIZE
@@ -40,11 +41,13 @@ def _task_list_file(path: Path) -> Path:
     )
 
 
-def _checked(row: dict[str, Any], where: str) -> dict[str, Any]:
+def _checked(row: dict[str, Any], path: Path, line: int) -> dict[str, Any]:
     """A task row whose id is the one its suite and seed give (else the list came from another generator)."""
+    where = f"{path}:{line}"
     missing = [k for k in ("task_id", "suite", "seed") if k not in row]
     if missing:
         raise ScenarioError(f"{where}: a task row needs {', '.join(missing)}")
+    check_row(TaskRow, path, line, row)
     suite = Suite.from_json(row["suite"])
     expected = task_id_for(suite, int(row["seed"]))
     if row["task_id"] != expected:
@@ -56,7 +59,7 @@ def _checked(row: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def _rows_from_file(spec: ScenarioSpec, path: Path) -> list[dict[str, Any]]:
-    rows = [_checked(row, f"{path}:{line}") for line, row in iter_jsonl(path)]
+    rows = [_checked(row, path, line) for line, row in iter_jsonl(path)]
     rows = rows[: spec.n] if spec.n is not None else rows
     eval_start = SPLITS["eval"]
     if any(eval_start <= r["seed"] < eval_start + SPLIT_SIZE for r in rows):

@@ -32,7 +32,7 @@ from typing import Any, get_args
 
 from ..config import IsolatedSource, ScenarioSpec
 from ..exceptions import ScenarioError
-from ..jsonio import file_sha256, iter_jsonl, loads
+from ..jsonio import bounded_lines, file_sha256, iter_jsonl, loads
 from .isolated_params import argument_items, read_calls
 from .scenario import MissingSource, Scenario
 
@@ -260,7 +260,9 @@ def read_exclusions(path: Path) -> set[str]:
     """Item ids to leave out: one per line; blank lines and ``#`` comments are ignored."""
     if not path.is_file():
         raise ScenarioError(f"{path}: exclusion list not found")
-    lines = (line.split("#", 1)[0].strip() for line in path.read_text(encoding="utf-8").splitlines())
+    with open(path, "rb") as fh:
+        raw = [line for _n, line in bounded_lines(fh, path)]
+    lines = (line.decode("utf-8", "replace").split("#", 1)[0].strip() for line in raw)
     return {line for line in lines if line}
 
 

@@ -38,7 +38,7 @@ from ..stored import stored_config
 from ..work.event_loop import loop_options
 from ..work.worker import WorkStats, new_worker_id
 from .advance import advance_stages, waiting_reason, waiting_stages
-from .guards import check_before_run
+from .guards import check_before_run, refuse_foreign_folder
 from .outputs import finalize_with_drilldown
 from .progress import planned_jobs
 from .request import RunRequest
@@ -131,6 +131,7 @@ async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progres
         try:
             info = await _planned_run(queue, wait_s)
             config = stored_config(info, db, require_files=False)
+            refuse_foreign_folder(config.output, config.output)  # it may write its log and outputs there
             set_max_db_outage(config.workers.max_db_outage_s)
             secrets = check_keys(config, " on this machine")
             items = await queue.items(of_open_jobs=True)

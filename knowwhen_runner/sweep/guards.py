@@ -23,7 +23,13 @@ from ..exceptions import ConfigError
 from ..queue import is_shared_url, open_queue
 from ..stored.reader import RUN_MARK
 
-__all__ = ["RUN_MARK", "check_before_run", "claim_output_folder", "refuse_config_swap"]
+__all__ = [
+    "RUN_MARK",
+    "check_before_run",
+    "claim_output_folder",
+    "refuse_config_swap",
+    "refuse_foreign_folder",
+]
 
 
 def _is_run_folder(folder: Path) -> bool:
@@ -33,8 +39,11 @@ def _is_run_folder(folder: Path) -> bool:
     return manifests.is_dir() and any(manifests.glob("*.cxs.json"))
 
 
-def claim_output_folder(config_path: Path, output: Path) -> None:
-    """Mark ``output`` as a run folder; raise ``ConfigError`` if it holds files and is not one."""
+def refuse_foreign_folder(config_path: Path, output: Path) -> None:
+    """Raise ``ConfigError`` if ``output`` is a file, or a folder that holds files and is not a run folder.
+
+    The one rule of every command that creates or writes a run folder (``run``, ``import``, ``finalize``,
+    ``worker``); it writes nothing (``claim_output_folder`` checks, then marks)."""
     if output.exists() and not output.is_dir():
         raise ConfigError(f"{config_path}: output: {output} is a file, not a folder")
     if output.is_dir() and not _is_run_folder(output) and any(output.iterdir()):
@@ -42,6 +51,11 @@ def claim_output_folder(config_path: Path, output: Path) -> None:
             f"{config_path}: output: {output} holds files and is not a knowwhen run folder (it has no "
             f"{RUN_MARK}, knowwhen.db or manifests/), so nothing is written there; choose a new or empty folder"
         )
+
+
+def claim_output_folder(config_path: Path, output: Path) -> None:
+    """Mark ``output`` as a run folder; raise ``ConfigError`` if it holds files and is not one."""
+    refuse_foreign_folder(config_path, output)
     output.mkdir(parents=True, exist_ok=True)
     mark = output / RUN_MARK
     if not mark.exists():

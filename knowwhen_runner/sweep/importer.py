@@ -28,14 +28,15 @@ import yaml
 
 from ..config import ModelSpec, ScenarioSpec, SweepConfig, load_config
 from ..dataset.answer_rows import record_row
-from ..dataset.files import find_answer_files, read_models
+from ..dataset.files import find_answer_files, iter_answer_rows, iter_isolated_rows, read_models
 from ..exceptions import ConfigError, ScenarioError
 from ..jobs import Job
-from ..jsonio import find_jsonl, iter_jsonl
+from ..jsonio import find_jsonl
 from ..plan import open_loop_mode, plan
 from ..queue import Queue, open_queue
 from ..scenarios import Scenario, load_scenario
 from ..stored import config_from_run, run_meta, stored_config, with_db
+from .guards import RUN_MARK, claim_output_folder, refuse_foreign_folder
 from .import_history import Recorded, attempts_of, record_history
 
 __all__ = ["IMPORTED_PREFIX", "ImportSummary", "import_dataset", "published_rows"]
@@ -64,33 +65,31 @@ class ImportSummary:
 # --- reading the published files -------------------------------------------------------------------------
 
 
-def _rows_in(paths: list[Path], key: str, models: Collection[str] | None, variant: str | None) -> Published:
-    out: Published = {}
-    for path in paths:
-        for line, row in iter_jsonl(path):
-            model, item = row.get("model"), row.get(key)
-            if not isinstance(model, str) or not isinstance(item, str):
-                raise ScenarioError(f"{path}:{line}: a published answer needs 'model' and '{key}'")
-            if (models is not None and model not in models) or (
-                variant is not None and (row.get("variant") or "main") != variant
-            ):
-                continue
-            if item in out.setdefault(model, {}):
-                raise ScenarioError(f"{path}:{line}: second answer of model {model} to {item}")
-            out[model][item] = row
-    return out
-
-
 def published_rows(root: Path, spec: ScenarioSpec, models: Collection[str] | None = None) -> Published:
-    """The published answers for one config scenario (empty when the dataset has none for it)."""
+    """The published answers for one config scenario (empty when the dataset has none for it).
+
+    The files are read by ``score``'s own readers with the same checks (``iter_answer_rows`` against the
+    folder's questions, ``iter_isolated_rows``), so an import refuses exactly the rows ``score`` refuses.
+    """
+    out: Published = {}
     if spec.kind == "isolated":
         path = find_jsonl(root / "isolated", "answers")
-        return _rows_in([path], "id", models, None) if path else {}
+        for _line, row in iter_isolated_rows(path, models=models) if path else ():
+            out.setdefault(row["model"], {})[row["id"]] = row
+        return out
     if spec.kind != "states" or spec.path is None:
         return {}
     folder = root / spec.path.name
     paths = find_answer_files(folder) if folder.is_dir() else []
-    rows = _rows_in(paths, "qhash", models, spec.variant or "main")
+    if not paths:
+        return {}
+    variant = spec.variant or "main"
+    from ..dataset.score_folder import load_variant  # start-up: score's reader loads only for an import
+
+    questions = load_variant(folder, variant).questions
+    for _path, _line, model, _var, row in iter_answer_rows(paths, questions, models=models, variant=variant):
+        out.setdefault(model, {})[row["qhash"]] = row
+    rows = out
     held = load_scenario(spec).items  # only the questions the scenario asks (limit, variant)
     return {
         m: {q: record_row(r, held[q]["options"]) for q, r in answers.items() if q in held}
@@ -238,9 +237,18 @@ def import_dataset(
     else:
         base_config = anyio.run(lambda: config_from_run(Path(str(into)), db=db))
     base_config = with_db(base_config, db)
+    # Everything is read and checked before anything is written: a refused file leaves no trace.
+    refuse_foreign_folder(Path(config) if config is not None else base_config.output, base_config.output)
     published = _published(root, base_config, models)
     if not published and not _has_episodes(root, base_config):
         raise ScenarioError(f"{root}: no published answers for any scenario of the config")
+    from .episode_import import published_episodes  # start-up: the episode rows load only for an import
+
+    # read now for their checks (recorded later from the stored config), with the task lists they need
+    if published_episodes(root, base_config, models):
+        for spec in base_config.scenarios:
+            if spec.kind == "episodes":
+                load_scenario(spec)
     kinds = _model_kinds(root)
     present = {m.id for m in base_config.models}
     extra = {
@@ -252,17 +260,53 @@ def import_dataset(
     if text is not None and extra:
         text = _with_models(text, extra)
     summary = ImportSummary(base_config.name, base_config.output)
-    created = anyio.run(
-        _import,
-        base_config,
-        text,
-        None if config is None else Path(config),
-        _Source(root, published, models),
-        summary,
-    )
+    fresh = _NewFolder.before(base_config)
+    try:
+        created = anyio.run(
+            _import,
+            base_config,
+            text,
+            None if config is None else Path(config),
+            _Source(root, published, models),
+            summary,
+        )
+    except BaseException:
+        fresh.undo()
+        raise
     if created:
         summary.added_models = [m for m in extra if any(m in r for r in summary.published.values())]
     return summary
+
+
+@dataclass(frozen=True)
+class _NewFolder:
+    """The run folder and SQLite file an import is about to create, so a failed import can take them back.
+
+    A run the import did not create (an existing folder or database, any PostgreSQL run) is left to the
+    checks above, which read every file before anything is written."""
+
+    folder: Path | None
+    database: Path | None
+    mark: Path | None
+
+    @classmethod
+    def before(cls, config: SweepConfig) -> _NewFolder:
+        folder, database, mark = config.output, config.output / "knowwhen.db", config.output / RUN_MARK
+        return cls(
+            None if folder.exists() else folder,
+            database if config.db is None and not database.exists() else None,
+            None if mark.exists() else mark,
+        )
+
+    def undo(self) -> None:
+        if self.database is None:  # the run's database was there before: the import's checks guard it
+            return
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{self.database}{suffix}").unlink(missing_ok=True)
+        if self.mark is not None:
+            self.mark.unlink(missing_ok=True)
+        if self.folder is not None and self.folder.is_dir() and not any(self.folder.iterdir()):
+            self.folder.rmdir()
 
 
 @dataclass(frozen=True)
@@ -290,7 +334,7 @@ async def _import(
     summary: ImportSummary,
 ) -> bool:
 
-    base.output.mkdir(parents=True, exist_ok=True)
+    claim_output_folder(config_path or base.output, base.output)
     async with open_queue(base.db_url, base.name) as queue:
         stored, created = await _stored_config(queue, text, config_path)
         stored = stored.model_copy(update={"db": base.db}) if base.db else stored

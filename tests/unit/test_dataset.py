@@ -88,14 +88,14 @@ def test_malformed_json_names_file_and_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("row", "message"),
     [
-        (_row(valid="yes"), r":1: field 'valid' has the wrong type"),
+        (_row(valid="yes"), r":1: field 'valid': input should be a valid boolean"),
         (
             {"model": "m", "qhash": "q1", "confidence": 0.5, "valid": True},
-            r":1: field 'answer' must be present",
+            r":1: missing field 'answer'",
         ),
-        (_row(answer=3), r":1: field 'answer' must be present, a string or null"),
-        (_row(confidence="high"), r":1: field 'confidence' must be a number"),
-        (_row(model=None), r":1: field 'model' has the wrong type"),
+        (_row(answer=3), r":1: field 'answer': input should be a valid string"),
+        (_row(confidence="high"), r":1: field 'confidence': input should be a valid number"),
+        (_row(model=None), r":1: field 'model': input should be a valid string"),
         ({"model": "m", "answer": "a", "valid": True}, r":1: missing field 'qhash'"),
     ],
 )

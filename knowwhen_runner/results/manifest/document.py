@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 
 from ...exceptions import ScenarioError
+from ...jsonio import read_document
 from ..screen_record import ScreenRecord
 from .deferral import ClosedLoopDeferral, Deferral
 from .intervals import (
@@ -336,7 +337,7 @@ def manifest_path(output: Path, model_id: str) -> Path:
 def load_manifest(path: Path) -> CxsManifest:
     """Read and validate one manifest file; a file that is not a valid manifest is a ``ScenarioError``."""
     try:
-        return CxsManifest.model_validate_json(Path(path).read_bytes())
+        return CxsManifest.model_validate_json(read_document(Path(path)))
     except (OSError, ValidationError) as exc:
         first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
         raise ScenarioError(f"{path}: not a readable CXS manifest ({first})") from None
