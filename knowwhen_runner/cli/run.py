@@ -206,6 +206,8 @@ def plan(
         )
     for note in report.batch_notes:
         out.print(note)
+    for note in report.samples:
+        out.print(f"sample: {note}", highlight=False)
     out.print(f"cache: {report.cache}", highlight=False)
     if probes is not None and not all(p.go for p in probes):
         # start-up: a command loads only the stages it runs
