@@ -214,7 +214,7 @@ async def _work_stages(
     while True:
         items = await stages.plan(fits)
         if preflight is not None:
-            await preflight_models(config, queue, store, sweep.secrets, items, preflight)
+            total.cost_usd += await preflight_models(config, queue, store, sweep.secrets, items, preflight)
             preflight = None  # once per run, before anything is spent
         if plan_token is not None:
             await queue.update_meta({"plan_token": plan_token})
