@@ -14,8 +14,9 @@ from knowwhen_runner.dataset.score_folder import score_report
 from knowwhen_runner.dataset.subset import read_subset
 from knowwhen_runner.jsonio import iter_jsonl
 from knowwhen_runner.results.manifest import load_manifest
+from knowwhen_runner.sweep import finalize_config, import_dataset
 from tests.card_snippet import card_score
-from tests.exportdata import make_run
+from tests.exportdata import make_run, write_run_config
 from tests.helpers import knowwhen
 
 LIMITS = {"common": 20, "shift": 12, "shift-nosurf": 12, "shift-nodist": 12, "l1": 9, "eps": 1}
@@ -112,3 +113,21 @@ def test_score_and_leaderboard_check_say_subset_never_match(exported: tuple[Path
     sampled = [r for r in rows if r["level"] in ("L1", "L2")]
     assert sampled and {r["status"] for r in sampled} == {"subset"}
     assert all("recomputed over a subset, a seeded sample of" in r["note"] for r in sampled)
+
+
+def test_the_subset_imports_into_a_run_with_the_same_figures(
+    exported: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """A run over the exported folders (the drawn tasks, whole) imports the answers and finalises into the
+    sampled run's own L2 figures, with no call."""
+    _dataset, run, out = exported
+    config = write_run_config(tmp_path / "again.yaml", out, name="again", episodes=False)
+    summary = import_dataset(out, config=config)
+    assert summary.skipped == []
+    finalize_config(tmp_path / "again")
+    for model in ("agent", "dm"):
+        before, after = _cells(run, model), _cells(tmp_path / "again", model)
+        for scenario in ("common", "shift", "shift-nosurf", "shift-nodist"):
+            was, now = before[scenario], after[scenario]
+            assert (now.accuracy_pct, now.card_accuracy_pct) == (was.accuracy_pct, was.card_accuracy_pct)
+            assert now.occurrences == was.occurrences and now.tasks == was.tasks
