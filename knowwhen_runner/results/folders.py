@@ -66,13 +66,14 @@ def _copy_question_files(spec: ScenarioSpec, dest: Path) -> None:
         return
     if (spec.path / "corpus.json").is_file():
         shutil.copyfile(spec.path / "corpus.json", dest / "corpus.json")
-    planned = None
-    if spec.limit is not None and find_jsonl(spec.path, stem(spec)) is not None:
+    if spec.limit is not None:
+        if find_jsonl(spec.path, stem(spec)) is None:
+            return  # the question set is not on this machine: the sample copied when it was stays
         planned = planned_questions(spec, load_question_set(spec.path, questions_stem=stem(spec)))
-    if planned is not None and planned.tasks is not None and planned.subset is not None:
-        write_subset_files(spec.path, dest, (stem(spec), "occurrences"), planned.tasks)
-        write_subset_record(dest, planned.subset)
-        return
+        if planned.tasks is not None and planned.subset is not None:
+            write_subset_files(spec.path, dest, (stem(spec), "occurrences"), planned.tasks)
+            write_subset_record(dest, planned.subset)
+            return
     (dest / SUBSET_FILE).unlink(missing_ok=True)
     for name in (stem(spec), "occurrences"):
         src = find_jsonl(spec.path, name)
