@@ -7,8 +7,8 @@ api_base, keys) are not part of it, so changing them never re-runs finished work
 Changing what goes into the id is a deliberate act: bump ``JOB_ID_VERSION``; golden tests pin ids.
 
 The shapes stages hand each other about jobs are named here too: ``JobKind`` (``Job.kind``), ``Items``
-(every item's data, by scenario and item), ``Cell`` (the unit a plan is made and re-planned in), ``EpisodeCost`` (an episode's cost split) and ``job_cost`` (a
-finished job's total cost, whichever its kind); ``JobRow`` is a job as the queue inserts it, ``CellRows``
+(every item's data, by scenario and item), ``Cell`` (the unit a plan is made and re-planned in), ``EpisodeCost`` (an episode's cost split), ``job_cost`` and ``job_spend`` (a
+finished job's cost at list price, and what it spent: cache hits cost nothing new); ``JobRow`` is a job as the queue inserts it, ``CellRows``
 a batch of one cell's jobs by the columns they share, and ``JobRows`` jobs that come as either (a grid).
 """
 
@@ -99,6 +99,7 @@ __all__ = [
     "job_id",
     "job_ids",
     "job_rows",
+    "job_spend",
 ]
 
 JOB_ID_VERSION = 1
@@ -232,10 +233,24 @@ class EpisodeCost(TypedDict):
     llm: float
 
 
-def job_cost(result: Mapping[str, Any] | None) -> float:
-    """A finished job's total cost in USD: a question's ``cost_usd``, or the parts of an episode's
-    ``EpisodeCost`` summed in their order (what is not a number counts as nothing)."""
-    cost = (result or {}).get("cost_usd")
+def _usd(cost: Any) -> float:
     if isinstance(cost, Mapping):
         return float(sum(v for v in cost.values() if isinstance(v, int | float)))
     return float(cost) if isinstance(cost, int | float) else 0.0
+
+
+def job_cost(result: Mapping[str, Any] | None) -> float:
+    """A finished job's total cost in USD, at the list price of its calls however they were answered: a
+    question's ``cost_usd``, or the parts of an episode's ``EpisodeCost`` summed in their order (what is
+    not a number counts as nothing). What its answers cost, not what the run spent on them (``job_spend``)."""
+    return _usd((result or {}).get("cost_usd"))
+
+
+def job_spend(result: Mapping[str, Any] | None) -> float:
+    """What a finished job spent (USD): the price of the calls it made, none of those answered from the
+    cache. A question's ``cost_usd`` unless it was a cache hit; an episode's ``spent_usd`` parts (an
+    episode recorded before they were kept, or imported: its ``cost_usd``)."""
+    result = result or {}
+    if "spent_usd" in result:
+        return _usd(result["spent_usd"])
+    return 0.0 if result.get("cache_hit") else job_cost(result)

@@ -64,12 +64,18 @@ def state_scenarios(dataset: Path) -> list[dict[str, Any]]:
     ]
 
 
-def write_run_config(path: Path, dataset: Path, *, name: str, episodes: bool = True) -> Path:
-    """A config of the two models over the states, the L1 fixture and (``episodes``) two DecisionGym tasks."""
+def write_run_config(
+    path: Path, dataset: Path, *, name: str, episodes: bool = True, limits: dict[str, int] | None = None
+) -> Path:
+    """A config of the two models over the states, the L1 fixture and (``episodes``) two DecisionGym tasks;
+    ``limits``: a ``limit`` per scenario id (a seeded sample of it)."""
     l1 = {"id": "l1", "kind": "isolated", "path": str(L1), "params": "required"}  # both question kinds
     scenarios = [*state_scenarios(dataset), l1]
     if episodes:
         scenarios += EPISODE_SCENARIOS
+    scenarios = [
+        {**sc, "limit": (limits or {})[sc["id"]]} if sc["id"] in (limits or {}) else sc for sc in scenarios
+    ]
     config = {
         "name": name,
         "output": str(path.parent / name),
@@ -239,9 +245,10 @@ async def _fill(config_path: Path, text: str, golds: dict[str, str]) -> None:
         await finalize_run(config, queue)
 
 
-def make_run(root: Path) -> tuple[Path, Path]:
-    """The dataset folder and the finalised run folder (``root/run``) of the export tests."""
+def make_run(root: Path, limits: dict[str, int] | None = None) -> tuple[Path, Path]:
+    """The dataset folder and the finalised run folder (``root/run``) of the export tests; ``limits``: a
+    ``limit`` per scenario id."""
     dataset = make_dataset(root / "ds", n_common=45, n_shift=30)
-    config_path = write_run_config(root / "run.yaml", dataset, name="run")
+    config_path = write_run_config(root / "run.yaml", dataset, name="run", limits=limits)
     anyio.run(_fill, config_path, config_path.read_text(), _golds(dataset))
     return dataset, root / "run"

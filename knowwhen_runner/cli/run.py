@@ -96,9 +96,18 @@ def run(
 def _say_outcome(summary: RunSummary) -> None:
     """What this run did, what waits, and where the results are (an interrupted run exits here)."""
     st = summary.stats
+    if summary.processes > 1:  # counted by the database: every process's jobs (requests are each one's)
+        who = (
+            f"its {summary.processes} processes answered {st.done} "
+            f"({st.cache_hits} from cache, {st.calls} by calling a model)"
+        )
+    else:
+        who = (
+            f"this run answered {st.done} "
+            f"({st.cache_hits} from cache, {st.calls} model calls, {st.requests} requests)"
+        )
     out.print(
-        f"{summary.run}: {summary.planned} jobs planned ({summary.added} new); this run answered {st.done} "
-        f"({st.cache_hits} from cache, {st.calls} model calls, {st.requests} requests), failed {st.failed}, "
+        f"{summary.run}: {summary.planned} jobs planned ({summary.added} new); {who}, failed {st.failed}, "
         f"cost ${st.cost_usd:.4f}"
     )
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items()))
@@ -217,6 +226,8 @@ def plan(
         )
     for note in report.batch_notes:
         out.print(note)
+    for note in report.samples:
+        out.print(f"sample: {note}", highlight=False)
     out.print(f"cache: {report.cache}", highlight=False)
     if probes is not None and not all(p.go for p in probes):
         # start-up: a command loads only the stages it runs

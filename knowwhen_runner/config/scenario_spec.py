@@ -72,7 +72,16 @@ class ScenarioSpec(_Frozen):
     variant: Literal["main", "nosurf", "nodist"] | None = Field(
         None, description="Shift re-rendering to read (questions_<variant>.jsonl[.gz]); rows carry it."
     )
-    limit: int | None = Field(None, ge=1, description="Use only the first N questions (sorted by qhash).")
+    limit: int | None = Field(
+        None,
+        ge=1,
+        description="Ask a seeded sample of about N items, spread over what the scenario holds: isolated, "
+        "across sources and answer kinds; states, whole tasks (at most N questions, at least one task); "
+        "episodes, N tasks across task kinds. Every reader scores it over what was asked and marks it a subset.",
+    )
+    seed: int | None = Field(
+        None, ge=0, description="Seed of the limit's sample (default 0): the same seed, the same sample."
+    )
     version: str = Field(
         "1", pattern=_ID, description="Bump to re-run every job of this scenario (items are content-hashed)."
     )
@@ -134,6 +143,8 @@ class ScenarioSpec(_Frozen):
 
     @model_validator(mode="after")
     def _fields_fit_kind(self) -> ScenarioSpec:
+        if self.seed is not None and self.limit is None:
+            raise ValueError("seed: only a scenario with a limit takes a seed (it draws the limit's sample)")
         if self.kind != "isolated":
             given = [name for name in _ISOLATED_ONLY if getattr(self, name) is not None]
             if given:

@@ -30,6 +30,7 @@ from .files import read_leaderboard as _read_leaderboard
 from .leaderboard_ci import l1_interval, l2_interval
 from .score_render import render_all, render_leaderboard, render_model
 from .scoring import compile_key, gated_open_loop, score_l1, score_l2
+from .subset import SubsetRecord, read_subset
 
 if TYPE_CHECKING:
     from ..intervals import Interval
@@ -97,9 +98,22 @@ def score_report(
         if llm is not None:
             entry["gate"] = {"llm": gate_with, **gated_open_loop(answers, llm, key, target=target).to_dict()}
         results[name] = entry
+    subset = _subset_of(folder)
     if all_models:
-        return {"dataset": str(folder), "variant": variant, "models": results}
-    return {"dataset": str(folder), "variant": variant, "model": model, **results[str(model)]}
+        return {"dataset": str(folder), "variant": variant, "subset": subset, "models": results}
+    return {
+        "dataset": str(folder),
+        "variant": variant,
+        "subset": subset,
+        "model": model,
+        **results[str(model)],
+    }
+
+
+def _subset_of(folder: Path) -> dict[str, Any] | None:
+    """What a folder holding a subset (its ``subset.json``) is a sample of, JSON-able; None for a whole set."""
+    record = read_subset(folder)
+    return None if record is None else {**asdict(record), "sentence": record.sentence()}
 
 
 # --- leaderboard check -----------------------------------------------------------------------------------
@@ -109,7 +123,8 @@ def score_report(
 class LeaderboardCheck:
     """One leaderboard row against its recomputation; ``status`` is match, within interval (with
     ``--tolerance ci``: not equal at the printed precision, but inside the recomputation's 95% interval),
-    differs, no data or not recomputable. ``low``/``high``: that interval; ``miss``: how far outside it
+    differs, subset (the files hold a seeded sample, so their figure is not a full set's: never a match),
+    no data or not recomputable. ``low``/``high``: that interval; ``miss``: how far outside it
     the published number lies (+ above, − below; 0 inside), both in points."""
 
     line: int
@@ -266,11 +281,26 @@ def check_leaderboard(
             continue
         slack = 0.5 * 10.0**-decimals + 1e-9  # the printed number is rounded
         same = abs(got - published) <= slack
+        subset = _row_subset(root, row)
+        if subset is not None:  # a sample's figure neither confirms nor refutes a full set's
+            said = "equals the published number" if same else "differs from the published number"
+            note = (
+                f"{note}; recomputed over a subset, {subset.sentence()}: {said}, not comparable as an equal"
+            )
+            out.append(LeaderboardCheck(*base, got, "subset", note))
+            continue
         if tolerance == "exact":
             out.append(LeaderboardCheck(*base, got, "match" if same else "differs", note))
             continue
         out.append(_within(base, published, got, same, note, interval(), slack))
     return out
+
+
+def _row_subset(root: Path, row: LeaderboardRow) -> SubsetRecord | None:
+    """The subset the files recomputing ``row`` hold (their folder's ``subset.json``), or None."""
+    target = leaderboard_target(row.level, row.task_set, row.metric)
+    folder = root / target.folder if target is not None else root / "episodes" / row.task_set
+    return read_subset(folder) if folder.is_dir() else None
 
 
 def _recomputed(

@@ -25,10 +25,19 @@ def render_model(report: dict[str, Any], console: Console) -> None:
     for name, s in report["strata"].items():
         table.add_row(name, _pct(s["accuracy"]), str(s["n_tasks"]), str(s["n_occurrences"]))
     console.print(table)
+    _render_subset(report, console)
     if report["n_unanswered"]:
         console.print(f"{report['n_unanswered']} occurrences have no answer (scored wrong)")
     if "gate" in report:
         _render_gate(report["gate"], console)
+
+
+def _render_subset(report: dict[str, Any], console: Console) -> None:
+    subset = report.get("subset")
+    if subset:
+        console.print(
+            f"a subset: {subset['sentence']}; scored over what was asked, not comparable with a full-set figure"
+        )
 
 
 def _render_gate(gate: dict[str, Any], console: Console) -> None:
@@ -55,6 +64,7 @@ def render_all(report: dict[str, Any], console: Console) -> None:
         cells = [_pct(r["strata"][s]["accuracy"]) if s in r["strata"] else "–" for s in strata]
         table.add_row(name, _pct(r["accuracy"]), _pct(r["must_ask"]), *cells, str(r["n_unanswered"]))
     console.print(table)
+    _render_subset(report, console)
 
 
 def render_leaderboard(report: dict[str, Any], console: Console) -> None:

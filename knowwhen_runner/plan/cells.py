@@ -19,7 +19,7 @@ from .. import __version__
 from ..config import ModelSpec, SweepConfig
 from ..jobs import JOB_ID_VERSION, Cell
 from ..jsonio import dumps
-from .stamp import scenario_sources
+from .stamp import scenario_ident, scenario_sources, stamped_config
 
 __all__ = ["cell_stamps", "cells_of", "notes_stamps", "open_loop_mode"]
 
@@ -44,7 +44,7 @@ def cell_stamps(config: SweepConfig, cells: list[Cell], fits: dict[str, Any] | N
     models = {m.id: m for m in config.models}
     closed = _sha(
         {
-            "config": config.model_dump(mode="json", exclude={"report"}),
+            "config": stamped_config(config),
             "fits": fits,
             "sources": {s.id: scenario_sources(s) for s in config.scenarios if s.kind == "episodes"},
             **_release(),
@@ -61,7 +61,7 @@ def cell_stamps(config: SweepConfig, cells: list[Cell], fits: dict[str, Any] | N
             {
                 "model": [model.id, model.kind, model.served_model(), model.identity_params()],
                 "mode": cell.mode,
-                "scenario": spec.model_dump(mode="json"),
+                "scenario": scenario_ident(spec),
                 "sources": scenario_sources(spec),
                 **_release(),
             }
@@ -76,14 +76,12 @@ def notes_stamps(config: SweepConfig, fits: dict[str, Any] | None) -> dict[str, 
     return {
         spec.id: _sha(
             {
-                "scenario": spec.model_dump(mode="json"),
+                "scenario": scenario_ident(spec),
                 "sources": scenario_sources(spec),
                 "models": kinds,
                 "modes": list(config.modes),
                 "fits": fits if spec.kind == "episodes" else None,
-                "config": config.model_dump(mode="json", exclude={"report"})
-                if spec.kind == "episodes"
-                else None,
+                "config": stamped_config(config) if spec.kind == "episodes" else None,
                 **_release(),
             }
         )

@@ -19,10 +19,11 @@ from typing import Any
 
 from .. import __version__
 from ..config import ScenarioSpec, SweepConfig
+from ..dataset.subset import SAMPLE_SCHEME
 from ..jobs import JOB_ID_VERSION
 from ..jsonio import dumps
 
-__all__ = ["plan_stamp", "scenario_sources"]
+__all__ = ["plan_stamp", "scenario_ident", "scenario_sources", "stamped_config"]
 
 
 def _files(path: Path, *, recursive: bool) -> list[tuple[str, int, int]]:
@@ -54,6 +55,24 @@ def scenario_sources(spec: ScenarioSpec) -> dict[str, list[tuple[str, int, int]]
     return out
 
 
+def scenario_ident(spec: ScenarioSpec) -> dict[str, Any]:
+    """A scenario as stamps see it: its fields, less a ``seed`` it does not set (a config written before
+    there was one plans nothing again), and with a ``limit`` the way its sample is drawn."""
+    out = spec.model_dump(mode="json")
+    if spec.seed is None:
+        out.pop("seed")
+    if spec.limit is not None:
+        out["sample"] = SAMPLE_SCHEME
+    return out
+
+
+def stamped_config(config: SweepConfig) -> dict[str, Any]:
+    """The config as stamps see it (its ``report`` block decides no job)."""
+    out = config.model_dump(mode="json", exclude={"report"})
+    out["scenarios"] = [scenario_ident(s) for s in config.scenarios]
+    return out
+
+
 def _sources(config: SweepConfig) -> dict[str, list[tuple[str, int, int]]]:
     return {key: found for spec in config.scenarios for key, found in scenario_sources(spec).items()}
 
@@ -62,7 +81,7 @@ def plan_stamp(config: SweepConfig, fits: dict[str, Any] | None) -> str:
     """sha256 over everything the plan of ``config`` (at these fitted thresholds) is made from."""
     ident = {
         # how the report ranks and names models decides no job: changing it plans nothing again
-        "config": config.model_dump(mode="json", exclude={"report"}),
+        "config": stamped_config(config),
         "job_id_version": JOB_ID_VERSION,
         "knowwhen_runner": __version__,
         "fits": fits,

@@ -3,7 +3,7 @@
 A large run's results are hundreds of MB (every answer keeps its options' probabilities), while a list
 shows a few fields of one page. ``answers(AnswerQuery)`` filters the done question jobs of the plan by
 scenario, model, item and confidence, orders them by question or by confidence, and returns one page
-(``limit``/``offset``) with the number that matched; ``spend()`` sums each model's recorded ``cost_usd``
+(``limit``/``offset``) with the number that matched; ``spend()`` sums what each model's done jobs spent
 (the column written beside each result). The database does the work (SQLite's or PostgreSQL's JSON functions): ``AnswerTables`` is a mixin of
 ``SqlQueue``; ``answer_page`` and ``spend_of`` do the same over ``MemoryQueue``'s rows.
 """
@@ -17,7 +17,7 @@ from typing import Any, Literal, NamedTuple
 import orjson
 from sqlalchemy import text
 
-from ..jobs import Job, job_cost
+from ..jobs import Job, job_spend
 from .engine import RunStatements
 
 __all__ = [
@@ -104,10 +104,10 @@ def answer_page(done: Iterable[tuple[Job, dict[str, Any]]], query: AnswerQuery) 
 
 
 def spend_of(done: Iterable[tuple[Job, dict[str, Any]]]) -> dict[str, float]:
-    """Per model, the ``cost_usd`` of its done jobs (an episode's is ``{part: usd}``, summed)."""
+    """Per model, what its done jobs spent (``job_spend``: a cache hit nothing, an episode its parts summed)."""
     out: dict[str, float] = {}
     for job, result in done:
-        out[job.model_id] = out.get(job.model_id, 0.0) + job_cost(result)
+        out[job.model_id] = out.get(job.model_id, 0.0) + job_spend(result)
     return out
 
 
@@ -234,11 +234,11 @@ class AnswerTables(RunStatements):
         return AnswerPage(rows, total)
 
     async def spend(self) -> dict[str, float]:
-        """Per model, the ``cost_usd`` its done jobs of the plan recorded (an episode's parts summed)."""
+        """Per model, what its done jobs of the plan spent (``job_spend``, written beside each result)."""
         return await self._call(self._spend)
 
     def _spend(self) -> dict[str, float]:
-        # Each done job's cost as its result recorded it, written beside it: the tally index alone is read.
+        # Each done job's spend, written beside its result (``tally_values``): the tally index alone is read.
         sql = (
             "SELECT model_id, sum(cost_usd) FROM kw_jobs WHERE run = :run AND status = 'done' "
             "GROUP BY model_id ORDER BY model_id"

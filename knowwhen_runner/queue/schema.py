@@ -65,7 +65,7 @@ __all__ = [
 # 11: kw_jobs_owner holds leased jobs only (lease_owner set): pending and done jobs have none, and kept
 #    under NULL they made every claim and every completion rewrite a page of that index per job.
 # 12: kw_jobs.cost_usd, called and cache_hit, a job's part of its model's tally (``tallies.tally_values``
-#     of its result: recorded cost, 1 if it made a call, 1 if it was a cache hit; 0 without a result),
+#     of its result: what it spent, 1 if it made a call, 1 if it was a cache hit; 0 without a result),
 #     written with the result; kw_jobs_tally, an index of done jobs that holds them, so each model's sums
 #     read that index alone, never a result. An upgrade computes them from the results once.
 SCHEMA_VERSION = 12
@@ -95,24 +95,32 @@ _TALLY = (
     "(run, status, model_id, scenario, cost_usd, called, cache_hit, updated_at) WHERE status = 'done'"
 )
 # A result's tally values in SQL, as ``tallies.tally_values`` computes them (an upgrade's one pass over the
-# results): ``cost_usd`` a number, or an object of parts whose numbers are added; a call when the result is
-# not empty and not a cache hit.
+# results): what it spent, nothing for a cache hit, an episode's ``spent_usd`` parts added, else its
+# ``cost_usd`` (a number, or an object of parts whose numbers are added); a call when the result is not
+# empty and not a cache hit.
 _SQLITE_TALLY = (
-    "UPDATE kw_jobs SET cost_usd = CASE json_type(result, '$.cost_usd') WHEN 'object' THEN (SELECT "
+    "UPDATE kw_jobs SET cost_usd = CASE WHEN json_extract(result, '$.cache_hit') THEN 0 "
+    "WHEN json_type(result, '$.spent_usd') = 'object' THEN (SELECT "
+    "total(value) FROM json_each(result, '$.spent_usd') WHERE type IN ('integer', 'real')) "
+    "ELSE CASE json_type(result, '$.cost_usd') WHEN 'object' THEN (SELECT "
     "total(value) FROM json_each(result, '$.cost_usd') WHERE type IN ('integer', 'real')) "
     "WHEN 'real' THEN json_extract(result, '$.cost_usd') WHEN 'integer' THEN json_extract(result, '$.cost_usd') "
-    "ELSE 0 END, cache_hit = CASE WHEN json_extract(result, '$.cache_hit') THEN 1 ELSE 0 END, "
+    "ELSE 0 END END, cache_hit = CASE WHEN json_extract(result, '$.cache_hit') THEN 1 ELSE 0 END, "
     "called = CASE WHEN result = '{}' OR json_extract(result, '$.cache_hit') THEN 0 ELSE 1 END "
     "WHERE result IS NOT NULL"
 )
 _NUMBER = r"'^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$'"
 _POSTGRES_TALLY = (
-    "UPDATE kw_jobs SET cost_usd = CASE json_typeof(x.c) WHEN 'object' THEN (SELECT "
+    "UPDATE kw_jobs SET cost_usd = CASE WHEN x.h IN ('true', '1') THEN 0 "
+    "WHEN json_typeof(x.s) = 'object' THEN (SELECT "
+    f"coalesce(sum(value::float8), 0) FROM json_each_text(x.s) WHERE value ~ {_NUMBER}) "
+    "ELSE CASE json_typeof(x.c) WHEN 'object' THEN (SELECT "
     f"coalesce(sum(value::float8), 0) FROM json_each_text(x.c) WHERE value ~ {_NUMBER}) "
-    "WHEN 'number' THEN (x.c #>> '{}')::float8 ELSE 0 END, "
+    "WHEN 'number' THEN (x.c #>> '{}')::float8 ELSE 0 END END, "
     "cache_hit = CASE WHEN x.h IN ('true', '1') THEN 1 ELSE 0 END, "
     "called = CASE WHEN x.empty OR x.h IN ('true', '1') THEN 0 ELSE 1 END "
-    "FROM (SELECT run, id, result::json -> 'cost_usd' AS c, result::json ->> 'cache_hit' AS h, "
+    "FROM (SELECT run, id, result::json -> 'cost_usd' AS c, result::json -> 'spent_usd' AS s, "
+    "result::json ->> 'cache_hit' AS h, "
     "result::jsonb = '{}'::jsonb AS empty FROM kw_jobs WHERE result IS NOT NULL) AS x "
     "WHERE kw_jobs.run = x.run AND kw_jobs.id = x.id"
 )

@@ -1,4 +1,4 @@
-"""Each model's tally (jobs per status, recorded cost, calls and cache hits), counted by the database.
+"""Each model's tally (jobs per status, what they spent, calls and cache hits), counted by the database.
 
 ``status`` and the live view show one row per model; reading every job's result into Python for it costs
 time that follows the whole plan (a million-job run's results are gigabytes). A job's part of its tally is
@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 from sqlalchemy import text
 
-from ..jobs import job_cost
+from ..jobs import job_spend
 from . import schema as s
 from .engine import RunStatements
 from .roles import ModelTally
@@ -28,13 +28,14 @@ __all__ = ["BY_TIME", "TallyTables", "kept_key", "tallies_of", "tally_values"]
 
 
 def tally_values(result: Mapping[str, Any] | None) -> tuple[float, int, int]:
-    """A job's part of its model's tally, from its result: cost (``job_cost``), 1 if it made a call (a
-    result that is not a cache hit), 1 if it was a cache hit; nothing without a result. Written to
-    ``kw_jobs`` (``cost_usd``, ``called``, ``cache_hit``) with the result, by every writer of one."""
+    """A job's part of its model's tally, from its result: what it spent (``job_spend``: a cache hit
+    spends nothing), 1 if it made a call (a result that is not a cache hit), 1 if it was a cache hit;
+    nothing without a result. Written to ``kw_jobs`` (``cost_usd``, ``called``, ``cache_hit``) with the
+    result, by every writer of one."""
     if not result:
         return 0.0, 0, 0
     hit = bool(result.get("cache_hit"))
-    return job_cost(result), int(not hit), int(hit)
+    return job_spend(result), int(not hit), int(hit)
 
 
 def tallies_of(rows: Iterable[tuple[Any, ...]]) -> dict[str, ModelTally]:

@@ -39,12 +39,13 @@ from .manifest import (
     ScenarioProvenance,
     manifest_path,
 )
+from .manifest.document import Subset
 from .ranking import Clusters, Ranking, default_rank_by, rank_models
 from .report import write_report
 from .screen_record import screen_record, screened_table
 from .selective_cells import transfer_here
 from .table_files import write_tables
-from .tables import CI, headline_table
+from .tables import CI, headline_table, subset_notes
 
 __all__ = ["PACKAGES", "Drilldown", "finalize_run", "scenario_folder", "write_outputs"]
 
@@ -179,29 +180,44 @@ def _run_provenance(
     )
 
 
-def _scenario_files(spec: ScenarioSpec) -> dict[str, str]:
+def _scenario_files(spec: ScenarioSpec) -> tuple[dict[str, str], Subset | None]:
+    """The sha256 of each file of a scenario, and with a ``limit`` the sample it drew."""
     try:
-        return dict(load_scenario(spec).files)
+        loaded = load_scenario(spec)
     except KnowwhenError:
         # A kind this version cannot load: hash what is there, so provenance is never silently empty.
         path = spec.path
         if path is None:
-            return {}
+            return {}, None
         files = [path] if path.is_file() else sorted(p for p in path.glob("*") if p.is_file())
-        return {p.name: file_sha256(p) for p in files}
+        return {p.name: file_sha256(p) for p in files}, None
+    got = loaded.subset
+    subset = None
+    if got is not None:
+        subset = Subset(
+            of=got.of,
+            asked=got.asked,
+            seed=got.seed,
+            unit=got.unit,
+            tasks_of=got.tasks_of,
+            tasks_asked=got.tasks_asked,
+        )
+    return dict(loaded.files), subset
 
 
 _SCENARIO_FIELDS_SHOWN = {"id", "kind", "path", "variant", "version", "limit"}
 
 
 def _scenario_provenance(spec: ScenarioSpec) -> ScenarioProvenance:
+    files, subset = _scenario_files(spec)
     return ScenarioProvenance(
         id=spec.id,
         kind=spec.kind,
         variant=spec.variant,
         version=spec.version,
         limit=spec.limit,
-        files=_scenario_files(spec),
+        subset=subset,
+        files=files,
         settings=spec.model_dump(mode="json", exclude_defaults=True, exclude=_SCENARIO_FIELDS_SHOWN),
     )
 
@@ -377,8 +393,7 @@ def write_outputs(
 def _write_table(config: SweepConfig, manifests: Sequence[CxsManifest], ranking: Ranking) -> None:
     table = headline_table(manifests, ranking)
     text = screened_table(table, manifests, CI).to_markdown()
-    scopes = {c.scenario: c.scope for m in manifests for c in m.open_loop if c.scope and c.scope.subset}
-    if scopes:
-        notes = [f"- {sc}: a subset was scored, {scope.describe()}" for sc, scope in scopes.items()]
-        text += "\n" + "\n".join(notes) + "\n"
+    notes = subset_notes(manifests)
+    if notes:
+        text += "\n" + "\n".join(f"- {note}" for note in notes) + "\n"
     atomic_write_bytes(config.output / "table.md", text.encode())

@@ -14,7 +14,7 @@ import shutil
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +31,11 @@ from ..dataset.files import (
     read_answers,
 )
 from ..dataset.scoring import AnswerKey, compile_key, occurrence_correct
+from ..dataset.subset import SUBSET_FILE, read_subset, write_subset_files, write_subset_record
 from ..exceptions import ScenarioError
 from ..jsonio import atomic_write_bytes, find_jsonl, jsonl_bytes, write_jsonl_bytes
 from ..queue import JobResult, Queue
-from ..scenarios.states import planned_qhashes
+from ..scenarios.states import planned_questions
 from .collect import RunRecords, collect_records
 
 __all__ = ["OPERATION_FIELDS", "AnswerFiles", "Folder", "failure_kinds", "write_states_folders"]
@@ -58,17 +59,28 @@ def stem(spec: ScenarioSpec) -> str:
 
 
 def _copy_question_files(spec: ScenarioSpec, dest: Path) -> None:
+    """The question set beside the answers: whole, or with a ``limit`` the drawn tasks' occurrences and
+    questions and a ``subset.json`` saying what they are of (so ``knowwhen score`` scores what was asked)."""
     dest.mkdir(parents=True, exist_ok=True)
     if spec.path is None:  # states scenarios always have one (config validation)
         return
+    if (spec.path / "corpus.json").is_file():
+        shutil.copyfile(spec.path / "corpus.json", dest / "corpus.json")
+    if spec.limit is not None:
+        if find_jsonl(spec.path, stem(spec)) is None:
+            return  # the question set is not on this machine: the sample copied when it was stays
+        planned = planned_questions(spec, load_question_set(spec.path, questions_stem=stem(spec)))
+        if planned.tasks is not None and planned.subset is not None:
+            write_subset_files(spec.path, dest, (stem(spec), "occurrences"), planned.tasks)
+            write_subset_record(dest, planned.subset)
+            return
+    (dest / SUBSET_FILE).unlink(missing_ok=True)
     for name in (stem(spec), "occurrences"):
         src = find_jsonl(spec.path, name)
         if src is not None:
             target = dest / src.name
             if not target.exists() or target.stat().st_size != src.stat().st_size:
                 atomic_write_bytes(target, src.read_bytes())
-    if (spec.path / "corpus.json").is_file():
-        shutil.copyfile(spec.path / "corpus.json", dest / "corpus.json")
 
 
 def _file_rows(
@@ -194,9 +206,14 @@ async def write_states_folders(
 
 
 def _folder(spec: ScenarioSpec, qset: QuestionSet, written: Mapping[Path, AnswerTable]) -> Folder:
-    planned = planned_qhashes(spec, qset.questions) if spec.limit is not None else None
+    # A limited scenario's folder holds the drawn tasks alone (``_copy_question_files``): its key is the
+    # subset's, and its scope counts what the whole set holds.
+    key = compile_key(qset)
+    subset = read_subset(qset.path)
+    if subset is not None and subset.occurrences_of is not None and subset.tasks_of is not None:
+        key = replace(key, all_occurrences=subset.occurrences_of, all_tasks=subset.tasks_of)
     table = _read_back(qset, spec.variant or "main", written)
-    return Folder(spec, qset, compile_key(qset, planned=planned), table)
+    return Folder(spec, qset, key, table)
 
 
 def _finite(value: float | None) -> float | None:

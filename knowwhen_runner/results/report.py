@@ -118,7 +118,12 @@ def _dl(items: Sequence[tuple[str, str | None]]) -> str:
 def _scenario_text(s: ScenarioProvenance) -> str:
     parts = [s.kind, f"version {s.version}"]
     parts += [f"variant {s.variant}"] if s.variant else []
-    parts += [f"first {s.limit}"] if s.limit else []
+    if s.subset is not None:
+        parts.append(
+            f"a seeded sample of {s.subset.asked:,} of {s.subset.of:,} {s.subset.unit} (seed {s.subset.seed})"
+        )
+    elif s.limit:
+        parts.append(f"first {s.limit}")  # a manifest written before samples were drawn
     parts += [f"{k} {json.dumps(v, sort_keys=True)}" for k, v in sorted(s.settings.items())]
     return ", ".join(parts)
 

@@ -10,7 +10,7 @@ from .gated_tables import deferral_table, gated_summary_table, gated_table, tran
 from .manifest import CxsManifest
 from .ranking import Ranking, rank_models
 from .screen_record import screened_table
-from .tables import CI, Table, closed_loop_table, comparison_table, details_table
+from .tables import CI, Table, closed_loop_table, comparison_table, details_table, with_subset_note
 
 __all__ = ["write_tables"]
 
@@ -32,7 +32,7 @@ def write_tables(
     for optional in (*optionals, closed_loop_table(manifests, ranking)):
         if optional.rows:
             tables.append(optional)
-    tables = [screened_table(table, manifests, CI) for table in tables]
+    tables = [with_subset_note(screened_table(table, manifests, CI), manifests) for table in tables]
     for table in tables:
         atomic_write_bytes(folder / f"{table.name}.md", table.to_markdown().encode())
         atomic_write_bytes(folder / f"{table.name}.csv", table.to_csv().encode())

@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .manifest import ConfidenceInterval, CxsManifest
@@ -27,6 +27,8 @@ __all__ = [
     "comparison_table",
     "details_table",
     "headline_table",
+    "subset_notes",
+    "with_subset_note",
 ]
 
 MISSING = "–"
@@ -294,6 +296,35 @@ def headline_table(manifests: Sequence[CxsManifest], ranking: Ranking | None = N
     what = "accuracy and success" if "episodes" in kinds else "accuracy"
     title = f"{_run_name(manifests)}: {what} (%)"
     return Table("table", title, cols, ranking.sorted_rows(rows), "\n".join(notes))
+
+
+def subset_notes(manifests: Sequence[CxsManifest]) -> list[str]:
+    """One line per scenario the run asked a subset of (a ``limit``): what was asked of what it holds."""
+    if not manifests:
+        return []
+    scopes = {c.scenario: c.scope for m in manifests for c in m.open_loop if c.scope and c.scope.subset}
+    notes = []
+    for sc in manifests[0].scenarios:
+        scope = scopes.pop(sc.id, None)
+        if sc.subset is None and scope is None:
+            continue
+        said = [] if scope is None else [scope.describe()]
+        said += [] if sc.subset is None else [_subset_sentence(sc.subset)]
+        notes.append(f"{sc.id}: a subset was scored, {'; '.join(said)}")
+    return notes
+
+
+def _subset_sentence(subset: Any) -> str:
+    return f"a seeded sample of {subset.asked:,} of {subset.of:,} {subset.unit} (seed {subset.seed})"
+
+
+def with_subset_note(table: Table, manifests: Sequence[CxsManifest]) -> Table:
+    """``table`` with a note naming the subsets its figures are over (they are not full-set figures)."""
+    notes = subset_notes(manifests)
+    if not notes:
+        return table
+    said = "Subsets (figures over what was asked, not the full set): " + "; ".join(notes) + "."
+    return replace(table, note=f"{table.note} {said}".strip())
 
 
 def _ranked_note(ranking: Ranking) -> str:

@@ -4,6 +4,7 @@ A task set is either a task list in the benchmark's ``tasks`` layout (as ``knoww
 it) or a suite + split + n named in the config. Items are the tasks as ``task_id``, ``suite`` (its JSON)
 and ``seed``: enough for any worker to rebuild the task, and nothing it could not rebuild.
 Evaluation seeds stay guarded here as in the generator, so a sweep cannot tune on them by accident.
+A ``limit`` runs a seeded sample of the tasks spread over their kinds (``dataset.subset.stratified``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from typing import Any
 
 from ..config import ScenarioSpec
 from ..dataset.rows import TaskRow, check_row
+from ..dataset.subset import DEFAULT_SEED, SubsetRecord, stratified
 from ..exceptions import ScenarioError
-from ..gym import SPLITS, Suite, check_eval_allowed, get_suite, task_id_for, task_rows
+from ..gym import SPLITS, Suite, check_eval_allowed, get_suite, make_task, task_id_for, task_rows
 from ..gym.splits import SPLIT_SIZE
 from ..jsonio import file_sha256, find_jsonl, iter_jsonl
 from .scenario import Scenario
@@ -85,4 +87,24 @@ def load_episodes(spec: ScenarioSpec) -> Scenario:
         items[row["task_id"]] = task_item(row, index)
     if not items:
         raise ScenarioError(f"scenario {spec.id!r}: the task set is empty")
-    return Scenario(id=spec.id, kind="episodes", version=spec.version, items=items, files=files)
+    subset = None
+    if spec.limit is not None and spec.limit < len(items):  # a limit that covers every task is no subset
+        items, subset = _sample(spec, spec.limit, items)
+    return Scenario(
+        id=spec.id, kind="episodes", version=spec.version, items=items, files=files, subset=subset
+    )
+
+
+def _sample(
+    spec: ScenarioSpec, limit: int, items: dict[str, dict[str, Any]]
+) -> tuple[dict[str, dict[str, Any]], SubsetRecord]:
+    """``limit`` tasks drawn across task kinds (a task's kind comes from its suite and seed)."""
+    seed = DEFAULT_SEED if spec.seed is None else spec.seed
+    suites: dict[str, Suite] = {}
+    kinds = {}
+    for task_id, item in items.items():
+        suite = suites.setdefault(item["suite"], Suite.from_json(item["suite"]))
+        kinds[task_id] = make_task(suite, item["seed"]).kind
+    drawn = set(stratified(kinds, limit, seed))
+    kept = {t: item for t, item in items.items() if t in drawn}  # in list order, each its own index
+    return kept, SubsetRecord(of=len(items), asked=len(kept), seed=seed, unit="tasks")

@@ -16,7 +16,9 @@ Nothing is downloaded here. The scenario's ``path`` is a folder filled once (``k
 writes both with a manifest of releases and hashes. Every file read is hashed into the run's manifests, so
 a run states which copy it used. Per source the first ``caps`` items in file order are taken (200 per BFCL
 category, 1,000 When2Call), then the ids in the ``exclude`` file (the development items) are left out. A
-source whose files are absent is left out and named (``Scenario.missing``). Function names a provider would
+source whose files are absent is left out and named (``Scenario.missing``). A ``limit`` asks a seeded
+sample spread over the sources and When2Call's answer kinds (``dataset.subset.stratified``); the argument
+questions go with the items drawn. Function names a provider would
 refuse become safe labels; ``names`` maps them back, so answers are written as BFCL spells them.
 Tool choice (``dp: tool_select``) is always asked; with ``params`` the argument questions
 (``<item>/param/<name>``, ``dp: tool_params``) of ``isolated_params`` are asked too.
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from ..config import IsolatedSource, ScenarioSpec
+from ..dataset.subset import DEFAULT_SEED, SubsetRecord, stratified
 from ..exceptions import ScenarioError
 from ..jsonio import bounded_lines, file_sha256, iter_jsonl, loads
 from .isolated_params import argument_items, read_calls
@@ -73,6 +76,12 @@ class _Raw:
     functions: list[dict[str, Any]]
     gold: list[str]  # function names as the upstream files spell them, or NONE_OPTION / ASK_OPTION
     extras: tuple[str, ...]
+    answer: str = ""  # When2Call's answer category (tool_call, request_for_info, cannot_answer, direct)
+
+    @property
+    def stratum(self) -> str:
+        """What a ``limit`` sample spreads over: the source (a BFCL category), and When2Call's answer kind."""
+        return f"{self.source}/{self.answer}" if self.answer else self.source
 
 
 def tool_label(name: str) -> str:
@@ -248,7 +257,8 @@ def _read_when2call(folder: Path, cap: int, files: dict[str, str]) -> list[_Raw]
         else:
             raise ScenarioError(f"{where}: unknown correct_answer {answer!r}")
         messages = [{"role": "user", "content": question}]
-        raw = _Raw(item_id, f"when2call:{subset}", subset, messages, tools, [gold], (ASK_OPTION, NONE_OPTION))
+        extras = (ASK_OPTION, NONE_OPTION)
+        raw = _Raw(item_id, f"when2call:{subset}", subset, messages, tools, [gold], extras, str(answer))
         out.append(raw)
     return out
 
@@ -321,7 +331,12 @@ def load_isolated(spec: ScenarioSpec) -> Scenario:
         files[spec.exclude.name] = file_sha256(spec.exclude)
     if (spec.path / "l1-manifest.json").is_file():  # fetch-l1's record of the release and commit
         files["l1-manifest.json"] = file_sha256(spec.path / "l1-manifest.json")
-    ids = sorted(by_id)[: spec.limit] if spec.limit is not None else sorted(by_id)
+    ids, subset = sorted(by_id), None
+    if spec.limit is not None:
+        seed = DEFAULT_SEED if spec.seed is None else spec.seed
+        if spec.limit < len(ids):  # a limit that covers every item is no subset
+            ids = stratified({i: by_id[i].stratum for i in ids}, spec.limit, seed)
+            subset = SubsetRecord(of=len(by_id), asked=len(ids), seed=seed, unit="items")
     if not ids:
         hint = f"; fetch the data with `knowwhen fetch-l1 --out {spec.path}`" if missing else ""
         raise ScenarioError(f"scenario {spec.id!r}: no isolated items left (check caps and exclude){hint}")
@@ -330,7 +345,13 @@ def load_isolated(spec: ScenarioSpec) -> Scenario:
         arguments = _argument_items(spec, [by_id[i] for i in ids], items)
         items.update({k: v for k, v in arguments.items() if k not in excluded})
     return Scenario(
-        id=spec.id, kind="isolated", version=spec.version, items=items, files=files, missing=tuple(missing)
+        id=spec.id,
+        kind="isolated",
+        version=spec.version,
+        items=items,
+        files=files,
+        missing=tuple(missing),
+        subset=subset,
     )
 
 

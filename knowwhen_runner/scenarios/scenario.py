@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..dataset.subset import SubsetRecord
+
 __all__ = ["MissingSource", "Scenario"]
 
 
@@ -31,3 +33,4 @@ class Scenario:
     files: dict[str, str] = field(default_factory=dict)  # file name -> sha256, for provenance
     variant: str | None = None
     missing: tuple[MissingSource, ...] = ()  # isolated: sources left out because their files are absent
+    subset: SubsetRecord | None = None  # with a limit: what was drawn of what the scenario holds

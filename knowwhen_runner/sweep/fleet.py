@@ -239,6 +239,7 @@ def run_fleet(request: RunRequest) -> RunSummary:
         return run_sweep(request, config=config)
     ledger, holder = open_ledger(url), new_worker_id()
     token = uuid.uuid4().hex
+    before = anyio.run(_work_done, url, config.name) if request.processes > 1 else None
     children = _spawn_workers(url, config.name, request.processes - 1, token)
     interrupted = True
     try:
@@ -252,9 +253,50 @@ def run_fleet(request: RunRequest) -> RunSummary:
         _finish_workers(children, interrupted)
     anyio.run(ledger.close)
     anyio.run(_drop_share, url, holder)
+    if before is not None:  # every process's work, as the database counts it, not this one's alone
+        after = anyio.run(_work_done, url, config.name)
+        summary.stats = _work_between(summary.stats, before, after)
+        summary.processes = request.processes
     if request.finalize and not interrupted:
         summary.finalized = anyio.run(_finalize_after_run, config.model_copy(update={"db": url}), holder)
     return summary
+
+
+@dataclass(frozen=True)
+class _WorkDone:
+    """What the database counts of a run's work so far: jobs done and failed, and what the done ones
+    called, found in the cache and spent (``tally_values``)."""
+
+    done: int = 0
+    failed: int = 0
+    calls: int = 0
+    cache_hits: int = 0
+    spent_usd: float = 0.0
+
+
+async def _work_done(url: str, run: str) -> _WorkDone:
+    async with open_queue(url, run) as queue:
+        tallies = (await queue.model_tallies()).values()
+    return _WorkDone(
+        sum(t.statuses.get("done", 0) for t in tallies),
+        sum(t.statuses.get("failed", 0) for t in tallies),
+        sum(t.calls for t in tallies),
+        sum(t.cache_hits for t in tallies),
+        sum(t.cost_usd for t in tallies),
+    )
+
+
+def _work_between(mine: WorkStats, before: _WorkDone, after: _WorkDone) -> WorkStats:
+    """The work of every process between two counts (this process's probes added to what was spent);
+    requests are not counted by the database, so this process's stand for none of the others'."""
+    return dataclasses.replace(
+        mine,
+        done=max(0, after.done - before.done),
+        failed=max(0, after.failed - before.failed),
+        calls=max(0, after.calls - before.calls),
+        cache_hits=max(0, after.cache_hits - before.cache_hits),
+        cost_usd=max(0.0, after.spent_usd - before.spent_usd) + mine.probe_usd,
+    )
 
 
 async def _drop_share(url: str, holder: str) -> None:

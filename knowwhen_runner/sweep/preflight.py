@@ -285,18 +285,20 @@ async def preflight_models(
     secrets: Secrets,
     items: Items,
     preflight: Preflight,
-) -> None:
-    """Leave out the skipped models; probe the rest; stop on a no-go (``PreflightError``)."""
+) -> float:
+    """Leave out the skipped models; probe the rest; stop on a no-go (``PreflightError``). What the
+    probes' calls cost (USD): the run spent it too."""
     known = {m.id for m in config.models}
     for model_id in sorted(preflight.skip):
         if model_id not in known:
             raise ConfigError(f"--skip-model {model_id}: no model with that id in the config")
         await queue.set_control(model_id, "quarantined", "left out of this run with --skip-model")
     if not preflight.probe:
-        return
+        return 0.0
     open_jobs = [job for job, _s, _r, _e in await queue.results(status="pending")]
     probes = await probe_models(config, queue, secrets, items, open_jobs, store=store, skip=preflight.skip)
     if preflight.report is not None:
         preflight.report(probes)
     if not all(p.go for p in probes):
         raise PreflightError(no_go_message(probes))
+    return sum(p.cost_usd or 0.0 for p in probes if p.how == "called")  # a called probe made its call now

@@ -44,6 +44,7 @@ class PlanReport:
     cache: str  # where the response store is
     est_batch_cost_usd: float | None = None  # models with ``batch`` at their Batch API price (None: none do)
     batch_notes: list[str] = dataclasses.field(default_factory=list)
+    samples: list[str] = dataclasses.field(default_factory=list)  # scenarios asked in part (a limit)
 
 
 def plan_report(config_path: str | Path, *, db: str | None = None) -> PlanReport:
@@ -54,7 +55,9 @@ def plan_report(config_path: str | Path, *, db: str | None = None) -> PlanReport
     """
     config = with_db(load_config(config_path), db)
     scenarios = {spec.id: load_scenario(spec) for spec in config.scenarios}
-    return anyio.run(_plan_report, config, expand(config, scenarios))
+    report = anyio.run(_plan_report, config, expand(config, scenarios))
+    report.samples = [f"{sc.id}: {sc.subset.sentence()}" for sc in scenarios.values() if sc.subset]
+    return report
 
 
 @dataclass

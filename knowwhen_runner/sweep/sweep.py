@@ -87,6 +87,9 @@ class RunSummary:
     held_back: list[ModelControl] = field(default_factory=list)  # quarantined or paused models
     budget_spent: list[str] = field(default_factory=list)  # one sentence per budget found spent
     left_out: list[str] = field(default_factory=list)  # L1 sources not planned: their files are absent
+    processes: int = (
+        1  # of ``run --processes N``: then ``stats`` counts every process's work (the database's)
+    )
 
 
 def failure_reasons(results: list[JobResult]) -> Counter[str]:
@@ -214,7 +217,8 @@ async def _work_stages(
     while True:
         items = await stages.plan(fits)
         if preflight is not None:
-            await preflight_models(config, queue, store, sweep.secrets, items, preflight)
+            total.probe_usd = await preflight_models(config, queue, store, sweep.secrets, items, preflight)
+            total.cost_usd += total.probe_usd
             preflight = None  # once per run, before anything is spent
         if plan_token is not None:
             await queue.update_meta({"plan_token": plan_token})

@@ -65,9 +65,17 @@ class CallResult:
 
 @dataclass
 class CallTally:
+    """This process's model calls: made, requests sent, answered from the cache, and what the calls made
+    cost (``spent_usd``, at their price; a cache hit spends nothing): the one place spend is counted."""
+
     calls: int = 0
     requests: int = 0
     cache_hits: int = 0
+    spent_usd: float = 0.0
+
+    def spent(self, response: dict[str, Any] | None) -> None:
+        """Count what a call made now cost (its response's ``cost_usd``)."""
+        self.spent_usd += float((response or {}).get("cost_usd") or 0.0)
 
 
 class CachedCalls:
@@ -157,6 +165,7 @@ class CachedCalls:
         self._remember(key, outcome.response)
         self.tally.calls += 1
         self.tally.requests += outcome.requests
+        self.tally.spent(outcome.response)
         result = CallResult(
             outcome.response,
             key,

@@ -96,15 +96,19 @@ def _invalid(response: dict[str, Any], options: tuple[str, ...]) -> str | None:
 
 @dataclass
 class _Spend:
-    """Calls, cost and latency of one kind of call (decision or llm) within an episode."""
+    """Calls, cost and latency of one kind of call (decision or llm) within an episode: ``cost_usd`` at the
+    price of every call, ``spent_usd`` of those made now (a cache hit's price was spent when it was made)."""
 
     calls: int = 0
     cost_usd: float = 0.0
+    spent_usd: float = 0.0
     latency_ms: float = 0.0
 
-    def add(self, response: dict[str, Any]) -> None:
+    def add(self, response: dict[str, Any], *, cache_hit: bool) -> None:
         self.calls += 1
-        self.cost_usd += response.get("cost_usd") or 0.0
+        price = response.get("cost_usd") or 0.0
+        self.cost_usd += price
+        self.spent_usd += 0.0 if cache_hit else price
         self.latency_ms += response.get("latency_ms") or 0.0
 
 
@@ -137,7 +141,7 @@ class _Episode:
     async def _call(self, model: ModelSpec, kind: CallKind, body: dict[str, Any]) -> dict[str, Any]:
         got = await self.ctx.calls.call(model, kind, body)
         self.cache_hits += got.cache_hit
-        self.spend[kind].add(got.response)
+        self.spend[kind].add(got.response, cache_hit=got.cache_hit)
         return got.response
 
     async def ask_model(self, decision: dict[str, Any]) -> str | None:
@@ -298,6 +302,7 @@ def _result(job: Job, run: _Episode, max_steps: int) -> dict[str, Any]:
         "decision_calls": run.spend["decision"].calls,
         "fallbacks": sum(d["fallback"] for d in decisions),
         "cost_usd": EpisodeCost(decision=run.spend["decision"].cost_usd, llm=run.spend["llm"].cost_usd),
+        "spent_usd": EpisodeCost(decision=run.spend["decision"].spent_usd, llm=run.spend["llm"].spent_usd),
         "latency_ms": {k: round(s.latency_ms, 3) for k, s in run.spend.items()},
         "cache_hits": run.cache_hits,
         "extra_tool_calls": sum(len(e["calls"]) for e in run.extra_calls),

@@ -30,7 +30,8 @@ class WorkStats:
     cache_hits: int = 0
     calls: int = 0
     requests: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float = 0.0  # what this process spent: its calls made now, its probes' too (a hit: nothing)
+    probe_usd: float = 0.0  # of which the pre-flight probes' calls (spent before any job)
     started: float = field(default_factory=time.monotonic)
     handed_over: bool = False  # stopped by SIGTERM: unstarted jobs given back, the process may be requeued
     given_up: dict[str, str] = field(default_factory=dict)  # models down too long: their last error
@@ -41,7 +42,7 @@ class WorkStats:
     def add(self, other: WorkStats) -> None:
         """Add another stage's counts to these."""
         for name in ("done", "failed", "retried", "waited", "runner_errors", "cache_hits", "calls",
-                     "requests", "cost_usd"):  # fmt: skip
+                     "requests", "cost_usd", "probe_usd"):  # fmt: skip
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.handed_over = self.handed_over or other.handed_over
         self.given_up.update(other.given_up)

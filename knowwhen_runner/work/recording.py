@@ -17,7 +17,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ..config import WorkerSettings
-from ..jobs import job_cost
+from ..jobs import job_spend
 from ..provider import CacheMode
 from ..queue import Queue
 from .calls import CachedCalls
@@ -83,10 +83,11 @@ class Recording:
                 await self.queue.release(self.id, waiting)
             await self._quarantine(batch)
         tally = self.calls.tally
-        self.stats.calls, self.stats.requests, self.stats.cache_hits = (
+        self.stats.calls, self.stats.requests, self.stats.cache_hits, self.stats.cost_usd = (
             tally.calls,
             tally.requests,
             tally.cache_hits,
+            tally.spent_usd,
         )
         if self.pace is not None:  # the screen looks at what was just recorded
             answered = {o.job.id for o in batch if o.result is not None or (o.failure and o.failure.final)}
@@ -95,7 +96,6 @@ class Recording:
             self._held.discard(o.job.id)
             if o.result is not None:
                 self.stats.done += 1
-                self.stats.cost_usd += job_cost(o.result)
             elif o.failure is not None and o.failure.final:
                 self.stats.failed += 1
             elif o.bug:
@@ -113,7 +113,8 @@ class Recording:
         """Count answers recorded from a provider batch (and its lines failed for good)."""
         self.stats.done += len(rows)
         self.stats.failed += failed
-        self.stats.cost_usd += sum(job_cost(r) for r in rows)
+        self.calls.tally.spent_usd += sum(job_spend(r) for r in rows)  # a batch's lines are calls made now
+        self.stats.cost_usd = self.calls.tally.spent_usd
         if self._on_progress:
             self._on_progress(self.stats)
 

@@ -28,7 +28,12 @@ RESULTS: dict[str, dict[str, Any]] = {
     "a-2": {"answer": "x", "cost_usd": 2},  # a whole number
     "a-3": {"answer": "x"},  # no cost recorded
     "b-0": {"kind": "episode", "cost_usd": {"decision": 0.25, "llm": 1.0, "note": "n/a"}},
-    "b-1": {"kind": "episode", "cost_usd": {"decision": 0.0, "llm": 0.125}, "cache_hit": False},
+    "b-1": {  # an episode that made some calls and found the others in the cache
+        "kind": "episode",
+        "cost_usd": {"decision": 0.0, "llm": 0.125},
+        "spent_usd": {"decision": 0.0, "llm": 0.0625},
+        "cache_hit": False,
+    },
     "b-2": {},  # an empty result: no call
     "c-0": {"answer": "y", "cost_usd": 0.75, "cache_hit": 1},
     "c-1": {"answer": "y", "cost_usd": 0.5},  # set aside after it is done
@@ -122,7 +127,7 @@ def as_version_11(conn: Connection) -> None:
 
 
 def test_every_result_is_written_with_its_tally_values_and_tallies_sum_them(url: str) -> None:
-    """Costs (a number, a whole number, none, an episode's parts), cache hits, an empty result, a failure,
+    """Spend (a number, a whole number, none, an episode's parts, a cache hit's nothing), an empty result, a failure,
     open jobs and a set-aside done job: each row's columns follow its result, each model's tally its
     results read whole (set-aside jobs counted, nothing else of theirs)."""
     q = open_queue(url, "r")
@@ -131,10 +136,11 @@ def test_every_result_is_written_with_its_tally_values_and_tallies_sum_them(url:
         assert_columns_hold_tally_values(url, "r")
         said = said_tallies(q)
         assert said == expected_tallies(q)
-        assert said["a"][1:4] == (2.75, 3, 1) and said["b"][1:4] == (1.375, 2, 0)
+        # what was spent: a cache hit nothing, an episode what its calls made now cost
+        assert said["a"][1:4] == (2.5, 3, 1) and said["b"][1:4] == (1.3125, 2, 0)
         assert said["c"][0] == {"done": 1, "failed": 1, "pending": 2, "set_aside": 1}
-        assert said["c"][1:4] == (0.75, 0, 1)
-        assert run(q.spend) == pytest.approx({"a": 2.75, "b": 1.375, "c": 0.75})
+        assert said["c"][1:4] == (0.0, 0, 1)
+        assert run(q.spend) == pytest.approx({"a": 2.5, "b": 1.3125, "c": 0.0})
     finally:
         run(q.close)
 

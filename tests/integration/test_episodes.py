@@ -21,7 +21,7 @@ from tests.helpers import knowwhen
 
 pytestmark = pytest.mark.slow
 
-_VOLATILE = ("cache_hits", "latency_ms")  # how a result was obtained, not what it is
+_VOLATILE = ("cache_hits", "spent_usd", "latency_ms")  # how a result was obtained, not what it is
 
 
 def _models(base: str, *deciders: str, slow: bool = False) -> list[dict[str, Any]]:

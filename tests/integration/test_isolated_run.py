@@ -114,3 +114,38 @@ def test_run_without_when2call_answers_the_rest_and_says_what_is_left_out(
     assert "left out" not in again.stdout
     rows = _rows(tmp_path / "out" / "l1" / "answers.jsonl.gz")
     assert len(rows) == 2 * 18 and sum(r["source"] == "when2call:mcq" for r in rows) == 2 * 5
+
+
+def test_a_limited_run_asks_every_category_and_its_tables_say_subset(
+    serve: ServerProcess, tmp_path: Path
+) -> None:
+    """`limit: 9` on the BFCL-shaped fixture asks every BFCL category and every When2Call answer kind (not
+    the first ids in string order), plan prints the sample, and the manifest and comparison table name it."""
+    serve.reset()
+    states = make_question_set(tmp_path / "qs", n_tasks=1)
+    config = write_config(
+        tmp_path / "c.yaml",
+        serve.base_url,
+        states,
+        scenarios=[{"id": "l1", "kind": "isolated", "path": str(FIXTURE), "limit": 9}],
+    )
+    plan = knowwhen("plan", str(config))
+    assert plan.returncode == 0, plan.stderr
+    assert "sample: l1: a seeded sample of 9 of 18 items (seed 0)" in " ".join(plan.stdout.split())
+    done = knowwhen("run", str(config), "-q")
+    assert done.returncode == 0, done.stderr
+    rows = _rows(tmp_path / "out" / "l1" / "answers.jsonl.gz")
+    assert len(rows) == 2 * 9
+    bfcl = {r["source"] for r in rows if r["source"].startswith("bfcl:")}
+    kinds = {
+        r["gold"][0] if r["gold"][0] in ("ask_user", "none") else "tool"
+        for r in rows
+        if "when2call" in r["source"]
+    }
+    assert len(bfcl) == 6 and kinds == {"ask_user", "none", "tool"}
+    manifest = load_manifest(tmp_path / "out" / "manifests" / "lexical.cxs.json")
+    (subset,) = [s.subset for s in manifest.scenarios if s.id == "l1"]
+    assert subset is not None and (subset.asked, subset.of, subset.unit) == (9, 18, "items")
+    assert manifest.isolated[0].items == 9
+    table = (tmp_path / "out" / "tables" / "comparison.md").read_text()
+    assert "l1: a subset was scored, a seeded sample of 9 of 18 items (seed 0)" in table

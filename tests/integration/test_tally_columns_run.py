@@ -1,6 +1,7 @@
 """Each model's tally after real runs (``knowwhen run`` against the local model server, SQLite and
 PostgreSQL) is the one its results say: questions priced per request, some failing for good, episodes
-whose cost is recorded in parts, cache hits (a second run of the same questions and tasks) and jobs set
+whose spend is recorded in parts, cache hits (a second run of the same questions and tasks, spending
+nothing) and jobs set
 aside by a smaller plan. Every job's tally columns hold its result's values, and a copy taken back to
 schema version 11 gives the same tallies once upgraded."""
 
@@ -87,6 +88,8 @@ def test_tallies_after_real_runs_are_what_their_results_say(
 ) -> None:
     few, more = make_question_set(tmp_path / "few", 3), make_question_set(tmp_path / "more", 5)
     _run(_config(tmp_path, "first", server.base_url, db, few, 2))
+    first, _expected = _tallies(db, "first")
+    assert first["lexical"][1] > 0, first  # its episodes' agent calls, priced: a spend in parts
     # The same questions and tasks again, and more: the first ones are cache hits, the new ones calls.
     _run(_config(tmp_path, "second", server.base_url, db, more, 3))
     # A smaller plan sets the extra ones aside; a new scenario's new questions fail for the LLM.
@@ -99,7 +102,7 @@ def test_tallies_after_real_runs_are_what_their_results_say(
     assert {"done", "failed", "set_aside"} <= statuses, said
     assert said["lexical-llm"][0]["failed"] > 0 and said["lexical-llm"][3] > 0, said  # failures, hits
     assert said["agent"][2] > 0 and said["agent"][3] > 0, said  # calls and cache hits
-    assert said["lexical"][1] > 0, said  # the episodes' agent calls, priced: a cost in parts
+    assert said["lexical"][1] == 0.0, said  # the same episodes again: every call a cache hit, nothing spent
     for name in ("first", "second"):
         assert_columns_hold_tally_values(db, name)
     engine = _engine(db)

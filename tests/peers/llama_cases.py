@@ -8,10 +8,12 @@ argument, a small model can otherwise write until its context is full.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from knowwhen_runner.jsonio import find_jsonl, iter_jsonl, write_jsonl
 from knowwhen_runner.provider import llm_body
 
 __all__ = [
@@ -165,12 +167,32 @@ RAW_CASES = [
 ]
 
 
+def first_questions(dest: Path, n: int = 10) -> Path:
+    """A question set of the common states' first ``n`` questions by qhash (the ones the cassette holds),
+    their occurrences, and those occurrences' tasks eligible: written into ``dest``."""
+    source = _SCENARIOS / "common"
+    rows = [row for _line, row in iter_jsonl(find_jsonl(source, "questions") or source)]
+    kept = set(sorted(row["qhash"] for row in rows)[:n])
+    occurrences = [
+        r for _l, r in iter_jsonl(find_jsonl(source, "occurrences") or source) if r["qhash"] in kept
+    ]
+    write_jsonl(dest / "questions.jsonl.gz", [r for r in rows if r["qhash"] in kept])
+    write_jsonl(dest / "occurrences.jsonl.gz", occurrences)
+    corpus = json.loads((source / "corpus.json").read_text())
+    tasks = {r["task"] for r in occurrences}
+    corpus["eligible_tasks"] = [t for t in corpus["eligible_tasks"] if t in tasks]
+    (dest / "corpus.json").write_text(json.dumps(corpus))
+    return dest
+
+
 def sweep_config(llm_base: str, decision_base: str, output: Path, model: str = MODEL) -> dict[str, Any]:
     """The small sweep: 10 open-loop questions and 2 short episodes, the LLM in two modes.
 
     ``llm_base`` is the OpenAI-compatible base (ending in /v1); ``decision_base`` is ``knowwhen serve``.
-    The LLM is asked for tool_choice 'auto' (llama-cpp refuses 'required').
+    The LLM is asked for tool_choice 'auto' (llama-cpp refuses 'required'). The questions are the common
+    states' first 10 by qhash, written beside ``output`` (a ``limit`` draws a seeded sample instead).
     """
+    questions = first_questions(output.parent / "first-questions")
     llm: dict[str, Any] = {
         "id": "gemma",
         "model": f"openai/{model}",
@@ -190,7 +212,7 @@ def sweep_config(llm_base: str, decision_base: str, output: Path, model: str = M
         ],
         "modes": ["llm", "model"],
         "scenarios": [
-            {"id": "common", "kind": "states", "path": str(_SCENARIOS / "common"), "limit": 10},
+            {"id": "common", "kind": "states", "path": str(questions)},
             {
                 "id": "l3",
                 "kind": "episodes",

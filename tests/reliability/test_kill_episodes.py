@@ -15,7 +15,7 @@ from tests.helpers import knowwhen
 
 pytestmark = pytest.mark.slow
 
-_TIMING = ("latency_ms", "cache_hits", "wall_ms")
+_TIMING = ("latency_ms", "cache_hits", "spent_usd", "wall_ms")
 
 
 def _config(path: Path, base_url: str) -> Path:

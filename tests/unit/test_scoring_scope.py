@@ -12,6 +12,7 @@ from knowwhen_runner.dataset.scoring import compile_key, score_l2
 from knowwhen_runner.queue import open_queue
 from knowwhen_runner.results.finalize import finalize_run
 from knowwhen_runner.results.manifest import load_manifest, manifest_path
+from knowwhen_runner.scenarios.states import planned_questions
 from tests.golden.builders import META, _question_results, small_config
 
 
@@ -25,12 +26,12 @@ def _finalise_planned(config: SweepConfig) -> set[str]:
     """Record the answers of the planned questions only (as a run with this limit does); finalise."""
     spec = config.scenarios[0]
     assert spec.path is not None and spec.limit is not None
-    planned = set(sorted(load_question_set(spec.path).questions)[: spec.limit])
+    planned = set(planned_questions(spec, load_question_set(spec.path)).qhashes)
 
     async def go() -> None:
         queue = open_queue("memory://", config.name)
         await queue.init_run("name: small\n", META)
-        results = [(j, r) for j, r in _question_results(config) if j.item in planned and r is not None]
+        results = [(j, r) for j, r in _question_results(config, fail=False) if j.item in planned and r]
         jobs = list({j.item + j.model_id: j for j, _ in results}.values())
         await queue.enqueue(jobs, {})
         await queue.claim("w", len(jobs), 60.0)

@@ -153,14 +153,17 @@ def test_question_filters_and_pages_give_true_answers(data: RunData) -> None:
 
 
 def test_live_flags_held_models_and_spend_comes_apart(data: RunData) -> None:
-    """Live marks paused and quarantined models from the run's controls; spend sums every recorded cost."""
+    """Live marks paused and quarantined models from the run's controls; spend sums what every done job
+    spent (a cache hit nothing)."""
 
     async def hold() -> float:
         await data.queue.set_control("dm", "paused", "paused by hand")
         await data.queue.set_control("llm", "quarantined", "HTTP 401: check LLM_KEY")
         total = 0.0
         for _job, status, result, _error in await data.queue.results():
-            cost = (result or {}).get("cost_usd") or 0.0 if status == "done" else 0.0
+            if status != "done" or (result or {}).get("cache_hit"):
+                continue
+            cost = (result or {}).get("spent_usd", (result or {}).get("cost_usd")) or 0.0
             total += sum(cost.values()) if isinstance(cost, dict) else cost
         return total
 

@@ -173,12 +173,33 @@ def _body(source: RunSource, configs: list[CardConfig], summary: ExportSummary) 
     ]
 
 
+def _subset_section(summary: ExportSummary) -> list[str]:
+    """What the folder holds a sample of, when a scenario ran with a ``limit``: its figures are not the
+    full sets' and must not be read as such."""
+    if not summary.subsets:
+        return []
+    lines = [
+        "## A subset",
+        "",
+        "This folder holds **a subset** of the benchmark's sets: some scenarios asked a seeded sample "
+        "(a `limit`). Each of their figures, the `leaderboard` rows included, is over what was asked, not "
+        "over the full set, and is not comparable as an equal with a full-set figure. A subset folder "
+        "holds only what was asked (questions, answer key and corpus of the drawn tasks) and a "
+        "`subset.json` saying what it is of:",
+        "",
+    ]
+    lines += [f"- `{folder}/`: {record.sentence()}" for folder, record in sorted(summary.subsets.items())]
+    return [*lines, ""]
+
+
 def write_card(source: RunSource, out: Path, summary: ExportSummary) -> Path:
     """Write ``out/README.md`` for the files already exported into ``out``."""
     sets = list(dict.fromkeys(summary.sets.values()))
     configs = card_configs(out, sets)
     front = yaml.safe_dump(_front_matter(source, configs), sort_keys=False, allow_unicode=True)
-    parts = ["---", front.rstrip(), "---", "", *_body(source, configs, summary), *_provenance(source, out)]
+    body = _body(source, configs, summary)
+    parts = ["---", front.rstrip(), "---", "", *body[:4], *_subset_section(summary), *body[4:]]
+    parts += _provenance(source, out)
     text = "\n".join(parts)
     atomic_write_bytes(out / "README.md", text.encode())
     return out / "README.md"

@@ -5,7 +5,9 @@ The folder has the card's layout: one question-set folder per recorded question 
 and ``answers_<model>.jsonl.gz`` (``answers_<model>_<variant>.jsonl.gz`` for the other variants);
 ``isolated/answers.jsonl.gz`` (L1); ``tasks/decisiongym_tasks.jsonl.gz`` and ``episodes/<scenario>/`` (L3);
 ``leaderboard/headline_numbers.jsonl.gz``; ``models.jsonl.gz``; the run's manifests; and ``README.md``,
-whose ``configs:`` declare every column (``card``). Answer rows are rewritten in answer schema 3
+whose ``configs:`` declare every column (``card``). A scenario run with a ``limit`` is exported as the
+sample it asked: the drawn tasks' questions, answer key and corpus, with a ``subset.json`` saying what they
+are of (beside ``isolated/answers.jsonl.gz`` and an episodes scenario's files too), and the card says so. Answer rows are rewritten in answer schema 3
 whatever schema the run wrote them in, so ``knowwhen score`` and ``knowwhen import`` read the folder as
 they read the dataset.
 """
@@ -21,10 +23,11 @@ from ...config import ScenarioSpec, SweepConfig
 from ...dataset.answer_rows import file_row, record_row
 from ...dataset.features import ISOLATED_COLUMNS, MODEL_COLUMNS, TASK_COLUMNS, typed_row
 from ...dataset.files import find_answer_files, read_questions
+from ...dataset.subset import SUBSET_FILE, SubsetRecord, read_subset, write_subset_files, write_subset_record
 from ...exceptions import ScenarioError
 from ...jsonio import find_jsonl, iter_jsonl, write_jsonl
 from ..episode_rows import read_episode_row
-from ..manifest import manifest_path
+from ..manifest import load_manifest, manifest_path
 from .card import CARD_MARK, write_card
 from .headline_rows import write_headline_numbers
 from .source import ExportSummary, RunSource
@@ -88,12 +91,55 @@ def _set_sources(config: SweepConfig) -> dict[str, list[ScenarioSpec]]:
     return groups
 
 
-def _write_set(config: SweepConfig, name: str, specs: list[ScenarioSpec], out: Path) -> list[Path]:
+def _drawn(config: SweepConfig, name: str, specs: list[ScenarioSpec]) -> tuple[SubsetRecord, set[str]] | None:
+    """The sample the scenarios on one question set asked (its record and tasks), or None for the whole
+    set; scenarios that asked different ones cannot share the folder."""
+    found = []
+    for spec in specs:
+        folder = config.output / spec.id
+        record = read_subset(folder)
+        tasks = None
+        if record is not None:
+            occurrences = find_jsonl(folder, "occurrences")
+            tasks = {str(r.get("task")) for _l, r in iter_jsonl(occurrences)} if occurrences else set()
+        found.append((spec.id, record, tasks))
+    if all(record is None for _id, record, _t in found):
+        return None
+    first_id, first, tasks = found[0]
+    for other_id, _record, other in found[1:]:
+        if other != tasks:
+            raise ScenarioError(
+                f"scenarios {first_id!r} and {other_id!r} asked different samples of the question set {name!r} "
+                "(their limit or seed differ); export one of them"
+            )
+    assert first is not None and tasks is not None
+    return first, tasks
+
+
+def _write_set(
+    config: SweepConfig, name: str, specs: list[ScenarioSpec], out: Path, summary: ExportSummary
+) -> list[Path]:
     source = specs[0].path
     assert source is not None
-    if not source.is_dir():  # the question set is not on this machine: the run folder's copies
-        source = config.output / specs[0].id
-    written = _question_files(source, out / name)
+    drawn = _drawn(config, name, specs)
+    if drawn is not None:  # a subset: the drawn tasks' questions (every variant), key and corpus, and so
+        record, tasks = drawn
+        if not source.is_dir():
+            raise ScenarioError(
+                f"{source}: the question set is not on this machine; a subset of it is exported from it"
+            )
+        stems = {p.name.split(".")[0] for p in source.glob("questions*.jsonl*")} | {"occurrences"}
+        written = write_subset_files(source, out / name, sorted(stems), tasks, gz=True)
+        write_subset_record(out / name, record)
+        written.append(out / name / SUBSET_FILE)
+        if (source / "variants.json").is_file():
+            shutil.copyfile(source / "variants.json", out / name / "variants.json")
+            written.append(out / name / "variants.json")
+        summary.subsets[name] = record
+    else:
+        if not source.is_dir():  # the question set is not on this machine: the run folder's copies
+            source = config.output / specs[0].id
+        written = _question_files(source, out / name)
     seen: dict[tuple[str, str], str] = {}
     for spec in specs:
         variant = spec.variant or "main"
@@ -137,9 +183,27 @@ def _write_answers(
     return written
 
 
-def _write_isolated(config: SweepConfig, out: Path) -> list[Path]:
+def _subsets(config: SweepConfig) -> dict[str, SubsetRecord]:
+    """The sample each scenario asked, by scenario id, as the run's manifests record it."""
+    manifests = [manifest_path(config.output, m.id) for m in config.models]
+    found = next((load_manifest(p) for p in manifests if p.is_file()), None)
+    return {
+        sc.id: SubsetRecord(**sc.subset.model_dump())
+        for sc in (found.scenarios if found else [])
+        if sc.subset is not None
+    }
+
+
+def _write_isolated(config: SweepConfig, out: Path, summary: ExportSummary) -> list[Path]:
     rows: list[dict[str, Any]] = []
     seen: set[tuple[str, str]] = set()
+    isolated = [s.id for s in config.scenarios if s.kind == "isolated"]
+    subsets = {sc: record for sc, record in _subsets(config).items() if sc in isolated}
+    if subsets and len(isolated) > 1:
+        raise ScenarioError(
+            f"scenarios {', '.join(map(repr, isolated))} share isolated/answers.jsonl.gz and {next(iter(subsets))!r} "
+            "asked a sample; export one of them"
+        )
     for spec in config.scenarios:
         src = find_jsonl(config.output / spec.id, "answers") if spec.kind == "isolated" else None
         for line, row in iter_jsonl(src) if src else ():
@@ -151,7 +215,12 @@ def _write_isolated(config: SweepConfig, out: Path) -> list[Path]:
     if not rows:
         return []
     write_jsonl(out / "isolated" / "answers.jsonl.gz", rows)
-    return [out / "isolated" / "answers.jsonl.gz"]
+    written = [out / "isolated" / "answers.jsonl.gz"]
+    for record in subsets.values():
+        write_subset_record(out / "isolated", record)
+        written.append(out / "isolated" / SUBSET_FILE)
+        summary.subsets["isolated"] = record
+    return written
 
 
 def _task_rows(source: RunSource) -> Iterable[dict[str, Any]]:
@@ -166,8 +235,9 @@ def _task_rows(source: RunSource) -> Iterable[dict[str, Any]]:
             yield typed_row(row, TASK_COLUMNS)
 
 
-def _write_episodes(source: RunSource, out: Path) -> list[Path]:
+def _write_episodes(source: RunSource, out: Path, summary: ExportSummary) -> list[Path]:
     written = []
+    subsets = _subsets(source.config)
     rows = list(_task_rows(source))
     if rows:
         write_jsonl(out / "tasks" / "decisiongym_tasks.jsonl.gz", rows)
@@ -180,6 +250,10 @@ def _write_episodes(source: RunSource, out: Path) -> list[Path]:
             dest = out / "episodes" / spec.id / path.name
             write_jsonl(dest, episodes)
             written.append(dest)
+        if spec.id in subsets and (out / "episodes" / spec.id).is_dir():
+            write_subset_record(out / "episodes" / spec.id, subsets[spec.id])
+            written.append(out / "episodes" / spec.id / SUBSET_FILE)
+            summary.subsets[f"episodes/{spec.id}"] = subsets[spec.id]
     return written
 
 
@@ -242,10 +316,10 @@ def write_export(source: RunSource, out: Path) -> ExportSummary:
     summary = ExportSummary(out)
     summary.files += _copy_manifests(config, out)
     for name, specs in _set_sources(config).items():
-        summary.files += _write_set(config, name, specs, out)
+        summary.files += _write_set(config, name, specs, out, summary)
         summary.sets.update({spec.id: name for spec in specs})
-    summary.files += _write_isolated(config, out)
-    summary.files += _write_episodes(source, out)
+    summary.files += _write_isolated(config, out, summary)
+    summary.files += _write_episodes(source, out, summary)
     summary.files.append(write_headline_numbers(config, out, summary.sets))
     summary.files.append(_write_models(config, out))
     summary.files.append(write_card(source, out, summary))

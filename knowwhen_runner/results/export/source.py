@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ...config import SweepConfig
+from ...dataset.subset import SubsetRecord
 
 __all__ = ["ExportSummary", "RunSource"]
 
@@ -28,3 +29,4 @@ class ExportSummary:
     out: Path
     sets: dict[str, str] = field(default_factory=dict)  # scenario id -> folder name
     files: list[Path] = field(default_factory=list)
+    subsets: dict[str, SubsetRecord] = field(default_factory=dict)  # folder -> the sample it holds

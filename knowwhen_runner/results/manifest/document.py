@@ -46,6 +46,7 @@ __all__ = [
     "ScenarioProvenance",
     "Scope",
     "Stratum",
+    "Subset",
     "Tokens",
     "Validity",
     "load_manifest",
@@ -53,11 +54,14 @@ __all__ = [
 ]
 
 MANIFEST_SCHEMA_VERSION: Literal[8] = 8
-"""8: an open-loop cell of a decision model gated over an LLM carries ``deferral``, its deferral scorecard
-(accuracy against the share of LLM calls and cost, oracle and random baselines, APGR, CPT, AIQ, excess
-AURC, equal-mass ECE before and after Platt scaling) and, when the gate sets a ``risk``, the τ chosen with
-a guarantee (``deferral.guarantee``), and the achieved error of a τ chosen on another scenario
-(``deferral.transfers``; a gated closed-loop cell's ``deferral.transfer``). 7: a plain ``top: k`` screen draws an order of questions (``screen.unit``) and says what settled it: its
+"""8: a scenario run with a ``limit`` says what its seeded sample is of (``scenarios[].subset``: of, asked,
+seed, unit), and every cell of it is scored over what was asked; an open-loop cell of a decision model
+gated over an LLM carries ``deferral``, its deferral scorecard (accuracy against the share of LLM calls
+and cost, oracle and random baselines, APGR, CPT, AIQ, excess AURC, equal-mass ECE before and after Platt
+scaling) and, when the gate sets a ``risk``, the τ chosen with a guarantee (``deferral.guarantee``), and
+the achieved error of a τ chosen on another scenario (``deferral.transfers``; a gated closed-loop cell's
+``deferral.transfer``).
+7: a plain ``top: k`` screen draws an order of questions (``screen.unit``) and says what settled it: its
 leaders (``screen.leaders``), the level of each paired test (``screen.alpha_pair``) and how many leaders
 were surely above the model (``screen.leaders_above``).
 6: ``screen``, the run's screening of this model. 5: an L1 cell scores every tool choice (``tool_choice_pct``: dp tool_select, When2Call included) and the
@@ -82,6 +86,17 @@ class ModelRef(ManifestPart):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+class Subset(ManifestPart):
+    """A scenario's ``limit``: the seeded sample asked, of what the scenario holds."""
+
+    of: int = Field(description="Items the scenario holds (``unit``).")
+    asked: int = Field(description="Items drawn and asked; every figure of the scenario is over these.")
+    seed: int = Field(description="The sample's seed (the same seed, the same sample on any machine).")
+    unit: str = Field(description="questions (states), items (isolated) or tasks (episodes).")
+    tasks_of: int | None = Field(None, description="States: the question set's tasks.")
+    tasks_asked: int | None = Field(None, description="States: the tasks drawn whole.")
+
+
 class ScenarioProvenance(ManifestPart):
     """A scenario of the run and the sha256 of each of its files (read at finalise time)."""
 
@@ -90,6 +105,7 @@ class ScenarioProvenance(ManifestPart):
     variant: str | None = None
     version: str
     limit: int | None = None
+    subset: Subset | None = Field(None, description="With a limit: the sample asked (version 8 on).")
     files: dict[str, str] = Field(default_factory=dict, description="File name -> sha256.")
     settings: dict[str, Any] = Field({}, description="Other config fields (episodes: suite, split, n, τ...).")
 
