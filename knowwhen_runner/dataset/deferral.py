@@ -22,11 +22,14 @@ from .metrics import aurc, gated_curve
 
 __all__ = [
     "ECE_MIN_ITEMS",
+    "CalibrationFigures",
     "DeferralPoint",
     "PlattFit",
+    "RouterFigures",
     "Scorecard",
     "aiq",
     "apgr",
+    "calibration_figures",
     "calls_to_recover",
     "deferral_scorecard",
     "ece_equal_mass",
@@ -34,6 +37,7 @@ __all__ = [
     "oracle_aurc",
     "platt_fit",
     "platt_scale",
+    "router_figures",
     "top_accuracy",
     "weighted_router_figures",
 ]
@@ -86,6 +90,48 @@ class Scorecard:
     platt: PlattFit | None
     ece_platt: float
     top10_accuracy: float
+
+
+@dataclass(frozen=True, slots=True)
+class RouterFigures:
+    """What a set of router points (share of LLM calls, quality) says against the model alone and the LLM
+    alone: RouteLLM's APGR and CPT, the area as a share of the oracle's, RouterBench's AIQ."""
+
+    apgr: float | None
+    apgr_oracle: float | None
+    cpt50: float | None
+    cpt80: float | None
+    aiq: float | None
+    aiq_basis: str
+
+
+def router_figures(
+    shares: Floats,
+    quality: Floats,
+    weak: float,
+    strong: float,
+    oracle_gain: float,
+    costs: Floats | None = None,
+) -> RouterFigures:
+    """APGR, APGR over the oracle's area, CPT(50 %), CPT(80 %) and AIQ of router points that run from the
+    model alone (share 0) to the LLM alone (share 1); the open loop's gated curve and the closed loop's
+    episode cells both go through here. AIQ is over ``costs`` (USD, one per point) when given, else over
+    the share of LLM calls (``aiq_basis`` says which)."""
+    x, y = np.asarray(shares, dtype=np.float64), np.asarray(quality, dtype=np.float64)
+    order = np.argsort(x, kind="stable")
+    xs, ys = x[order], y[order]
+    area = float(np.sum((xs[1:] - xs[:-1]) * (ys[1:] + ys[:-1]) / 2.0))
+    # Above the model alone, the oracle gains ∫₀¹ min(s, gain) ds = gain − gain²/2 of area (exactly).
+    oracle_area = oracle_gain - oracle_gain * oracle_gain / 2.0
+    found = None if costs is None else aiq(costs, y)
+    return RouterFigures(
+        apgr=apgr(x, y, weak, strong),
+        apgr_oracle=(area - weak) / oracle_area if oracle_area > 0 else None,
+        cpt50=calls_to_recover(x, y, weak, strong, 0.5),
+        cpt80=calls_to_recover(x, y, weak, strong, 0.8),
+        aiq=found if found is not None else aiq(x, y),
+        aiq_basis="usd" if found is not None else "llm_calls",
+    )
 
 
 def _bools(values: Bools) -> NDArray[np.float64]:
@@ -257,6 +303,31 @@ def top_accuracy(conf: Floats, correct: Bools, share: float = 0.1) -> float:
     return float(k[top].mean())
 
 
+@dataclass(frozen=True, slots=True)
+class CalibrationFigures:
+    """HELM's calibration figures of one set of confidences and outcomes."""
+
+    ece: float
+    ece_small_sample: bool
+    platt: PlattFit | None
+    ece_platt: float
+    top10_accuracy: float
+
+
+def calibration_figures(conf: Floats, correct: Bools) -> CalibrationFigures:
+    """Equal-mass ECE (with the small-sample flag), Platt scaling and the ECE after it, and the accuracy of
+    the most confident 10 %: the scorecard's calibration, also where no LLM outcome is known."""
+    c, m = np.asarray(conf, dtype=np.float64), _bools(correct)
+    fit = platt_fit(c, m)
+    return CalibrationFigures(
+        ece=ece_equal_mass(c, m),
+        ece_small_sample=c.size < ECE_MIN_ITEMS,
+        platt=fit,
+        ece_platt=0.0 if fit is None else ece_equal_mass(platt_scale(c, fit), m),
+        top10_accuracy=top_accuracy(c, m),
+    )
+
+
 def _cost_axis(
     conf: NDArray[np.float64],
     model_cost: Floats | None,
@@ -299,15 +370,11 @@ def deferral_scorecard(
     thresholds = np.array([p.threshold for p in gated])
     shares = np.array([1.0 - p.coverage for p in gated])
     accuracy = np.array([p.accuracy for p in gated])
-    costs, basis = _cost_axis(c, model_cost, llm_cost, thresholds)
+    costs, _basis = _cost_axis(c, model_cost, llm_cost, thresholds)
     weak, strong = float(m.mean()), float(g.mean())
     gain = float(np.mean((m == 0) & (g == 1)))
-    # Above the model alone, the oracle gains ∫₀¹ min(s, gain) ds = gain − gain²/2 of area (exactly).
-    oracle_area = gain - gain * gain / 2.0
-    # The gated curve runs from nothing delegated (share 1) to everything (share 0).
-    area = float(np.sum((shares[:-1] - shares[1:]) * (accuracy[1:] + accuracy[:-1]) / 2.0))
-    own = apgr(shares, accuracy, weak, strong)
-    fit = platt_fit(c, m)
+    router = router_figures(shares, accuracy, weak, strong, gain, costs)
+    cal = calibration_figures(c, m)
     return Scorecard(
         n=int(c.size),
         model_accuracy=weak,
@@ -317,19 +384,19 @@ def deferral_scorecard(
             DeferralPoint(float(t), float(s), float(a), None if costs is None else float(costs[i]))
             for i, (t, s, a) in enumerate(zip(thresholds, shares, accuracy, strict=True))
         ],
-        apgr=own,
-        apgr_oracle=(area - weak) / oracle_area if oracle_area > 0 else None,
-        cpt50=calls_to_recover(shares, accuracy, weak, strong, 0.5),
-        cpt80=calls_to_recover(shares, accuracy, weak, strong, 0.8),
-        aiq=aiq(shares if costs is None else costs, accuracy),
-        aiq_basis=basis,
+        apgr=router.apgr,
+        apgr_oracle=router.apgr_oracle,
+        cpt50=router.cpt50,
+        cpt80=router.cpt80,
+        aiq=router.aiq,
+        aiq_basis=router.aiq_basis,
         aurc=float(aurc(c, m.astype(bool)) or 0.0),
         aurc_oracle=oracle_aurc(m),
-        ece=ece_equal_mass(c, m),
-        ece_small_sample=c.size < ECE_MIN_ITEMS,
-        platt=fit,
-        ece_platt=0.0 if fit is None else ece_equal_mass(platt_scale(c, fit), m),
-        top10_accuracy=top_accuracy(c, m),
+        ece=cal.ece,
+        ece_small_sample=cal.ece_small_sample,
+        platt=cal.platt,
+        ece_platt=cal.ece_platt,
+        top10_accuracy=cal.top10_accuracy,
     )
 
 

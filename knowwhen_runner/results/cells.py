@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..dataset.deferral import calibration_figures, deferral_scorecard, router_figures
 from ..dataset.files import Answer, IsolatedAnswer
 from ..dataset.scoring import AnswerKey, occurrence_correct, score_l1, score_l2
 from ..intervals import pass_hat_k, per_task_success
@@ -23,6 +24,9 @@ from .manifest import (
     ClosedLoopCell,
     ClosedLoopDeferral,
     Cost,
+    EpisodeDeferral,
+    EpisodePassK,
+    EpisodeRouterPoint,
     IsolatedCell,
     Latency,
     OpenLoopCell,
@@ -32,10 +36,17 @@ from .manifest import (
     Tokens,
     Validity,
 )
-from .selective_cells import refit_data, selective_fields, transfer
+from .selective_cells import (
+    deferral_record,
+    equal_mass_calibration,
+    refit_data,
+    selective_fields,
+    transfer,
+)
 
 __all__ = [
     "closed_loop_cell",
+    "episode_deferral",
     "isolated_cell",
     "open_loop_cell",
     "operations",
@@ -314,7 +325,7 @@ def closed_loop_cell(
         latency=_latency(_sum_dict(r.get("latency_ms")) for r in results),
         cache_hits=sum(int(r.get("cache_hits") or 0) for r in results),
         fit=fit,
-        deferral=_closed_transfer(mode, tau, fit, taken),
+        deferral=_closed_deferral(mode, results, _closed_transfer(mode, tau, fit, taken)),
         **repeat_fields,
     )
 
@@ -336,3 +347,166 @@ def _closed_transfer(
     if target is None:
         return None
     return ClosedLoopDeferral(transfer=transfer(source, tau, "fitted", 1.0 - float(target), None, known))
+
+
+_NO_LLM_PICK = {
+    "model": "the LLM was not asked for a tool in the model-alone episodes",
+    "gated": "a decision the model took was not put to the LLM: its pick there is not recorded",
+}
+
+
+def _decision_points(results: Sequence[Mapping[str, Any]]) -> tuple[list[float], list[bool], list[Any]]:
+    """The decision model's confidence, whether its pick was acceptable, and the LLM's outcome at every
+    decision point it was asked at (an unusable answer has confidence 0 and is wrong, as in the open loop)."""
+    conf, correct, llm = [], [], []
+    for r in results:
+        for d in r.get("decisions") or []:
+            c, ok = d.get("model_confidence"), d.get("model_correct")
+            usable = d.get("error") is None and isinstance(c, int | float) and math.isfinite(c)
+            conf.append(float(c) if usable else 0.0)
+            correct.append(bool(usable and ok))
+            llm.append(d.get("llm_correct"))
+    return conf, correct, llm
+
+
+def _closed_deferral(
+    mode: str, results: Sequence[Mapping[str, Any]], moved: ClosedLoopDeferral | None
+) -> ClosedLoopDeferral | None:
+    """A decision model's cell: the calibration of its decision points and, in shadow mode (the LLM decides
+    every step, the model's answer is recorded), the open-loop scorecard over those points."""
+    if mode not in ("model", "shadow", "gated"):
+        return moved
+    conf, correct, llm = _decision_points(results)
+    missing = {k: v for k, v in _NO_LLM_PICK.items() if k == mode}
+    decisions = None
+    if not conf:
+        missing = {"calibration": "no decision point in these episodes"}
+    elif mode == "shadow" and all(v is not None for v in llm):
+        llm_id = str(next((r.get("llm") for r in results if r.get("llm")), "llm"))
+        decisions = deferral_record(llm_id, deferral_scorecard(conf, correct, [bool(v) for v in llm]))
+    elif mode == "shadow":
+        missing = {"decisions": "a decision point has no recorded LLM pick"}
+    return ClosedLoopDeferral(
+        transfer=moved.transfer if moved else None,
+        calibration=equal_mass_calibration(calibration_figures(conf, correct)) if conf else None,
+        decisions=decisions,
+        missing={("decisions" if k in _NO_LLM_PICK else k): v for k, v in missing.items()},
+    )
+
+
+def _paired_gain(model: ClosedLoopCell, llm: ClosedLoopCell) -> tuple[int, float]:
+    """Episodes paired by task and repeat, and the share the model alone fails and the LLM alone succeeds."""
+    pairs = [
+        (a, b)
+        for task, runs in model.outcomes.items()
+        for a, b in zip(runs, llm.outcomes.get(task, []), strict=False)
+    ]
+    return len(pairs), (sum(1 for a, b in pairs if not a and b) / len(pairs) if pairs else 0.0)
+
+
+def _pass_k(own: ClosedLoopCell, llm: ClosedLoopCell, gated: Sequence[ClosedLoopCell]) -> EpisodePassK | None:
+    cells = [own, *gated, llm]
+    if any(c.repeats < 2 or not c.pass_hat_k for c in cells):
+        return None
+    k = min(max(int(x) for x in c.pass_hat_k) for c in cells)
+    if k < 2:
+        return None
+    success = [c.pass_hat_k[str(k)] for c in cells]
+    shares = [0.0, *(1.0 - (c.coverage or 0.0) for c in gated), 1.0]
+    fig = router_figures(shares, success, success[0], success[-1], 0.0)
+    return EpisodePassK(
+        k=k,
+        model_success=success[0],
+        llm_success=success[-1],
+        success=success,
+        apgr=fig.apgr,
+        cpt50=fig.cpt50,
+        cpt80=fig.cpt80,
+    )
+
+
+def _episode_card(
+    own: ClosedLoopCell, llm: ClosedLoopCell, gated: Sequence[ClosedLoopCell], llm_id: str
+) -> EpisodeDeferral:
+    weak, strong = float(own.success_rate or 0.0), float(llm.success_rate or 0.0)
+    n, gain = _paired_gain(own, llm)
+    gated = sorted(gated, key=lambda c: 1.0 - (c.coverage or 0.0))
+    # The LLM alone is the shadow episodes without the model's calls (it was asked there, never acted on).
+    alone = llm.cost_split_usd.get("llm", 0.0) / llm.episodes if llm.episodes else None
+    points = [
+        EpisodeRouterPoint(tau=None, llm_share=0.0, success=weak, cost=own.cost_per_episode_usd),
+        *(
+            EpisodeRouterPoint(
+                tau=c.tau,
+                llm_share=1.0 - (c.coverage or 0.0),
+                success=float(c.success_rate or 0.0),
+                cost=c.cost_per_episode_usd,
+            )
+            for c in gated
+        ),
+        EpisodeRouterPoint(tau=None, llm_share=1.0, success=strong, cost=alone),
+    ]
+    costs = [p.cost for p in points]
+    priced = all(c is not None for c in costs) and max(c or 0.0 for c in costs) > 0.0
+    fig = router_figures(
+        [p.llm_share for p in points],
+        [p.success for p in points],
+        weak,
+        strong,
+        gain,
+        [float(c or 0.0) for c in costs] if priced else None,
+    )
+    return EpisodeDeferral(
+        llm=llm_id,
+        n=n,
+        model_success=weak,
+        llm_success=strong,
+        oracle_gain=gain,
+        points=points,
+        apgr=fig.apgr,
+        apgr_oracle=fig.apgr_oracle,
+        cpt50=fig.cpt50,
+        cpt80=fig.cpt80,
+        aiq=fig.aiq,
+        aiq_basis="usd" if fig.aiq_basis == "usd" else "llm_calls",
+        above_oracle=[
+            float(c.tau)
+            for c in gated
+            if c.tau is not None
+            and (c.success_rate or 0.0) > weak + min(1.0 - (c.coverage or 0.0), gain) + 1e-12
+        ],
+        pass_k=_pass_k(own, llm, gated),
+    )
+
+
+def episode_deferral(cells: Sequence[ClosedLoopCell], llm_id: str | None = None) -> list[ClosedLoopCell]:
+    """The cells of one decision model, each scenario's shadow cell given the episode scorecard of that
+    scenario (the model alone, its gated cells and the shadow episodes as the LLM alone), or the reason
+    there is none in ``deferral.missing``."""
+    out = list(cells)
+    for i, shadow in enumerate(out):
+        if shadow.mode != "shadow" or shadow.deferral is None:
+            continue
+        same = [c for c in out if c.scenario == shadow.scenario]
+        own = next((c for c in same if c.mode == "model"), None)
+        gated = [c for c in same if c.mode == "gated" and c.coverage is not None]
+        update: dict[str, Any] = {}
+        if own is None:
+            update["missing"] = {
+                **shadow.deferral.missing,
+                "episodes": "no model-alone episodes of this scenario",
+            }
+        elif (
+            own.success_rate is None
+            or shadow.success_rate is None
+            or any(c.success_rate is None for c in gated)
+        ):
+            update["missing"] = {
+                **shadow.deferral.missing,
+                "episodes": "a cell of this scenario has failed jobs",
+            }
+        else:
+            llm = shadow.deferral.decisions.llm if shadow.deferral.decisions else (llm_id or "llm")
+            update["episodes"] = _episode_card(own, shadow, gated, llm)
+        out[i] = shadow.model_copy(update={"deferral": shadow.deferral.model_copy(update=update)})
+    return out

@@ -22,7 +22,7 @@ from ..dataset.score_folder import L3Recompute
 from ..exceptions import ScenarioError
 from ..intervals import Interval
 from ..jsonio import dumps
-from .cells import closed_loop_cell
+from .cells import closed_loop_cell, episode_deferral
 from .episode_rows import EpisodeRow, episode_result, read_episode_file
 from .manifest import ClosedLoopCell
 
@@ -58,10 +58,14 @@ def episode_cells(path: Path) -> dict[CellKey, ClosedLoopCell]:
             failed.setdefault(key, []).append((row.task_id, row.repeat))
         else:
             finished[key].append(episode_result(row))
-    return {
+    cells = {
         key: closed_loop_cell(key[1], key[2], key[3], results, len(failed.get(key, [])), failed.get(key, []))
         for key, results in sorted(finished.items(), key=lambda kv: _order(kv[0]))
     }
+    for owner in {key[0] for key in cells}:  # each model's shadow cells get their scenario's scorecard
+        keys = [key for key in cells if key[0] == owner]
+        cells.update(zip(keys, episode_deferral([cells[k] for k in keys]), strict=True))
+    return cells
 
 
 _MODES = ("llm", "model", "shadow", "gated")

@@ -22,7 +22,7 @@ from ..exceptions import KnowwhenError
 from ..jsonio import atomic_write_bytes, file_sha256
 from ..queue import Queue
 from ..scenarios import load_scenario
-from .cells import closed_loop_cell, isolated_cell, open_loop_cell, operations
+from .cells import closed_loop_cell, episode_deferral, isolated_cell, open_loop_cell, operations
 from .collect import EpisodeKey, RunRecords, collect_records
 from .episode_rows import write_episode_files
 from .figures import write_plots
@@ -341,17 +341,19 @@ def _closed_loop(config: SweepConfig, model_id: str, records: RunRecords) -> lis
         )
 
     keys = {k for k in (*records.episodes, *records.failed_episodes) if k[0] == model_id}
-    return [
-        closed_loop_cell(
-            k[1],
-            k[2],
-            k[3],
-            records.episodes.get(k, []),
-            records.failed_episodes.get(k, 0),
-            records.failed_tasks.get(k, []),
-        )
-        for k in sorted(keys, key=rank)
-    ]
+    return episode_deferral(
+        [
+            closed_loop_cell(
+                k[1],
+                k[2],
+                k[3],
+                records.episodes.get(k, []),
+                records.failed_episodes.get(k, 0),
+                records.failed_tasks.get(k, []),
+            )
+            for k in sorted(keys, key=rank)
+        ]
+    )
 
 
 # --- writing -------------------------------------------------------------------------------------------

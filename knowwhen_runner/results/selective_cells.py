@@ -12,7 +12,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from ..dataset.deferral import Scorecard, deferral_scorecard
+from ..dataset.deferral import CalibrationFigures, Scorecard, deferral_scorecard
 from ..dataset.files import Answer
 from ..dataset.metrics import (
     GatedPoint,
@@ -47,6 +47,8 @@ __all__ = [
     "DEFAULT_TARGET",
     "GATE_THRESHOLDS",
     "counted_confidence",
+    "deferral_record",
+    "equal_mass_calibration",
     "refit_data",
     "selective_fields",
     "transfer",
@@ -154,6 +156,25 @@ def _deferral(
 ) -> Deferral:
     model_cost, llm_cost = (_item_costs(key, costs[0]), _item_costs(key, costs[1])) if costs else (None, None)
     card = deferral_scorecard(conf, correct, llm_correct, model_cost=model_cost, llm_cost=llm_cost)
+    return deferral_record(
+        llm_id, card, _guarantee(conf, correct, llm_correct, *guarantee) if guarantee else None
+    )
+
+
+def equal_mass_calibration(card: Scorecard | CalibrationFigures) -> EqualMassCalibration:
+    """HELM's calibration figures of a scorecard (or of confidences alone), as the manifest records them."""
+    return EqualMassCalibration(
+        ece=card.ece,
+        small_sample=card.ece_small_sample,
+        platt_coef=card.platt.coef if card.platt else None,
+        platt_intercept=card.platt.intercept if card.platt else None,
+        ece_platt=card.ece_platt,
+        top10_accuracy=card.top10_accuracy,
+    )
+
+
+def deferral_record(llm_id: str, card: Scorecard, guarantee: RiskGuarantee | None = None) -> Deferral:
+    """A scorecard as the manifest's ``deferral`` (open loop, and the closed loop's decision points)."""
     kept, thinned = _thin_deferral(card)
     return Deferral(
         llm=llm_id,
@@ -170,20 +191,13 @@ def _deferral(
         aurc=card.aurc,
         aurc_oracle=card.aurc_oracle,
         aurc_excess=card.aurc - card.aurc_oracle,
-        calibration=EqualMassCalibration(
-            ece=card.ece,
-            small_sample=card.ece_small_sample,
-            platt_coef=card.platt.coef if card.platt else None,
-            platt_intercept=card.platt.intercept if card.platt else None,
-            ece_platt=card.ece_platt,
-            top10_accuracy=card.top10_accuracy,
-        ),
+        calibration=equal_mass_calibration(card),
         curve=[
             DeferralPoint(threshold=p.threshold, llm_share=p.llm_share, accuracy=p.accuracy, cost=p.cost)
             for p in kept
         ],
         thinned=thinned,
-        guarantee=_guarantee(conf, correct, llm_correct, *guarantee) if guarantee else None,
+        guarantee=guarantee,
     )
 
 

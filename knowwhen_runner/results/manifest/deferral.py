@@ -16,6 +16,9 @@ __all__ = [
     "ClosedLoopDeferral",
     "Deferral",
     "DeferralPoint",
+    "EpisodeDeferral",
+    "EpisodePassK",
+    "EpisodeRouterPoint",
     "EqualMassCalibration",
     "RiskGuarantee",
     "Transfer",
@@ -93,12 +96,6 @@ class Transfer(ManifestPart):
     broken: bool
 
 
-class ClosedLoopDeferral(ManifestPart):
-    """What a gated closed-loop cell says of delegation: the transfer of its τ from its fit set."""
-
-    transfer: Transfer | None
-
-
 class Deferral(ManifestPart):
     """The deferral scorecard over ``llm``: accuracy against the share of LLM calls (``curve``), the
     oracle (which defers only what the model gets wrong and the LLM right: ``oracle_gain`` of the items)
@@ -132,3 +129,73 @@ class Deferral(ManifestPart):
     transfers: list[Transfer] = Field(
         default_factory=list, description="The τ with a guarantee of each other question set, applied here."
     )
+
+
+class EpisodeRouterPoint(ManifestPart):
+    """One episodes cell as a router point: the share of decisions the LLM took, the task success, the
+    cost per episode (USD, null when the run priced nothing)."""
+
+    tau: float | None = Field(description="The gated cell's τ; null for the model alone and the LLM alone.")
+    llm_share: float
+    success: float
+    cost: float | None
+
+
+class EpisodePassK(ManifestPart):
+    """The same router points scored by pass^k (every one of k repeats of a task succeeds)."""
+
+    k: int = Field(description="The largest k every cell of the scenario has repeats for.")
+    model_success: float
+    llm_success: float
+    success: list[float] = Field(description="pass^k of each of ``points``, in their order.")
+    apgr: float | None
+    cpt50: float | None
+    cpt80: float | None
+
+
+class EpisodeDeferral(ManifestPart):
+    """The closed loop's deferral scorecard over episodes: the model alone (share 0), each gated τ (at
+    its share of decisions the LLM took) and the LLM alone (the shadow episodes, share 1) as router
+    points of task success. The oracle hands whole episodes to the LLM where the model alone fails and the
+    LLM alone succeeds (episodes paired by task and repeat); random deferral is the straight line."""
+
+    llm: str
+    n: int = Field(
+        description="Episodes paired by task and repeat between the model alone and the LLM alone."
+    )
+    model_success: float
+    llm_success: float
+    oracle_gain: float = Field(
+        description="Share of paired episodes the model alone fails and the LLM alone succeeds."
+    )
+    points: list[EpisodeRouterPoint] = Field(description="From the model alone to the LLM alone by share.")
+    apgr: float | None
+    apgr_oracle: float | None
+    cpt50: float | None
+    cpt80: float | None
+    aiq: float | None
+    aiq_basis: Literal["usd", "llm_calls"]
+    above_oracle: list[float] = Field(
+        description="τ whose success exceeds the whole-episode oracle at its share (a gate mixes decisions within an episode, which the oracle does not)."
+    )
+    pass_k: EpisodePassK | None = Field(None, description="With repeats: the same points by pass^k.")
+
+
+class ClosedLoopDeferral(ManifestPart):
+    """What an episodes cell of a decision model says of delegation (see docs/deferral.md): the
+    calibration of its decision points, the per-decision scorecard where every decision has both
+    outcomes (shadow), the scenario's episode scorecard (on the shadow cell), and a gated cell's τ
+    transferred from its fit set. ``missing`` names each null figure with the reason it is not recorded."""
+
+    transfer: Transfer | None = None
+    calibration: EqualMassCalibration | None = Field(
+        None,
+        description="Decision points the model answered: its confidence and whether its pick was acceptable.",
+    )
+    decisions: Deferral | None = Field(
+        None, description="Shadow: the open-loop scorecard over the decision points of the LLM's episodes."
+    )
+    episodes: EpisodeDeferral | None = Field(
+        None, description="On the shadow cell: the scenario's cells as router points of task success."
+    )
+    missing: dict[str, str] = Field(default_factory=dict, description="Figure -> why it is null here.")
