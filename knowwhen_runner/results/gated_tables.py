@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..dataset.deferral import apgr, calls_to_recover
+from ..dataset.deferral import router_figures
 from .manifest import ConfidenceInterval, CxsManifest, Deferral, Gate, GatePoint, OpenLoopIntervals, Transfer
 from .ranking import Ranking, rank_models
 from .tables import CI, Column, Table
@@ -156,9 +156,50 @@ def _deferral_row(m: CxsManifest, scenario: str, d: Deferral) -> dict[str, Any]:
     }
 
 
+def _episode_rows(m: CxsManifest) -> list[dict[str, Any]]:
+    """A decision model's closed-loop scorecards (on its shadow cells): episodes as router points, the
+    calibration and excess AURC of the shadow decision points, and a pass^k row where repeats exist."""
+    rows = []
+    for c in m.closed_loop:
+        e = c.deferral.episodes if c.deferral else None
+        if e is None or c.deferral is None:
+            continue
+        d, cal = c.deferral.decisions, c.deferral.calibration
+        base = {"model": m.model.id, "llm": e.llm, "guarantee": "–", "ltt_tau": "–"}
+        rows.append(
+            {
+                **base,
+                "scenario": f"{c.scenario} (closed loop)",
+                "n": e.n,
+                "apgr": e.apgr,
+                "apgr_oracle": e.apgr_oracle,
+                "cpt50": e.cpt50,
+                "cpt80": e.cpt80,
+                "aiq": e.aiq,
+                "aurc_excess": None if d is None else d.aurc_excess,
+                "ece": None if cal is None else cal.ece,
+                "ece_platt": None if cal is None else cal.ece_platt,
+                "top10": None if cal is None else cal.top10_accuracy,
+            }
+        )
+        if e.pass_k is not None:
+            k = e.pass_k
+            rows.append(
+                {
+                    **base,
+                    "scenario": f"{c.scenario} (closed loop, pass^{k.k})",
+                    "n": e.n,
+                    "apgr": k.apgr,
+                    "cpt50": k.cpt50,
+                    "cpt80": k.cpt80,
+                }
+            )
+    return rows
+
+
 def _closed_loop_rows(manifests: Sequence[CxsManifest]) -> list[dict[str, Any]]:
-    """APGR and CPT of the closed loop: the model alone, each gated τ and the LLM alone as router points
-    (success against the share of decisions the LLM took), where one LLM ran the scenario alone."""
+    """The closed loop's rows: a decision model's episode scorecard where it ran shadow episodes, else its
+    APGR and CPT with the LLM's own episodes as the LLM alone, where one LLM ran the scenario alone."""
     alone: dict[str, list[tuple[str, float]]] = {}
     for m in manifests:
         for c in m.closed_loop:
@@ -166,6 +207,9 @@ def _closed_loop_rows(manifests: Sequence[CxsManifest]) -> list[dict[str, Any]]:
                 alone.setdefault(c.scenario, []).append((m.model.id, c.success_rate))
     rows = []
     for m in manifests:
+        own_rows = _episode_rows(m) if m.model.kind == "decision" else []
+        rows += own_rows
+        scored = {c.scenario for c in m.closed_loop if c.deferral and c.deferral.episodes}
         for scenario, llms in alone.items():
             own = next((c for c in m.closed_loop if c.scenario == scenario and c.mode == "model"), None)
             gated = [
@@ -178,6 +222,7 @@ def _closed_loop_rows(manifests: Sequence[CxsManifest]) -> list[dict[str, Any]]:
             ]
             if (
                 m.model.kind != "decision"
+                or scenario in scored
                 or own is None
                 or own.success_rate is None
                 or not gated
@@ -187,15 +232,17 @@ def _closed_loop_rows(manifests: Sequence[CxsManifest]) -> list[dict[str, Any]]:
             (llm, strong), weak = llms[0], own.success_rate
             shares = [0.0, *(1.0 - (c.coverage or 0.0) for c in gated), 1.0]
             success = [weak, *(c.success_rate or 0.0 for c in gated), strong]
+            # No paired episodes here: the oracle's gain is unknown (0 leaves apgr_oracle out).
+            fig = router_figures(shares, success, weak, strong, 0.0)
             rows.append(
                 {
                     "model": m.model.id,
                     "scenario": f"{scenario} (closed loop)",
                     "llm": llm,
                     "n": own.episodes,
-                    "apgr": apgr(shares, success, weak, strong),
-                    "cpt50": calls_to_recover(shares, success, weak, strong, 0.5),
-                    "cpt80": calls_to_recover(shares, success, weak, strong, 0.8),
+                    "apgr": fig.apgr,
+                    "cpt50": fig.cpt50,
+                    "cpt80": fig.cpt80,
                     "guarantee": "–",
                     "ltt_tau": "–",
                 }
@@ -230,7 +277,14 @@ def deferral_table(manifests: Sequence[CxsManifest], ranking: Ranking | None = N
         if c.deferral is not None
     ]
     rows += _closed_loop_rows(manifests)
-    small = any(c.deferral.calibration.small_sample for m in manifests for c in m.open_loop if c.deferral)
+    small = any(
+        c.deferral.calibration.small_sample for m in manifests for c in m.open_loop if c.deferral
+    ) or any(
+        c.deferral.calibration.small_sample
+        for m in manifests
+        for c in m.closed_loop
+        if c.deferral and c.deferral.episodes and c.deferral.calibration
+    )
     note = (
         "Pooled over questions. APGR: RouteLLM's share of the model-to-LLM gap recovered over all shares of LLM "
         "calls (APGR / oracle: the same area as a share of the oracle's); CPT(x%): least share of LLM calls "
@@ -238,8 +292,14 @@ def deferral_table(manifests: Sequence[CxsManifest], ranking: Ranking | None = N
         "AURC: over a perfect ranking; ECE em10: HELM's 10 equal-mass bins, before and after Platt scaling. "
         "LTT τ: the lowest τ whose delegated error is at most the risk with the stated probability "
         "(Learn-then-Test); 'none valid' gates nothing. Closed-loop rows: task success of the decision model "
-        "alone, of each gated τ (at its share of LLM decisions) and of the LLM alone, taken as router points."
-        + (" Fewer than 300 questions in a row: its ECE is mostly noise." if small else "")
+        "alone, of each gated τ (at its share of LLM decisions) and of the LLM alone (its shadow episodes, or the "
+        "LLM's own), taken as router points; ECE and excess AURC over the shadow episodes' decision points; a "
+        "pass^k row scores the same points by pass^k where tasks were repeated."
+        + (
+            " Fewer than 300 questions (or decision points) in a row: its ECE is mostly noise."
+            if small
+            else ""
+        )
     )
     rows = (ranking or rank_models(manifests)).sorted_rows(rows)
     return Table("deferral", f"{_run_name(manifests)}: when to delegate", cols, rows, note)

@@ -99,6 +99,8 @@ def _figure_html(name: str, path: Path) -> str:
         "coverage": "Covered accuracy (solid) and gated accuracy (dotted) against coverage; dot: fitted τ; "
         "dashed: the LLM alone.",
         "reliability": "Reliability: accuracy per confidence bin (10 equal-width bins).",
+        "deferral": "Accuracy (questions) or task success (episodes) against the share of LLM calls; "
+        "dashed: the oracle; dotted: random deferral.",
         "cost": "Cost against accuracy (L2) or task success (L3); only cells with a known price.",
         "panels": "One small panel per decision model, in ranking order, on shared axes.",
         "pareto": "The ranking's figure against cost or latency; dashed: the Pareto frontier (no other "

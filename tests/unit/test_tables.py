@@ -17,6 +17,7 @@ from knowwhen_runner.cli.main import app
 from knowwhen_runner.config import SweepConfig
 from knowwhen_runner.dataset.files import load_answers, load_question_set
 from knowwhen_runner.dataset.scoring import score_l2
+from knowwhen_runner.results.cells import closed_loop_cell, episode_deferral
 from knowwhen_runner.results.compare import compare_runs
 from knowwhen_runner.results.figures.plots import write_plots
 from knowwhen_runner.results.finalize import finalize_run
@@ -257,3 +258,35 @@ def test_the_closed_loop_gets_router_figures_from_its_cells(
     assert row["cpt50"] == pytest.approx(0.4 * (0.6 - 0.4) / (0.7 - 0.4), abs=1e-12)
     assert row["cpt80"] == pytest.approx(0.4 + 0.6 * (0.72 - 0.7) / (0.8 - 0.7), abs=1e-12)
     assert (row["model"], row["llm"]) == ("dm", "llm")
+
+
+def test_an_episodes_scenario_with_shadow_episodes_gets_its_scorecard_row_and_plot(
+    run: tuple[SweepConfig, list[CxsManifest]], tmp_path: Path
+) -> None:
+    """Shadow episodes beside the model alone and a gated τ give the table a closed-loop row with the oracle's
+    share of the area, and the report a deferral plot of the episodes with the oracle and random lines."""
+    _, manifests = run
+    dm = next(m for m in manifests if m.model.id == "dm")
+    step = {"decided_by": "llm", "model_confidence": 0.7, "model_correct": False, "llm_correct": True}
+    model = next(c for c in dm.closed_loop if c.mode == "model")
+    shadow = closed_loop_cell(
+        "eps",
+        "shadow",
+        None,
+        [
+            {"task_id": t, "repeat": 0, "success": True, "decisions": [step], "llm": "llm"}
+            for t in model.outcomes
+        ],
+        0,
+    )
+    cells = [
+        c.model_copy(update={"success_rate": 0.5, "failed": 0}) if c.mode == "gated" else c
+        for c in dm.closed_loop
+    ]
+    dm = dm.model_copy(update={"closed_loop": episode_deferral([*cells, shadow])})
+    e = next(c for c in dm.closed_loop if c.mode == "shadow").deferral
+    assert e is not None and e.episodes is not None and e.episodes.llm_success == 1.0
+    row = next(r for r in deferral_table([dm]).rows if r["scenario"] == "eps (closed loop)")
+    assert row["apgr_oracle"] == e.episodes.apgr_oracle and row["ece"] == pytest.approx(0.7)
+    svg = write_plots(tmp_path, [dm])["deferral-eps"].read_text()
+    assert "oracle (whole episodes)" in svg and "random deferral" in svg and "APGR" in svg

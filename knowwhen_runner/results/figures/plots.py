@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ...config import ReportSettings
 from ...jsonio import atomic_write_bytes
-from ..manifest import CxsManifest
+from ..manifest import CxsManifest, EpisodeDeferral
 from ..ranking import Focus, Ranking, plot_focus, rank_models
 from ..screen_record import unscreened
 from .canvas import GREY, Canvas, CanvasFactory, PlotSpec, color_of, slug
@@ -173,6 +173,54 @@ def _deferral_plot(
     return chart
 
 
+def _episode_deferral(m: CxsManifest, scenario: str) -> EpisodeDeferral | None:
+    return next(
+        (
+            c.deferral.episodes
+            for c in m.closed_loop
+            if c.scenario == scenario and c.mode == "shadow" and c.deferral and c.deferral.episodes
+        ),
+        None,
+    )
+
+
+def _episode_deferral_plot(
+    manifests: Sequence[CxsManifest], scenario: str, focus: Focus, make: CanvasFactory
+) -> Canvas:
+    """Each named decision model's task success alone, at each gated τ and as the LLM alone (its shadow
+    episodes) against the share of decisions the LLM took, with the whole-episode oracle (dashed) and
+    random deferral (dotted)."""
+    chart = make(
+        f"{scenario}: when to delegate (episodes)",
+        (0, 100),
+        (0, 101),
+        "LLM decisions (%)",
+        "task success (%)",
+    )
+    for m in _drawing_order(manifests, focus):
+        e = _episode_deferral(m, scenario)
+        if e is None or not focus.is_named(m.model.id):
+            continue
+        color = color_of(focus, m.model.id)
+        apgr = "–" if e.apgr is None else f"{e.apgr:.2f}"
+        chart.line(
+            [100 * p.llm_share for p in e.points],
+            [100 * p.success for p in e.points],
+            color,
+            width=1.4,
+            marker="o",
+            label=f"{m.model.id} over {e.llm} (APGR {apgr})",
+        )
+        top = 100 * (e.model_success + e.oracle_gain)
+        chart.line(
+            [0, 100 * e.oracle_gain, 100], [100 * e.model_success, top, top], color, width=0.9, style="--"
+        )
+        chart.line([0, 100], [100 * e.model_success, 100 * e.llm_success], color, width=0.9, style=":")
+    chart.key("oracle (whole episodes)", "#333333", style="--")
+    chart.key("random deferral", "#333333", style=":")
+    return chart
+
+
 _Point = tuple[str, str, float, float, tuple[float, float] | None]
 
 
@@ -240,6 +288,10 @@ def plot_specs(manifests: Sequence[CxsManifest], ranking: Ranking, focus: Focus)
     for sc in states:
         if any(c.deferral for m in manifests for c in m.open_loop if c.scenario == sc):
             specs.append((f"deferral-{slug(sc)}", partial(_deferral_plot, manifests, sc, focus)))
+    episodes = [s.id for s in manifests[0].scenarios if s.kind == "episodes"] if manifests else []
+    for sc in episodes:
+        if any(_episode_deferral(m, sc) for m in manifests):
+            specs.append((f"deferral-{slug(sc)}", partial(_episode_deferral_plot, manifests, sc, focus)))
     for sc in states:
         if any(c.calibration for m in manifests for c in m.open_loop if c.scenario == sc):
             specs.append((f"reliability-{slug(sc)}", partial(_reliability_plot, manifests, sc, focus)))
