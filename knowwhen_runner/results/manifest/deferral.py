@@ -1,4 +1,4 @@
-"""The deferral scorecard of a decision model's open-loop cell (manifest schema 8): when to hand a decision
+"""The deferral scorecard of a decision model's open-loop and closed-loop cells (manifest schema 8): when to hand a decision
 to it rather than to the LLM, in the terms routing papers use (RouteLLM's APGR and CPT, RouterBench's AIQ,
 HELM's calibration figures), and the τ chosen with a guarantee (Learn-then-Test). Filled by
 ``selective_cells`` from ``dataset.deferral`` and ``dataset.risk_control``; see docs/deferral.md.

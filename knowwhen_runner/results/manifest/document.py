@@ -322,7 +322,9 @@ class ClosedLoopCell(ManifestPart):
         None, description="When jobs failed: the success rate with their episodes counted unsuccessful."
     )
     deferral: ClosedLoopDeferral | None = Field(
-        None, description="Gated with a fitted τ: its transfer from the fit set (version 8)."
+        None,
+        description="A decision model's cell: calibration of its decision points, the shadow cell's "
+        "scorecards (decision points, episodes), a gated τ's transfer (version 8).",
     )
 
 
