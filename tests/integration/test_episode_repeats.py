@@ -10,6 +10,7 @@ import pytest
 
 from knowwhen_runner.queue import open_queue
 from knowwhen_runner.results import load_manifest
+from knowwhen_runner.results.episode_scores import episode_cells
 from knowwhen_runner.serve import ServerProcess
 from knowwhen_runner.sweep import RunRequest, run_sweep
 from tests.integration.test_episodes import _models, _tasks, _write
@@ -50,3 +51,34 @@ def test_repeats_run_each_task_n_times_with_seeds_that_reach_the_agent(
     assert set(cell.per_task_success) == set(cell.outcomes)
     ci = cell.intervals.success_rate if cell.intervals else None
     assert ci is not None and (ci.method, ci.n) == ("cluster bootstrap, percentile", 12)
+
+
+def test_shadow_and_gated_episodes_get_the_closed_loop_deferral_scorecard(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """The prior alone, in shadow and gated at τ 0.5 over 6 tasks repeated twice: the shadow cell's decision
+    points have the open-loop scorecard (its oracle above every gate), the episodes one with pass^2, and the
+    episode files alone give the same scorecard as the manifest."""
+    scenario = _tasks("ev", "fit", 6, repeats=2, tau=0.5)
+    config = _write(tmp_path, _models(server.base_url, "prior"), [scenario], ["model", "shadow", "gated"])
+    summary = run_sweep(RunRequest(config, progress=False))
+    assert summary.counts == {"done": 36}, summary.counts
+    cells = {c.mode: c for c in load_manifest(tmp_path / "out" / "manifests" / "prior.cxs.json").closed_loop}
+    shadow = cells["shadow"].deferral
+    assert shadow is not None and shadow.decisions is not None and shadow.episodes is not None
+    steps = sum(1 for r in _episodes(tmp_path) if r["mode"] == "shadow" for _ in r["decisions"])
+    d = shadow.decisions
+    assert (d.n, d.llm) == (steps, "agent") and shadow.calibration == d.calibration
+    assert all(p.accuracy <= d.model_accuracy + min(p.llm_share, d.oracle_gain) + 1e-12 for p in d.curve)
+    e = shadow.episodes
+    assert e.n == 12 and (e.model_success, e.llm_success) == (
+        cells["model"].success_rate,
+        cells["shadow"].success_rate,
+    )
+    assert [p.llm_share for p in e.points] == [0.0, 1.0 - (cells["gated"].coverage or 0.0), 1.0]
+    assert e.pass_k is not None and e.pass_k.k == 2
+    assert e.pass_k.success == [cells[m].pass_hat_k["2"] for m in ("model", "gated", "shadow")]
+    gated = cells["gated"].deferral
+    assert gated is not None and gated.calibration is not None and "decisions" in gated.missing
+    from_files = episode_cells(tmp_path / "out" / "ev")
+    assert from_files[("prior", "ev", "shadow", None)].deferral == shadow
