@@ -94,7 +94,8 @@ def test_a_fitted_closed_loop_tau_states_its_target_and_the_error_it_achieved() 
         20,
     )
     assert abs(moved.promised_error - 0.05) < 1e-12 and moved.broken and moved.low > 0.05
-    assert closed_loop_cell("eval", "gated", 0.8, [{**result, "fit": None}], 0).deferral is None
+    unfitted = closed_loop_cell("eval", "gated", 0.8, [{**result, "fit": None}], 0).deferral
+    assert unfitted is not None and unfitted.transfer is None  # its calibration stays
     guaranteed = {**fit, "risk": 0.15, "delta": 0.2}
     cell = closed_loop_cell("eval", "gated", 0.8, [{**result, "fit": guaranteed}], 0)
     kept = cell.deferral.transfer if cell.deferral else None
