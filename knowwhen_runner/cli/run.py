@@ -166,6 +166,11 @@ def _verdict(summary: RunSummary) -> int:
         if held.state == "screened":  # the screen's answer, not a fault: its jobs wait for a full run
             out.print(f"{held.model_id}: {held.reason}")
             continue
+        if held.state == "set_aside":  # told by a process's test, which probes it: its jobs wait for it
+            out.print(
+                f"[red]set aside {held.model_id}[/red]: {held.reason}; its jobs wait for it", soft_wrap=True
+            )
+            continue
         out.print(f"[red]{held.state} {held.model_id}[/red]: {held.reason}; its jobs stay pending")
     # finalised with jobs pending: they are all of models the screen held back (a full run asks them)
     left = 0 if summary.finalized else summary.counts.get("pending", 0) + summary.counts.get("running", 0)
@@ -297,6 +302,8 @@ def worker(
         f"{st.calls} model calls, {st.requests} requests), failed {st.failed}, cost ${st.cost_usd:.4f}"
     )
     out.print("queue: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())))
+    for model_id, error in sorted(st.given_up.items()):
+        out.print(f"[red]stopped waiting for {model_id}[/red]: {error}", soft_wrap=True)
     _say_other_models(st)
     _say_runner_errors(st, summary.output)
     if summary.interrupted:

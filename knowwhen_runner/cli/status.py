@@ -82,7 +82,11 @@ def _models_table(report: dict[str, Any]) -> Table:
 def _print_held(report: dict[str, Any]) -> None:
     """The models the run holds back, and the screen's table (which says why the screened-out wait)."""
     for held in report["held_back"]:
-        if held["state"] != "screened":
+        if held["state"] == "set_aside":  # a process's test set it aside; it is probed, its jobs wait
+            out.print(
+                f"[red]set aside {held['model']}[/red]: {held['reason']}", soft_wrap=True, highlight=False
+            )
+        elif held["state"] != "screened":
             out.print(f"[red]{held['state']} {held['model']}[/red]: {held['reason']}; its jobs stay pending")
     if report.get("screen"):
         out.print(_screen_table(report["screen"]))

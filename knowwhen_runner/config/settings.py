@@ -179,7 +179,8 @@ class Budget(Cap):
 
 
 class Notify(_Frozen):
-    """Word back when a run finishes, fails, spends a budget or quarantines a model."""
+    """Word back when a run finishes, fails, spends a budget, quarantines a model or sets one aside (and
+    when it is back)."""
 
     command: str | None = Field(
         None,

@@ -45,7 +45,7 @@ class SweepConfig(_Frozen):
     gate: GateSettings | None = Field(None, description="Open-loop gating against an LLM.")
     budget: Budget | None = Field(None, description="Spending caps for the run (USD, tokens).")
     notify: Notify | None = Field(
-        None, description="A command or URL told of finish, failure, budget, quarantine."
+        None, description="A command or URL told of finish, failure, budget, quarantine, set aside, back."
     )
     report: ReportSettings = Field(
         default_factory=lambda: ReportSettings(),

@@ -96,12 +96,14 @@ class _Evidence:
 
 @dataclass
 class SetAside:
-    """A model set aside: why, since when, when it may be probed next, and whether a probe is under way."""
+    """A model set aside: why (``reason``: the whole story; ``cause``: what ``status`` and the hooks say), since
+    when, when it may be probed next, and whether a probe is under way."""
 
     reason: str
     since: float
     probe_at: float
     probing: bool = False
+    cause: str = ""
 
 
 class FailingModels:
@@ -136,8 +138,12 @@ class FailingModels:
             f"{len(ev.calls)} different jobs (last: {error}); a test with a {self.error_rate:.0%} false "
             f"set-aside rate (workers.set_aside_error_rate) says it answers less than {USABLE:.0%} of them"
         )
+        cause = (
+            f"its requests surely fail ({ev.failed} of {ev.requests} failed; the run's test at error rate "
+            f"{self.error_rate * 100:g}%); probed every {PROBE_EVERY_S:.0f} s (last: {error})"
+        )
         now = self._clock.now()
-        self.aside[model_id] = SetAside(reason, now, now + PROBE_EVERY_S)
+        self.aside[model_id] = SetAside(reason, now, now + PROBE_EVERY_S, cause=cause)
         self._evidence.pop(model_id)  # a model that comes back starts the test again from nothing
         if self.on_set_aside is not None:
             self.on_set_aside(model_id, reason)

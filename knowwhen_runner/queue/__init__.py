@@ -20,7 +20,8 @@ returned by ``results`` (all scenarios', or those named); ``counts`` reports the
 is live again, with its result if it had one. ``init_run`` of an existing run records the new config text and keeps the meta. ``record``
 writes a batch's results and failures at once (one transaction). A run is finalised
 once: the first process to ``take_finalize`` a finished run does it. ``set_control`` holds a model back
-(quarantined or paused: ``controls``); workers stop claiming its jobs, which stay pending.
+(quarantined or paused: ``controls``); workers stop claiming its jobs, which stay pending. A ``set_aside``
+row only tells which models a process's test set aside (no worker holds back on it: ``HOLDING_STATES``).
 ``budget_reserve``/``budget_settle`` keep the run's spending per budget scope, for every process.
 ``answers`` reads one filtered page of the open-loop answers (a few fields each, never whole results) and
 ``spend`` each model's recorded cost, for lists of large runs (``model_tallies`` each model's jobs per
@@ -35,7 +36,7 @@ from __future__ import annotations
 from .answers import AnswerPage, AnswerQuery, RecordedAnswer
 from .batch_rows import BatchRecord
 from .budget import BudgetAsk, BudgetTally
-from .controls import CONTROL_STATES, ControlState, ModelControl
+from .controls import CONTROL_STATES, HOLDING_STATES, ControlState, ModelControl, state_words
 from .engine import is_shared_url
 from .limits import LimitLedger
 from .memory import MemoryQueue
@@ -67,6 +68,7 @@ from .workers import describe_workers
 __all__ = [
     "ASIDE",
     "CONTROL_STATES",
+    "HOLDING_STATES",
     "SET_ASIDE",
     "AnswerPage",
     "AnswerQuery",
@@ -99,6 +101,7 @@ __all__ = [
     "open_ledger",
     "open_queue",
     "set_max_db_outage",
+    "state_words",
 ]
 
 

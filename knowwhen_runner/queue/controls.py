@@ -1,8 +1,12 @@
 """Models a run holds back from claims: quarantined by a fatal provider error, paused by hand, or screened
-out (a screen settled that the model is not kept).
+out (a screen settled that the model is not kept); and models a process has set aside.
 
 Rows live in the run database (``kw_model_controls``) so every worker of the fleet, on any machine,
 obeys them: workers read them every few seconds and stop claiming the model's jobs, which stay pending.
+A ``set_aside`` row only tells: a process's sequential test says the model's requests surely fail
+(``provider/failing.py``), and ``status``, the live view and the hooks name it; each process runs its own
+test and probes, so no process holds back on another's row (``HOLDING_STATES`` are those obeyed). The
+last process to set the model aside writes its cause; a probe answered clears the row.
 A mixin of ``SqlQueue`` (it uses the queue's ``_call``, ``_engine``, ``_insert`` and ``_clock``);
 ``MemoryQueue`` keeps the same rows in a dict.
 """
@@ -19,10 +23,17 @@ from ..redaction import redact
 from . import schema as s
 from .engine import RunStatements
 
-__all__ = ["CONTROL_STATES", "ControlState", "ControlTables", "ModelControl"]
+__all__ = ["CONTROL_STATES", "HOLDING_STATES", "ControlState", "ControlTables", "ModelControl", "state_words"]
 
-ControlState = Literal["quarantined", "paused", "screened"]
-CONTROL_STATES: tuple[str, ...] = ("quarantined", "paused", "screened")
+ControlState = Literal["quarantined", "paused", "screened", "set_aside"]
+CONTROL_STATES: tuple[str, ...] = ("quarantined", "paused", "screened", "set_aside")
+HOLDING_STATES: frozenset[str] = frozenset({"quarantined", "paused", "screened"})
+"""The states every worker obeys (it claims none of the model's jobs); ``set_aside`` only tells."""
+
+
+def state_words(state: str) -> str:
+    """A state as a sentence says it (``set_aside``: "set aside")."""
+    return state.replace("_", " ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,16 +49,23 @@ class ModelControl:
 class ControlTables(RunStatements):
     """Quarantine and pause rows of ``SqlQueue``."""
 
-    async def set_control(self, model_id: str, state: ControlState, reason: str) -> bool:
-        """Hold ``model_id`` back; False when it already was in this state (the first reason stays)."""
-        return await self._call(self._set_control, model_id, state, reason)
+    async def set_control(
+        self, model_id: str, state: ControlState, reason: str, *, replace: bool = False
+    ) -> bool:
+        """Hold ``model_id`` back; False when it already was in this state (the first reason stays, or with
+        ``replace`` the last: its reason and since are this call's)."""
+        return await self._call(self._set_control, model_id, state, reason, replace)
 
-    def _set_control(self, model_id: str, state: str, reason: str) -> bool:
+    def _set_control(self, model_id: str, state: str, reason: str, replace: bool = False) -> bool:
         reason = redact(reason)
         row = {"run": self.run, "model_id": model_id, "state": state, "reason": reason, "since": time.time()}
+        t = s.model_controls
         with self._engine.begin() as conn:
-            stmt = self._insert(s.model_controls).values(**row).on_conflict_do_nothing()
-            added = conn.execute(stmt.returning(s.model_controls.c.model_id)).first()
+            stmt = self._insert(t).values(**row).on_conflict_do_nothing()
+            added = conn.execute(stmt.returning(t.c.model_id)).first()
+            if added is None and replace:
+                mine = (t.c.run == self.run) & (t.c.model_id == model_id) & (t.c.state == state)
+                conn.execute(update(t).where(mine).values(reason=reason, since=row["since"]))
         return added is not None
 
     async def clear_controls(self, state: ControlState, model_id: str | None = None) -> int:
@@ -89,11 +107,13 @@ class MemoryControls:
     def __init__(self) -> None:
         self._controls: dict[tuple[str, str], ModelControl] = {}
 
-    async def set_control(self, model_id: str, state: ControlState, reason: str) -> bool:
-        if (model_id, state) in self._controls:
-            return False
-        self._controls[(model_id, state)] = ModelControl(model_id, state, redact(reason), time.time())
-        return True
+    async def set_control(
+        self, model_id: str, state: ControlState, reason: str, *, replace: bool = False
+    ) -> bool:
+        known = (model_id, state) in self._controls
+        if not known or replace:
+            self._controls[(model_id, state)] = ModelControl(model_id, state, redact(reason), time.time())
+        return not known
 
     async def clear_controls(self, state: ControlState, model_id: str | None = None) -> int:
         gone = [k for k in self._controls if k[1] == state and model_id in (None, k[0])]

@@ -242,11 +242,14 @@ class RunBookkeeping(Protocol):
 
 
 class HoldingBack(Protocol):
-    """What holds a model's work back for every process: controls (quarantined, paused) and budgets."""
+    """What holds a model's work back for every process: controls (quarantined, paused) and budgets; and
+    the models a process set aside (told, not obeyed)."""
 
     run: str
 
-    async def set_control(self, model_id: str, state: ControlState, reason: str) -> bool: ...
+    async def set_control(
+        self, model_id: str, state: ControlState, reason: str, *, replace: bool = False
+    ) -> bool: ...
     async def clear_controls(self, state: ControlState, model_id: str | None = None) -> int: ...
     async def controls(self) -> list[ModelControl]: ...
     async def budget_reserve(self, asks: list[BudgetAsk]) -> str | None: ...

@@ -14,7 +14,7 @@ from ..cache import cache_url, describe_url
 from ..config import SweepConfig
 from ..exceptions import KnowwhenError
 from ..provider import LearnedLimit
-from ..queue import SET_ASIDE, BatchRecord, BudgetTally, open_ledger
+from ..queue import SET_ASIDE, BatchRecord, BudgetTally, open_ledger, state_words
 from ..queue.pace import PACE_WINDOW_S, model_pace, spent_models
 from ..redaction import redact_all
 from .reader import open_existing, stored_config
@@ -62,7 +62,10 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
         cache = _cache_location(config) if config is not None else unreadable
         limits, learned = await _limits(config, db or f"sqlite:///{run_dir / 'knowwhen.db'}")
         if config is not None:
-            held_why = {**spent_models(config, tallies), **{c.model_id: c.state for c in controls}}
+            held_why = {
+                **spent_models(config, tallies),
+                **{c.model_id: state_words(c.state) for c in controls},
+            }
             _add_pace(by_model, config, await queue.done_lately(PACE_WINDOW_S), held_why, learned)
         from ..screening.live import screen_status  # start-up: numpy loads for a status, not for a run
 

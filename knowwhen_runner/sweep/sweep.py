@@ -31,6 +31,7 @@ from ..queue import (
     describe_workers,
     open_queue,
     set_max_db_outage,
+    state_words,
 )
 from ..scenarios import Scenario, load_scenario
 from ..stored import config_from_run, run_meta, with_db
@@ -84,7 +85,7 @@ class RunSummary:
     waiting: list[str] = field(default_factory=list)
     failure_reasons: Counter[str] = field(default_factory=Counter)  # failed jobs by their last error
     batches: dict[str, int] = field(default_factory=dict)  # provider batch outcomes (``batch_outcomes``)
-    held_back: list[ModelControl] = field(default_factory=list)  # quarantined or paused models
+    held_back: list[ModelControl] = field(default_factory=list)  # quarantined, paused or set-aside models
     budget_spent: list[str] = field(default_factory=list)  # one sentence per budget found spent
     left_out: list[str] = field(default_factory=list)  # L1 sources not planned: their files are absent
     processes: int = (
@@ -197,6 +198,7 @@ async def _start(sweep: _Sweep, queue: Queue) -> dict[str, Any]:
         await queue.requeue_failed()
     if sweep.works:  # a quarantine lasts one run: the user may have fixed the cause
         await queue.clear_controls("quarantined")
+        await queue.clear_controls("set_aside")  # each process's test starts from nothing
         if not await _others_working(queue):  # else their calls in flight still hold theirs
             await queue.budget_forget_reservations()  # calls of an earlier (killed) run are over
     meta_now: dict[str, Any] = info["meta"]
@@ -283,7 +285,7 @@ def _outcome(summary: RunSummary) -> tuple[str, str]:
     if summary.budget_spent:
         return "budget", f"{said}; {summary.budget_spent[0]}"
     if c.get("failed") or c.get("pending") or c.get("running"):
-        held = "; ".join(f"{h.state} {h.model_id}: {h.reason}" for h in summary.held_back)
+        held = "; ".join(f"{state_words(h.state)} {h.model_id}: {h.reason}" for h in summary.held_back)
         return "failure", f"{said}{'; ' + held if held else ''}"
     return "finish", said
 

@@ -103,6 +103,7 @@ async def _work(
         batch_transport=transport,
         on_progress=lambda s: display.update(s.done, s.cost_usd, s.failed, s.runner_errors),
         on_quarantine=lambda model_id, reason: _quarantined(config, model_id, reason),
+        on_set_aside=lambda model_id, cause: _set_aside_told(config, model_id, cause),
         start_together=start_together,
         pace=pace,
     )
@@ -151,6 +152,16 @@ def _say_stated(name: str, kind: str, stated: float, configured: float) -> None:
 def _quarantined(config: SweepConfig, model_id: str, reason: str) -> None:
     _say_quarantined(model_id, reason)
     notify(config, "quarantine", f"{model_id} is quarantined: {reason}", wait=False)
+
+
+def _set_aside_told(config: SweepConfig, model_id: str, cause: str | None) -> None:
+    """The run's hooks hear that a model was set aside (``cause``), or is back (None)."""
+    if cause is not None:
+        notify(config, "set_aside", f"{model_id} is set aside: {cause}", wait=False)
+    else:
+        notify(
+            config, "back", f"{model_id} is back: a probe answered, its jobs are answered again", wait=False
+        )
 
 
 def _say_set_aside(model_id: str, reason: str) -> None:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from ..queue import SET_ASIDE, ModelControl, describe_workers
+from ..queue import CONTROL_STATES, SET_ASIDE, ModelControl, describe_workers, state_words
 from ..queue.pace import PACE_WINDOW_S, model_pace, spent_models
 from ..redaction import redact_all
 from ..screening.live import screen_status
@@ -87,7 +87,7 @@ async def _add_pace(data: RunData, models: list[dict[str, Any]], controls: list[
     lately = await data.queue.done_lately(PACE_WINDOW_S)
     held = {
         **spent_models(config, await data.queue.budget_tallies()),
-        **{c.model_id: c.state for c in controls},
+        **{c.model_id: state_words(c.state) for c in controls},
     }
     for t in models:
         pace = model_pace(
@@ -120,7 +120,7 @@ def _models(
             t[k] += c[k]
     for t in totals.values():
         t["spend_usd"] = None if spend is None else spend.get(t["model"], 0.0)
-        for state in ("paused", "quarantined", "screened"):
+        for state in CONTROL_STATES:  # set_aside: a process's test set it aside (it is probed)
             reasons = [c.reason for c in held if c.model_id == t["model"] and c.state == state]
             t[state] = bool(reasons)
             t[f"{state}_reason"] = reasons[0] if reasons else None

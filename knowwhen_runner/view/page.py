@@ -86,7 +86,7 @@ function screenTable(S) {  // the run's screen: each model's anytime-valid bound
 const VIEWS = {
   async live() {
     const d = await get('api/live');
-    const held = x => ['paused', 'quarantined', 'screened'].map(k => x[k] ? `<span class="tag paused" title="${esc(x[k + '_reason'])}">${k}</span>` : '').join(' ');
+    const held = x => ['paused', 'quarantined', 'screened', 'set_aside'].map(k => x[k] ? `<span class="tag paused" title="${esc(x[k + '_reason'])}">${k.replace('_', ' ')}</span>` : '').join(' ');
     const who = x => `${x.rank == null ? '' : `<span class="muted">#${x.rank}</span> `}${x.named ? `<b>${esc(x.model)}</b>` : esc(x.model)}${x.pinned ? ' <span title="pinned by report.highlight">★</span>' : ''}${x.screened_out ? ` <span class="muted screened-out">${esc(x.screened_out)}</span>` : ''}`;
     const m = d.models.map(x => `<tr data-model="${esc(x.model)}" data-rank="${x.rank == null ? '' : x.rank}"><td>${who(x)} ${held(x)}</td>
       <td class="n">${num(x.done)}</td><td class="n">${num(x.pending)}</td><td class="n">${num(x.running)}</td>

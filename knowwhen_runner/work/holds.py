@@ -4,7 +4,10 @@ Models the run holds back (``Queue.controls``: quarantined or paused by hand, re
 models this worker found fatally failing or answering invalidly too often (quarantined at once, written
 to the queue with their reason and told to ``on_quarantine``), models whose budget is spent, models down
 or set aside (``provider.failing``) for longer than the run waits (given up), models set aside until
-their next probe, and episodes parked because a model they need is down or set aside.
+their next probe, and episodes parked because a model they need is down or set aside. The models this
+worker's test sets aside are written to the run too (a ``set_aside`` row, told to ``on_set_aside``, cleared
+when a probe brings the model back) so ``status``, the live view and the hooks name them; no worker holds
+back on that row.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Callable
 from ..config import ModelSpec, WorkerSettings
 from ..jobs import Job
 from ..provider import FailingModels, Limiters
-from ..queue import HoldingBack, ModelControl
+from ..queue import HOLDING_STATES, HoldingBack, ModelControl
 from .quarantine import InvalidAnswers
 
 __all__ = ["Holds"]
@@ -35,12 +38,15 @@ class Holds:
         limiters: Limiters | None,
         on_quarantine: Callable[[str, str], None] | None = None,
         failing: FailingModels | None = None,
+        on_set_aside: Callable[[str, str | None], None] | None = None,
     ) -> None:
         self._queue = queue
         self._failing = failing
         self._models = models
         self._limiters = limiters
         self._on_quarantine = on_quarantine
+        self._on_set_aside = on_set_aside  # (model, cause) when set aside, (model, None) when back
+        self._told_aside: set[str] = set()  # models this worker wrote to the run as set aside
         self.controls: dict[str, ModelControl] = {}  # what the run holds back, as last read
         self._read_at = -math.inf
         self._quarantined: dict[str, str] = {}  # models this worker found fatally failing: what to fix
@@ -108,7 +114,23 @@ class Holds:
         if not now and time.monotonic() - self._read_at < _CONTROLS_EVERY_S:
             return
         self._read_at = time.monotonic()
-        self.controls = {c.model_id: c for c in await self._queue.controls()}
+        self.controls = {c.model_id: c for c in await self._queue.controls() if c.state in HOLDING_STATES}
+
+    async def tell_set_aside(self) -> None:
+        """Write to the run the models this worker's test set aside since it last looked, and clear those a
+        probe brought back; the hook hears of a row this call added or removed (once for the fleet)."""
+        aside = {m: a.cause or a.reason for m, a in self._failing.aside.items()} if self._failing else {}
+        if aside.keys() == self._told_aside:
+            return
+        for model_id in sorted(aside.keys() - self._told_aside):
+            self._told_aside.add(model_id)
+            new = await self._queue.set_control(model_id, "set_aside", aside[model_id], replace=True)
+            if new and self._on_set_aside is not None:
+                self._on_set_aside(model_id, aside[model_id])
+        for model_id in sorted(self._told_aside - aside.keys()):
+            self._told_aside.discard(model_id)
+            if await self._queue.clear_controls("set_aside", model_id) and self._on_set_aside is not None:
+                self._on_set_aside(model_id, None)
 
     # -- parked episodes ----------------------------------------------------------------------------------
 

@@ -82,6 +82,7 @@ class Worker(Recording):
         worker_id: str | None = None,
         on_progress: Callable[[WorkStats], None] | None = None,
         on_quarantine: Callable[[str, str], None] | None = None,
+        on_set_aside: Callable[[str, str | None], None] | None = None,
         limiters: Limiters | None = None,
         batch_transport: BatchTransport | None = None,
         start_together: int = 0,
@@ -104,7 +105,9 @@ class Worker(Recording):
         self._settings = config.workers
         self.budget = BudgetGuard(config, queue) if config.budget is not None else None
         self.calls = CachedCalls(cache, client, config.cache.policy, budget=self.budget)
-        self.holds = Holds(queue, self._models, self._settings, limiters, on_quarantine, client.failing)
+        self.holds = Holds(
+            queue, self._models, self._settings, limiters, on_quarantine, client.failing, on_set_aside
+        )
         self.lanes = Lanes(config.models, limiters, self._settings)
         self._requests: dict[str, Question] = {}  # questions looked up in the cache, waiting for a caller
         self._held: set[str] = set()  # job ids claimed and not yet recorded
@@ -223,6 +226,7 @@ class Worker(Recording):
                 if self._held:
                     await self.queue.release(self.id, sorted(self._held))
                 await self.queue.release_unheld(self.id, frozenset())  # a claim's reply lost, say
+                await self.holds.tell_set_aside()  # set aside at the last moment: status still names it
                 await self.queue.stop_worker(self.id)
         self.stats.given_up = self.holds.given_up()
         self.stats.other_model = dict(self.client.other_models)
@@ -247,6 +251,7 @@ class Worker(Recording):
         lease = self._settings.lease_seconds
         while not self.stopping.is_set():
             await self.holds.refresh()
+            await self.holds.tell_set_aside()
             for control in self.holds.controls.values():  # quarantined by any process: its calls stop here
                 if control.state == "quarantined":
                     self.client.failing.quarantine(control.model_id, control.reason)

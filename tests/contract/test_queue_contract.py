@@ -653,6 +653,32 @@ def test_model_controls_hold_back_a_model_until_cleared(make_queue) -> None:
     run(go)
 
 
+def test_a_set_aside_row_keeps_the_last_cause_and_holds_no_worker_back(make_queue) -> None:
+    """A model set aside is one row whose cause the last process to set it aside wrote; a worker reading
+    the run's controls holds back the quarantined model, never the set-aside one (each process probes it)."""
+    from knowwhen_runner.config import WorkerSettings
+    from knowwhen_runner.work.holds import Holds
+
+    q = make_queue()
+
+    async def go() -> None:
+        await q.init_run("c", {})
+        assert await q.set_control("m", "set_aside", "14 of 14 failed", replace=True) is True
+        assert await q.set_control("m", "set_aside", "20 of 20 failed", replace=True) is False
+        assert await q.set_control("k", "quarantined", "HTTP 401: check KEY") is True
+        assert {(c.model_id, c.state, c.reason) for c in await q.controls()} == {
+            ("m", "set_aside", "20 of 20 failed"),
+            ("k", "quarantined", "HTTP 401: check KEY"),
+        }
+        holds = Holds(q, {}, WorkerSettings(), None)
+        await holds.refresh(now=True)
+        assert holds.models() == {"k": "HTTP 401: check KEY"}
+        assert await q.clear_controls("set_aside", "m") == 1
+        assert [(c.model_id, c.state) for c in await q.controls()] == [("k", "quarantined")]
+
+    run(go)
+
+
 def test_budget_reserves_all_or_nothing_and_settles_the_actual_cost(make_queue) -> None:
     """A reservation that would pass any scope's cap reserves nothing; settling swaps it for the real cost."""
     from knowwhen_runner.queue import BudgetAsk

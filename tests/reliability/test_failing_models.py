@@ -54,12 +54,25 @@ def _counts(tmp_path: Path, db: list[str]) -> dict[tuple[str, str], int]:
     }
 
 
+def _set_aside(tmp_path: Path, db: list[str]) -> tuple[list[dict[str, object]], str]:
+    """The run's set-aside rows as ``status --json`` reports them, and what ``status`` prints."""
+    report = knowwhen("status", str(tmp_path / "out"), *db, "--run", "t", "--json")
+    shown = knowwhen("status", str(tmp_path / "out"), *db, "--run", "t")
+    assert report.returncode == 0 and shown.returncode == 0, report.stderr + shown.stderr
+    rows = [h for h in json.loads(report.stdout)["held_back"] if h["state"] == "set_aside"]
+    return rows, _said(shown)
+
+
+CAUSE = "its requests surely fail (14 of 14 failed; the run's test at error rate 1%); probed every 30 s"
+
+
 def test_an_always_500_model_is_set_aside_in_a_few_requests_probed_and_the_others_finish(
     server: ServerProcess, tmp_path: Path, db: list[str], tally: Counter[str]
 ) -> None:
     """Every request of lexical-llm a 500: at most 14 (+ in flight) reach it before it is set aside, one
     probe 30 s later, lexical finishes; the run stops waiting for it after max_outage_s (exit 3, jobs
-    pending, unspent); the server fixed, the same command finishes it (on SQLite: the rerun is the same)."""
+    pending, unspent), its summary and `status` after it name it set aside with the test's cause; the server
+    fixed, the same command finishes it (on SQLite: the rerun is the same) and no longer names it."""
     server.set_faults([{"fault": "500", "model": "lexical-llm"}])
     scenario = make_question_set(tmp_path / "qs", n_tasks=10)  # 45 questions
     workers = {"concurrency": IN_FLIGHT, "max_outage_s": WAIT_S}
@@ -73,6 +86,11 @@ def test_an_always_500_model_is_set_aside_in_a_few_requests_probed_and_the_other
     assert SET_ASIDE <= server.count(model="lexical-llm") <= SET_ASIDE + IN_FLIGHT + PROBES
     assert server.count(model="lexical") == 45
     assert _counts(tmp_path, db) == {("lexical", "done"): 45, ("lexical-llm", "pending"): 45}
+    assert f"set aside lexical-llm: {CAUSE}" in " ".join(first.stdout.split())  # the run's summary
+    rows, shown = _set_aside(tmp_path, db)
+    assert [(r["model"], str(r["reason"]).startswith(CAUSE)) for r in rows] == [("lexical-llm", True)], rows
+    assert "HTTP 500" in str(rows[0]["reason"])
+    assert f"set aside lexical-llm: {CAUSE}" in shown and "quarantined" not in shown
 
     if db:
         return
@@ -81,16 +99,21 @@ def test_an_always_500_model_is_set_aside_in_a_few_requests_probed_and_the_other
     fixed = knowwhen("run", str(config), "-q", *db)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert _counts(tmp_path, db) == {("lexical", "done"): 45, ("lexical-llm", "done"): 45}
+    assert _set_aside(tmp_path, db)[0] == []  # a new run's test starts from nothing
 
 
 def test_a_model_set_aside_comes_back_in_the_same_run_when_its_probe_answers(
     server: ServerProcess, tmp_path: Path, tally: Counter[str]
 ) -> None:
-    """Every request of lexical-llm a 500 until it is set aside, then the server is fixed: its probe
-    answers and the same run answers every job (exit 0), none failed."""
+    """Every request of lexical-llm a 500 until it is set aside, then the server is fixed: while set aside
+    `status` names it with the test's cause and the notify hook hears `set_aside`; its probe answers, the
+    hook hears `back`, the same run answers every job (exit 0), none failed, and `status` names it no more."""
     server.set_faults([{"fault": "500", "model": "lexical-llm"}])
     scenario = make_question_set(tmp_path / "qs", n_tasks=10)  # 45 questions
-    config = write_config(tmp_path / "c.yaml", server.base_url, scenario, workers={"concurrency": IN_FLIGHT})
+    log = tmp_path / "events.txt"
+    hook = {"command": f"sh -c 'echo \"$KNOWWHEN_EVENT $KNOWWHEN_MESSAGE\" >> {log}'"}
+    workers = {"concurrency": IN_FLIGHT}
+    config = write_config(tmp_path / "c.yaml", server.base_url, scenario, workers=workers, notify=hook)
     run = subprocess.Popen(
         [sys.executable, "-m", "knowwhen_runner", "run", str(config), "-q", "--no-probe"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -98,13 +121,23 @@ def test_a_model_set_aside_comes_back_in_the_same_run_when_its_probe_answers(
     deadline = time.monotonic() + 120
     while server.count(model="lexical-llm") < SET_ASIDE and time.monotonic() < deadline:
         time.sleep(0.2)
+    rows: list[dict[str, object]] = []
+    while not rows and time.monotonic() < deadline:  # its first probe is 30 s after it was set aside
+        time.sleep(0.5)
+        rows, shown = _set_aside(tmp_path, [])
     sent = server.count(model="lexical-llm")
     tally["faults injected"] += sent
     server.clear_faults()
     out, err = run.communicate(timeout=240)
     assert run.returncode == 0, out + err
     assert "set aside lexical-llm" in err and sent >= SET_ASIDE
+    assert [r["model"] for r in rows] == ["lexical-llm"] and str(rows[0]["reason"]).startswith(CAUSE)
+    assert f"set aside lexical-llm: {CAUSE}" in shown
     assert _counts(tmp_path, []) == {("lexical", "done"): 45, ("lexical-llm", "done"): 45}
+    assert _set_aside(tmp_path, [])[0] == []  # a probe answered: the row is cleared
+    lines = log.read_text().splitlines()
+    assert [line.split(" ", 1)[0] for line in lines] == ["set_aside", "back", "finish"], lines
+    assert f"lexical-llm is set aside: {CAUSE}" in lines[0] and "lexical-llm is back" in lines[1]
 
 
 @pytest.mark.parametrize(

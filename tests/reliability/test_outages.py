@@ -3,6 +3,7 @@ what is left. Jobs that fail while the model is up fail for good and make the ru
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -111,13 +112,18 @@ def test_a_server_that_answers_500_to_everything_is_set_aside_with_the_reason(
 
 
 def test_a_refused_connection_is_named_as_such_not_as_an_http_status(tmp_path: Path) -> None:
-    """Nothing listening: the recorded errors say no HTTP response came back, never 'HTTP 500'."""
+    """Nothing listening: the recorded errors say no HTTP response came back, never 'HTTP 500'; the model
+    is down (waited for, then given up on), never set aside, neither in the run's words nor in `status`."""
     base = f"http://127.0.0.1:{free_port()}"
     cfg = _config(tmp_path, base, max_outage_s=2)
-    done = knowwhen("run", str(cfg), "-q")
+    done = knowwhen("run", str(cfg), "-q", "--no-probe")
     assert done.returncode == 3, done.stdout + done.stderr
     assert "no HTTP response (connection refused)" in _said(done)
     assert "HTTP 500" not in _said(done) + done.stderr
+    assert "stopped waiting for lexical" in _said(done) and "set aside" not in _said(done) + done.stderr
+    status = knowwhen("status", str(tmp_path / "out"), "--json")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["held_back"] == []
 
 
 def test_a_sweep_waits_out_its_model_server_going_away_and_answers_every_job(tmp_path: Path) -> None:

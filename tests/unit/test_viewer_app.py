@@ -153,12 +153,13 @@ def test_question_filters_and_pages_give_true_answers(data: RunData) -> None:
 
 
 def test_live_flags_held_models_and_spend_comes_apart(data: RunData) -> None:
-    """Live marks paused and quarantined models from the run's controls; spend sums what every done job
+    """Live marks paused, quarantined and set-aside models from the run's controls; spend sums what every done job
     spent (a cache hit nothing)."""
 
     async def hold() -> float:
         await data.queue.set_control("dm", "paused", "paused by hand")
         await data.queue.set_control("llm", "quarantined", "HTTP 401: check LLM_KEY")
+        await data.queue.set_control("dm", "set_aside", "its requests surely fail (14 of 14 failed)")
         total = 0.0
         for _job, status, result, _error in await data.queue.results():
             if status != "done" or (result or {}).get("cache_hit"):
@@ -171,7 +172,8 @@ def test_live_flags_held_models_and_spend_comes_apart(data: RunData) -> None:
     client = TestClient(viewer_app(data), base_url=LOCAL)
     live = client.get("/api/live").json()
     models = {m["model"]: m for m in live["models"]}
-    assert models["dm"]["paused"] and not models["dm"]["quarantined"]
+    assert models["dm"]["paused"] and not models["dm"]["quarantined"] and not models["llm"]["set_aside"]
+    assert models["dm"]["set_aside_reason"] == "its requests surely fail (14 of 14 failed)"
     assert models["llm"]["quarantined"] and models["llm"]["quarantined_reason"] == "HTTP 401: check LLM_KEY"
     assert live["spend_usd"] is None  # not read yet: the page asks for it after painting
     spend = client.get("/api/spend").json()
