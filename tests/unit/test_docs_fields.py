@@ -121,7 +121,7 @@ def test_the_schema_versions_a_page_names_are_the_current_ones(page: Path) -> No
 def test_a_stale_schema_version_is_reported() -> None:
     """The sentence docs/uncertainty.md had ("manifest schema 3") is reported; "since manifest schema 3" is not."""
     assert version_problems("intervals (manifest\nschema 3; versions 1 and 2 still load)") == [
-        "manifest schema 3 (it is 7)"
+        "manifest schema 3 (it is 8)"
     ]
     assert version_problems("intervals (since manifest schema 3)") == []
 

@@ -62,7 +62,7 @@ def test_written_manifests_validate_against_the_committed_schema(run: tuple[Swee
     for model in config.models:
         doc = json.loads(manifest_path(config.output, model.id).read_text())
         jsonschema.Draft202012Validator(schema).validate(doc)
-        assert doc["schema_version"] == MANIFEST_SCHEMA_VERSION == 7
+        assert doc["schema_version"] == MANIFEST_SCHEMA_VERSION == 8
         assert doc["screen"] is None  # the run was not screened
 
 

@@ -1,6 +1,6 @@
 """The CXS manifest, one versioned JSON document per model, in reading order: ``intervals`` (the
 interval parts every cell shares), ``selective`` (calibration, coverage curves, fits and gates of a
-decision model's open-loop cell), ``document`` (the cells, the manifest itself, and its reading and writing).
+decision model's open-loop cell), ``readout`` (a read-out model's diagnostics), ``document`` (the cells, the manifest itself, and its reading and writing).
 """
 
 from .document import (
@@ -30,6 +30,7 @@ from .intervals import (
     IsolatedIntervals,
     OpenLoopIntervals,
 )
+from .readout import PositionBias, ReadoutAgreement, ReadoutRecord, readout_record
 from .selective import Calibration, CoverageCurve, CurvePoint, Fit, Gate, GatePoint, ReliabilityBin
 
 __all__ = [
@@ -54,6 +55,9 @@ __all__ = [
     "OpenLoopCell",
     "OpenLoopIntervals",
     "Operations",
+    "PositionBias",
+    "ReadoutAgreement",
+    "ReadoutRecord",
     "ReliabilityBin",
     "RunProvenance",
     "ScenarioProvenance",
@@ -63,4 +67,5 @@ __all__ = [
     "Validity",
     "load_manifest",
     "manifest_path",
+    "readout_record",
 ]

@@ -22,6 +22,7 @@ from .intervals import (
     ManifestPart,
     OpenLoopIntervals,
 )
+from .readout import ReadoutRecord
 from .selective import (
     Calibration,
     CoverageCurve,
@@ -50,8 +51,9 @@ __all__ = [
     "manifest_path",
 ]
 
-MANIFEST_SCHEMA_VERSION: Literal[7] = 7
-"""7: a plain ``top: k`` screen draws an order of questions (``screen.unit``) and says what settled it: its
+MANIFEST_SCHEMA_VERSION: Literal[8] = 8
+"""8: ``readout``, how a model answering through a read-out was read (label mass, cut-offs, position bias,
+agreement with another read-out of the same served model). 7: a plain ``top: k`` screen draws an order of questions (``screen.unit``) and says what settled it: its
 leaders (``screen.leaders``), the level of each paired test (``screen.alpha_pair``) and how many leaders
 were surely above the model (``screen.leaders_above``).
 6: ``screen``, the run's screening of this model. 5: an L1 cell scores every tool choice (``tool_choice_pct``: dp tool_select, When2Call included) and the
@@ -301,7 +303,7 @@ class ClosedLoopCell(ManifestPart):
 class CxsManifest(ManifestPart):
     """Coverage × success of one model over a whole run."""
 
-    schema_version: Literal[1, 2, 3, 4, 5, 6, 7] = MANIFEST_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4, 5, 6, 7, 8] = MANIFEST_SCHEMA_VERSION
     model: ModelRef
     run: RunProvenance
     scenarios: list[ScenarioProvenance]
@@ -311,6 +313,9 @@ class CxsManifest(ManifestPart):
     isolated: list[IsolatedCell] = Field(default_factory=list)
     closed_loop: list[ClosedLoopCell] = Field(default_factory=list)
     screen: ScreenRecord | None = Field(None, description="The run's screen, if any (none before version 5).")
+    readout: ReadoutRecord | None = Field(
+        None, description="A model answering through a read-out: its answers' diagnostics (version 8)."
+    )
 
     def cell(self, scenario: str, mode: str | None = None) -> OpenLoopCell | None:
         """The open-loop cell of ``scenario`` (and ``mode``, when given), if the model has one."""
