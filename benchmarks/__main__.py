@@ -41,6 +41,10 @@ TARGETS = {
     "scoring": "scoring 153,621 rows <= 5 s",
     "finalise_153k": "knowwhen finalize of 153,621 answered jobs (39 models x 3,939 states) <= 20 s and <= 1 GB peak",
     "screen": "simulated 40-model screen, 200 seeds: calls <= 40 % of the full sweep (top 5, floor 0.80); seeds with a wrong decision <= alpha",
+    "readout": (
+        "read-outs of 69-option states: requests and tokens per question (token: 5 at 20 top_logprobs, "
+        "4 at 69 on llama.cpp; likelihood: 1), questions/s on the local server and on llama.cpp's"
+    ),
     "failing_model": "requests to an always-500 agent in the quickstart <= 5% of the run without the rule",
     "fair_share": (
         "(a) fast models beside a 60/min one <= 1.1 x their time alone, the slow one >= 90% of its limit; "
@@ -146,6 +150,10 @@ def main() -> None:
     if "screen" in wanted:
         results["cases"]["screen"] = _script(
             "bench_screen.py", *(["--seeds", "2", "--models", "10"] if q else [])
+        )
+    if "readout" in wanted:
+        results["cases"]["readout"] = _script(
+            "bench_readout.py", *(["--questions", "10", "--llama-questions", "2"] if q else [])
         )
     if "failing_model" in wanted:
         figures = work / "failing_model.json"
