@@ -345,6 +345,7 @@ class ServeApp:
         if early is not None:
             return self._done(model, endpoint, early)
         decide = self.registry.decision[model].decide
+        choices: list[dict[str, Any]]
         try:
             if chat:
                 top = first_token_logprobs(

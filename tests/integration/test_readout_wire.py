@@ -95,7 +95,9 @@ def test_a_likelihood_question_sends_every_option_as_one_batch_of_echoed_prompts
     # The server scores the option listed first highest, each next one 2 nats lower.
     expected = [math.exp(-2.0 * i) for i in range(len(TOOLS))]
     assert got["choice"] == "find_customer"
-    assert got["probabilities"] == pytest.approx({n: e / sum(expected) for n, e in zip(TOOLS, expected, strict=True)})
+    assert got["probabilities"] == pytest.approx(
+        {n: e / sum(expected) for n, e in zip(TOOLS, expected, strict=True)}
+    )
     assert got["readout"]["sum_choice"] == got["readout"]["mean_choice"] == "find_customer"
 
 

@@ -90,7 +90,9 @@ def echo_choices(prompts: Sequence[str], decide: Decide) -> list[dict[str, Any]]
         if prompt not in cache:
             cache[prompt] = decide(state, names, [m.group(2) for m in parsed if m])
         p = cache[prompt][names.index(option)]
-        tokens, logprobs, offsets = [], [], []
+        tokens: list[str] = []
+        logprobs: list[float | None] = []
+        offsets: list[int] = []
         pieces = list(_PIECE.finditer(full))
         own = [m for m in pieces if m.start() >= len(prompt)]
         for m in pieces:
