@@ -235,7 +235,7 @@ class _ReadoutWire:
         self.limits = LimitNews()
 
     def _kw(self, extra_body: dict[str, Any]) -> dict[str, Any]:
-        params = resolve_params(self._model)
+        params = dict(resolve_params(self._model))  # a copy: without references it is the model's own
         merged = {**(params.pop("extra_body", None) or {}), **extra_body}
         return {
             "model": self._model.model,

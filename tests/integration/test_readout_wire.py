@@ -221,3 +221,22 @@ def test_a_readout_belongs_to_decision_models_only() -> None:
     """A read-out on an LLM is refused when the config is read."""
     with pytest.raises(ValueError, match="only decision models"):
         ModelSpec(id="m", model="openai/x", kind="llm", readout={"method": "token"})  # type: ignore[arg-type]
+
+
+def test_a_models_extra_body_is_sent_beside_the_constraint_and_left_as_configured() -> None:
+    """The model's own ``extra_body`` param goes out merged with the label constraint on every request,
+    and the model's params are the same after the calls as before."""
+    with scripted_server() as srv:
+        model = ModelSpec(
+            id="m",
+            model="openai/first",
+            kind="decision",
+            api_base=srv.base_url,
+            params={"extra_body": {"top_k": 5}, "temperature": 0.5},
+            readout={"method": "token", "server": "llama.cpp", "top_logprobs": 4},  # type: ignore[arg-type]
+        )
+        _ask(model)
+        bodies = srv.bodies("/v1/chat/completions")
+    assert len(bodies) == 3
+    assert all(b["top_k"] == 5 and b["temperature"] == 0.5 and "grammar" in b for b in bodies)
+    assert model.params == {"extra_body": {"top_k": 5}, "temperature": 0.5}

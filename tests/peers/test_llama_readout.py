@@ -36,8 +36,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("KNOWWHEN_LLAMA_CACHE") or Path.home() / ".cache")
 SERVER = CACHE / "llama-build" / "bin" / "llama-server"
 MODEL = CACHE / "gemma-3-270m-q4_k_m.gguf"
-QUESTIONS = 6  # common states run end to end (four requests each: three groups and their leaders)
-COMPARED = 3  # of them, recomputed from the native endpoint
+QUESTIONS = 4  # common states run end to end (four requests each: three groups and their leaders)
+COMPARED = 2  # of them, recomputed from the native endpoint
 READOUT = {"method": "token", "server": "llama.cpp", "top_logprobs": 69}
 
 
@@ -105,7 +105,7 @@ def _label_probabilities(base: str, messages: list[dict[str, str]], labels: list
     prompt = httpx.post(f"{base}/apply-template", json={"messages": messages}, timeout=60).json()["prompt"]
     reply = httpx.post(
         f"{base}/completion",
-        json={"prompt": prompt, "n_predict": 1, "n_probs": 69, "temperature": 0, "cache_prompt": False},
+        json={"prompt": prompt, "n_predict": 1, "n_probs": 69, "temperature": 0},
         timeout=300,
     ).json()
     top = reply["completion_probabilities"][0]["top_logprobs"]
