@@ -93,6 +93,8 @@ def _llama(folder: Path, questions: int) -> dict[str, Any]:
             "2",
             "-np",
             "1",
+            "--ctx-checkpoints",
+            "0",
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -112,6 +114,7 @@ def _llama(folder: Path, questions: int) -> dict[str, Any]:
             "api_base": f"http://127.0.0.1:{port}/v1",
             "rate_limit": {"max_in_flight": 1},
             "timeout_s": 600,
+            "params": {"extra_body": {"cache_prompt": False}},
             "readout": {"method": "token", "server": "llama.cpp", "top_logprobs": 69},
         }
         figures = _sweep(folder, [model], questions)
