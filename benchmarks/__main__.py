@@ -43,6 +43,10 @@ TARGETS = {
     "finalise_153k": "knowwhen finalize of 153,621 answered jobs (39 models x 3,939 states) <= 20 s and <= 1 GB peak",
     "screen": "simulated 40-model screen, 200 seeds: calls <= 40 % of the full sweep (top 5, floor 0.80); seeds with a wrong decision <= alpha",
     "screen_pace": "quickstart's decision models, keep top 1: the dropped model's calls saved >= 50 % of 383, with no rate limit and at 100/s",
+    "readout": (
+        "read-outs of 69-option states: requests and tokens per question (token: 5 at 20 top_logprobs, "
+        "4 at 69 on llama.cpp; likelihood: 1), questions/s on the local server and on llama.cpp's"
+    ),
     "failing_model": "requests to an always-500 agent in the quickstart <= 5% of the run without the rule",
     "fair_share": (
         "(a) fast models beside a 60/min one <= 1.1 x their time alone, the slow one >= 90% of its limit; "
@@ -161,6 +165,10 @@ def main() -> None:
         results["cases"]["screen_pace"] = _script("bench_screen_pace.py", "--json", str(figures))
         if figures.is_file():
             results["cases"]["screen_pace"]["figures"] = json.loads(figures.read_text())
+    if "readout" in wanted:
+        results["cases"]["readout"] = _script(
+            "bench_readout.py", *(["--questions", "10", "--llama-questions", "2"] if q else [])
+        )
     if "failing_model" in wanted:
         figures = work / "failing_model.json"
         extra = ["--tasks", "1"] if q else []

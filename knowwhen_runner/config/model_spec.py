@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ..redaction import secret_digest
 from .fields import _ENV_NAME, _ID, _KEY_SHAPE, _RUNNER_PARAMS, _Frozen
+from .readout_spec import ReadoutSpec
 
 
 class RateLimit(_Frozen):
@@ -158,6 +159,13 @@ class ModelSpec(_Frozen):
             "'required'; a reply without a tool call is then nudged in episodes and invalid open loop)."
         ),
     )
+    readout: ReadoutSpec | None = Field(
+        None,
+        description=(
+            "Decision models: a plain language model on an OpenAI-compatible server (vLLM, SGLang, "
+            "llama.cpp) answers through its log-probabilities instead of System One (docs/models.md)."
+        ),
+    )
 
     @field_validator("params")
     @classmethod
@@ -167,6 +175,12 @@ class ModelSpec(_Frozen):
             hint = " (use the model's tool_choice setting)" if "tool_choice" in taken else ""
             raise ValueError(f"{', '.join(taken)} is set by the runner and cannot be a param{hint}")
         return value
+
+    @model_validator(mode="after")
+    def _readout_for_decisions(self) -> ModelSpec:
+        if self.readout is not None and self.kind != "decision":
+            raise ValueError("readout: only decision models (kind: decision) answer through a read-out")
+        return self
 
     @model_validator(mode="after")
     def _batch_for_llms(self) -> ModelSpec:
@@ -197,9 +211,12 @@ class ModelSpec(_Frozen):
 
     def identity_params(self) -> dict[str, Any]:
         """The params that decide this model's answers, for job ids (a non-default tool_choice too)."""
-        if self.tool_choice == "required":
-            return self.params  # as before the setting existed: job ids of earlier runs stay the same
-        return {**self.params, "tool_choice": self.tool_choice}
+        extra: dict[str, Any] = {}
+        if self.tool_choice != "required":  # as before the setting existed: earlier job ids stay the same
+            extra["tool_choice"] = self.tool_choice
+        if self.readout is not None:
+            extra["readout"] = self.readout.model_dump()
+        return {**self.params, **extra} if extra else self.params
 
     @field_validator("api_key_env")
     @classmethod

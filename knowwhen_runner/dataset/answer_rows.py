@@ -75,6 +75,9 @@ def validate_response(item: dict[str, Any], response: dict[str, Any]) -> str | N
     """Why a normalised response cannot be scored, or None when it can."""
     choice = response.get("choice")
     if choice is None:
+        readout = response.get("readout")
+        if isinstance(readout, dict) and readout.get("invalid"):
+            return f"no answer: {readout['invalid']}"
         return "no answer: the model refused or left the question out"
     if choice not in item["options"]:
         return f"choice {str(choice)[:80]!r} is not one of the options"
@@ -108,7 +111,7 @@ def answer_row(
 ) -> AnswerRowDict:
     """The row for one answered question (valid or not)."""
     problem = validate_response(item, response)
-    return {
+    row: AnswerRowDict = {
         "model": model_id,
         "qhash": qhash,
         "answer": response.get("choice"),
@@ -129,6 +132,9 @@ def answer_row(
         "retry_errors": errors or [],
         "extra_choices": [c.get("name") for c in response.get("extra_tool_calls") or []] or None,
     }
+    if response.get("readout") is not None:  # a read-out's diagnostics, for the manifest (not in files)
+        row["readout"] = response["readout"]
+    return row
 
 
 def failed_row(

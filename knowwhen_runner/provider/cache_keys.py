@@ -2,7 +2,7 @@
 
 A key lists its inputs explicitly: the model's identity (the litellm model string and the revision the
 user declares; the api_base only when the user says the endpoint defines the model, ``identity:
-endpoint``), the kind of call, the request body and the output-affecting params. Never the API key,
+endpoint``), the read-out and its settings for a model answering through one, the kind of call, the request body and the output-affecting params. Never the API key,
 never runtime knobs (concurrency, timeouts, retries, the port a model is served on): changing those
 must not miss the cache, and two models must never share an entry. Entries live in a store shared by
 runs (``cache/``). Errors are never cached.
@@ -40,12 +40,15 @@ def cache_key(model: ModelSpec, kind: str, body: dict[str, Any]) -> str:
         "body": body,
         "params": model.params,
     }
+    if model.readout is not None and kind == "decision":
+        # Named only when there is one, so every other key stays what it was.
+        ident["readout"] = model.readout.model_dump()
     return hashlib.sha256(dumps(ident, sort_keys=True)).hexdigest()
 
 
 def legacy_cache_key(model: ModelSpec, kind: str, body: dict[str, Any]) -> str | None:
-    """The version-1 key of the same call (None for a model with a revision: version 1 had none)."""
-    if model.revision is not None:
+    """The version-1 key of the same call (None for a model with a revision or a read-out: version 1 had neither)."""
+    if model.revision is not None or model.readout is not None:
         return None
     ident = {
         "v": 1,

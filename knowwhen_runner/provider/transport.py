@@ -26,6 +26,7 @@ from .batch_wire import BatchPage, BatchState, LineResult, result_line
 from .bodies import QUESTION_NAME
 from .litellm_loader import litellm_loaded, load_litellm, preload_litellm
 from .prices import call_cost, register_price
+from .readout import ChatTop, EchoLine, EchoReply, read_out
 
 __all__ = [
     "BatchTransport",
@@ -158,6 +159,10 @@ class LitellmTransport:
     ) -> Reply:
         litellm = load_litellm()
         key = api_key or "not-needed"
+        if kind == "decision" and model.readout is not None:
+            wire = _ReadoutWire(litellm, model, key)
+            response = await read_out(model.readout, body, wire)
+            return Reply(response, wire.limits)
         if kind == "decision":
             resp = await litellm.asystemone(
                 model=model.model,
@@ -231,6 +236,86 @@ class LitellmTransport:
             for raw in bytes(content.content).splitlines()
             if raw.strip()
         ]
+
+
+class _ReadoutWire:
+    """A read-out's requests through litellm: one-token chat completions with ``top_logprobs``, and text
+    completions of a batch of prompts with ``echo`` (``readout.ReadoutWire``)."""
+
+    def __init__(self, litellm: Any, model: ModelSpec, key: str) -> None:
+        self._litellm = litellm
+        self._model = model
+        self._key = key
+        self.limits = LimitNews()
+
+    def _kw(self, extra_body: dict[str, Any]) -> dict[str, Any]:
+        params = dict(resolve_params(self._model))  # a copy: without references it is the model's own
+        merged = {**(params.pop("extra_body", None) or {}), **extra_body}
+        return {
+            "model": self._model.model,
+            "api_base": self._model.api_base,
+            "api_key": self._key,
+            "timeout": self._model.timeout_s,
+            "max_retries": 0,  # retries are ours (classify)
+            **params,
+            **({"extra_body": merged} if merged else {}),
+        }
+
+    async def first_token(
+        self, messages: list[dict[str, str]], top_logprobs: int, extra_body: dict[str, Any]
+    ) -> ChatTop:
+        resp = await self._litellm.acompletion(
+            messages=messages, logprobs=True, top_logprobs=top_logprobs, max_tokens=1, **self._kw(extra_body)
+        )
+        self.limits = _limit_news(resp)
+        usage = getattr(resp, "usage", None)
+        tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
+        tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
+        logprobs = getattr(resp.choices[0], "logprobs", None) if resp.choices else None
+        content = getattr(logprobs, "content", None) or (
+            logprobs.get("content") if isinstance(logprobs, dict) else None
+        )
+        top = None
+        if content:
+            first = content[0]
+            entries = getattr(first, "top_logprobs", None)
+            if entries is None and isinstance(first, dict):
+                entries = first.get("top_logprobs")
+            top = [_token_logprob(e) for e in entries or []]
+        mode = getattr(resp, "logprobs_mode", None)
+        return ChatTop(
+            top,
+            tokens_in,
+            tokens_out,
+            call_cost(self._model, resp, tokens_in, tokens_out),
+            mode if isinstance(mode, str) else None,
+        )
+
+    async def echo(self, prompts: list[str]) -> EchoReply:
+        resp = await self._litellm.atext_completion(
+            prompt=prompts, echo=True, logprobs=1, max_tokens=1, temperature=0, **self._kw({})
+        )
+        self.limits = _limit_news(resp)
+        usage = getattr(resp, "usage", None)
+        tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
+        tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
+        choices = sorted(resp.choices, key=lambda c: int(getattr(c, "index", 0) or 0))
+        lines = []
+        for choice in choices:
+            lp = getattr(choice, "logprobs", None)
+            get = (
+                (lambda k, lp=lp: lp.get(k))
+                if isinstance(lp, dict)
+                else (lambda k, lp=lp: getattr(lp, k, None))
+            )
+            lines.append(EchoLine(get("tokens") or [], get("token_logprobs") or [], get("text_offset") or []))
+        return EchoReply(lines, tokens_in, tokens_out, call_cost(self._model, resp, tokens_in, tokens_out))
+
+
+def _token_logprob(entry: Any) -> tuple[str, Any]:
+    if isinstance(entry, dict):
+        return str(entry.get("token", "")), entry.get("logprob")
+    return str(getattr(entry, "token", "")), getattr(entry, "logprob", None)
 
 
 def _limit_news(resp: Any) -> LimitNews:

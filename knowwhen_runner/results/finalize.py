@@ -17,6 +17,7 @@ from typing import Any
 
 from ..config import ReportSettings, ScenarioSpec, SweepConfig
 from ..crashpoints import crashpoint
+from ..dataset.answer_rows import AnswerRowDict
 from ..dataset.scoring import score_l2
 from ..exceptions import KnowwhenError
 from ..jsonio import atomic_write_bytes, file_sha256
@@ -35,9 +36,11 @@ from .manifest import (
     IsolatedCell,
     ModelRef,
     OpenLoopCell,
+    ReadoutRecord,
     RunProvenance,
     ScenarioProvenance,
     manifest_path,
+    readout_record,
 )
 from .manifest.document import Subset
 from .ranking import Clusters, Ranking, default_rank_by, rank_models
@@ -258,7 +261,27 @@ def _manifest(
         open_loop=_open_loop(config, model_id, records, folders),
         isolated=_isolated(config, model_id, records),
         closed_loop=_closed_loop(config, model_id, records),
+        readout=_readout(config, model_id, records),
     )
+
+
+def _readout(config: SweepConfig, model_id: str, records: RunRecords) -> ReadoutRecord | None:
+    """A read-out model's diagnostics, compared with the other read-outs of the same served model."""
+    spec = config.model(model_id)
+    if spec.readout is None:
+        return None
+
+    def rows(mid: str) -> list[AnswerRowDict]:
+        return [r for sc in config.scenarios for r in records.rows.get((sc.id, mid), [])]
+
+    others = {
+        m.id: (m.readout.method, rows(m.id))
+        for m in config.models
+        if m.id != model_id
+        and m.readout is not None
+        and (m.model, m.api_base, m.revision) == (spec.model, spec.api_base, spec.revision)
+    }
+    return readout_record(spec.readout.model_dump(), rows(model_id), others)
 
 
 def _open_loop(

@@ -52,6 +52,8 @@ OPERATION_FIELDS = (
 )
 """What a manifest reads of an open-loop answer row besides its answer (validity, cost, latency, tokens,
 cache hits, batches): all that is kept of a row once its answers file is written."""
+_READOUT_FIELDS = (*OPERATION_FIELDS, "qhash", "answer", "readout")
+"""What is kept of a read-out model's row: its diagnostics, and its answer to compare read-outs by."""
 
 
 def stem(spec: ScenarioSpec) -> str:
@@ -200,7 +202,8 @@ async def write_states_folders(
             path = config.output / sc / f"answers_{model.id}.jsonl.gz"
             lines = list(_file_rows(sorted(rows, key=lambda r: r["qhash"]), spec.variant, sets[sc]))
             written[path] = _read_as_written(path, lines, sets[sc])
-            records.rows[(sc, model.id)] = [{k: r[k] for k in OPERATION_FIELDS if k in r} for r in rows]
+            kept = _READOUT_FIELDS if model.readout is not None else OPERATION_FIELDS
+            records.rows[(sc, model.id)] = [{k: r[k] for k in kept if k in r} for r in rows]
             await files.write(path, lines)
     return {sc: _folder(specs[sc], qset, written) for sc, qset in sets.items()}
 

@@ -232,6 +232,44 @@ def _screen_html(manifests: Sequence[CxsManifest]) -> str:
     )
 
 
+def _readout_html(manifests: Sequence[CxsManifest]) -> str:
+    """How each read-out model's answers were read (docs/models.md): label mass, cut-offs, position bias,
+    and where two read-outs of the same served model disagree."""
+    records = [(m.model.id, m.readout) for m in manifests if m.readout is not None]
+    if not records:
+        return ""
+
+    def num(value: float | None, fmt: str = ".3f") -> str:
+        return "–" if value is None else format(value, fmt)
+
+    rows = []
+    for model, r in records:
+        bias = r.position_bias
+        shown = (
+            "–" if bias is None else f"{bias.first_shown_rate:.3f} (no bias: {bias.first_shown_expected:.3f})"
+        )
+        versus = "; ".join(
+            f"{escape(a.model)} ({escape(a.method)}): {a.disagree}/{a.questions}" for a in r.agreement
+        )
+        rows.append(
+            f"<tr><td>{escape(model)}</td><td>{escape(str(r.settings.get('method')))}</td><td>{r.answers}</td>"
+            f"<td>{r.invalid}</td><td>{num(r.requests_per_answer, '.2f')}</td><td>{num(r.label_mass_mean)}</td>"
+            f"<td>{num(r.label_mass_min)}</td><td>{r.cut_off_answers}</td>"
+            f"<td>{escape(', '.join(r.logprobs_modes) or 'not stated')}</td><td>{shown}</td>"
+            f"<td>{versus or '–'}</td></tr>"
+        )
+    return (
+        "<h2>Read-outs</h2><p>Models read out of a server's log-probabilities: the first token's probability "
+        "mass on the labels (mean and lowest), answers where the server's top list cut a label off, the "
+        "logprobs mode the server stated, how often the option shown first was chosen over shuffled "
+        "questions, and how many questions another read-out of the same served model answered "
+        "differently.</p><table><thead><tr><th>model</th><th>read-out</th><th>answers</th><th>invalid</th>"
+        "<th>requests/answer</th><th>label mass</th><th>lowest</th><th>cut off</th><th>logprobs mode</th>"
+        "<th>first shown chosen</th><th>disagree with</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
 def _when(at: float | None) -> str:
     """When a screen decision came, in UTC to the second (empty while open)."""
     return "" if at is None else datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
@@ -283,6 +321,7 @@ def render_report(
             f"config {escape(run.config_file or '–')}, created {escape(run.created or '–')}.</p>",
             _screen_html(manifests),
             *sections,
+            _readout_html(manifests),
             drilldown,
             f"<h2>Provenance</h2>{_provenance(manifests)}",
             f'<footer data-time="finalized">Finalised {escape(run.finalized_at)}.</footer>',

@@ -43,6 +43,7 @@ from .encoding import (
 )
 from .faults import FaultBook, FaultRule, RpmLimits, ceil_seconds, retry_after_header
 from .models import RELEASE_DATE, ModelRegistry
+from .readout import LogprobsRefusal, echo_choices, first_token_logprobs
 from .stats import STATUS_RESET, Stats
 from .systemone import InvalidRequest, build_answer, parse_request
 
@@ -170,6 +171,8 @@ class ServeApp:
             ("POST", "/systemone"): self.systemone,
             ("POST", "/v1/chat/completions"): self.chat,
             ("POST", "/chat/completions"): self.chat,
+            ("POST", "/v1/completions"): self.completions,
+            ("POST", "/completions"): self.completions,
             ("GET", "/v1/models"): self.models,
             ("GET", "/health"): self.health,
             ("GET", "/admin/faults"): self.get_faults,
@@ -306,6 +309,8 @@ class ServeApp:
             model, messages, tools, tool_choice = _chat_request(parsed)
         except (orjson.JSONDecodeError, BadRequest) as exc:
             return self._done("", endpoint, _error(422, "invalid_request_error", str(exc)))
+        if parsed.get("logprobs") and model in self.registry.decision and endpoint == "chat":
+            return await self._readout(model, parsed, len(raw), chat=True)
         chat_model = self.registry.chat.get(model)
         if chat_model is None:
             return self._done(model, endpoint, _unknown_model(model, _error))
@@ -355,6 +360,69 @@ class ServeApp:
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+        return self._done(model, endpoint, _json(200, payload))
+
+    async def completions(self, raw: bytes, query: dict[str, list[str]]) -> Reply:
+        """Answer an OpenAI (legacy) completion of a decision model: the likelihood read-out's echo."""
+        try:
+            parsed = orjson.loads(raw)
+            _require(isinstance(parsed, dict), "body: expected a JSON object")
+            model = parsed.get("model")
+            _require(isinstance(model, str) and bool(model), "model: required string")
+        except (orjson.JSONDecodeError, BadRequest) as exc:
+            return self._done("", "completions", _error(422, "invalid_request_error", str(exc)))
+        if model not in self.registry.decision:
+            return self._done(model, "completions", _unknown_model(model, _error))
+        return await self._readout(model, parsed, len(raw), chat=False)
+
+    async def _readout(self, model: str, body: dict[str, Any], size: int, *, chat: bool) -> Reply:
+        """A decision model read out as a plain language model (``serve/readout``): one chat token with
+        top_logprobs, or echoed completions, with the gate's rate limits and faults."""
+        endpoint = "chat" if chat else "completions"
+        early, _rule = await self._gate(model, "chat")
+        if early is not None:
+            return self._done(model, endpoint, early)
+        decide = self.registry.decision[model].decide
+        choices: list[dict[str, Any]]
+        try:
+            if chat:
+                top = first_token_logprobs(
+                    body.get("messages") or [], int(body.get("top_logprobs") or 0), decide
+                )
+                first = top[0] if top else {"token": "A", "logprob": 0.0}
+                logprobs = {"content": [{**first, "top_logprobs": top}]}
+                choices = [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": first["token"]},
+                        "logprobs": logprobs,
+                        "finish_reason": "length",
+                    }
+                ]
+            else:
+                prompts = body.get("prompt")
+                prompts = prompts if isinstance(prompts, list) else [prompts]
+                choices = echo_choices([str(p) for p in prompts], decide)
+                if not body.get("echo"):  # only the generated token, as without echo
+                    for choice in choices:
+                        lp = choice["logprobs"]
+                        choice["text"] = "."
+                        choice["logprobs"] = {k: v[-1:] if isinstance(v, list) else v for k, v in lp.items()}
+        except (LogprobsRefusal, TypeError, ValueError) as exc:
+            return self._done(model, endpoint, _error(400, "invalid_request_error", str(exc)))
+        prompt_tokens = max(1, size // 4)
+        payload = {
+            "id": f"{'chatcmpl' if chat else 'cmpl'}-{next(self._ids)}",
+            "object": "chat.completion" if chat else "text_completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": len(choices),
+                "total_tokens": prompt_tokens + len(choices),
             },
         }
         return self._done(model, endpoint, _json(200, payload))

@@ -1,6 +1,7 @@
 """The CXS manifest, one versioned JSON document per model, in reading order: ``intervals`` (the
 interval parts every cell shares), ``selective`` (calibration, coverage curves, fits and gates of a
-decision model's open-loop cell), ``deferral`` (its deferral scorecard and the τ with a guarantee), ``document`` (the cells, the manifest itself, and its reading and writing).
+decision model's open-loop cell), ``deferral`` (its deferral scorecard and the τ with a guarantee), ``readout``
+(a read-out model's diagnostics), ``document`` (the cells, the manifest itself, and its reading and writing).
 """
 
 from .deferral import (
@@ -41,6 +42,7 @@ from .intervals import (
     IsolatedIntervals,
     OpenLoopIntervals,
 )
+from .readout import PositionBias, ReadoutAgreement, ReadoutRecord, readout_record
 from .selective import Calibration, CoverageCurve, CurvePoint, Fit, Gate, GatePoint, ReliabilityBin
 
 __all__ = [
@@ -72,6 +74,9 @@ __all__ = [
     "OpenLoopCell",
     "OpenLoopIntervals",
     "Operations",
+    "PositionBias",
+    "ReadoutAgreement",
+    "ReadoutRecord",
     "ReliabilityBin",
     "RiskGuarantee",
     "RunProvenance",
@@ -83,4 +88,5 @@ __all__ = [
     "Validity",
     "load_manifest",
     "manifest_path",
+    "readout_record",
 ]

@@ -24,6 +24,7 @@ from .intervals import (
     ManifestPart,
     OpenLoopIntervals,
 )
+from .readout import ReadoutRecord
 from .selective import (
     Calibration,
     CoverageCurve,
@@ -60,7 +61,8 @@ gated over an LLM carries ``deferral``, its deferral scorecard (accuracy against
 and cost, oracle and random baselines, APGR, CPT, AIQ, excess AURC, equal-mass ECE before and after Platt
 scaling) and, when the gate sets a ``risk``, the τ chosen with a guarantee (``deferral.guarantee``), and
 the achieved error of a τ chosen on another scenario (``deferral.transfers``; a gated closed-loop cell's
-``deferral.transfer``).
+``deferral.transfer``); a model answering through a read-out says how it was read (``readout``: label
+mass, cut-offs, position bias, agreement with another read-out of the same served model).
 7: a plain ``top: k`` screen draws an order of questions (``screen.unit``) and says what settled it: its
 leaders (``screen.leaders``), the level of each paired test (``screen.alpha_pair``) and how many leaders
 were surely above the model (``screen.leaders_above``).
@@ -341,6 +343,9 @@ class CxsManifest(ManifestPart):
     isolated: list[IsolatedCell] = Field(default_factory=list)
     closed_loop: list[ClosedLoopCell] = Field(default_factory=list)
     screen: ScreenRecord | None = Field(None, description="The run's screen, if any (none before version 5).")
+    readout: ReadoutRecord | None = Field(
+        None, description="A model answering through a read-out: its answers' diagnostics (version 8)."
+    )
 
     def cell(self, scenario: str, mode: str | None = None) -> OpenLoopCell | None:
         """The open-loop cell of ``scenario`` (and ``mode``, when given), if the model has one."""

@@ -1,0 +1,164 @@
+"""Read-outs: requests and tokens per question, and questions per second, for each read-out.
+
+Sweeps DecisionGym's common states (69 options) with ``knowwhen run``: ``prior`` of the local server
+read out by ``token`` (20 top_logprobs, as vLLM returns by default) and by ``likelihood``; then, when
+llama.cpp's server and the Gemma 3 270M file are in the cache ``.ci/llama-server`` fills, the ``token``
+read-out of that real model (69 top_logprobs: four requests a question), one request at a time.
+Prints one JSON object. Run from the repository root: ``python -m benchmarks.bench_readout``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from knowwhen_runner.serve import start_server_process
+from knowwhen_runner.serve.process import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMON = ROOT / "scenarios" / "decisiongym" / "common"
+CACHE = Path(os.environ.get("KNOWWHEN_LLAMA_CACHE") or Path.home() / ".cache")
+LLAMA = CACHE / "llama-build" / "bin" / "llama-server"
+GGUF = CACHE / "gemma-3-270m-q4_k_m.gguf"
+
+
+def _sweep(folder: Path, models: list[dict[str, Any]], questions: int) -> dict[str, Any]:
+    """Run the models over ``questions`` common states; per model: requests, tokens and questions a second."""
+    config = {
+        "name": "bench-readout",
+        "output": str(folder / "out"),
+        "models": models,
+        "modes": ["model"],
+        "scenarios": [{"id": "common", "path": str(COMMON), "limit": questions}],
+        "cache": {"policy": "off"},
+    }
+    path = folder / "c.yaml"
+    path.write_text(yaml.safe_dump(config))
+    env = {**os.environ, "KNOWWHEN_CACHE_DIR": str(folder / "cache"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "knowwhen_runner", "run", str(path), "-q"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-3:]}
+    out: dict[str, Any] = {"questions": questions, "run_seconds": round(seconds, 1)}
+    for model in models:
+        manifest = json.loads((folder / "out" / "manifests" / f"{model['id']}.cxs.json").read_text())
+        readout, totals = manifest["readout"], manifest["totals"]
+        latency = totals.get("latency", {})
+        tokens = totals.get("tokens", {})
+        out[model["id"]] = {
+            "invalid": readout["invalid"],
+            "requests_per_question": readout["requests_per_answer"],
+            "input_tokens_per_question": round((tokens.get("input") or 0) / questions, 1),
+            "output_tokens_per_question": round((tokens.get("output") or 0) / questions, 2),
+            "p50_latency_ms": latency.get("p50_ms"),
+            "label_mass_mean": readout["label_mass_mean"],
+        }
+    return out
+
+
+def _llama(folder: Path, questions: int) -> dict[str, Any]:
+    if not (LLAMA.is_file() and GGUF.is_file()):
+        return {"skipped": f"no llama-server or model file in {CACHE} (run .ci/llama-server)"}
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            str(LLAMA),
+            "-m",
+            str(GGUF),
+            "--alias",
+            "gemma-3-270m",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "-c",
+            "4096",
+            "-t",
+            "2",
+            "-np",
+            "1",
+            "--ctx-checkpoints",
+            "0",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.3)
+        model = {
+            "id": "gemma-token",
+            "model": "openai/gemma-3-270m",
+            "kind": "decision",
+            "api_base": f"http://127.0.0.1:{port}/v1",
+            "rate_limit": {"max_in_flight": 1},
+            "timeout_s": 600,
+            "params": {"extra_body": {"cache_prompt": False}},
+            "readout": {"method": "token", "server": "llama.cpp", "top_logprobs": 69},
+        }
+        figures = _sweep(folder, [model], questions)
+        if "run_seconds" in figures:
+            figures["questions_per_s"] = round(questions / figures["run_seconds"], 3)
+            figures["requests_per_s"] = round(
+                questions * figures["gemma-token"]["requests_per_question"] / figures["run_seconds"], 3
+            )
+        return figures
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--questions", type=int, default=120, help="common states on the local server")
+    parser.add_argument("--llama-questions", type=int, default=12, help="common states on llama.cpp")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        with start_server_process() as server:
+            models = [
+                {
+                    "id": "prior-token",
+                    "model": "hosted_vllm/prior",
+                    "kind": "decision",
+                    "api_base": f"{server.base_url}/v1",
+                    "readout": {"method": "token", "server": "vllm", "top_logprobs": 20},
+                },
+                {
+                    "id": "prior-likelihood",
+                    "model": "hosted_vllm/prior",
+                    "kind": "decision",
+                    "api_base": f"{server.base_url}/v1",
+                    "readout": {"method": "likelihood", "server": "vllm"},
+                },
+            ]
+            (work / "serve").mkdir()
+            local = _sweep(work / "serve", models, args.questions)
+        (work / "llama").mkdir()
+        llama = _llama(work / "llama", args.llama_questions)
+    print(json.dumps({"local_server": local, "llama_cpp": llama}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
