@@ -11,7 +11,9 @@ request body it received. The served model's name picks the behaviour:
 - ``nan``: a NaN log-probability for the top token (and for an option's token on completions);
 - ``nologprobs``: no ``logprobs`` in the reply;
 - ``noecho``: completions that ignore ``echo`` (only the generated token's log-probability), as
-  llama.cpp's server does.
+  llama.cpp's server does;
+- ``impostor``: answers like ``first`` but names another model (``someone-else``) in its replies, as a
+  gateway's fallback does.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def _first_token(body: dict[str, Any]) -> dict[str, Any]:
         "id": "chatcmpl-1",
         "object": "chat.completion",
         "created": 0,
-        "model": behaviour,
+        "model": "someone-else" if behaviour == "impostor" else behaviour,
         "choices": [
             {
                 "index": 0,
@@ -126,7 +128,7 @@ def _completions(body: dict[str, Any]) -> dict[str, Any]:
         "id": "cmpl-1",
         "object": "text_completion",
         "created": 0,
-        "model": behaviour,
+        "model": "someone-else" if behaviour == "impostor" else behaviour,
         "choices": choices,
         "usage": {"prompt_tokens": 50 * len(prompts), "completion_tokens": len(prompts), "total_tokens": 0},
     }

@@ -240,14 +240,9 @@ class ModelClient:
         return {**reply.response, "latency_ms": round((time.perf_counter() - started) * 1000, 3)}
 
     def _own_reply(self, model: ModelSpec, origin: Origin, tally: _Tally) -> None:
-        """Raise ``OtherModel`` when the reply says another model answered: a gateway's fallback (always),
-        or a ``model`` that is not the one asked, unless the gateway names the one asked as what answered.
-        A reply that names no model is taken as the model's own."""
-        if origin.fallbacks <= 0:
-            if origin.model is None or model.answers_as(origin.model):
-                return
-            if origin.group is not None and model.answers_as(origin.group):
-                return  # a gateway's deployment answers with its own name for the model asked
+        """Raise ``OtherModel`` when the reply says another model answered (``Origin.is_other``)."""
+        if not origin.is_other(model):
+            return
         exc = OtherModel(model.id, model.model, origin.model, origin.fallbacks, requests=tally.requests)
         tally.answer = exc
         tally.failures += 1

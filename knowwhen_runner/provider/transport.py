@@ -54,6 +54,16 @@ class Origin:
     group: str | None = None  # the gateway's name of what answered (its model group)
     fallbacks: int = 0  # the gateway tried another model after the one asked for failed
 
+    def is_other(self, model: ModelSpec) -> bool:
+        """Whether another model than ``model`` answered: a gateway's fallback (always), or a ``model``
+        that is not the one asked, unless the gateway names the one asked as what answered. A reply that
+        names no model is taken as the model's own."""
+        if self.fallbacks > 0:
+            return True
+        if self.model is None or model.answers_as(self.model):
+            return False
+        return not (self.group is not None and model.answers_as(self.group))
+
 
 @dataclass(frozen=True, slots=True)
 class Reply:
@@ -162,7 +172,7 @@ class LitellmTransport:
         if kind == "decision" and model.readout is not None:
             wire = _ReadoutWire(litellm, model, key)
             response = await read_out(model.readout, body, wire)
-            return Reply(response, wire.limits)
+            return Reply(response, wire.limits, wire.origin)
         if kind == "decision":
             resp = await litellm.asystemone(
                 model=model.model,
@@ -247,6 +257,14 @@ class _ReadoutWire:
         self._model = model
         self._key = key
         self.limits = LimitNews()
+        self.origin = Origin()
+        """Who answered: the first of a question's requests answered by another model, else the last."""
+
+    def _heard(self, resp: Any) -> None:
+        self.limits = _limit_news(resp)
+        origin = _origin(resp)
+        if not self.origin.is_other(self._model):
+            self.origin = origin
 
     def _kw(self, extra_body: dict[str, Any]) -> dict[str, Any]:
         params = dict(resolve_params(self._model))  # a copy: without references it is the model's own
@@ -267,7 +285,7 @@ class _ReadoutWire:
         resp = await self._litellm.acompletion(
             messages=messages, logprobs=True, top_logprobs=top_logprobs, max_tokens=1, **self._kw(extra_body)
         )
-        self.limits = _limit_news(resp)
+        self._heard(resp)
         usage = getattr(resp, "usage", None)
         tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
         tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
@@ -295,7 +313,7 @@ class _ReadoutWire:
         resp = await self._litellm.atext_completion(
             prompt=prompts, echo=True, logprobs=1, max_tokens=1, temperature=0, **self._kw({})
         )
-        self.limits = _limit_news(resp)
+        self._heard(resp)
         usage = getattr(resp, "usage", None)
         tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
         tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)

@@ -10,7 +10,15 @@ import pytest
 
 from knowwhen_runner.config import ModelSpec
 from knowwhen_runner.dataset.answer_rows import answer_row
-from knowwhen_runner.provider import LitellmTransport, cache_key, decision_body
+from knowwhen_runner.exceptions import OtherModel
+from knowwhen_runner.provider import (
+    Limiters,
+    LitellmTransport,
+    ModelClient,
+    Secrets,
+    cache_key,
+    decision_body,
+)
 from knowwhen_runner.provider.readout import TOKEN_SYSTEM_PROMPT
 from tests.helpers import TOOLS
 from tests.readout_server import ScriptedServer, scripted_server
@@ -240,3 +248,18 @@ def test_a_models_extra_body_is_sent_beside_the_constraint_and_left_as_configure
     assert len(bodies) == 3
     assert all(b["top_k"] == 5 and b["temperature"] == 0.5 and "grammar" in b for b in bodies)
     assert model.params == {"extra_body": {"top_k": 5}, "temperature": 0.5}
+
+
+@pytest.mark.parametrize("method", ["token", "likelihood"])
+def test_a_read_out_answered_by_another_model_is_no_answer(method: str) -> None:
+    """A read-out's replies that name another model than the one asked raise ``OtherModel`` in the client,
+    as every other call's do: never recorded, never cached; the same server naming the model asked answers."""
+
+    async def call(model: ModelSpec) -> dict[str, Any]:
+        client = ModelClient(Limiters([model]), Secrets([model]), max_tries=1)
+        return (await client.call(model, "decision", decision_body(ITEM))).response
+
+    with scripted_server() as srv:
+        assert anyio.run(call, _model(srv, "first", method=method))["choice"] is not None
+        with pytest.raises(OtherModel, match="someone-else"):
+            anyio.run(call, _model(srv, "impostor", method=method))
