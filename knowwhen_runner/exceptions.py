@@ -24,7 +24,9 @@ module lives there, beside the stage that raises it; the others live here.
 
 The local server has errors of its own that never leave it (each becomes an HTTP error response):
 ``InvalidRequest`` (serve.systemone), ``BadRequest`` (serve.app), ``BatchError`` (serve.batch_api),
-``UnsupportedEncoding``, ``UndecodableBody``, ``BodyTooLarge`` and ``BodyTimeout`` (serve.encoding).
+``UnsupportedEncoding``, ``UndecodableBody``, ``BodyTooLarge`` and ``BodyTimeout`` (serve.encoding),
+``LogprobsRefusal`` (serve.readout.logprobs). A read-out's reply it cannot read is ``Unreadable``
+(provider.readout.reading): it becomes the answer's error, never leaves the read-out.
 """
 
 from __future__ import annotations

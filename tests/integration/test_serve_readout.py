@@ -61,7 +61,8 @@ def test_read_outs_of_a_reference_model_record_its_own_probabilities(
         for m in ("prior", "prior-token", "prior-likelihood")
         for p in [tmp_path / "out" / sc / f"answers_{m}.jsonl.gz"]
     }
-    assert len(rows[("common", "prior")]) == 12 and len(rows[("small", "prior")]) == 9
+    asked = len(rows[("common", "prior")])  # limit: 12 draws whole tasks while their questions fit
+    assert 1 <= asked <= 12 and len(rows[("small", "prior")]) == 9
     exact = [("common", "prior-likelihood"), ("small", "prior-likelihood"), ("small", "prior-token")]
     for sc, read_out in exact:
         for qhash, truth in rows[(sc, "prior")].items():
@@ -73,10 +74,10 @@ def test_read_outs_of_a_reference_model_record_its_own_probabilities(
     token = json.loads((tmp_path / "out" / "manifests" / "prior-token.cxs.json").read_text())["readout"]
     assert token["label_mass_mean"] == pytest.approx(0.95)
     assert token["requests_per_answer"] == pytest.approx(
-        (12 * 5 + 9 * 1) / 21
+        (asked * 5 + 9 * 1) / (asked + 9)
     )  # 69 options: 4 groups + leaders
     (versus,) = token["agreement"]
-    assert versus["model"] == "prior-likelihood" and versus["questions"] == 21
+    assert versus["model"] == "prior-likelihood" and versus["questions"] == asked + 9
 
 
 def test_more_top_logprobs_than_the_server_returns_is_refused_as_vllm_does(server: ServerProcess) -> None:
