@@ -167,7 +167,9 @@ def main() -> None:
             results["cases"]["screen_pace"]["figures"] = json.loads(figures.read_text())
     if "readout" in wanted:
         results["cases"]["readout"] = _script(
-            "bench_readout.py", *(["--questions", "10", "--llama-questions", "2"] if q else [])
+            # quick: the local server only (the real llama.cpp server is the peers test's, minutes here)
+            "bench_readout.py",
+            *(["--questions", "3", "--llama-questions", "0"] if q else []),
         )
     if "failing_model" in wanted:
         figures = work / "failing_model.json"

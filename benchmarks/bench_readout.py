@@ -73,6 +73,8 @@ def _sweep(folder: Path, models: list[dict[str, Any]], questions: int) -> dict[s
 
 
 def _llama(folder: Path, questions: int) -> dict[str, Any]:
+    if questions <= 0:
+        return {"skipped": "--llama-questions 0"}
     if not (LLAMA.is_file() and GGUF.is_file()):
         return {"skipped": f"no llama-server or model file in {CACHE} (run .ci/llama-server)"}
     port = free_port()

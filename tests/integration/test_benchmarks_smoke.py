@@ -36,6 +36,8 @@ def test_python_m_benchmarks_quick_writes_every_case(tmp_path: Path) -> None:
         "scoring",
         "screen",
         "finalise_153k",
+        "big_body",
+        "readout",
     }
     assert cases["overhead"]["calls"] == 200
     for kind in ("decision", "llm"):
@@ -58,4 +60,6 @@ def test_python_m_benchmarks_quick_writes_every_case(tmp_path: Path) -> None:
         assert processes["figures"]["sqlite"][n]["jobs_per_s"] > 0  # steady needs more jobs than this
     assert cases["scoring"]["exit"] == 0, cases["scoring"]["stderr"]
     assert cases["screen"]["exit"] == 0, cases["screen"]["stderr"]
+    assert cases["readout"]["exit"] == 0, cases["readout"]["stderr"]
+    assert cases["big_body"]["body_mb"] == 64
     assert any("top: 5" in line and "calls" in line for line in cases["screen"]["output"])
