@@ -80,6 +80,9 @@ def _config(tmp_path: Path, sparrow: str, server: ServerProcess) -> Path:
                 "kind": "decision",
                 "api_base": sparrow,
                 "rate_limit": limit,
+                # sparrow answers with its loaded model's name: the runner refuses such replies as another
+                # model's until the config names it, as its message says
+                "served_as": "sparrow-nano-general-v1.1",
             },
             {"id": "agent", "model": "openai/agent-sim", "kind": "llm", "api_base": f"{server.base_url}/v1"},
         ],
