@@ -25,6 +25,8 @@ def _models(base_url: str, slow_rpm: int) -> list[dict]:
             "kind": "decision",
             "api_base": base_url,
             "rate_limit": {"requests_per_minute": rpm, "max_in_flight": 4},
+            # the server answers its alias under the name of the model behind it, as providers do
+            **({"served_as": FAST} if name == DEFAULT_ALIAS else {}),
         }
         for name, rpm in ((FAST, 600), (SLOW, slow_rpm))
     ]
