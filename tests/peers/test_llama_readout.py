@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("KNOWWHEN_LLAMA_CACHE") or Path.home() / ".cache")
 SERVER = CACHE / "llama-build" / "bin" / "llama-server"
 MODEL = CACHE / "gemma-3-270m-q4_k_m.gguf"
-QUESTIONS = 4  # common states run end to end (four requests each: three groups and their leaders)
+QUESTIONS = 4  # limit: the seeded sample's whole tasks while they fit, or its first task (four requests each)
 COMPARED = 2  # of them, recomputed from the native endpoint
 READOUT = {"method": "token", "server": "llama.cpp", "top_logprobs": 69}
 
@@ -181,9 +181,10 @@ def test_recorded_probabilities_equal_the_models_own_and_common_states_run_end_t
     answers = tmp_path / "out" / "common" / "answers_gemma.jsonl.gz"
     with gzip.open(answers, "rt") as fh:
         rows = with_named_probabilities(answers, [json.loads(line) for line in fh])
-    assert len(rows) == QUESTIONS and all(r["valid"] for r in rows), [r["error"] for r in rows]
+    asked = len(rows)  # a whole task: its questions may be more than the limit when it is the first
+    assert 1 <= asked <= 2 * QUESTIONS and all(r["valid"] for r in rows), [r["error"] for r in rows]
     manifest = json.loads((tmp_path / "out" / "manifests" / "gemma.cxs.json").read_text())
-    assert manifest["readout"]["answers"] == QUESTIONS
+    assert manifest["readout"]["answers"] == asked
     assert manifest["readout"]["requests_per_answer"] == 4
     by_qhash = {q["qhash"]: q for q in _questions()}
     for row in sorted(rows, key=lambda r: r["qhash"])[:COMPARED]:
