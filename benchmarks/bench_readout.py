@@ -19,17 +19,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
 
 from knowwhen_runner.serve import start_server_process
-from knowwhen_runner.serve.process import free_port
+from tests.llama_server import CACHE, MODEL, SERVER, llama_server
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMON = ROOT / "scenarios" / "decisiongym" / "common"
-CACHE = Path(os.environ.get("KNOWWHEN_LLAMA_CACHE") or Path.home() / ".cache")
-LLAMA = CACHE / "llama-build" / "bin" / "llama-server"
-GGUF = CACHE / "gemma-3-270m-q4_k_m.gguf"
 
 
 def _sweep(folder: Path, models: list[dict[str, Any]], questions: int) -> dict[str, Any]:
@@ -75,45 +71,14 @@ def _sweep(folder: Path, models: list[dict[str, Any]], questions: int) -> dict[s
 def _llama(folder: Path, questions: int) -> dict[str, Any]:
     if questions <= 0:
         return {"skipped": "--llama-questions 0"}
-    if not (LLAMA.is_file() and GGUF.is_file()):
+    if not (SERVER.is_file() and MODEL.is_file()):
         return {"skipped": f"no llama-server or model file in {CACHE} (run .ci/llama-server)"}
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            str(LLAMA),
-            "-m",
-            str(GGUF),
-            "--alias",
-            "gemma-3-270m",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "-c",
-            "4096",
-            "-t",
-            "2",
-            "-np",
-            "1",
-            "--ctx-checkpoints",
-            "0",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.3)
+    with llama_server() as base:
         model = {
             "id": "gemma-token",
             "model": "openai/gemma-3-270m",
             "kind": "decision",
-            "api_base": f"http://127.0.0.1:{port}/v1",
+            "api_base": f"{base}/v1",
             "rate_limit": {"max_in_flight": 1},
             "timeout_s": 600,
             "params": {"extra_body": {"cache_prompt": False}},
@@ -126,9 +91,6 @@ def _llama(folder: Path, questions: int) -> dict[str, Any]:
                 questions * figures["gemma-token"]["requests_per_question"] / figures["run_seconds"], 3
             )
         return figures
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
 
 
 def main() -> None:

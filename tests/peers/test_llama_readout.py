@@ -18,9 +18,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import os
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,16 +29,13 @@ import yaml
 from knowwhen_runner.config.readout_spec import ReadoutSpec
 from knowwhen_runner.provider import decision_body
 from knowwhen_runner.provider.readout import question_of, token_messages
-from knowwhen_runner.serve.process import free_port
 from tests.helpers import knowwhen, with_named_probabilities
 from tests.judges import judge_missing
+from tests.llama_server import CACHE, MODEL, SERVER, llama_server
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-CACHE = Path(os.environ.get("KNOWWHEN_LLAMA_CACHE") or Path.home() / ".cache")
-SERVER = CACHE / "llama-build" / "bin" / "llama-server"
-MODEL = CACHE / "gemma-3-270m-q4_k_m.gguf"
 QUESTIONS = 4  # limit: the seeded sample's whole tasks while they fit, or its first task (four requests each)
 COMPARED = 2  # of them, recomputed from the native endpoint
 READOUT = {"method": "token", "server": "llama.cpp", "top_logprobs": 69}
@@ -52,46 +46,8 @@ def llama() -> Iterator[str]:
     """llama-server serving the model on a free loopback port (its base URL, without /v1)."""
     if not (SERVER.is_file() and MODEL.is_file()):
         judge_missing(f"llama.cpp's server or the model file is not in {CACHE}: run .ci/llama-server")
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            str(SERVER),
-            "-m",
-            str(MODEL),
-            "--alias",
-            "gemma-3-270m",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "-c",
-            "4096",
-            "-t",
-            "2",
-            "-np",
-            "1",
-            "--ctx-checkpoints",
-            "0",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(base + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert process.poll() is None, "llama-server exited at start"
-            assert time.monotonic() < deadline, "llama-server was not up within 120 s"
-            time.sleep(0.3)
+    with llama_server() as base:
         yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
 
 
 def _questions() -> list[dict[str, Any]]:
