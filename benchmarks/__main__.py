@@ -58,8 +58,11 @@ TARGETS = {
 def _script(name: str, *args: str) -> dict[str, Any]:
     """Run one of the stand-alone benchmark scripts and keep its printed output."""
     started = time.perf_counter()
+    # As a module from the repository's root, as each script's docstring says to run it: a script may
+    # import the test suite's helpers (the read-out benchmark starts llama.cpp's server as its test does).
+    module = "benchmarks." + name.removesuffix(".py")
     done = subprocess.run(
-        [sys.executable, str(HERE / name), *args], capture_output=True, text=True, check=False
+        [sys.executable, "-m", module, *args], cwd=HERE.parent, capture_output=True, text=True, check=False
     )
     return {
         "exit": done.returncode,
