@@ -30,7 +30,6 @@ def test_python_m_benchmarks_quick_writes_every_case(tmp_path: Path) -> None:
         "inspect_ai",
         "cached_replay",
         "plan_resume",
-        "plan_resume_15k",
         "rate_limit",
         "processes",
         "scoring",
