@@ -40,7 +40,7 @@ from .status import pause, resume, status
 __all__ = ["EXIT_BUDGET", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_PENDING", "app", "main"]
 
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     no_args_is_help=True,
     help="Know when a decision model can take over from an LLM: sweep, resume, score and report.",
