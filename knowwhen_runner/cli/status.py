@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from .tables import Column, print_table
+from .tables import Cell, Column, print_table
 
 __all__ = ["pause", "resume", "status"]
 
@@ -53,22 +53,27 @@ def status(
         if row["adaptive"] or row["requests_per_minute"]:
             out.print(f"limit {row['model']}: {_describe_limit(row)}", highlight=False)
     if report["workers"]:
-        # start-up: a command loads only the stages it runs
-        from ..queue import describe_workers
+        _print_workers(report["workers"])
 
-        columns = [Column(c, right=c not in ("worker", "state")) for c in ("worker", "state", "heartbeat")]
-        columns += [Column("jobs", right=True), Column("jobs/s", right=True)]
-        rows = [
-            [
-                Text(w["id"]),
-                w["state"],
-                f"{w['heartbeat_age_s']:.0f} s ago",
-                str(w["jobs_done"]),
-                f"{w['jobs_per_s']:.1f}",
-            ]
-            for w in describe_workers(report["workers"])
+
+def _print_workers(workers: list[dict[str, Any]]) -> None:
+    """One row per worker process: its state, last heartbeat, jobs done and pace."""
+    # start-up: a command loads only the stages it runs
+    from ..queue import describe_workers
+
+    columns = [Column(c, right=c not in ("worker", "state")) for c in ("worker", "state", "heartbeat")]
+    columns += [Column("jobs", right=True), Column("jobs/s", right=True)]
+    rows: list[list[Cell]] = [
+        [
+            Text(w["id"]),
+            w["state"],
+            f"{w['heartbeat_age_s']:.0f} s ago",
+            str(w["jobs_done"]),
+            f"{w['jobs_per_s']:.1f}",
         ]
-        print_table(out, "workers", columns, rows)
+        for w in describe_workers(workers)
+    ]
+    print_table(out, "workers", columns, rows)
 
 
 def _print_models(report: dict[str, Any]) -> None:
@@ -79,7 +84,7 @@ def _print_models(report: dict[str, Any]) -> None:
         *(Column(c, right=True, wanted=0 if c in ("calls", "cache_hits") else 1) for c in cols),
     ]
     columns.append(Column("pace: answers/min, in flight, waits for", wanted=0, label="pace"))
-    rows = []
+    rows: list[list[Cell]] = []
     for model, row in sorted(report["models"].items()):
         eta = row.get("eta_s")
         cells = [f"${row[c]:.4f}" if c == "cost_usd" else str(row[c]) for c in cols[:-1]]
@@ -122,7 +127,7 @@ def _print_screen(screen: dict[str, Any]) -> None:
     headers += ["decided", "calls saved", "bounds over time"]
     wanted = {"decided": 1, "calls saved": 1, "bounds over time": 0}
     columns = [Column(c, right=c not in ("model", "decision"), wanted=wanted.get(c, 2)) for c in headers]
-    rows = []
+    rows: list[list[Cell]] = []
     for model, row in sorted(screen["models"].items()):
         at = row.get("decided_at")
         count = row.get("leaders_above")
@@ -165,12 +170,12 @@ def _describe_limit(row: dict[str, Any]) -> str:
     return f"adaptive; {learned['described']}"
 
 
-def _print_batches(rows: list[dict[str, Any]], outcomes: dict[str, int]) -> None:
+def _print_batches(batches: list[dict[str, Any]], outcomes: dict[str, int]) -> None:
     """Provider batches of the run: those in flight with their age and items, then every outcome counted."""
-    open_rows = [r for r in rows if r["status"] in ("submitting", "submitted")]
+    open_rows = [r for r in batches if r["status"] in ("submitting", "submitted")]
     if open_rows:
         columns = [Column(c) for c in ("model", "batch", "status", "items", "age")]
-        rows = [
+        rows: list[list[Cell]] = [
             [Text(r["model"]), r["provider_id"] or "-", r["status"], str(r["items"]), f"{r['age_s']:.0f} s"]
             for r in open_rows
         ]

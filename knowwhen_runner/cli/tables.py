@@ -20,14 +20,15 @@ from rich.text import Text
 if TYPE_CHECKING:
     from ..sweep import PlanReport, Probe
 
-__all__ = ["Column", "print_forecast", "print_probes", "print_table"]
+__all__ = ["Cell", "Column", "print_forecast", "print_probes", "print_table"]
 
 
 @dataclass(frozen=True)
 class Column:
     """A column of a terminal table: its header, whether its values are right-aligned (figures), how much it
     is wanted when the terminal is narrow (the least wanted leave first, the rightmost of equals first), and
-    the word naming its values on the line under the table once it has left (its header unless told)."""
+    the words naming its values on the line under the table once it has left (its header unless told; none
+    for a column of descriptions)."""
 
     header: str
     right: bool = False
@@ -54,6 +55,12 @@ def _table(
     return table
 
 
+def _label(column: Column) -> str:
+    """The words naming a column's value on the line under the table ("" for a column of descriptions)."""
+    label = column.header if column.label is None else column.label
+    return f"{label} " if label else ""
+
+
 def _natural_width(out: Console, table: Table) -> int:
     """How wide the table is with no cell wrapped (rich would otherwise clamp it to the terminal)."""
     return Measurement.get(out, out.options.update_width(1 << 16), table).maximum
@@ -70,9 +77,7 @@ def print_table(out: Console, title: str, columns: Sequence[Column], rows: Seque
     left = [i for i in range(len(columns)) if i not in kept]
     for row in rows if left else ():
         named = [
-            Text.assemble(f"{columns[i].label or columns[i].header} ", _text(row[i]))
-            for i in left
-            if _text(row[i]).plain.strip()
+            Text.assemble(_label(columns[i]), _text(row[i])) for i in left if _text(row[i]).plain.strip()
         ]
         if named:
             said = Text.assemble(_text(row[0]), ": ", Text(" · ").join(named))
