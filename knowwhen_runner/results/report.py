@@ -35,7 +35,7 @@ table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums;font
 th,td{padding:4px 6px;border-bottom:1px solid #eceef1}
 th{background:#eef1f5;text-align:left;font-weight:600;cursor:pointer;user-select:none;white-space:normal;
  vertical-align:bottom;min-width:40px;max-width:96px}
-td .ci{display:block;color:#6b7380;font-size:11.5px}
+td .ci{display:block;color:#6b7380;font-size:11.5px}td:not(.num){white-space:nowrap}
 th.num,td.num{text-align:right}th:hover{background:#e2e7ee}
 th[data-dir=asc]::after{content:" ▲";font-size:10px}th[data-dir=desc]::after{content:" ▼";font-size:10px}
 tbody tr:hover{background:#f8fafc}td.missing{color:#9aa1ab}
