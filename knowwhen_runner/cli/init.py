@@ -167,9 +167,8 @@ def _scenario(name: str, limit: int | None) -> StarterEntry:
     base, _, variant = name.partition("-")
     if root is not None and (size := question_set_size(base, root / base)) is not None:
         if variant and variant not in size.variants:
-            raise ConfigError(
-                f"scenario {name!r}: {base} has the variants {', '.join(size.variants) or 'none'}"
-            )
+            has = f"the variants {', '.join(size.variants)}" if size.variants else "no variants"
+            raise ConfigError(f"scenario {name!r}: the question set {base} has {has}")
         entry = {
             "id": name,
             "kind": "states",

@@ -67,8 +67,9 @@ def _natural_width(out: Console, table: Table) -> int:
 
 
 def print_table(out: Console, title: str, columns: Sequence[Column], rows: Sequence[Sequence[Cell]]) -> None:
-    """The table, whole when it fits the terminal's width; else the narrow layout: its first columns that fit
-    (at least the first, each row's name), then one line per row naming its other values."""
+    """The table, whole when it fits the terminal's width; else the narrow layout: the first column (each
+    row's name) and the most wanted others that fit, then, under it, one line per row naming its other
+    values."""
     leaving = sorted(range(1, len(columns)), key=lambda i: (columns[i].wanted, -i))
     kept = list(range(len(columns)))
     while leaving and _natural_width(out, _table(title, columns, rows, kept)) > out.width:
@@ -89,11 +90,22 @@ def print_table(out: Console, title: str, columns: Sequence[Column], rows: Seque
 def print_forecast(out: Console, report: PlanReport) -> None:
     """The cost forecast per model, scenario and level, its caveats, and the models without a price."""
     fc = report.forecast
-    rows = []
+    rows: list[list[Cell]] = []
     for line in fc.lines:
         usd = "no price" if line.usd is None else f"${line.usd:,.4f}"
         span = "" if line.low is None else f"${line.low:,.4f}–${line.high or 0:,.4f}"
-        rows.append([line.model, line.scenario, line.level, line.mode, str(line.jobs), usd, span, line.basis])
+        rows.append(
+            [
+                Text(line.model),
+                Text(line.scenario),
+                line.level,
+                line.mode,
+                str(line.jobs),
+                usd,
+                span,
+                line.basis,
+            ]
+        )
     columns = [Column(c, right=c in ("jobs", "USD", "range"), wanted=w) for c, w in _FORECAST.items()]
     print_table(out, "cost forecast (jobs still to do)", columns, rows)
     priced = " for the priced models" if fc.unpriced else ""
@@ -110,9 +122,9 @@ def print_forecast(out: Console, report: PlanReport) -> None:
 
 def print_probes(out: Console, probes: list[Probe]) -> None:
     """The pre-flight go/no-go table: one row per model."""
-    rows = [
+    rows: list[list[Cell]] = [
         [
-            p.model_id,
+            Text(p.model_id),
             "go" if p.go else "[red]no-go[/red]",
             p.how,
             p.auth,
