@@ -12,9 +12,10 @@ run folder's runner-errors.log); 6 when the run database stayed unreachable long
 ``workers.max_db_outage_s``; 75 when stopped by SIGTERM (jobs handed back: may be requeued); 130 when
 interrupted. Rerunning the same command continues in every case (docs/faults.md).
 
-The commands live in this package, one module per command group (``run``: run, plan, worker, finalize;
-``status``: status, pause, resume; ``dataset``: score, compare, import, fetch-dataset, fetch-l1; ``serve``:
-serve, view; ``gym``, ``export``, ``cache``) and are registered on the one app here, in ``--help`` order.
+The commands live in this package, one module per command group (``init``; ``catalog``: models,
+scenarios; ``run``: run, plan, worker, finalize; ``status``: status, pause, resume; ``dataset``: score,
+compare, import, fetch-dataset, fetch-l1; ``serve``: serve, view; ``gym``, ``export``, ``cache``) and are
+registered on the one app here, in ``--help`` order. Shell completion is typer's (``--install-completion``).
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ from .. import __version__
 from ..exceptions import KnowwhenError
 from ..redaction import redact
 from .cache import cache_app
+from .catalog import models, scenarios
 from .dataset import compare, fetch_dataset, fetch_l1, import_, score
 from .export import export
 from .gym import gym_app
+from .init import init
 from .run import EXIT_BUDGET, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PENDING, finalize, plan, run, worker
 from .serve import serve, view
 from .status import pause, resume, status
@@ -40,7 +43,7 @@ from .status import pause, resume, status
 __all__ = ["EXIT_BUDGET", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_PENDING", "app", "main"]
 
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     no_args_is_help=True,
     help="Know when a decision model can take over from an LLM: sweep, resume, score and report.",
@@ -104,8 +107,11 @@ def version() -> None:
     out.print(f"knowwhen_runner {__version__} (litellm {litellm_version})")
 
 
+app.command()(init)
 app.command()(run)
 app.command()(plan)
+app.command()(models)
+app.command()(scenarios)
 app.command()(status)
 app.command()(pause)
 app.command()(resume)

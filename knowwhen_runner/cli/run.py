@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from ..exceptions import EXIT_REQUEUE
-from .tables import print_forecast, print_probes
+from .tables import Column, print_forecast, print_probes, print_table
 
 if TYPE_CHECKING:
     from ..sweep import RunSummary
@@ -216,12 +216,12 @@ def plan(
         raise typer.Exit(0 if probes is None or all(p.go for p in probes) else 2)
     if probes is not None:
         print_probes(out, probes)
-    table = Table(title=f"plan: {config}")
-    for col in ("model", "mode", "scenario", "jobs", "done"):
-        table.add_column(col, justify="right" if col in ("jobs", "done") else "left")
-    for cell in report.cells:
-        table.add_row(cell["model"], cell["mode"], cell["scenario"], str(cell["jobs"]), str(cell["done"]))
-    out.print(table)
+    columns = [Column(c, right=c in ("jobs", "done")) for c in ("model", "mode", "scenario", "jobs", "done")]
+    rows = [
+        [Text(c["model"]), c["mode"], Text(c["scenario"]), str(c["jobs"]), str(c["done"])]
+        for c in report.cells
+    ]
+    print_table(out, f"plan: {config}", columns, rows)
     print_forecast(out, report)
     if report.est_batch_cost_usd is not None:
         saving = report.est_cost_usd - report.est_batch_cost_usd

@@ -9,7 +9,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
+
+from .tables import Cell, Column, print_table
 
 __all__ = ["pause", "resume", "status"]
 
@@ -32,7 +34,7 @@ def status(
     if as_json:
         out.print_json(json.dumps(report, default=str))
         return
-    out.print(_models_table(report))
+    _print_models(report)
     for b in report["budget"]:
         reserved = f", ${b['reserved_usd']:.4f} reserved in flight" if b["reserved_usd"] > 0 else ""
         out.print(f"budget {b['scope']}: ${b['spent_usd']:.4f} spent on {b['calls']} calls{reserved}")
@@ -51,32 +53,44 @@ def status(
         if row["adaptive"] or row["requests_per_minute"]:
             out.print(f"limit {row['model']}: {_describe_limit(row)}", highlight=False)
     if report["workers"]:
-        # start-up: a command loads only the stages it runs
-        from ..queue import describe_workers
-
-        workers = Table(title="workers")
-        for col in ("worker", "state", "heartbeat", "jobs", "jobs/s"):
-            workers.add_column(col, justify="left" if col in ("worker", "state") else "right")
-        for w in describe_workers(report["workers"]):
-            heartbeat = f"{w['heartbeat_age_s']:.0f} s ago"
-            workers.add_row(w["id"], w["state"], heartbeat, str(w["jobs_done"]), f"{w['jobs_per_s']:.1f}")
-        out.print(workers)
+        _print_workers(report["workers"])
 
 
-def _models_table(report: dict[str, Any]) -> Table:
+def _print_workers(workers: list[dict[str, Any]]) -> None:
+    """One row per worker process: its state, last heartbeat, jobs done and pace."""
+    # start-up: a command loads only the stages it runs
+    from ..queue import describe_workers
+
+    columns = [Column(c, right=c not in ("worker", "state")) for c in ("worker", "state", "heartbeat")]
+    columns += [Column("jobs", right=True), Column("jobs/s", right=True)]
+    rows: list[list[Cell]] = [
+        [
+            Text(w["id"]),
+            w["state"],
+            f"{w['heartbeat_age_s']:.0f} s ago",
+            str(w["jobs_done"]),
+            f"{w['jobs_per_s']:.1f}",
+        ]
+        for w in describe_workers(workers)
+    ]
+    print_table(out, "workers", columns, rows)
+
+
+def _print_models(report: dict[str, Any]) -> None:
     """One row per model: its job counts, calls, cost, time left and pace."""
-    table = Table(title=f"run {report['run']}")
     cols = ("done", "pending", "running", "failed", "calls", "cache_hits", "cost_usd", "eta")
-    table.add_column("model")
-    for col in cols:
-        table.add_column(col, justify="right")
-    table.add_column("pace: answers/min, in flight, waits for")
+    columns = [
+        Column("model"),
+        *(Column(c, right=True, wanted=0 if c in ("calls", "cache_hits") else 1) for c in cols),
+    ]
+    columns.append(Column("pace: answers/min, in flight, waits for", wanted=0, label="pace"))
+    rows: list[list[Cell]] = []
     for model, row in sorted(report["models"].items()):
         eta = row.get("eta_s")
         cells = [f"${row[c]:.4f}" if c == "cost_usd" else str(row[c]) for c in cols[:-1]]
         pace = (row.get("pace") or {}).get("described", "")
-        table.add_row(model, *cells, "–" if eta is None else f"{eta / 60:.1f} min", pace)
-    return table
+        rows.append([Text(model), *cells, "–" if eta is None else f"{eta / 60:.1f} min", Text(pace)])
+    print_table(out, f"run {report['run']}", columns, rows)
 
 
 def _print_held(report: dict[str, Any]) -> None:
@@ -89,10 +103,10 @@ def _print_held(report: dict[str, Any]) -> None:
         elif held["state"] != "screened":
             out.print(f"[red]{held['state']} {held['model']}[/red]: {held['reason']}; its jobs stay pending")
     if report.get("screen"):
-        out.print(_screen_table(report["screen"]))
+        _print_screen(report["screen"])
 
 
-def _screen_table(screen: dict[str, Any]) -> Table:
+def _print_screen(screen: dict[str, Any]) -> None:
     """One row per screened model: its screening bounds, the tasks they rest on, the decision, when, the calls
     saved (plain ``top: k``: and how surely its leaders are above it)."""
 
@@ -105,33 +119,35 @@ def _screen_table(screen: dict[str, Any]) -> Table:
         if pairs
         else ""
     )
-    table = Table(
-        title=(
-            f"screen on {screen['scenario']} ({keep}; alpha {screen['alpha']:g}, {screen['alpha_each']:.4g} per "
-            f"model{by}): anytime-valid screening bounds on accuracy, not the full run's figures"
-        )
+    title = (
+        f"screen on {screen['scenario']} ({keep}; alpha {screen['alpha']:g}, {screen['alpha_each']:.4g} per "
+        f"model{by}): anytime-valid screening bounds on accuracy, not the full run's figures"
     )
-    columns = ["model", unit, "lower", "upper", *(["leaders above"] if pairs else []), "decision"]
-    for col in (*columns, "decided", "calls saved", "bounds over time"):
-        table.add_column(col, justify="left" if col in ("model", "decision") else "right")
+    headers = ["model", unit, "lower", "upper", *(["leaders above"] if pairs else []), "decision"]
+    headers += ["decided", "calls saved", "bounds over time"]
+    wanted = {"decided": 1, "calls saved": 1, "bounds over time": 0}
+    columns = [Column(c, right=c not in ("model", "decision"), wanted=wanted.get(c, 2)) for c in headers]
+    rows: list[list[Cell]] = []
     for model, row in sorted(screen["models"].items()):
         at = row.get("decided_at")
         count = row.get("leaders_above")
         above = (
             ["leader" if count is None else f"{count}/{len(screen.get('leaders') or [])}"] if pairs else []
         )
-        table.add_row(
-            model,
-            f"{row['tasks']}/{screen['tasks']}",
-            f"{row['lower']:.3f}",
-            f"{row['upper']:.3f}",
-            *above,
-            row.get("decision") or "open",
-            "" if at is None else f"{time.time() - at:.0f} s ago",
-            str(row["calls_saved"]),
-            _over_time(row.get("history") or []),
+        rows.append(
+            [
+                Text(model),
+                f"{row['tasks']}/{screen['tasks']}",
+                f"{row['lower']:.3f}",
+                f"{row['upper']:.3f}",
+                *above,
+                row.get("decision") or "open",
+                "" if at is None else f"{time.time() - at:.0f} s ago",
+                str(row["calls_saved"]),
+                _over_time(row.get("history") or []),
+            ]
         )
-    return table
+    print_table(out, title, columns, rows)
 
 
 def _over_time(history: list[list[float]], shown: int = 4) -> str:
@@ -154,18 +170,16 @@ def _describe_limit(row: dict[str, Any]) -> str:
     return f"adaptive; {learned['described']}"
 
 
-def _print_batches(rows: list[dict[str, Any]], outcomes: dict[str, int]) -> None:
+def _print_batches(batches: list[dict[str, Any]], outcomes: dict[str, int]) -> None:
     """Provider batches of the run: those in flight with their age and items, then every outcome counted."""
-    open_rows = [r for r in rows if r["status"] in ("submitting", "submitted")]
+    open_rows = [r for r in batches if r["status"] in ("submitting", "submitted")]
     if open_rows:
-        table = Table(title="provider batches in flight")
-        for col in ("model", "batch", "status", "items", "age"):
-            table.add_column(col)
-        for r in open_rows:
-            table.add_row(
-                r["model"], r["provider_id"] or "-", r["status"], str(r["items"]), f"{r['age_s']:.0f} s"
-            )
-        out.print(table)
+        columns = [Column(c) for c in ("model", "batch", "status", "items", "age")]
+        rows: list[list[Cell]] = [
+            [Text(r["model"]), r["provider_id"] or "-", r["status"], str(r["items"]), f"{r['age_s']:.0f} s"]
+            for r in open_rows
+        ]
+        print_table(out, "provider batches in flight", columns, rows)
     out.print(
         "provider batches: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(outcomes.items()))
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
@@ -31,9 +32,10 @@ h1{font-size:24px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bott
 .meta{color:#5a6270;margin:0}.note{color:#5a6270;font-size:13px;margin:4px 0 8px}
 .wrap{overflow-x:auto;background:#fff;border:1px solid #d9dde3;border-radius:6px}
 table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums;font-size:13px}
-th,td{padding:4px 7px;border-bottom:1px solid #eceef1;white-space:nowrap}
+th,td{padding:4px 6px;border-bottom:1px solid #eceef1}
 th{background:#eef1f5;text-align:left;font-weight:600;cursor:pointer;user-select:none;white-space:normal;
- vertical-align:bottom;min-width:44px;max-width:110px}
+ vertical-align:bottom;min-width:40px;max-width:96px}
+td .ci{display:block;color:#6b7380;font-size:11.5px}td:not(.num){white-space:nowrap}
 th.num,td.num{text-align:right}th:hover{background:#e2e7ee}
 th[data-dir=asc]::after{content:" ▲";font-size:10px}th[data-dir=desc]::after{content:" ▼";font-size:10px}
 tbody tr:hover{background:#f8fafc}td.missing{color:#9aa1ab}
@@ -82,7 +84,9 @@ def _table_html(table: Table) -> str:
             cls = ("" if c.fmt == "text" else "num") + (" missing" if text.startswith("–") else "")
             # a figure sorts by its number, not by its text with the interval after it
             number = f' data-v="{value!r}"' if isinstance(value, int | float) and c.fmt != "text" else ""
-            cells.append(f'<td class="{cls.strip()}"{number}>{escape(text)}</td>')
+            figure, _, interval = text.partition(" [") if c.ci else (text, "", "")
+            shown = escape(figure) + (f' <span class="ci">[{escape(interval)}</span>' if interval else "")
+            cells.append(f'<td class="{cls.strip()}"{number}>{shown}</td>')
         model = row.get("model")
         attr = f' data-model="{escape(str(model))}"' if model is not None else ""
         body.append(f"<tr{attr}>" + "".join(cells) + "</tr>")
@@ -180,6 +184,33 @@ _FILTER = (
     'placeholder="part of a model id" autocomplete="off"></label> '
     "(every table; click a column header to sort by it)</p>"
 )
+
+
+_HEADLINE = ("rank", "model", "kind", "l1:", "l2:", "l3:")
+"""The leaderboard's own columns (by key or key prefix); the comparison's others follow in a table below."""
+_MORE = {
+    "ask:": "must-ask",
+    "cov:": "coverage at τ",
+    "cost": "cost",
+    "p50": "latency",
+    "ce:": "cost",
+    "le:": "latency",
+}
+"""What the second table of the leaderboard holds, by column key prefix, for its heading."""
+
+
+def _leaderboard_html(table: Table) -> str:
+    """The comparison in two tables that each fit a laptop's page (1280 px): the headline figures (L1, L2 all
+    states, L3), then must-ask, coverage at τ, cost and latency. ``tables/comparison.*`` keep it whole."""
+    headline = [c for c in table.columns if c.key.startswith(_HEADLINE)]
+    more = [c for c in table.columns if c not in headline]
+    html = f"<h2>{_SECTIONS['comparison']}</h2>{_table_html(replace(table, columns=headline))}"
+    if more and table.rows:
+        named = list(dict.fromkeys(v for c in more for k, v in _MORE.items() if c.key.startswith(k)))
+        what = " and ".join([", ".join(named[:-1]), named[-1]] if len(named) > 1 else named) or "more"
+        rest = replace(table, columns=headline[:2] + more, note="")  # rank and model, then the rest
+        html += f"<h3>{what[0].upper()}{what[1:]}</h3>{_table_html(rest)}"
+    return f'<section id="leaderboard">{html}</section>'
 
 
 def _gated_html(tables: Mapping[str, Table]) -> str:
@@ -304,7 +335,9 @@ def render_report(
         table = tables.get(name)
         if name == "gated-summary":
             sections.append(_gated_html(tables))
-        elif table is not None and (table.rows or name == "comparison"):
+        elif name == "comparison" and table is not None:
+            sections.append(_leaderboard_html(table))
+        elif table is not None and table.rows:
             sections.append(f"<h2>{title}</h2>{_table_html(table)}")
         if name == "comparison" and plots:
             figures = "".join(_figure_html(n, p) for n, p in plots.items())

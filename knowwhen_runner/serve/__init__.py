@@ -7,7 +7,7 @@ can watch the runner cope with a misbehaving provider without touching the inter
 
 from __future__ import annotations
 
-from .defaults import default_registry
+from .defaults import ServedModel, default_registry, served_models
 from .faults import FAULT_KINDS, FaultRule, parse_fault_spec, parse_rpm_spec
 from .models import ChatModel, DecisionModel, ModelRegistry
 from .process import ServerProcess, start_server_process
@@ -19,10 +19,12 @@ __all__ = [
     "DecisionModel",
     "FaultRule",
     "ModelRegistry",
+    "ServedModel",
     "ServerProcess",
     "default_registry",
     "parse_fault_spec",
     "parse_rpm_spec",
     "run_server",
+    "served_models",
     "start_server_process",
 ]

@@ -48,9 +48,13 @@ OFFLINE = ["--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND"
 """Flags that leave the browser no network: every request goes to a closed port, no name resolves."""
 
 
-def dump_dom(binary: str, url: str, *, budget_ms: int = 3000, offline: bool = False) -> str:
-    """The page's DOM once its scripts have run for ``budget_ms`` of virtual time."""
-    return _run(binary, ["--dump-dom", *(OFFLINE if offline else [])], url, budget_ms)
+def dump_dom(
+    binary: str, url: str, *, budget_ms: int = 3000, offline: bool = False, size: str | None = None
+) -> str:
+    """The page's DOM once its scripts have run for ``budget_ms`` of virtual time (``size``: the window's
+    "width,height" in CSS pixels, for layout read by the page's scripts)."""
+    window = [f"--window-size={size}"] if size else []
+    return _run(binary, ["--dump-dom", *window, *(OFFLINE if offline else [])], url, budget_ms)
 
 
 def screenshot(binary: str, url: str, path: Path, *, size: str = "1100,700", budget_ms: int = 3000) -> None:
