@@ -10,7 +10,8 @@ a price error, mostly invalid answers; the sentence says what to fix); 4 when a 
 5 when the runner's own code failed on some jobs (a bug: they went back to pending, tracebacks in the
 run folder's runner-errors.log); 6 when the run database stayed unreachable longer than
 ``workers.max_db_outage_s``; 75 when stopped by SIGTERM (jobs handed back: may be requeued); 130 when
-interrupted. Rerunning the same command continues in every case (docs/faults.md).
+interrupted. Rerunning the same command continues in every case but a pause, whose sentence names the
+``knowwhen resume`` to run first (docs/faults.md).
 
 The commands live in this package, one module per command group (``init``; ``catalog``: models,
 scenarios; ``run``: run, plan, worker, finalize; ``status``: status, pause, resume; ``dataset``: score,

@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.text import Text
 
 from ..exceptions import EXIT_REQUEUE
+from .held import Held, held_lines, resume_command
 from .tables import Column, print_forecast, print_probes, print_table
 
 if TYPE_CHECKING:
@@ -101,10 +103,11 @@ def _say_outcome(summary: RunSummary) -> None:
             f"its {summary.processes} processes answered {st.done} "
             f"({st.cache_hits} from cache, {st.calls} by calling a model)"
         )
-    else:
+    else:  # the calls this process made, its pre-flight's included: what its cost and budgets count
+        probes = f" (the pre-flight's {st.probe_calls} included)" if st.probe_calls else ""
         who = (
-            f"this run answered {st.done} "
-            f"({st.cache_hits} from cache, {st.calls} model calls, {st.requests} requests)"
+            f"this run answered {st.done} ({st.cache_hits} from cache), "
+            f"made {st.calls} model calls, {st.requests} requests{probes}"
         )
     out.print(
         f"{summary.run}: {summary.planned} jobs planned ({summary.added} new); {who}, failed {st.failed}, "
@@ -112,8 +115,8 @@ def _say_outcome(summary: RunSummary) -> None:
     )
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items()))
     out.print(f"queue: {counts}")
-    if st.waited:
-        out.print(f"{st.waited} times a job went back to the queue to wait for a model that was down")
+    for cause, n in sorted(st.waited_for.items()):
+        out.print(f"{n} times a job went back to the queue {_WAITED.get(cause, cause)}")
     if summary.batches:
         out.print(
             "provider batches: "
@@ -136,6 +139,28 @@ def _say_outcome(summary: RunSummary) -> None:
     if summary.finalized:
         # one line, never wrapped: paths are copied from it
         out.print(f"results: {summary.output}  (table: {summary.output / 'table.md'})", soft_wrap=True)
+
+
+_WAITED = {
+    "down": "to wait for a model that was down",
+    "set aside": "because its model was set aside (its requests surely fail; it is probed)",
+    "quarantined": "because its model was quarantined",
+    "paused": "because its model was paused",
+    "over budget": "because its budget was spent",
+    "screened out": "because the screen dropped its model",
+}
+"""Why a job went back to the queue unanswered (``work.Cause``), as the summary says it."""
+
+
+def _say_held(summary: Any, *, then: str) -> int:
+    """Each model the run holds back, why, and its next step; the open jobs whose step was said."""
+    db = summary.db_shown
+    resume = resume_command(summary.output, "{model}", db, summary.run if db is not None else None)
+    held = [Held(h.model_id, h.state, h.reason) for h in summary.held_back]
+    lines, stepped = held_lines(held, summary.open_by_model, resume, then=then)
+    for line in lines:
+        out.print(line, soft_wrap=True, highlight=False)
+    return stepped
 
 
 def _say_other_models(stats: Any) -> None:
@@ -161,17 +186,8 @@ def _verdict(summary: RunSummary) -> int:
     if summary.stats.runner_errors:
         return EXIT_RUNNER_ERROR
     for model_id, error in sorted(summary.stats.given_up.items()):
-        out.print(f"[red]stopped waiting for {model_id}[/red]: {error}")
-    for held in summary.held_back:
-        if held.state == "screened":  # the screen's answer, not a fault: its jobs wait for a full run
-            out.print(f"{held.model_id}: {held.reason}")
-            continue
-        if held.state == "set_aside":  # told by a process's test, which probes it: its jobs wait for it
-            out.print(
-                f"[red]set aside {held.model_id}[/red]: {held.reason}; its jobs wait for it", soft_wrap=True
-            )
-            continue
-        out.print(f"[red]{held.state} {held.model_id}[/red]: {held.reason}; its jobs stay pending")
+        out.print(f"[red]stopped waiting for {model_id}[/red]: {escape(error)}", soft_wrap=True)
+    stepped = _say_held(summary, then=", then run the same command again")
     # finalised with jobs pending: they are all of models the screen held back (a full run asks them)
     left = 0 if summary.finalized else summary.counts.get("pending", 0) + summary.counts.get("running", 0)
     for sentence in summary.budget_spent:
@@ -179,7 +195,10 @@ def _verdict(summary: RunSummary) -> int:
     if summary.budget_spent and left:
         return EXIT_BUDGET
     if left:
-        out.print(f"[red]{left} jobs are still pending[/red]: run the same command again to continue")
+        if left > stepped:  # those of paused models wait for their resume: a rerun alone would not ask them
+            out.print(
+                f"[red]{left - stepped} jobs are still pending[/red]: run the same command again to continue"
+            )
         return EXIT_PENDING
     failed = summary.counts.get("failed", 0)
     if failed:
@@ -302,8 +321,11 @@ def worker(
         f"{st.calls} model calls, {st.requests} requests), failed {st.failed}, cost ${st.cost_usd:.4f}"
     )
     out.print("queue: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())))
+    for cause, n in sorted(st.waited_for.items()):
+        out.print(f"{n} times a job went back to the queue {_WAITED.get(cause, cause)}")
     for model_id, error in sorted(st.given_up.items()):
-        out.print(f"[red]stopped waiting for {model_id}[/red]: {error}", soft_wrap=True)
+        out.print(f"[red]stopped waiting for {model_id}[/red]: {escape(error)}", soft_wrap=True)
+    _say_held(summary, then=", then start a worker again")
     _say_other_models(st)
     _say_runner_errors(st, summary.output)
     if summary.interrupted:

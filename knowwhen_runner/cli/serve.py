@@ -38,13 +38,14 @@ def serve(
 ) -> None:
     """Serve the reference models (lexical baselines) on System One and chat completions, for offline runs."""
     # start-up: a command loads only the stages it runs
-    from ..serve import parse_fault_spec, parse_rpm_spec, run_server
+    from ..serve import listen_socket, parse_fault_spec, parse_rpm_spec, run_server
 
     try:
         rules = [parse_fault_spec(spec) for spec in fault or []]
         limits = dict(parse_rpm_spec(spec) for spec in enforce_rpm or [])
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
+    sock = listen_socket(host, port)  # a port taken is said (exit 2) before the line saying it serves
     out.print(
         f"knowwhen serve on http://{host}:{port} (System One at /v1/systemone, chat at /v1/chat/completions)"
     )
@@ -58,6 +59,7 @@ def serve(
         max_body_bytes=int(max_body_mb * 2**20),
         body_timeout_s=body_timeout,
         max_files=max_files,
+        sock=sock,
     )
 
 

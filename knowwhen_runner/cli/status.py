@@ -13,6 +13,8 @@ from rich.text import Text
 
 from .tables import Cell, Column, print_table
 
+from .held import Held, held_lines, resume_command
+
 __all__ = ["pause", "resume", "status"]
 
 out = Console(emoji=False)
@@ -48,7 +50,7 @@ def status(
         )
     if report["batches"]:
         _print_batches(report["batches"], report["batch_outcomes"])
-    _print_held(report)
+    _print_held(report, resume_command(run_dir, "{model}", db, run_name if db is not None else None))
     for row in report["limits"]:
         if row["adaptive"] or row["requests_per_minute"]:
             out.print(f"limit {row['model']}: {_describe_limit(row)}", highlight=False)
@@ -93,15 +95,14 @@ def _print_models(report: dict[str, Any]) -> None:
     print_table(out, f"run {report['run']}", columns, rows)
 
 
-def _print_held(report: dict[str, Any]) -> None:
+def _print_held(report: dict[str, Any], resume: str) -> None:
     """The models the run holds back, and the screen's table (which says why the screened-out wait)."""
-    for held in report["held_back"]:
-        if held["state"] == "set_aside":  # a process's test set it aside; it is probed, its jobs wait
-            out.print(
-                f"[red]set aside {held['model']}[/red]: {held['reason']}", soft_wrap=True, highlight=False
-            )
-        elif held["state"] != "screened":
-            out.print(f"[red]{held['state']} {held['model']}[/red]: {held['reason']}; its jobs stay pending")
+    held = [
+        Held(h["model"], h["state"], h["reason"]) for h in report["held_back"] if h["state"] != "screened"
+    ]
+    pending = {m: row["pending"] + row["running"] for m, row in report["models"].items()}
+    for line in held_lines(held, pending, resume)[0]:
+        out.print(line, soft_wrap=True, highlight=False)
     if report.get("screen"):
         _print_screen(report["screen"])
 

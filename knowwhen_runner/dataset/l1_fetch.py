@@ -130,15 +130,18 @@ def extract_bfcl(wheel_path: Path, out: Path, *, shown: str | None = None) -> di
     with wheel:
         version = _wheel_version(wheel, where)
         names = set(wheel.namelist())
-        files: dict[str, str] = {}
+        found: dict[str, bytes] = {}
         for member, target in _bfcl_members():
             if member not in names:
                 raise ScenarioError(
                     f"{where}: {member} is missing; {BFCL_PACKAGE} {version} does not ship BFCL v4 "
                     f"files (releases before 2025.8.25 carry v3 names); use {BFCL_PACKAGE}=={BFCL_RELEASE}"
                 )
+            found[target] = _member(wheel, member, where)
+        files: dict[str, str] = {}
+        for target, data in found.items():  # every file read first: a refused wheel writes none
             dest = out / target
-            atomic_write_bytes(dest, _member(wheel, member, where))
+            atomic_write_bytes(dest, data)
             files[target] = file_sha256(dest)
     return {
         "package": BFCL_PACKAGE,
@@ -265,10 +268,23 @@ def fetch_l1(
     if unknown:
         raise KnowwhenError(f"--source: unknown L1 source {unknown[0]!r} (expected bfcl or when2call)")
     result = L1Fetch(out, _read_manifest(out))
-    if "bfcl" in wanted:
-        result.sources["bfcl"] = _fetch_bfcl(out, bfcl_release, wheel)
-    if "when2call" in wanted:
-        pinned = result.sources.get("when2call", {}).get("revision")
-        result.sources["when2call"] = _fetch_when2call(out, when2call_revision or pinned or "main")
-    atomic_write_bytes(out / L1_MANIFEST, _manifest_bytes(result))
+    fetched: list[str] = []
+    for source in [s for s in L1_SOURCES if s in wanted]:
+        try:
+            if source == "bfcl":
+                result.sources["bfcl"] = _fetch_bfcl(out, bfcl_release, wheel)
+            else:
+                pinned = result.sources.get("when2call", {}).get("revision")
+                result.sources["when2call"] = _fetch_when2call(out, when2call_revision or pinned or "main")
+        except KnowwhenError as exc:
+            if not fetched:
+                raise
+            # what is in the folder is what its manifest says: the sources fetched, each recorded
+            raise KnowwhenError(
+                f"{exc}; {' and '.join(fetched)} {'is' if len(fetched) == 1 else 'are'} in place and recorded "
+                f"in {out / L1_MANIFEST}, {source} is not: run the same command again to fetch it"
+            ) from None
+        # recorded as each source lands: a later one that fails leaves no file its manifest does not name
+        atomic_write_bytes(out / L1_MANIFEST, _manifest_bytes(result))
+        fetched.append(source)
     return result

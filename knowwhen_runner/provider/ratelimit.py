@@ -103,8 +103,14 @@ class Limiters:
             if lim.adaptive is not None
         }
 
-    def backing_off(self) -> list[tuple[str, float]]:
-        return [(lim.name, lim.paused_for()) for lim in self._by_key.values() if lim.paused_for() > 0]
+    def backing_off(self) -> list[tuple[str, float, bool]]:
+        """The limit groups that hold their requests now: (name, seconds until the next may start, whether
+        its model is down, an outage, rather than slowed down by its provider's 429s)."""
+        return [
+            (lim.name, lim.paused_for(), lim.down())
+            for lim in self._by_key.values()
+            if lim.paused_for() > 0 or lim.down()
+        ]
 
     def given_up(self) -> dict[str, str]:
         """Models down for longer than the run waits, with their last error."""

@@ -33,13 +33,18 @@ class Secrets:
         needed += [(mid, name) for mid, names in self._refs.items() for name in names]
         return [(mid, env) for mid, env in needed if not os.environ.get(env)]
 
-    def require(self, where: str = "") -> None:
-        """Raise ``ConfigError`` naming the first model and variable that ``missing`` finds."""
-        for model_id, env in self.missing():
-            what = "its API key in " if env == self._env[model_id] else ""
-            raise ConfigError(
-                f"model {model_id!r} needs {what}the environment variable {env}, which is not set{where}"
-            )
+    def require(self, where: str = "", *, skip: frozenset[str] = frozenset()) -> None:
+        """Raise ``ConfigError`` naming every model (but those in ``skip``) and variable ``missing`` finds."""
+        said = [
+            f"model {model_id!r} needs {'its API key in ' if env == self._env[model_id] else ''}the "
+            f"environment variable {env}"
+            for model_id, env in self.missing()
+            if model_id not in skip
+        ]
+        if len(said) == 1:
+            raise ConfigError(f"{said[0]}, which is not set{where}")
+        if said:
+            raise ConfigError(f"{len(said)} environment variables are not set{where}: {'; '.join(said)}")
 
     def key_for(self, model: ModelSpec) -> str | None:
         return os.environ.get(model.api_key_env) if model.api_key_env else None

@@ -11,7 +11,7 @@ from .defaults import ServedModel, default_registry, served_models
 from .faults import FAULT_KINDS, FaultRule, parse_fault_spec, parse_rpm_spec
 from .models import ChatModel, DecisionModel, ModelRegistry
 from .process import ServerProcess, start_server_process
-from .server import run_server
+from .server import listen_socket, run_server
 
 __all__ = [
     "FAULT_KINDS",
@@ -22,6 +22,7 @@ __all__ = [
     "ServedModel",
     "ServerProcess",
     "default_registry",
+    "listen_socket",
     "parse_fault_spec",
     "parse_rpm_spec",
     "run_server",

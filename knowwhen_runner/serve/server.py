@@ -10,19 +10,22 @@ of CPU); ``HeadLimitedProtocol`` answers 431 past ``MAX_HEAD_BYTES`` and ends th
 from __future__ import annotations
 
 import asyncio
+import errno
+import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from ..exceptions import KnowwhenError
 from .admin_guard import admin_token_for
 from .app import create_app
 from .defaults import default_registry
 from .encoding import BodyLimits
 from .faults import FaultRule
 
-__all__ = ["MAX_HEAD_BYTES", "HeadLimitedProtocol", "run_server"]
+__all__ = ["MAX_HEAD_BYTES", "HeadLimitedProtocol", "listen_socket", "run_server"]
 
 MAX_HEAD_BYTES = 64 * 2**10
 """The most a request line and headers may take (uvicorn's h11 protocol stops at 16 KiB)."""
@@ -66,6 +69,25 @@ class HeadLimitedProtocol(HttpToolsProtocol):
         asyncio.get_running_loop().call_later(_LINGER_S, self.transport.abort)
 
 
+def listen_socket(host: str, port: int) -> socket.socket:
+    """The server's socket, bound to ``host:port`` as uvicorn binds one (``SO_REUSEADDR``); a port another
+    process listens on raises ``KnowwhenError`` saying so, before anything claims the server started."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise KnowwhenError(
+                f"port {port} on {host} is taken: another process listens there; stop it, or give --port "
+                "another port"
+            ) from None
+        raise KnowwhenError(f"cannot listen on {host}:{port} ({exc.strerror or exc})") from None
+    sock.set_inheritable(True)
+    return sock
+
+
 def run_server(
     host: str = "127.0.0.1",
     port: int = 8765,
@@ -79,11 +101,12 @@ def run_server(
     body_timeout_s: float = BodyLimits.timeout_s,
     max_files: int = 1000,
     instance: str | None = None,
+    sock: socket.socket | None = None,
 ) -> None:
     """Serve the reference models until interrupted (blocking); ``aliases``: more names for decision models;
     ``max_body_bytes``: the largest request body (an upload is one), ``body_timeout_s``: the time it may
     take to arrive; ``max_files``: how many uploaded files the server keeps at once; ``instance``: the id
-    ``/health`` answers with (a run's, for the run to know its own server)."""
+    ``/health`` answers with (a run's, for the run to know its own server); ``sock``: bound already."""
     registry = default_registry()
     for name, target in (aliases or {}).items():
         if target not in registry.decision:
@@ -114,4 +137,4 @@ def run_server(
         timeout_keep_alive=30,
         backlog=4096,
     )
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=None if sock is None else [sock])

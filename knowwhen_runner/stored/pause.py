@@ -12,9 +12,19 @@ from pathlib import Path
 import anyio
 
 from ..exceptions import ConfigError
+from ..queue import Queue
 from .reader import open_existing
 
 __all__ = ["pause_model", "resume_model"]
+
+
+async def _known(queue: Queue, run_dir: str | Path, model_id: str) -> None:
+    """Raise ``ConfigError`` naming the run's models when ``model_id`` is none of them."""
+    models = sorted({c.model_id for c in await queue.counts()})
+    if model_id not in models:
+        raise ConfigError(
+            f"{run_dir}: the run has no model {model_id!r}; its models are {', '.join(models) or 'none'}"
+        )
 
 
 def pause_model(run_dir: str | Path, model_id: str, *, db: str | None = None, run: str | None = None) -> bool:
@@ -23,8 +33,7 @@ def pause_model(run_dir: str | Path, model_id: str, *, db: str | None = None, ru
     async def go() -> bool:
         queue, _name = open_existing(Path(run_dir), db, run)
         async with queue:
-            if model_id not in {c.model_id for c in await queue.counts()}:
-                raise ConfigError(f"{run_dir}: the run has no jobs of a model {model_id!r}")
+            await _known(queue, run_dir, model_id)
             return await queue.set_control(model_id, "paused", "paused with knowwhen pause")
 
     return anyio.run(go)
@@ -38,6 +47,7 @@ def resume_model(
     async def go() -> bool:
         queue, _name = open_existing(Path(run_dir), db, run)
         async with queue:
+            await _known(queue, run_dir, model_id)
             return await queue.clear_controls("paused", model_id) > 0
 
     return anyio.run(go)

@@ -33,7 +33,16 @@ from ..jobs import Items
 # litellm is imported before a fleet process claims anything: the import takes seconds of CPU, which a
 # process should not spend holding leased jobs, and local workers then start calling together.
 from ..provider import FleetLimits, load_litellm, preload_litellm
-from ..queue import Queue, find_run_name, is_shared_url, open_ledger, open_queue, set_max_db_outage
+from ..queue import (
+    ModelControl,
+    Queue,
+    find_run_name,
+    is_shared_url,
+    open_ledger,
+    open_queue,
+    set_max_db_outage,
+)
+from ..redaction import redact
 from ..stored import stored_config
 from ..work.event_loop import loop_options
 from ..work.worker import WorkStats, new_worker_id
@@ -43,7 +52,7 @@ from .outputs import finalize_with_drilldown
 from .progress import planned_jobs
 from .request import RunRequest
 from .screen import screen_pace, screened_work
-from .sweep import RunSummary, check_keys, run_sweep
+from .sweep import RunSummary, check_keys, open_by_model, run_sweep
 from .working import work_queue
 
 __all__ = [
@@ -110,6 +119,9 @@ class JoinSummary:
     output: Path = Path(".")  # the run folder (where runner-errors.log is)
     finalized: bool = False
     note: str | None = None
+    held_back: list[ModelControl] = field(default_factory=list)  # quarantined, paused, screened, set aside
+    open_by_model: dict[str, int] = field(default_factory=dict)  # pending and running jobs per model
+    db_shown: str | None = None  # the run's database as a command names it
 
 
 def join_run(
@@ -143,6 +155,8 @@ async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progres
             )
             process = f"{socket.gethostname()}:{os.getpid()}"  # how status names its workers, too
             summary = JoinSummary(name, process, stats, await _counts(queue), interrupted, config.output)
+            summary.held_back, summary.open_by_model = await queue.controls(), await open_by_model(queue)
+            summary.db_shown = redact(db)
             if finalize and not interrupted:
                 summary.note = await finalize_once(config, queue, holder)
                 summary.finalized = summary.note is None or summary.note.startswith("finalised")

@@ -30,7 +30,7 @@ from ..jobs import Items, Job
 from ..provider import CacheMode, Limiters, ModelClient, Secrets, Transport, token_prices
 from ..queue import Queue
 from ..work.budget import BudgetGuard
-from ..work.calls import CachedCalls, CallResult, Lookup, QuestionCall, question_call
+from ..work.calls import CachedCalls, CallResult, CallTally, Lookup, QuestionCall, question_call
 from ..work.quarantine import quarantine_reason
 
 __all__ = [
@@ -79,14 +79,12 @@ class Probe:
 
 
 def no_go_message(probes: list[Probe]) -> str:
-    """One sentence naming the first model that cannot go, what to fix, and how to go without it."""
+    """One sentence naming every model that cannot go, what to fix in each, and how to go without them."""
     bad = [p for p in probes if not p.go]
-    first = bad[0]
-    others = f" (and {len(bad) - 1} more no-go models)" if len(bad) > 1 else ""
-    return (
-        f"pre-flight: {first.model_id} cannot go: {first.problem}{others}; fix it, or leave it out of "
-        f"this run with --skip-model {first.model_id}"
-    )
+    said = "; ".join(f"{p.model_id} cannot go: {p.problem}" for p in bad)
+    them = "it" if len(bad) == 1 else "them"
+    skips = " ".join(f"--skip-model {p.model_id}" for p in bad)
+    return f"pre-flight: {said}; fix {them}, or leave {them} out of this run with {skips}"
 
 
 async def _first_unanswered(
@@ -175,6 +173,12 @@ async def _ask(
         await anyio.sleep(0.5)
 
 
+def _price_fix(config: SweepConfig, model: ModelSpec) -> str:
+    """What to do about a model whose price is unknown (under a budget, nothing it spends would count)."""
+    spent = " (the run's budget cannot count what it spends)" if config.budget is not None else ""
+    return f"its price is unknown{spent}: give {model.id} a `pricing:` entry in the config"
+
+
 async def _probe_one(
     config: SweepConfig,
     client: ModelClient,
@@ -182,15 +186,18 @@ async def _probe_one(
     model: ModelSpec,
     items: Items,
     open_jobs: list[Job],
+    missing_key: str | None = None,
 ) -> Probe:
     price: Check = "ok" if token_prices(model) is not None else "no"
-    price_fix = f"its price is unknown: give {model.id} a `pricing:` entry in the config"
+    unpriced = None if price == "ok" else _price_fix(config, model)  # reachable or not: a no-go
+    if missing_key is not None:  # never called: the rest of its row is what can be known without a call
+        problem = f"the environment variable {missing_key} is not set"
+        return Probe(model.id, False, "not called", "no", price=price, problem=_both(problem, unpriced))
     found = await _first_unanswered(config, calls, model, items, open_jobs)
     if found == "idle":
         return Probe(model.id, True, "idle", problem=None)
     if found == "cached":
-        ok = price == "ok"
-        return Probe(model.id, ok, "cached", "ok", "ok", "ok", price, problem=None if ok else price_fix)
+        return Probe(model.id, unpriced is None, "cached", "ok", "ok", "ok", price, problem=unpriced)
     call, item = found if found is not None else (question_call(model, PROBE_QUESTION), PROBE_QUESTION)
     started = time.perf_counter()
     timeout = model.timeout_s + 30.0
@@ -198,33 +205,42 @@ async def _probe_one(
         with anyio.fail_after(timeout):
             got = await _ask(client, calls, model, call, found is None)
     except TimeoutError:
-        return Probe(model.id, False, "called", problem=f"no answer within {timeout:.0f} s")
+        return Probe(model.id, False, "called", problem=_both(f"no answer within {timeout:.0f} s", unpriced))
     except ProviderError as exc:
         reason = quarantine_reason(model, exc) or _failed_every_request(model, client, exc, exc.requests)
         if reason is None and exc.status in _CLIENT_ERRORS:
             reason = await _refused_every_probe(calls, model, exc, asked_own=found is not None)
         if reason is None:  # a failure of this call (429, down): the run's retries may get past it
-            return Probe(model.id, True, "called", price=price, note=f"no answer yet: {exc}")
+            note = f"no answer yet: {exc}"
+            return Probe(model.id, unpriced is None, "called", price=price, problem=unpriced, note=note)
         auth: Check = "no" if exc.status in (401, 403) else "?"
         name: Check = "no" if exc.status == 404 else ("?" if auth == "no" else "ok")
-        return Probe(model.id, False, "called", auth, name, "?", price, problem=reason)
+        return Probe(model.id, False, "called", auth, name, "?", price, problem=_both(reason, unpriced))
     latency = got.response.get("latency_ms") or (time.perf_counter() - started) * 1000
-    invalid = validate_response(item, got.response)
+    return _answered(model, item, got.response, float(latency), unpriced)
+
+
+def _both(problem: str, unpriced: str | None) -> str:
+    return problem if unpriced is None else f"{problem}; {unpriced}"
+
+
+def _answered(
+    model: ModelSpec, item: dict[str, Any], response: dict[str, Any], latency: float, unpriced: str | None
+) -> Probe:
+    """The row of a model that answered its probe: a go when its price is known, from the config or
+    litellm's list or from the cost its provider states of each reply (a gateway's)."""
+    invalid = validate_response(item, response)
     # One invalid answer is evidence, not proof: the run quarantines a model whose answers mostly are.
-    note = None if invalid is None else f"its answer was invalid ({invalid})"
-    cost = got.response.get("cost_usd")
+    notes = [] if invalid is None else [f"its answer was invalid ({invalid})"]
+    cost = response.get("cost_usd")
+    if unpriced is not None and cost is not None:  # a gateway's reply states its cost: that is its price
+        unpriced = None
+        notes.append("priced by the cost its provider states of each reply (no `pricing:`: not forecast)")
+    valid: Check = "ok" if invalid is None else "no"
+    price: Check = "ok" if unpriced is None else "no"
+    note = "; ".join(notes) or None
     return Probe(
-        model.id,
-        price == "ok",
-        "called",
-        "ok",
-        "ok",
-        "ok" if invalid is None else "no",
-        price,
-        float(latency),
-        cost,
-        None if price == "ok" else price_fix,
-        note,
+        model.id, unpriced is None, "called", "ok", "ok", valid, price, latency, cost, unpriced, note
     )
 
 
@@ -238,10 +254,13 @@ async def probe_models(
     store: CacheStore,
     skip: frozenset[str] = frozenset(),
     transport: Transport | None = None,
+    tally: CallTally | None = None,
 ) -> list[Probe]:
-    """Probe every model of ``config`` at once (one call each at most), skipping ``skip``.
+    """Probe every model of ``config`` at once (one call each at most), skipping ``skip``; a model whose key
+    variable is unset is not called, and is a no-go.
 
     ``open_jobs``: the run's jobs still to do; a model's probe is its first question not in the cache.
+    ``tally``: what the probes' calls made and cost is added to it.
     """
     limiters = Limiters(config.models, max_outage_s=min(60.0, config.workers.max_outage_s))
     client = ModelClient(
@@ -255,9 +274,12 @@ async def probe_models(
     budget = BudgetGuard(config, queue) if config.budget is not None else None
     calls = CachedCalls(store, client, config.cache.policy, budget=budget)  # probes count as spending
     probes: dict[str, Probe] = {}
+    missing = dict(secrets.missing()[::-1])  # a model's first unset variable is the one to name
 
     async def one(model: ModelSpec) -> None:
-        probes[model.id] = await _probe_one(config, client, calls, model, items, open_jobs)
+        probes[model.id] = await _probe_one(
+            config, client, calls, model, items, open_jobs, missing.get(model.id)
+        )
 
     async with anyio.create_task_group() as tg:
         for model in config.models:
@@ -265,6 +287,8 @@ async def probe_models(
                 probes[model.id] = Probe(model.id, True, "skipped", problem="left out with --skip-model")
             else:
                 tg.start_soon(one, model)
+    if tally is not None:
+        tally.add(calls.tally)
     return [probes[m.id] for m in config.models]
 
 
@@ -285,20 +309,24 @@ async def preflight_models(
     secrets: Secrets,
     items: Items,
     preflight: Preflight,
-) -> float:
-    """Leave out the skipped models; probe the rest; stop on a no-go (``PreflightError``). What the
-    probes' calls cost (USD): the run spent it too."""
+) -> CallTally:
+    """Leave out the skipped models; probe the rest; stop on a no-go (``PreflightError``), naming every
+    model that cannot go. What the probes' calls made and cost: the run made and spent it too."""
     known = {m.id for m in config.models}
     for model_id in sorted(preflight.skip):
         if model_id not in known:
             raise ConfigError(f"--skip-model {model_id}: no model with that id in the config")
         await queue.set_control(model_id, "quarantined", "left out of this run with --skip-model")
+    tally = CallTally()
     if not preflight.probe:
-        return 0.0
+        secrets.require(skip=preflight.skip)  # not probed: an unset key variable still stops the run here
+        return tally
     open_jobs = [job for job, _s, _r, _e in await queue.results(status="pending")]
-    probes = await probe_models(config, queue, secrets, items, open_jobs, store=store, skip=preflight.skip)
+    probes = await probe_models(
+        config, queue, secrets, items, open_jobs, store=store, skip=preflight.skip, tally=tally
+    )
     if preflight.report is not None:
         preflight.report(probes)
     if not all(p.go for p in probes):
         raise PreflightError(no_go_message(probes))
-    return sum(p.cost_usd or 0.0 for p in probes if p.how == "called")  # a called probe made its call now
+    return tally

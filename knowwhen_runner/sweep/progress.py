@@ -1,7 +1,8 @@
-"""The progress display of long work: done/total, rate, ETA, cost so far, models backing off.
+"""The progress display of long work: done/total, rate, ETA, cost so far, models down or backing off.
 
-On a terminal it is a live rich bar; elsewhere (CI, a batch node's log) one plain line every 10 s. It says
-when the run database is away (since when) and how many runner errors (bugs) sent jobs back.
+On a terminal it is a live rich bar; elsewhere (CI, a batch node's log) one plain line every 10 s, and one
+as soon as a model goes down or comes back. It says which models are down (an outage) or backing off (their
+provider's 429s), when the run database is away (since when) and how many runner errors (bugs) sent jobs back.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class SweepProgress:
         total: int,
         already: int,
         *,
-        backing_off: Callable[[], list[tuple[str, float]]],
+        backing_off: Callable[[], list[tuple[str, float, bool]]],
         enabled: bool = True,
         console: Console | None = None,
     ) -> None:
@@ -63,6 +64,7 @@ class SweepProgress:
         self._cost = 0.0
         self._failed = 0
         self._last: tuple[int, float, int, int] = (0, 0.0, 0, 0)
+        self._down: frozenset[str] = frozenset()  # the models down as the last plain line said
         self._progress: Progress | None = None
         self._task: TaskID | None = None
         self.batches: Callable[[], str] | None = None
@@ -93,7 +95,9 @@ class SweepProgress:
         self._cost, self._failed = cost_usd, failed
         elapsed = max(1e-6, time.monotonic() - self._start)
         rate = (done_now + failed) / elapsed
-        backoff = ", ".join(f"{m} backing off {s:.0f}s" for m, s in self._backing_off())
+        holding = self._backing_off()
+        down = frozenset(m for m, _s, is_down in holding if is_down)
+        backoff = ", ".join(_waiting(m, s, is_down) for m, s, is_down in holding)
         batches = self.batches() if self.batches is not None else ""
         backoff = ", ".join(part for part in (_db_down(), backoff, batches) if part)
         if runner_errors:
@@ -108,8 +112,9 @@ class SweepProgress:
                 cost=f"${cost_usd:,.4f}",
                 backoff=backoff,
             )
-        elif self._plain and time.monotonic() - self._last_line >= 10:
-            self._last_line = time.monotonic()
+        elif self._plain and (time.monotonic() - self._last_line >= 10 or down != self._down):
+            # every 10 s, and at once when a model goes down or comes back: a log says when the outage was
+            self._last_line, self._down = time.monotonic(), down
             eta = f"{(self.total - self._done) / rate:,.0f}s" if rate > 0 else "unknown"
             print(
                 f"knowwhen: {self._done}/{self.total} jobs, {rate:,.1f}/s, ETA {eta}, "
@@ -127,6 +132,13 @@ class SweepProgress:
     ) -> None:
         if self._progress is not None:
             self._progress.stop()
+
+
+def _waiting(model: str, seconds: float, down: bool) -> str:
+    """A model that holds its requests: down (an outage: it is probed) or backing off (its provider's 429s)."""
+    if down:
+        return f"{model} down" + (f" (next probe in {seconds:.0f}s)" if seconds >= 0.5 else "")
+    return f"{model} backing off {seconds:.0f}s"
 
 
 def _db_down() -> str:

@@ -15,16 +15,16 @@ from ..cache import cache_url, open_cache
 from ..config import SweepConfig, load_config
 from ..jobs import Job
 from ..plan import Grid, expand
-from ..provider import CacheMode
+from ..provider import CacheMode, Secrets
 from ..provider.prices import BATCH_FALLBACK_RATE, batch_token_prices
 from ..queue import Queue, open_queue
-from ..scenarios import load_scenario
+from ..scenarios import Scenario, load_scenario
 from ..stored import with_db
 from ..work.calls import question_call
+from .fits import compute_fits
 from .forecast import Forecast, forecast
 from .local_server import ensure_server
 from .preflight import Probe, probe_models
-from .sweep import check_keys
 
 __all__ = ["PlanReport", "plan_report", "probe_report"]
 
@@ -55,7 +55,7 @@ def plan_report(config_path: str | Path, *, db: str | None = None) -> PlanReport
     """
     config = with_db(load_config(config_path), db)
     scenarios = {spec.id: load_scenario(spec) for spec in config.scenarios}
-    report = anyio.run(_plan_report, config, expand(config, scenarios))
+    report = anyio.run(_plan_report, config, scenarios)
     report.samples = [f"{sc.id}: {sc.subset.sentence()}" for sc in scenarios.values() if sc.subset]
     return report
 
@@ -98,15 +98,20 @@ async def _left(queue: Queue | None, grid: Grid) -> _Left:
     return left
 
 
-async def _plan_report(config: SweepConfig, grid: Grid) -> PlanReport:
+async def _fits(config: SweepConfig, queue: Queue | None) -> dict[str, Any] | None:
+    """The τ fits the run's finished shadow episodes make: the gated episodes they release are planned."""
+    return await compute_fits(config, queue) if queue is not None else None
+
+
+async def _plan_report(config: SweepConfig, scenarios: dict[str, Scenario]) -> PlanReport:
     db_file = (
         Path(config.db_url.removeprefix("sqlite:///")) if config.db_url.startswith("sqlite:///") else None
     )
     exists = db_file is None or db_file.exists()
     async with contextlib.AsyncExitStack() as stack:
         queue = await stack.enter_async_context(open_queue(config.db_url, config.name)) if exists else None
-        left = await _left(queue, grid)
-        todo = left.todo
+        grid = expand(config, scenarios, await _fits(config, queue))
+        todo = (left := await _left(queue, grid)).todo
         models = {m.id: m for m in config.models}
         keys: dict[str, tuple[str, int]] = {}
         job_keys: dict[str, str] = {}
@@ -176,7 +181,7 @@ def _batch_notes(config: SweepConfig) -> list[str]:
 def probe_report(config_path: str | Path, *, db: str | None = None) -> list[Probe]:
     """``plan --probe``: each model answers its first question not yet answered (into the run's cache)."""
     config = with_db(load_config(config_path), db)
-    secrets = check_keys(config)
+    secrets = Secrets(config.models)  # a model whose key is unset is a row of the table, not a stop
     grid = expand(config, {spec.id: load_scenario(spec) for spec in config.scenarios})
 
     async def go() -> list[Probe]:

@@ -316,11 +316,11 @@ def _reason(rule: Rule, s: Standing, unit: str) -> str:
     if s.above is not None:
         return (
             f"screened out after {s.tasks} {unit}: every leader of the screen surely more accurate "
-            f"(bounds {s.bounds.lower:.3f} to {s.bounds.upper:.3f}); run again without screen: to finish its jobs"
+            f"(bounds {s.bounds.lower:.3f} to {s.bounds.upper:.3f})"
         )
     return (
         f"screened out after {s.tasks} {unit}: {what[type(rule)]} (bounds {s.bounds.lower:.3f} to "
-        f"{s.bounds.upper:.3f}); run again without screen: to finish its jobs"
+        f"{s.bounds.upper:.3f})"
     )
 
 

@@ -33,6 +33,7 @@ from ..queue import (
     set_max_db_outage,
     state_words,
 )
+from ..redaction import redact
 from ..scenarios import Scenario, load_scenario
 from ..stored import config_from_run, run_meta, with_db
 from ..stored.status import batch_outcomes
@@ -56,6 +57,7 @@ __all__ = [
     "failure_reasons",
     "finalize_config",
     "load_and_plan",
+    "open_by_model",
     "run_sweep",
 ]
 
@@ -86,6 +88,8 @@ class RunSummary:
     failure_reasons: Counter[str] = field(default_factory=Counter)  # failed jobs by their last error
     batches: dict[str, int] = field(default_factory=dict)  # provider batch outcomes (``batch_outcomes``)
     held_back: list[ModelControl] = field(default_factory=list)  # quarantined, paused or set-aside models
+    open_by_model: dict[str, int] = field(default_factory=dict)  # pending and running jobs per model
+    db_shown: str | None = None  # the run's database as a command names it (None: the run folder's file)
     budget_spent: list[str] = field(default_factory=list)  # one sentence per budget found spent
     left_out: list[str] = field(default_factory=list)  # L1 sources not planned: their files are absent
     processes: int = (
@@ -119,7 +123,9 @@ def run_sweep(
     path = request.config_path
     config = with_db(config if config is not None else load_config(path), request.db)
     set_max_db_outage(config.workers.max_db_outage_s)
-    secrets = check_keys(config)
+    probes = request.preflight is not None and request.preflight.probe and not request.plan_only
+    # the pre-flight names every model whose key is unset in its table, beside every other no-go
+    secrets = Secrets(config.models) if probes else check_keys(config)
     if not request.plan_only and _resuming_with_work_left(config):
         preload_litellm()  # calls are coming: overlap the slow import with loading and planning
     text = path.read_bytes().decode("utf-8")  # exactly the file (its hash is the file's)
@@ -219,8 +225,11 @@ async def _work_stages(
     while True:
         items = await stages.plan(fits)
         if preflight is not None:
-            total.probe_usd = await preflight_models(config, queue, store, sweep.secrets, items, preflight)
-            total.cost_usd += total.probe_usd
+            probes = await preflight_models(config, queue, store, sweep.secrets, items, preflight)
+            total.probe_usd, total.probe_calls = probes.spent_usd, probes.calls
+            total.cost_usd += probes.spent_usd
+            total.calls += probes.calls  # the calls this run made: the pre-flight's are some of them
+            total.requests += probes.requests
             preflight = None  # once per run, before anything is spent
         if plan_token is not None:
             await queue.update_meta({"plan_token": plan_token})
@@ -263,8 +272,11 @@ async def _summary(
         summary.waiting = [f"{note} ({reason})" for note in waiting]
     summary.batches = batch_outcomes(await queue.batches())
     summary.held_back = await queue.controls()
+    summary.open_by_model = await open_by_model(queue)
+    summary.db_shown = None if config.db is None else redact(config.db)
     if total.over_budget:
-        summary.budget_spent = await _budget_sentences(config, queue, sorted(total.over_budget))
+        over = sorted(total.over_budget)
+        summary.budget_spent = await _budget_sentences(config, queue, summary.open_by_model, over)
     if counts.get("failed"):
         summary.failure_reasons = failure_reasons(await queue.results(status="failed"))
     return summary
@@ -290,15 +302,22 @@ def _outcome(summary: RunSummary) -> tuple[str, str]:
     return "finish", said
 
 
-async def _budget_sentences(config: SweepConfig, queue: Queue, scopes: list[str]) -> list[str]:
-    """What each spent budget bought and how many of its models' jobs wait."""
-    tallies = await queue.budget_tallies()
-    guard = BudgetGuard(config, queue)
+async def open_by_model(queue: Queue) -> dict[str, int]:
+    """Each model's pending and running jobs (models with none are left out)."""
     open_jobs = Counter[str]()
     for c in await queue.counts(open_only=True):
         open_jobs[c.model_id] += c.n
+    return {m: n for m, n in open_jobs.items() if n}
+
+
+async def _budget_sentences(
+    config: SweepConfig, queue: Queue, open_jobs: dict[str, int], scopes: list[str]
+) -> list[str]:
+    """What each spent budget bought and how many of its models' jobs wait."""
+    tallies = await queue.budget_tallies()
+    guard = BudgetGuard(config, queue)
     return [
-        budget_sentence(config, scope, tallies, sum(open_jobs[m] for m in guard.models_under(scope)))
+        budget_sentence(config, scope, tallies, sum(open_jobs.get(m, 0) for m in guard.models_under(scope)))
         for scope in scopes
     ]
 

@@ -73,6 +73,13 @@ class CallTally:
     cache_hits: int = 0
     spent_usd: float = 0.0
 
+    def add(self, other: CallTally) -> None:
+        """Count another tally's calls here too."""
+        self.calls += other.calls
+        self.requests += other.requests
+        self.cache_hits += other.cache_hits
+        self.spent_usd += other.spent_usd
+
     def spent(self, response: dict[str, Any] | None) -> None:
         """Count what a call made now cost (its response's ``cost_usd``)."""
         self.spent_usd += float((response or {}).get("cost_usd") or 0.0)

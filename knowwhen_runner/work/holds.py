@@ -20,11 +20,18 @@ from ..config import ModelSpec, WorkerSettings
 from ..jobs import Job
 from ..provider import FailingModels, Limiters
 from ..queue import HOLDING_STATES, HoldingBack, ModelControl
+from .outcome import Cause
 from .quarantine import InvalidAnswers
 
 __all__ = ["Holds"]
 
 _CONTROLS_EVERY_S = 2.0  # how often a worker reads which models the run holds back (quarantine, pause)
+_CAUSES: dict[str, Cause] = {
+    "quarantined": "quarantined",
+    "paused": "paused",
+    "screened": "screened out",
+    "set_aside": "set aside",
+}
 
 
 class Holds:
@@ -137,6 +144,21 @@ class Holds:
     def _episode_models(self, job: Job) -> list[str]:
         payload = job.payload
         return [m for m in (payload.get("agent"), payload.get("decision_model"), job.model_id) if m]
+
+    def cause(self, job: Job) -> Cause | None:
+        """Why the job's model (or a model its episode needs) is held back now, in the words a summary
+        says it; None when none is."""
+        for model_id in self._episode_models(job) if job.kind == "episode" else [job.model_id]:
+            if model_id in self._spent:
+                return "over budget"
+            if model_id in self._quarantined:
+                return "quarantined"
+            control = self.controls.get(model_id)
+            if control is not None:
+                return _CAUSES[control.state]
+            if model_id in self.resting():
+                return "set aside"
+        return None
 
     def holds_back(self, job: Job) -> bool:
         """A job of a model held back, or an episode that needs one (its agent, say)."""

@@ -104,6 +104,8 @@ class Recording:
                 pass
             elif o.down or o.quarantine or o.held_back:
                 self.stats.waited += 1
+                cause = o.cause or "down"
+                self.stats.waited_for[cause] = self.stats.waited_for.get(cause, 0) + 1
             else:
                 self.stats.retried += 1
         if self._on_progress:

@@ -175,11 +175,11 @@ class Worker(Recording):
 
     def _failed(self, job: Job, exc: ProviderError) -> Outcome:
         if exc.kind == "down":
-            return Outcome(job, down=True)
+            return Outcome(job, down=True, cause="set aside" if isinstance(exc, ModelFailing) else "down")
         if isinstance(exc, BudgetSpent) and self.budget is not None:
             self.stats.over_budget.setdefault(exc.scope, str(exc))
             self.holds.spend(exc.scope, self.budget.models_under(exc.scope))
-            return Outcome(job, held_back=True)
+            return Outcome(job, held_back=True, cause="over budget")
         if isinstance(exc, ModelFailing):  # quarantined by the run: the job's model, or an episode's agent
             self.holds.quarantine(exc.model_id, exc.reason)
             return Outcome(job, quarantine=exc.reason, quarantined=exc.model_id)
@@ -319,7 +319,7 @@ class Worker(Recording):
     async def _unpark(self, outcomes: Outcomes) -> None:
         """Parked episodes whose models may be probed again go back to the queue for whoever is free."""
         for job in self.holds.unpark():
-            await outcomes.send(Outcome(job, down=True))
+            await outcomes.send(Outcome(job, down=True, cause=self.holds.cause(job) or "down"))
 
     async def _dispatch(self, claimed: list[Job], calls: TaskGroup, outcomes: Outcomes) -> None:
         """Answer cache hits at once; start a task for each of the rest."""
@@ -384,10 +384,10 @@ class Worker(Recording):
                 async with self._slots:  # workers.concurrency, when a user bounds it
                     if self.stopping.is_set():
                         return  # not started: given back below
-                    if self.holds.holds_back(job) or (
-                        self.pace is not None and job.model_id in self.pace.dropped
-                    ):
-                        outcome = Outcome(job, held_back=True)
+                    if self.holds.holds_back(job):
+                        outcome = Outcome(job, held_back=True, cause=self.holds.cause(job))
+                    elif self.pace is not None and job.model_id in self.pace.dropped:
+                        outcome = Outcome(job, held_back=True, cause="screened out")
                     else:
                         outcome = await self._execute(job)
         finally:

@@ -95,3 +95,49 @@ def test_a_model_that_refuses_every_probe_with_a_client_error_is_a_no_go(
     assert shown.returncode == 0, shown.stdout + shown.stderr
     probes = {p["model_id"]: p for p in json.loads(shown.stdout)["probes"]}
     assert probes["lexical-llm"]["go"] is True and "HTTP 422" in probes["lexical-llm"]["note"]
+
+
+def test_every_no_go_is_reported_at_once_and_an_unpriced_model_is_one_reachable_or_not(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """Under a budget: two models whose key variables are unset, a typo'd model and an unpriced model that
+    does not answer (503, reached by a name that is not loopback's) are all named in one stop, before any
+    job; leaving the four out with the --skip-model flags it prints runs the rest."""
+    scenario = make_question_set(tmp_path / "qs", n_tasks=2)  # 9 questions
+    server.set_faults([{"fault": "503", "model": "lexical-llm"}])
+    base = server.base_url
+    port = base.rsplit(":", 1)[1]
+
+    def decision(model_id: str, model: str, **extra: str) -> dict[str, str]:
+        return {
+            "id": model_id,
+            "model": f"hosted_vllm/{model}",
+            "kind": "decision",
+            "api_base": base,
+            **extra,
+        }
+
+    models = [
+        decision("lexical", "lexical"),
+        decision("prior", "priorr"),
+        decision("keyed-a", "lexical", api_key_env="KW_SURELY_UNSET_A"),
+        decision("keyed-b", "prior", api_key_env="KW_SURELY_UNSET_B"),
+        {"id": "far", "model": "openai/lexical-llm", "kind": "llm", "api_base": f"http://0.0.0.0:{port}/v1"},
+    ]
+    config = write_config(tmp_path / "c.yaml", base, scenario, models=models, budget={"usd": 1.0})
+    stopped = knowwhen("run", str(config), "-q")
+    assert stopped.returncode == 2, stopped.stdout + stopped.stderr
+    said = " ".join(stopped.stderr.split())
+    assert "prior cannot go: the provider does not know the model 'hosted_vllm/priorr'" in said, said
+    assert "keyed-a cannot go: the environment variable KW_SURELY_UNSET_A is not set" in said
+    assert "keyed-b cannot go: the environment variable KW_SURELY_UNSET_B is not set" in said
+    assert "far cannot go: its price is unknown (the run's budget cannot count what it spends)" in said
+    assert "lexical cannot go" not in said
+    assert _counts(config) == {(m["id"], "pending"): 9 for m in models}
+    assert server.count(model="priorr") >= 1 and server.count(model="lexical-llm") >= 1  # both were asked
+
+    skips = said.split("leave them out of this run with ", 1)[1].split()
+    assert skips == [w for m in ("prior", "keyed-a", "keyed-b", "far") for w in ("--skip-model", m)]
+    rest = knowwhen("run", str(config), "-q", *skips)
+    assert rest.returncode == 3, rest.stdout + rest.stderr
+    assert _counts(config)[("lexical", "done")] == 9

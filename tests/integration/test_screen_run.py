@@ -96,6 +96,8 @@ def test_a_screen_stops_the_clearly_worse_model_and_a_full_run_finishes_it_witho
         c.get("done", 0) for c in counts.values()
     )  # one call per answered job, none wasted
     assert "screened out" in screened.stdout + screened.stderr
+    step = f"{counts['lexical']['pending']} of its jobs were not asked: run again without screen: to ask them"
+    assert step in " ".join(screened.stdout.split())  # the full run the test ends with follows it
     out = tmp_path / "out"
     mark = load_manifest(manifest_path(out, "lexical")).screen
     assert mark is not None and mark.decision == "drop" and mark.calls_saved == counts["lexical"]["pending"]

@@ -22,6 +22,7 @@ How litellm 1.110.2 surfaces each injected fault (the runner's error classifier 
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -41,6 +42,7 @@ from knowwhen_runner.serve import (
     parse_rpm_spec,
     start_server_process,
 )
+from tests.helpers import knowwhen
 
 litellm = pytest.importorskip("litellm")
 litellm.suppress_debug_info = True
@@ -481,3 +483,16 @@ def test_fault_and_rpm_specs_parse() -> None:
     assert parse_rpm_spec("hosted_vllm/lexical=600") == ("hosted_vllm/lexical", 600)
     with pytest.raises(ValueError):
         parse_fault_spec("429:count")
+
+
+def test_serve_on_a_taken_port_says_so_and_does_not_claim_to_serve() -> None:
+    """`knowwhen serve --port P` while another process listens on P exits 2 saying the port is taken,
+    without first printing the URL it would serve on."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = knowwhen("serve", "--port", str(port), timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"port {port} on 127.0.0.1 is taken" in " ".join(done.stderr.split()), done.stderr
+    assert "knowwhen serve on" not in done.stdout and "Traceback" not in done.stderr

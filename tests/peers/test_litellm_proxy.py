@@ -12,6 +12,7 @@ states their sum as ``x-ratelimit-limit-requests`` (it does not enforce it witho
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,14 @@ def _proxy_config(base_url: str) -> dict[str, Any]:
             deployment("lexical-llm", "openai/lexical-llm", f"{base_url}/v1", rpm=100),
             deployment("lexical-llm", "openai/lexical-llm", f"{base_url}/v1", rpm=100),
             deployment("agent-sim", "openai/agent-sim", f"{base_url}/v1"),
+            # priced by the proxy, which states each reply's cost in x-litellm-response-cost
+            deployment(
+                "priced-llm",
+                "openai/lexical-llm",
+                f"{base_url}/v1",
+                input_cost_per_token=1e-6,
+                output_cost_per_token=2e-6,
+            ),
         ],
         "router_settings": {
             "fallbacks": [{"agent-sim": ["lexical-llm"]}],
@@ -133,3 +142,22 @@ def test_a_sweep_through_a_litellm_proxy_keeps_only_the_models_own_answers(
 
     # the proxy states 200 requests/min for lexical-llm (two deployments of 100): kept and named
     assert "lexical-llm: its provider states a limit of 200 requests/min, below the configured 6,000" in said
+
+
+def test_a_gateway_that_states_its_price_is_priced_whatever_name_reaches_it(
+    server: ServerProcess, proxy: LitellmProxy, tmp_path: Path
+) -> None:
+    """A model the proxy prices, reached by a name that is not loopback's (0.0.0.0): its pre-flight row is
+    priced by the cost the reply states, the same the row shows, and it is a go under a budget."""
+    scenario = make_question_set(tmp_path / "qs", n_tasks=1)
+    port = proxy.url.rsplit(":", 1)[1]
+    models = [
+        {"id": "priced-llm", "model": "openai/priced-llm", "kind": "llm",
+         "api_base": f"http://0.0.0.0:{port}/v1", "api_key_env": "KW_PROXY_KEY"},
+    ]  # fmt: skip
+    config = write_config(tmp_path / "c.yaml", proxy.url, scenario, models=models, budget={"usd": 1.0})
+    shown = knowwhen("plan", str(config), "--probe", "--json", env={"KW_PROXY_KEY": proxy.master_key})
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    (probe,) = json.loads(shown.stdout)["probes"]
+    assert probe["go"] is True and probe["price"] == "ok" and probe["problem"] is None, probe
+    assert probe["cost_usd"] > 0 and "priced by the cost its provider states" in probe["note"]

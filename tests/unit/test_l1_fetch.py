@@ -266,3 +266,32 @@ def test_a_download_unlike_what_the_hub_states_leaves_the_folder_as_it_was(
     assert not list(out.rglob(".knowwhen-download-*"))
     if fault == "huge":
         assert f"GET /datasets/{WHEN2CALL_REPO}/resolve/{COMMIT}/{WHEN2CALL_FILE}" not in hostile.requests
+
+
+@pytest.mark.slow
+def test_a_fetch_cut_short_midway_keeps_what_landed_recorded_and_rerunning_it_finishes(
+    tmp_path: Path,
+) -> None:
+    """BFCL lands and When2Call's body is cut short: exit 2 saying what is in the folder (BFCL, recorded in
+    the manifest) and to run the same command again; no file is left that the manifest does not name, and
+    the same command, run again once the Hub answers, fetches the rest."""
+    out = tmp_path / "l1"
+    args = ("fetch-l1", "--out", str(out), "--wheel", str(make_wheel(tmp_path)))
+    env = {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "0", "HF_HUB_DOWNLOAD_TIMEOUT": "2"}
+    cut = when2call_repo()
+    cut.faults = {WHEN2CALL_FILE: "truncated"}
+    with local_hub(cut) as endpoint:
+        failed = knowwhen(*args, env={**env, "HF_ENDPOINT": endpoint})
+    assert failed.returncode == 2, failed.stdout + failed.stderr
+    said = " ".join(failed.stderr.split())
+    assert f"bfcl is in place and recorded in {out / L1_MANIFEST}, when2call is not" in said, said
+    assert said.endswith("run the same command again to fetch it")
+    recorded = _manifest(out)["sources"]
+    assert set(recorded) == {"bfcl"}
+    named = {out / rel for rel in recorded["bfcl"]["files"]} | {out / L1_MANIFEST}
+    assert {p for p in out.rglob("*") if p.is_file()} == named
+
+    with local_hub(when2call_repo()) as endpoint:
+        again = knowwhen(*args, env={**env, "HF_ENDPOINT": endpoint})
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert set(_manifest(out)["sources"]) == {"bfcl", "when2call"}
