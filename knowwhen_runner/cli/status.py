@@ -11,9 +11,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from .tables import Cell, Column, print_table
-
 from .held import Held, held_lines, resume_command
+from .tables import Cell, Column, print_table
 
 __all__ = ["pause", "resume", "status"]
 
