@@ -12,10 +12,10 @@ import functools
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -49,6 +49,7 @@ __all__ = [
     "ensure_schema",
     "is_shared_url",
     "make_engine",
+    "on_db_thread",
     "safe_url",
 ]
 
@@ -198,6 +199,7 @@ def ensure_schema(engine: Engine, url: str) -> None:
 
 
 T = TypeVar("T")
+P = ParamSpec("P")
 TSelf = TypeVar("TSelf", bound="OnOneThread")
 
 
@@ -205,9 +207,11 @@ class OnOneThread:
     """Runs a database object's synchronous work on a worker thread, one call at a time, schema first.
 
     The event loop never blocks on the database, and one connection's transactions never interleave.
+    A store writes each statement as a plain method and marks it ``@on_db_thread``; its callers await it.
     Driver errors become one-line ``QueueError``s naming the database (password hidden) and ``_what``;
-    a database away for now (``outage.is_unavailable``) raises ``DatabaseUnavailable``, which ``_call``
-    waits out (``outage.wait_out``), and ``_call_blocking`` too, on the caller's thread.
+    a lock held by another process is waited for on the thread (``outage.wait_for_lock``), and a database
+    away for now (``outage.is_unavailable``) raises ``DatabaseUnavailable``, which ``_call`` waits out
+    (``outage.wait_out``), and ``_call_blocking`` too, on the caller's thread.
     """
 
     url: str
@@ -276,6 +280,20 @@ class OnOneThread:
             conn.execution_options(kw_read=True)
             with conn.begin():
                 yield conn
+
+
+def on_db_thread(
+    method: Callable[Concatenate[TSelf, P], T],
+) -> Callable[Concatenate[TSelf, P], Coroutine[Any, Any, T]]:
+    """A store's statement, written as a plain method, as the coroutine its callers await: the body runs
+    on the store's database thread (``OnOneThread._call``: one call at a time, a lock or an outage waited
+    out)."""
+
+    @functools.wraps(method)
+    async def on_thread(self: TSelf, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._call(functools.partial(method, self, *args, **kwargs))
+
+    return on_thread
 
 
 def _sqlite_has_bulk() -> bool:
