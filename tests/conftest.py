@@ -16,6 +16,7 @@ from tests.module_order import order
 from tests.pg import fresh_db_url  # noqa: F401  (a run's database of its own, SQLite and PostgreSQL)
 from tests.prism import SpecProxy, start_prism
 from tests.reliability.tally import NAMES, TALLY
+from tests.structure_counts import COUNTS
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
@@ -95,8 +96,9 @@ def spec_proxy(server: ServerProcess, spec_proxy_process: SpecProxy) -> Iterator
 
 
 # ---------------------------------------------------------------------------------------------------
-# The reliability summary (tests/reliability): one printout of the counts, also when pytest-xdist runs
-# the tests in worker processes, each of which hands its counts to the main process as it ends.
+# The reliability summary (tests/reliability) and the structure's counts (tests/structure_counts.py):
+# one printout each, also when pytest-xdist runs the tests in worker processes, each of which hands its
+# counts to the main process as it ends.
 # ---------------------------------------------------------------------------------------------------
 
 
@@ -104,14 +106,21 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
         workeroutput["reliability_tally"] = dict(TALLY)
+        workeroutput["structure_counts"] = dict(COUNTS)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
-    TALLY.update(getattr(node, "workeroutput", {}).get("reliability_tally", {}))
+    output = getattr(node, "workeroutput", {})
+    TALLY.update(output.get("reliability_tally", {}))
+    COUNTS.update(output.get("structure_counts", {}))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if COUNTS:
+        terminalreporter.section("structure counts")
+        for name, n in COUNTS.items():
+            terminalreporter.write_line(f"{name}: {n}")
     if not TALLY:
         return
     terminalreporter.section("reliability summary")

@@ -18,7 +18,8 @@ import orjson
 from sqlalchemy import Column, Float, MetaData, String, Table, Text, func, inspect, select, text
 
 from ..exceptions import QueueError
-from ..queue.engine import OnOneThread, make_engine
+from ..queue.engine import OnOneThread, make_engine, on_db_thread, safe_url
+from ..queue.outage import wait_for_lock
 from .store import CacheEntry, StoredEntry, describe_url
 
 __all__ = ["CACHE_SCHEMA_VERSION", "SqlCacheStore"]
@@ -127,18 +128,14 @@ class SqlCacheStore(OnOneThread):
         with self._reading() as conn:
             return [StoredEntry(*r) for r in conn.execute(q.order_by(_entries.c.key).limit(limit))]
 
-    async def stats(self) -> dict[str, int]:
-        return await self._call(self._stats)
-
-    def _stats(self) -> dict[str, int]:
+    @on_db_thread
+    def stats(self) -> dict[str, int]:
         q = select(_entries.c.model, func.count()).group_by(_entries.c.model)
         with self._reading() as conn:
             return {m: int(n) for m, n in conn.execute(q)}
 
-    async def prune(self, *, model: str | None = None, older_than_s: float | None = None) -> int:
-        return await self._call(self._prune, model, older_than_s)
-
-    def _prune(self, model: str | None, older_than_s: float | None) -> int:
+    @on_db_thread
+    def prune(self, *, model: str | None = None, older_than_s: float | None = None) -> int:
         stmt = _entries.delete()
         if model is not None:
             stmt = stmt.where(_entries.c.model == model)
@@ -156,4 +153,5 @@ class SqlCacheStore(OnOneThread):
             with self._engine.connect() as conn:
                 return inspect(conn).has_table("kw_cache")
 
-        return await anyio.to_thread.run_sync(probe)
+        # Not ``_call``, which would create the table first; a lock held elsewhere is waited for all the same.
+        return await anyio.to_thread.run_sync(wait_for_lock, probe, safe_url(self.url))

@@ -3,8 +3,8 @@ cache keys, secrets and prices.
 
 Read in this order: ``bodies`` (what is sent), ``transport`` (every request, batches' too; only
 ``LitellmTransport`` sends through litellm), ``mock_transport`` (the in-process fake), ``retry`` (what a
-failure means), ``ratelimit`` (slots, pauses, a down model: ``limiter`` for one process,
-``fleet_limiter`` for a fleet), ``adaptive`` (a limit nobody gave, learned from headers and 429s),
+failure means), ``ratelimit`` (a run's limiters, one per limit key: ``limiter`` for one process, with
+its slots, pauses and a down model, ``fleet_limiter`` for a fleet), ``adaptive`` (a limit nobody gave, learned from headers and 429s),
 ``client`` (a logical call: slots + requests + retries), ``failing`` (a model whose requests surely fail: set aside, probed), ``batch_wire`` and ``batch_client`` (provider
 Batch APIs), ``cache_keys``, ``secrets``, ``prices``.
 """

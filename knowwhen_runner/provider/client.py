@@ -2,7 +2,7 @@
 
 A call takes a rate-limit slot, sends one request through the ``Transport`` and, when it fails, asks
 ``classify`` what to do: retry with jittered backoff (``Retry-After`` replaces it), pause the model on a
-429/529, or give up. A model whose requests keep failing is down (``ratelimit``): it is probed one
+429/529, or give up. A model whose requests keep failing is down (``limiter``): it is probed one
 request at a time, and a call that meets it down makes no request and raises ``ProviderError`` of kind
 ``down``, so its job goes back to the queue without spending an attempt. Only failures while the model
 is up count against a call's tries; a refused connection never does. Only what the transport raises is

@@ -2,10 +2,12 @@
 
 Requests are spaced evenly (GCRA with no burst): at N requests/min a request may start every 60/N s, so
 no sliding minute ever sees more than N. Tokens work the same way with the estimated size of each request.
-A 429/529 pauses the model for everyone in this process (``penalize``); a model that keeps failing
-unreachable is *down* (its ``breaker`` opens) and probed one request at a time. A learned limit follows an
-``AdaptiveRate`` shared through ``LearnedLimits``; without one, a limit the provider states is kept to
-when the config gives none or a higher one, wherever the server runs. ``ratelimit`` says the whole story and hands these out;
+A 429/529 pauses the model for everyone in this process (``penalize``). A model that keeps failing
+unreachable (no HTTP response, 502/503/504: ``retry.Verdict``) is *down*: its ``breaker`` opens, it is
+paused for longer each time, and when a pause ends one request at a time probes it; its jobs wait
+meanwhile, up to ``max_outage_s``. A learned limit follows an ``AdaptiveRate`` shared through
+``LearnedLimits``; without one, a limit the provider states is kept to when the config gives none or a
+higher one, wherever the server runs. ``ratelimit.Limiters`` hands out one per limit key;
 ``fleet_limiter`` builds on ``Limiter`` for a fleet.
 """
 

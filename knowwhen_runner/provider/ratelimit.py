@@ -1,27 +1,13 @@
-"""Per-model rate limits: requests per minute, tokens per minute, requests in flight, and back-off.
+"""A run's rate limiters, one per limit key: ``Limiters`` gives each model the limiter of its key, so models
+that share a key share its limits.
 
-Requests are spaced evenly (GCRA with no burst): at N requests/min a request may start every 60/N s, so
-no sliding minute ever sees more than N. Tokens work the same way with the estimated size of each request.
-A 429/529 pauses the model for everyone in this process (``penalize``). A model whose requests keep failing
-unreachable (no HTTP response, 502/503/504: see ``retry.Verdict``) is *down* (the circuit breaker opens): it is paused for longer each time, up to ``_BREAKER_MAX_S``, and when
-a pause ends one request at a time probes it (half-open) until one succeeds. While a model is down its
-jobs wait rather than spend their attempts (see ``client.ModelClient.call``); ``max_outage_s`` bounds how
-long a run waits for it.
-
-A limit the config does not give is learned (``adaptive``): the limiter of such a model starts low and
-follows an ``AdaptiveRate`` fed by what responses say (rate-limit headers, 429s) and by requests queueing
-for it; its state is a row of the run database's ledger (``LearnedLimits``), so a fleet sends at one
-learned rate, and a later run starts where this one ended. Any other limiter keeps to a limit its
-provider states (rate-limit headers) when the config gives none or a higher one, wherever the server
-runs, and says so once (``tell_stated``).
-
-One process keeps its limits in memory (``Limiter``). When several processes work one run (a shared
-database), ``Limiters`` given ``fleet=FleetLimits(ledger, holder)`` hand out ``FleetLimiter``s: the
-same interface, with request slots and in-flight permits reserved in the database, so a model's limits
-hold for the whole fleet (see ``queue.limits``).
-
-``limiter`` holds ``Limiter`` (one process), ``fleet_limiter`` holds ``FleetLimiter`` (a fleet), and this
-module the ``Limiters`` that hand them out, one per limit key; every name stays importable from here.
+One process keeps its limits in memory (``limiter.Limiter``, where requests are spaced, paused and a down
+model probed). Processes that work one run together (a shared database) are given
+``fleet=FleetLimits(ledger, holder)`` and get ``fleet_limiter.FleetLimiter``s, which reserve request slots
+and in-flight permits in the run database (``queue.limits``), so a model's limits hold for the whole
+fleet. A model whose config gives no limit gets an ``adaptive.AdaptiveRate``, its learned state kept in
+``LearnedLimits``, so a fleet sends at one learned rate and a later run starts where this one ended. The
+names of ``limiter`` and ``fleet_limiter`` stay importable from here.
 """
 
 from __future__ import annotations

@@ -1,34 +1,10 @@
-"""The run's queue: jobs, leases and results, behind one interface (responses live in ``cache/``).
+"""The run's queue: jobs, leases and results in one database, so that processes on one machine or many
+can share a run, stop anywhere and pick it up again (model responses are cached apart, in ``cache/``).
 
-``Queue`` is the union of a few small roles (``roles``: claiming, recording, run bookkeeping, holding
-back, reading, batches); a caller takes the one it needs. Three backends implement them all:
-``MemoryQueue`` (tests), and ``SqlQueue`` on SQLite (default, a file in the run folder) or PostgreSQL
-(many machines; ``FOR UPDATE SKIP LOCKED`` claims). One contract test suite runs on all of them.
-SQLAlchemy is touched only here and in ``cache/`` (the response store, which
-opens its databases through ``engine``).
-
-Job states: pending -> running (claimed under a lease) -> done | failed; an expired lease makes a running
-job claimable again; completion is idempotent (the first recorded result wins, later ones are ignored);
-a failure reported by a worker that has lost its lease is kept as an attempt but leaves the job to its
-new holder.
-
-A run is what its config says now: ``enqueue(..., whole_plan=ids)`` names every job of the current plan
-(``enqueue(..., cells=...)`` every job of some of its cells: a config changed in part is re-planned in part),
-and any other job of the run (of those cells) is *set aside* (status ``aside:<status>``, a running one as
-``aside:pending``): kept with its result for the record, never claimed, completed, counted as open or
-returned by ``results`` (all scenarios', or those named); ``counts`` reports them as ``set_aside``. A job of the plan that was set aside
-is live again, with its result if it had one. ``init_run`` of an existing run records the new config text and keeps the meta. ``record``
-writes a batch's results and failures at once (one transaction). A run is finalised
-once: the first process to ``take_finalize`` a finished run does it. ``set_control`` holds a model back
-(quarantined or paused: ``controls``); workers stop claiming its jobs, which stay pending. A ``set_aside``
-row only tells which models a process's test set aside (no worker holds back on it: ``HOLDING_STATES``).
-``budget_reserve``/``budget_settle`` keep the run's spending per budget scope, for every process.
-``answers`` reads one filtered page of the open-loop answers (a few fields each, never whole results) and
-``spend`` each model's recorded cost, for lists of large runs (``model_tallies`` each model's jobs per
-status, cost, calls and cache hits, for ``status``); ``pace`` reads each model's pace (its
-rate against its limit, what it waits for) from what these return, for ``status`` and the live view.
-``describe_workers`` says whether each worker of the fleet is working, silent or stopped (one rule for
-``run``, ``status`` and the viewer). Responses are cached apart from the queue (``knowwhen_runner.cache``).
+``Queue`` is the union of a few small roles (``roles``, where each operation's contract is written); a
+caller takes the one it needs. ``SqlQueue`` keeps it in SQLite (default, a file in the run folder) or
+PostgreSQL (many machines), ``MemoryQueue`` in one process's dicts (tests); ``tests/contract`` holds
+them to one contract. SQLAlchemy is touched only here and in ``cache/``.
 """
 
 from __future__ import annotations

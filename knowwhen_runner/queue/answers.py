@@ -18,7 +18,7 @@ import orjson
 from sqlalchemy import text
 
 from ..jobs import Job, job_spend
-from .engine import RunStatements
+from .engine import RunStatements, on_db_thread
 
 __all__ = [
     "AnswerOrder",
@@ -161,10 +161,6 @@ class AnswerTables(RunStatements):
     def _spelled(self) -> _Dialect:
         return _POSTGRES if self.dialect == "postgresql" else _SQLITE
 
-    async def answers(self, query: AnswerQuery) -> AnswerPage:
-        """One page of the done question jobs' answers that ``query`` selects, and how many it selects."""
-        return await self._call(self._answers, query)
-
     def _where(self, query: AnswerQuery, params: dict[str, Any]) -> str:
         d = self._spelled
         where = [f"run = :run AND status = 'done' AND {d.kind} = 'question'"]
@@ -185,7 +181,9 @@ class AnswerTables(RunStatements):
             where.append(f"{d.scan_confidence} <= :cmax")
         return " AND ".join(where)
 
-    def _answers(self, query: AnswerQuery) -> AnswerPage:
+    @on_db_thread
+    def answers(self, query: AnswerQuery) -> AnswerPage:
+        """One page of the done question jobs' answers that ``query`` selects, and how many it selects."""
         d = self._spelled
         params: dict[str, Any] = {"run": self.run, "offset": query.offset}
         where = self._where(query, params)
@@ -233,11 +231,9 @@ class AnswerTables(RunStatements):
         ]  # fmt: skip
         return AnswerPage(rows, total)
 
-    async def spend(self) -> dict[str, float]:
+    @on_db_thread
+    def spend(self) -> dict[str, float]:
         """Per model, what its done jobs of the plan spent (``job_spend``, written beside each result)."""
-        return await self._call(self._spend)
-
-    def _spend(self) -> dict[str, float]:
         # Each done job's spend, written beside its result (``tally_values``): the tally index alone is read.
         sql = (
             "SELECT model_id, sum(cost_usd) FROM kw_jobs WHERE run = :run AND status = 'done' "

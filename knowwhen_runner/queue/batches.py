@@ -19,7 +19,7 @@ from ..jobs import Job
 from . import schema as s
 from .batch_rows import OPEN_BATCH, PARKED_UNTIL, BatchRecord, batch_owner
 from .claims import held_by, job_from_row, jobs_where
-from .engine import RunStatements
+from .engine import RunStatements, on_db_thread
 
 __all__ = ["BatchTable", "MemoryBatches"]
 
@@ -42,12 +42,8 @@ def _record(row: Any) -> BatchRecord:
 class BatchTable(RunStatements):
     """Provider batch operations of ``SqlQueue``."""
 
-    async def batch_open(
-        self, worker: str, key: str, model_id: str, job_ids: list[str], lease_s: float
-    ) -> int:
-        return await self._call(self._batch_open, worker, key, model_id, job_ids, lease_s)
-
-    def _batch_open(self, worker: str, key: str, model_id: str, job_ids: list[str], lease_s: float) -> int:
+    @on_db_thread
+    def batch_open(self, worker: str, key: str, model_id: str, job_ids: list[str], lease_s: float) -> int:
         now = self._clock.expr()
         with self._engine.begin() as conn:
             parked = conn.execute(
@@ -97,10 +93,8 @@ class BatchTable(RunStatements):
                 update(s.batches).where(s.batches.c.run == self.run, s.batches.c.key == key).values(**values)
             )
 
-    async def batch_lease(self, worker: str, lease_s: float, model_ids: frozenset[str]) -> list[BatchRecord]:
-        return await self._call(self._batch_lease, worker, lease_s, model_ids)
-
-    def _batch_lease(self, worker: str, lease_s: float, model_ids: frozenset[str]) -> list[BatchRecord]:
+    @on_db_thread
+    def batch_lease(self, worker: str, lease_s: float, model_ids: frozenset[str]) -> list[BatchRecord]:
         now = self._clock.expr()
         b = s.batches.c
         q = select(s.batches).where(
@@ -122,10 +116,8 @@ class BatchTable(RunStatements):
                 )
         return [replace(_record(r), owner=worker) for r in rows]
 
-    async def batch_take(self, worker: str, key: str, lease_s: float) -> list[Job]:
-        return await self._call(self._batch_take, worker, key, lease_s)
-
-    def _batch_take(self, worker: str, key: str, lease_s: float) -> list[Job]:
+    @on_db_thread
+    def batch_take(self, worker: str, key: str, lease_s: float) -> list[Job]:
         now = self._clock.expr()
         j = s.jobs.c
         mine = (j.run == self.run, j.lease_owner == batch_owner(key), j.status == "running")
@@ -134,10 +126,8 @@ class BatchTable(RunStatements):
             conn.execute(update(s.jobs).where(*mine).values(lease_owner=worker, lease_expires=now + lease_s))
         return sorted((job_from_row(r) for r in rows), key=lambda job: job.id)
 
-    async def batches(self) -> list[BatchRecord]:
-        return await self._call(self._batches)
-
-    def _batches(self) -> list[BatchRecord]:
+    @on_db_thread
+    def batches(self) -> list[BatchRecord]:
         q = select(s.batches).where(s.batches.c.run == self.run).order_by(s.batches.c.created_at)
         with self._reading() as conn:
             return [_record(r) for r in conn.execute(q)]

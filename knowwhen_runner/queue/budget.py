@@ -14,7 +14,7 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
 
 from . import schema as s
-from .engine import RunStatements
+from .engine import RunStatements, on_db_thread
 
 __all__ = ["BudgetAsk", "BudgetTally", "ControlBudget", "MemoryBudget"]
 
@@ -74,11 +74,9 @@ class ControlBudget(RunStatements):
         row = conn.execute(stmt).one()
         return BudgetTally(scope, float(row[0]), float(row[1]), int(row[2]), int(row[3]), int(row[4]))
 
-    async def budget_reserve(self, asks: list[BudgetAsk]) -> str | None:
+    @on_db_thread
+    def budget_reserve(self, asks: list[BudgetAsk]) -> str | None:
         """Reserve every ask at once, or none: returns the first scope whose cap would be passed."""
-        return await self._call(self._budget_reserve, asks)
-
-    def _budget_reserve(self, asks: list[BudgetAsk]) -> str | None:
         t = s.budget
         with self._engine.begin() as conn:
             for ask in sorted(asks, key=lambda a: a.scope):  # one lock order: no deadlocks
@@ -95,11 +93,9 @@ class ControlBudget(RunStatements):
                 )
         return None
 
-    async def budget_settle(self, reserved: list[BudgetAsk], actual_usd: float, actual_tokens: int) -> None:
+    @on_db_thread
+    def budget_settle(self, reserved: list[BudgetAsk], actual_usd: float, actual_tokens: int) -> None:
         """Give back these reservations and count what the call really cost."""
-        await self._call(self._budget_settle, reserved, actual_usd, actual_tokens)
-
-    def _budget_settle(self, reserved: list[BudgetAsk], actual_usd: float, actual_tokens: int) -> None:
         t = s.budget
         with self._engine.begin() as conn:
             for ask in sorted(reserved, key=lambda a: a.scope):
@@ -115,11 +111,9 @@ class ControlBudget(RunStatements):
                     )
                 )
 
-    async def budget_tallies(self) -> list[BudgetTally]:
+    @on_db_thread
+    def budget_tallies(self) -> list[BudgetTally]:
         """Every scope of this run's ledger."""
-        return await self._call(self._budget_tallies)
-
-    def _budget_tallies(self) -> list[BudgetTally]:
         t = s.budget
         with self._engine.connect() as conn:
             rows = conn.execute(
@@ -136,11 +130,9 @@ class ControlBudget(RunStatements):
             ).fetchall()
         return [BudgetTally(r[0], float(r[1]), float(r[2]), int(r[3]), int(r[4]), int(r[5])) for r in rows]
 
-    async def budget_forget_reservations(self) -> None:
+    @on_db_thread
+    def budget_forget_reservations(self) -> None:
         """Drop every reservation (a new run starts: the calls that held them are over)."""
-        await self._call(self._budget_forget)
-
-    def _budget_forget(self) -> None:
         t = s.budget
         with self._engine.begin() as conn:
             conn.execute(update(t).where(t.c.run == self.run).values(reserved_usd=0.0, reserved_tokens=0))

@@ -20,7 +20,7 @@ from sqlalchemy import Select, func, or_, select, text, update
 
 from ..jobs import Job
 from . import schema as s
-from .engine import RunStatements
+from .engine import RunStatements, on_db_thread
 from .roles import ClaimQuota
 
 __all__ = ["JOB_COLUMNS", "LeaseTables", "claim_sql", "held_by", "job_from_row", "jobs_where"]
@@ -216,10 +216,8 @@ class LeaseTables(RunStatements):
                 rows = orjson.loads(conn.execute(text(statements[1]), params).scalar() or "[]")
         return sorted((job_from_row(r) for r in rows), key=lambda j: j.id)
 
-    async def heartbeat(self, worker: str, lease_s: float) -> int:
-        return await self._call(self._heartbeat, worker, lease_s)
-
-    def _heartbeat(self, worker: str, lease_s: float) -> int:
+    @on_db_thread
+    def heartbeat(self, worker: str, lease_s: float) -> int:
         now = self._clock.expr()
         with self._engine.begin() as conn:
             res = conn.execute(
@@ -230,10 +228,8 @@ class LeaseTables(RunStatements):
             conn.execute(update(s.workers).where(s.workers.c.id == worker).values(heartbeat_at=now))
         return int(res.rowcount or 0)
 
-    async def release(self, worker: str, job_ids: list[str]) -> int:
-        return await self._call(self._release, worker, job_ids)
-
-    def _release(self, worker: str, job_ids: list[str]) -> int:
+    @on_db_thread
+    def release(self, worker: str, job_ids: list[str]) -> int:
         if not job_ids:
             return 0
         greatest = func.max if self.dialect == "sqlite" else func.greatest
@@ -264,10 +260,8 @@ class LeaseTables(RunStatements):
                 )
         return lost
 
-    async def requeue_expired(self, stale_after_s: float | None = None) -> int:
-        return await self._call(self._requeue_expired, stale_after_s)
-
-    def _requeue_expired(self, stale_after_s: float | None) -> int:
+    @on_db_thread
+    def requeue_expired(self, stale_after_s: float | None = None) -> int:
         now = self._clock.expr()
         gone = s.jobs.c.lease_expires < now
         if stale_after_s is not None:  # a worker not heard from for this long is gone (kill -9, lost node)
@@ -283,10 +277,8 @@ class LeaseTables(RunStatements):
             )
         return int(res.rowcount or 0)
 
-    async def requeue_failed(self) -> int:
-        return await self._call(self._requeue_failed)
-
-    def _requeue_failed(self) -> int:
+    @on_db_thread
+    def requeue_failed(self) -> int:
         with self._engine.begin() as conn:
             res = conn.execute(
                 update(s.jobs)

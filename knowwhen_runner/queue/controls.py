@@ -21,7 +21,7 @@ from sqlalchemy import delete, select, update
 
 from ..redaction import redact
 from . import schema as s
-from .engine import RunStatements
+from .engine import RunStatements, on_db_thread
 
 __all__ = ["CONTROL_STATES", "HOLDING_STATES", "ControlState", "ControlTables", "ModelControl", "state_words"]
 
@@ -49,14 +49,10 @@ class ModelControl:
 class ControlTables(RunStatements):
     """Quarantine and pause rows of ``SqlQueue``."""
 
-    async def set_control(
-        self, model_id: str, state: ControlState, reason: str, *, replace: bool = False
-    ) -> bool:
+    @on_db_thread
+    def set_control(self, model_id: str, state: ControlState, reason: str, *, replace: bool = False) -> bool:
         """Hold ``model_id`` back; False when it already was in this state (the first reason stays, or with
         ``replace`` the last: its reason and since are this call's)."""
-        return await self._call(self._set_control, model_id, state, reason, replace)
-
-    def _set_control(self, model_id: str, state: str, reason: str, replace: bool = False) -> bool:
         reason = redact(reason)
         row = {"run": self.run, "model_id": model_id, "state": state, "reason": reason, "since": time.time()}
         t = s.model_controls
@@ -68,11 +64,9 @@ class ControlTables(RunStatements):
                 conn.execute(update(t).where(mine).values(reason=reason, since=row["since"]))
         return added is not None
 
-    async def clear_controls(self, state: ControlState, model_id: str | None = None) -> int:
+    @on_db_thread
+    def clear_controls(self, state: ControlState, model_id: str | None = None) -> int:
         """Let the run claim these models' jobs again (every model held in ``state`` when None)."""
-        return await self._call(self._clear_controls, state, model_id)
-
-    def _clear_controls(self, state: str, model_id: str | None) -> int:
         t = s.model_controls
         stmt = delete(t).where(t.c.run == self.run, t.c.state == state)
         if model_id is not None:
@@ -86,11 +80,9 @@ class ControlTables(RunStatements):
                 )
             return cleared
 
-    async def controls(self) -> list[ModelControl]:
+    @on_db_thread
+    def controls(self) -> list[ModelControl]:
         """Every model this run holds back, oldest first."""
-        return await self._call(self._controls)
-
-    def _controls(self) -> list[ModelControl]:
         t = s.model_controls
         with self._engine.connect() as conn:
             rows = conn.execute(

@@ -12,10 +12,10 @@ import functools
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -39,7 +39,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from ..exceptions import DatabaseUnavailable, QueueError, SchemaVersionError
 from ..redaction import add_secret
 from . import schema as s
-from .outage import is_unavailable, wait_out, wait_out_blocking
+from .outage import is_busy, is_unavailable, wait_for_lock, wait_out, wait_out_blocking
 from .sqlite_file import DAMAGED_LEAVE, check_sqlite_file
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
     "ensure_schema",
     "is_shared_url",
     "make_engine",
+    "on_db_thread",
     "safe_url",
 ]
 
@@ -74,54 +75,6 @@ def is_shared_url(url: str) -> bool:
     return url.startswith("postgresql")
 
 
-def _wal(cur: Any) -> None:
-    """Put the file in WAL mode, waiting for processes that open a new file at the same moment.
-
-    Switching a file to WAL needs it alone for an instant, and SQLite answers "database is locked" at
-    once instead of waiting (busy_timeout does not apply), e.g. when ``--processes`` starts on a new file.
-    """
-    for attempt in range(200):
-        try:
-            cur.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or attempt == 199:
-                raise
-            time.sleep(0.05)
-
-
-_BUSY_WAIT_S = 60.0  # how long a transaction waits for another process's lock before giving up
-
-
-def _is_busy(exc: BaseException) -> bool:
-    return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
-
-
-def _busy_waits() -> Iterator[float]:
-    """Pauses between tries for a SQLite lock: 50 us growing to 1 ms, for ``_BUSY_WAIT_S`` in all."""
-    deadline = time.monotonic() + _BUSY_WAIT_S
-    pause = 0.00005
-    while time.monotonic() < deadline:
-        yield pause
-        pause = min(pause * 2, 0.001)
-
-
-def _begin_immediate(raw: Any, url: str) -> None:
-    """BEGIN IMMEDIATE, trying again every millisecond or less while another process writes."""
-    for pause in _busy_waits():
-        try:
-            raw.execute("BEGIN IMMEDIATE")
-            return
-        except sqlite3.OperationalError as exc:
-            if not _is_busy(exc):
-                raise
-            time.sleep(pause)
-    raise DatabaseUnavailable(
-        f"{safe_url(url)}: another process has held the database's write lock for {_BUSY_WAIT_S:.0f} s; "
-        "is a stuck knowwhen process still running on it?"
-    )
-
-
 def make_engine(url: str, *, pool_size: int = 2) -> Engine:
     """An engine for SQLite (WAL, ``BEGIN IMMEDIATE``) or PostgreSQL (psycopg 3)."""
     try:
@@ -137,8 +90,10 @@ def make_engine(url: str, *, pool_size: int = 2) -> Engine:
             check_sqlite_file(parsed.database)  # before SQLite writes a damaged file over
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         # No busy_timeout: SQLite's own wait sleeps 1, 2, 5, 10 ... 100 ms between tries, and with two
-        # processes on one file most transactions would sleep milliseconds for a lock held 0.1 ms. We
-        # wait ourselves (``_begin_immediate``, and ``OnOneThread`` for anything else that finds it busy).
+        # processes on one file most transactions would sleep milliseconds for a lock held 0.1 ms. A
+        # transaction that finds the file locked fails at once and is run again (``outage.wait_for_lock``),
+        # whether at BEGIN or, switching a new file to WAL, at connect (which needs the file alone for an
+        # instant, e.g. when ``--processes`` starts on a new file).
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 0})
 
         @event.listens_for(engine, "connect")
@@ -146,7 +101,7 @@ def make_engine(url: str, *, pool_size: int = 2) -> Engine:
             dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
             cur = dbapi_conn.cursor()
             try:
-                _wal(cur)
+                cur.execute("PRAGMA journal_mode=WAL")
             except sqlite3.DatabaseError as exc:
                 if isinstance(exc, sqlite3.OperationalError):
                     raise
@@ -163,10 +118,7 @@ def make_engine(url: str, *, pool_size: int = 2) -> Engine:
             # ``OnOneThread._reading``) begin deferred and never wait for a writer (WAL).
             raw = conn.connection.driver_connection
             assert raw is not None
-            if conn.get_execution_options().get("kw_read"):
-                raw.execute("BEGIN")
-            else:
-                _begin_immediate(raw, url)
+            raw.execute("BEGIN" if conn.get_execution_options().get("kw_read") else "BEGIN IMMEDIATE")
 
         return engine
     if parsed.get_backend_name() == "postgresql":
@@ -247,6 +199,7 @@ def ensure_schema(engine: Engine, url: str) -> None:
 
 
 T = TypeVar("T")
+P = ParamSpec("P")
 TSelf = TypeVar("TSelf", bound="OnOneThread")
 
 
@@ -254,9 +207,11 @@ class OnOneThread:
     """Runs a database object's synchronous work on a worker thread, one call at a time, schema first.
 
     The event loop never blocks on the database, and one connection's transactions never interleave.
+    A store writes each statement as a plain method and marks it ``@on_db_thread``; its callers await it.
     Driver errors become one-line ``QueueError``s naming the database (password hidden) and ``_what``;
-    a database away for now (``outage.is_unavailable``) raises ``DatabaseUnavailable``, which ``_call``
-    waits out (``outage.wait_out``), and ``_call_blocking`` too, on the caller's thread.
+    a lock held by another process is waited for on the thread (``outage.wait_for_lock``), and a database
+    away for now (``outage.is_unavailable``) raises ``DatabaseUnavailable``, which ``_call`` waits out
+    (``outage.wait_out``), and ``_call_blocking`` too, on the caller's thread.
     """
 
     url: str
@@ -296,29 +251,27 @@ class OnOneThread:
         return wait_out_blocking(functools.partial(self._guarded, fn, *args), safe_url(self.url))
 
     def _guarded(self, fn: Callable[..., T], *args: Any) -> T:
-        waits = _busy_waits()
-        while True:
-            try:
-                if not self._ready:
-                    self._ensure_schema()
-                    self._ready = True
-                return fn(*args)
-            except (DBAPIError, sqlite3.Error) as exc:  # OperationalError and ProgrammingError included
-                orig = getattr(exc, "orig", exc)
-                # SQLite busy (another process holds a lock): the transaction was rolled back, so run
-                # it again. Every ``fn`` here is one transaction with no effect outside the database.
-                pause = next(waits, None) if _is_busy(orig) else None
-                if pause is not None:
-                    time.sleep(pause)
-                    continue
-                detail = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
-                error = DatabaseUnavailable if is_unavailable(exc) else QueueError
-                raise error(f"{safe_url(self.url)}: {self._what}{detail}") from None
-            except (json.JSONDecodeError, UnicodeDecodeError):  # damage SQLite's own checks let through
-                raise QueueError(
-                    f"{safe_url(self.url)}: a stored record does not read back: the database is damaged; "
-                    f"{DAMAGED_LEAVE}"
-                ) from None
+        """``fn`` on this thread, run again while another process holds SQLite's lock (``wait_for_lock``)."""
+        return wait_for_lock(functools.partial(self._once, fn, *args), safe_url(self.url))
+
+    def _once(self, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            if not self._ready:
+                self._ensure_schema()
+                self._ready = True
+            return fn(*args)
+        except (DBAPIError, sqlite3.Error) as exc:  # OperationalError and ProgrammingError included
+            if is_busy(exc):
+                raise  # rolled back: ``wait_for_lock`` runs it again
+            orig = getattr(exc, "orig", exc)
+            detail = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
+            error = DatabaseUnavailable if is_unavailable(exc) else QueueError
+            raise error(f"{safe_url(self.url)}: {self._what}{detail}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError):  # damage SQLite's own checks let through
+            raise QueueError(
+                f"{safe_url(self.url)}: a stored record does not read back: the database is damaged; "
+                f"{DAMAGED_LEAVE}"
+            ) from None
 
     @contextmanager
     def _reading(self) -> Iterator[Connection]:
@@ -327,6 +280,20 @@ class OnOneThread:
             conn.execution_options(kw_read=True)
             with conn.begin():
                 yield conn
+
+
+def on_db_thread(
+    method: Callable[Concatenate[TSelf, P], T],
+) -> Callable[Concatenate[TSelf, P], Coroutine[Any, Any, T]]:
+    """A store's statement, written as a plain method, as the coroutine its callers await: the body runs
+    on the store's database thread (``OnOneThread._call``: one call at a time, a lock or an outage waited
+    out)."""
+
+    @functools.wraps(method)
+    async def on_thread(self: TSelf, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._call(functools.partial(method, self, *args, **kwargs))
+
+    return on_thread
 
 
 def _sqlite_has_bulk() -> bool:

@@ -29,7 +29,8 @@ import anyio
 from sqlalchemy import Connection, text
 
 from ..provider.adaptive import LearnedLimit
-from .engine import DbClock, OnOneThread, make_engine
+from .engine import DbClock, OnOneThread, make_engine, on_db_thread
+from .outage import is_busy
 
 __all__ = ["LimitLedger", "Reservation", "fair_shares"]
 
@@ -105,13 +106,15 @@ class LimitLedger(OnOneThread):
 
     @contextmanager
     def _begin(self) -> Iterator[Connection]:
-        """One transaction on the kept connection; any failure drops it (the next call reconnects)."""
+        """One transaction on the kept connection; a failure drops it (the next call reconnects), but for
+        SQLite's lock held by another process, which leaves it sound (``wait_for_lock`` runs it again)."""
         try:
             conn = self._connection()
             with conn.begin():
                 yield conn
-        except BaseException:
-            self._forget_connection()
+        except BaseException as exc:
+            if not is_busy(exc):
+                self._forget_connection()
             raise
 
     async def close(self) -> None:
@@ -132,7 +135,8 @@ class LimitLedger(OnOneThread):
 
     # -- requests per minute ----------------------------------------------------------------------------
 
-    async def reserve(
+    @on_db_thread
+    def reserve(
         self,
         key: str,
         count: int,
@@ -143,11 +147,6 @@ class LimitLedger(OnOneThread):
         pause_until: float = 0.0,
     ) -> Reservation:
         """Reserve ``count`` request starts (and ``tokens`` of the token budget); none before ``pause_until``."""
-        return await self._call(self._reserve, key, count, interval, tokens, token_interval, pause_until)
-
-    def _reserve(
-        self, key: str, count: int, interval: float, tokens: int, token_interval: float, pause: float
-    ) -> Reservation:
         now = self._clock.sql
         base = f"{self._greatest}(next_slot, next_token, {now}, :pause)"
         stmt = text(
@@ -161,7 +160,7 @@ class LimitLedger(OnOneThread):
             "iv": interval,
             "tok": tokens,
             "tiv": token_interval,
-            "pause": pause,
+            "pause": pause_until,
         }
         with self._begin() as conn:
             row = conn.execute(stmt, params).first()
@@ -172,15 +171,13 @@ class LimitLedger(OnOneThread):
         end = float(row[0])
         return Reservation(start=end - count * interval, now=float(row[1]), end=end)
 
-    async def give_back(self, key: str, first: float, end: float) -> bool:
+    @on_db_thread
+    def give_back(self, key: str, first: float, end: float) -> bool:
         """Give back the starts from ``first`` to a reservation's ``end``; False if others reserved after.
 
         The key's next start becomes ``first`` (or now, if later). Only the last reservation of a key
         can come back: starts reserved after it must keep their distance from what was used before.
         """
-        return await self._call(self._give_back, key, first, end)
-
-    def _give_back(self, key: str, first: float, end: float) -> bool:
         now = self._clock.sql
         stmt = text(
             f"UPDATE kw_limits SET next_slot = {self._greatest}(:first, {now}) "
@@ -192,16 +189,14 @@ class LimitLedger(OnOneThread):
 
     # -- requests in flight -----------------------------------------------------------------------------
 
-    async def hold(self, key: str, holder: str, *, want: int, in_use: int, cap: int, ttl: float) -> int:
+    @on_db_thread
+    def hold(self, key: str, holder: str, *, want: int, in_use: int, cap: int, ttl: float) -> int:
         """Renew this holder's share of ``cap`` for ``ttl`` s; returns how many permits it may use now.
 
         The share is the holder's fair share of ``cap`` given every holder's wants, but never what
         others still hold (they shrink to their own fair share when they renew). The row records at
         least ``in_use``: permits in use are given back as their requests end, not revoked.
         """
-        return await self._call(self._hold, key, holder, want, in_use, cap, ttl)
-
-    def _hold(self, key: str, holder: str, want: int, in_use: int, cap: int, ttl: float) -> int:
         now = self._clock.sql
         params: dict[str, Any] = {**self._clock.params(), "key": key, "h": holder, "ttl": ttl}
         with self._begin() as conn:
@@ -232,26 +227,20 @@ class LimitLedger(OnOneThread):
 
     # -- learned limits ---------------------------------------------------------------------------------
 
-    async def learned(self) -> dict[str, LearnedLimit]:
+    @on_db_thread
+    def learned(self) -> dict[str, LearnedLimit]:
         """Every key's learned limits."""
-        return await self._call(self._learned)
-
-    def _learned(self) -> dict[str, LearnedLimit]:
         with self._begin() as conn:
             rows = conn.execute(text(f"SELECT key, {_LEARNED} FROM kw_learned_limits")).fetchall()
         return {row[0]: _learned_limit(row[1:]) for row in rows}
 
-    async def learn(
-        self, key: str, state: LearnedLimit, how: str, *, seen: float, hold_s: float
-    ) -> LearnedLimit:
+    @on_db_thread
+    def learn(self, key: str, state: LearnedLimit, how: str, *, seen: float, hold_s: float) -> LearnedLimit:
         """Record a change of a key's learned limits; returns the row as the fleet now has it.
 
         ``how``: ``"cut"`` (a 429; taken unless another cut came within ``hold_s``), ``"raise"`` (taken
         only if the row did not change after ``seen``, when the raiser read it) or ``"set"`` (always).
         """
-        return await self._call(self._learn, key, state, how, seen, hold_s)
-
-    def _learn(self, key: str, state: LearnedLimit, how: str, seen: float, hold_s: float) -> LearnedLimit:
         values = {
             "key": key,
             "rpm": state.rpm,
@@ -283,11 +272,9 @@ class LimitLedger(OnOneThread):
         assert row is not None
         return _learned_limit(row)
 
-    async def drop(self, holder: str) -> None:
+    @on_db_thread
+    def drop(self, holder: str) -> None:
         """Give back every share this holder has (a process that is done)."""
-        await self._call(self._drop, holder)
-
-    def _drop(self, holder: str) -> None:
         with self._begin() as conn:
             conn.execute(text("DELETE FROM kw_limit_holds WHERE holder = :h"), {"h": holder})
 

@@ -16,7 +16,7 @@ from sqlalchemy import String, bindparam, func, select, text, update
 from ..crashpoints import crashpoint
 from . import schema as s
 from .claims import JOB_COLUMNS, job_from_row
-from .engine import RunStatements
+from .engine import RunStatements, on_db_thread
 from .roles import ASIDE, SET_ASIDE, Failure, JobCounts, JobResult, JobStatus
 from .tallies import BY_TIME, tally_values
 
@@ -149,10 +149,8 @@ class OutcomeTables(RunStatements):
         )
         return 1
 
-    async def attempt_errors(self, job_id: str) -> list[dict[str, Any]]:
-        return await self._call(self._attempt_errors, job_id)
-
-    def _attempt_errors(self, job_id: str) -> list[dict[str, Any]]:
+    @on_db_thread
+    def attempt_errors(self, job_id: str) -> list[dict[str, Any]]:
         q = (
             select(s.attempts.c.attempt, s.attempts.c.worker, s.attempts.c.kind, s.attempts.c.error)
             .where(s.attempts.c.run == self.run, s.attempts.c.job_id == job_id)
@@ -161,10 +159,8 @@ class OutcomeTables(RunStatements):
         with self._reading() as conn:
             return [dict(r._mapping) for r in conn.execute(q)]
 
-    async def counts(self, *, open_only: bool = False) -> list[JobCounts]:
-        return await self._call(self._counts, open_only)
-
-    def _counts(self, open_only: bool) -> list[JobCounts]:
+    @on_db_thread
+    def counts(self, *, open_only: bool = False) -> list[JobCounts]:
         c = s.jobs.c
         q = (
             select(c.model_id, c.mode, c.scenario, c.status, func.count())
@@ -181,10 +177,8 @@ class OutcomeTables(RunStatements):
                 tally[key] = tally.get(key, 0) + n
         return [JobCounts(*k, n) for k, n in sorted(tally.items())]
 
-    async def status_totals(self) -> dict[str, int]:
-        return await self._call(self._status_totals)
-
-    def _status_totals(self) -> dict[str, int]:
+    @on_db_thread
+    def status_totals(self) -> dict[str, int]:
         # Read from the (run, status) index alone, never the rows: a count, not a scan of results.
         q = text("SELECT status, count(*) FROM kw_jobs WHERE run = :run GROUP BY status")
         out: dict[str, int] = {}
@@ -194,10 +188,8 @@ class OutcomeTables(RunStatements):
                 out[key] = out.get(key, 0) + int(n)
         return dict(sorted(out.items()))
 
-    async def done_lately(self, seconds: float) -> dict[str, tuple[int, float]]:
-        return await self._call(self._done_lately, seconds)
-
-    def _done_lately(self, seconds: float) -> dict[str, tuple[int, float]]:
+    @on_db_thread
+    def done_lately(self, seconds: float) -> dict[str, tuple[int, float]]:
         now = self._clock.sql
         by = BY_TIME if self.dialect == "sqlite" else ""  # a range of done jobs by time, not all of them
         q = text(
@@ -208,12 +200,10 @@ class OutcomeTables(RunStatements):
             rows = conn.execute(q, self._params(s=seconds)).fetchall()
         return {model: (int(n), max(0.0, float(age))) for model, n, age in rows}
 
-    async def results(
+    @on_db_thread
+    def results(
         self, scenarios: AbstractSet[str] | None = None, *, status: JobStatus | None = None
     ) -> list[JobResult]:
-        return await self._call(self._results, scenarios, status)
-
-    def _results(self, scenarios: AbstractSet[str] | None, status: JobStatus | None) -> list[JobResult]:
         only = " AND scenario IN :scenarios" if scenarios is not None else ""
         # One status: the partial index of open jobs (pending) or the status index finds them, and a
         # resume with most jobs done reads only the few left, never the results of the others.
@@ -230,10 +220,8 @@ class OutcomeTables(RunStatements):
             rows = conn.execute(q, params).fetchall()
         return [JobResult(job_from_row(r), r[7], orjson.loads(r[8]) if r[8] else None, r[9]) for r in rows]
 
-    async def job_ids(self) -> dict[tuple[str, str], list[str]]:
-        return await self._call(self._job_ids)
-
-    def _job_ids(self) -> dict[tuple[str, str], list[str]]:
+    @on_db_thread
+    def job_ids(self) -> dict[tuple[str, str], list[str]]:
         # Three short columns of each job, never its result: a finaliser groups the plan by cell with it.
         q = text(
             f"SELECT scenario, model_id, id FROM kw_jobs WHERE run = :run AND status NOT LIKE '{ASIDE}%' "
@@ -245,10 +233,8 @@ class OutcomeTables(RunStatements):
                 out.setdefault((scenario, model_id), []).append(job_id)
         return out
 
-    async def results_of(self, ids: Sequence[str]) -> list[JobResult]:
-        return await self._call(self._results_of, ids)
-
-    def _results_of(self, ids: Sequence[str]) -> list[JobResult]:
+    @on_db_thread
+    def results_of(self, ids: Sequence[str]) -> list[JobResult]:
         q = text(
             f"SELECT {JOB_COLUMNS}, status, result, error FROM kw_jobs WHERE run = :run "
             f"AND id IN :ids AND status NOT LIKE '{ASIDE}%'"

@@ -47,14 +47,21 @@ __all__ = [
 
 
 JobStatus = Literal["pending", "running", "done", "failed"]
-"""Where a job of the current plan stands (a set-aside job's status is ``ASIDE`` + one of these)."""
+"""Where a job of the current plan stands (a set-aside job's status is ``ASIDE`` + one of these).
+
+pending -> running (claimed under a lease) -> done | failed; an expired lease makes a running job
+claimable again. Completion is idempotent: the first recorded result wins, later ones are ignored. A
+failure reported by a worker that has lost its lease is kept as an attempt but leaves the job to its new
+holder."""
 
 AttemptKind = Literal[ErrorKind, "batch", "error"]
 """What a failed attempt records as its kind: a model call's ``ErrorKind``, ``batch`` (a provider batch
 failed it) or ``error`` (anything else)."""
 
 ASIDE = "aside:"
-"""Prefix of the status of a job set aside (planned by an earlier version of the config)."""
+"""Prefix of the status of a job set aside (planned by an earlier version of the config, see ``enqueue``):
+kept with its result for the record, never claimed, completed, counted as open or returned by
+``results``; live again, with its result if it had one, once the plan holds it again."""
 SET_ASIDE = "set_aside"
 """The status ``counts`` reports set-aside jobs under, whatever they were before."""
 
@@ -184,7 +191,9 @@ class Recording(Protocol):
         worker: str,
         results: list[tuple[str, dict[str, Any]]],
         failures: list[Failure],
-    ) -> int: ...
+    ) -> int:
+        """A batch's results and failures at once, in one transaction."""
+        ...
 
 
 class RunBookkeeping(Protocol):
@@ -193,7 +202,10 @@ class RunBookkeeping(Protocol):
 
     run: str
 
-    async def init_run(self, config_text: str, meta: dict[str, Any]) -> dict[str, Any]: ...
+    async def init_run(self, config_text: str, meta: dict[str, Any]) -> dict[str, Any]:
+        """Create the run, or record the new config text of an existing one (its meta is kept)."""
+        ...
+
     async def run_info(self) -> dict[str, Any] | None: ...
     async def update_meta(self, patch: dict[str, Any]) -> dict[str, Any]: ...
     async def merge_meta(self, key: str, merge: Callable[[Any], Any]) -> Any:
@@ -234,7 +246,11 @@ class RunBookkeeping(Protocol):
         first process to ask, fleet-wide; the others get its name and wait for its plan."""
         ...
 
-    async def take_finalize(self, worker: str) -> bool: ...
+    async def take_finalize(self, worker: str) -> bool:
+        """Whether ``worker`` finalises the run: the first process to ask once no job is open (a screened-out
+        model's pending jobs aside), fleet-wide; a run is finalised once."""
+        ...
+
     async def release_finalize(self, worker: str) -> None: ...
     async def register_worker(self, worker: str) -> None: ...
     async def stop_worker(self, worker: str) -> None: ...
@@ -249,10 +265,18 @@ class HoldingBack(Protocol):
 
     async def set_control(
         self, model_id: str, state: ControlState, reason: str, *, replace: bool = False
-    ) -> bool: ...
+    ) -> bool:
+        """Hold a model back (quarantined or paused): workers stop claiming its jobs, which stay pending.
+        A ``set_aside`` row only tells which models a process's test set aside (``HOLDING_STATES``)."""
+        ...
+
     async def clear_controls(self, state: ControlState, model_id: str | None = None) -> int: ...
     async def controls(self) -> list[ModelControl]: ...
-    async def budget_reserve(self, asks: list[BudgetAsk]) -> str | None: ...
+    async def budget_reserve(self, asks: list[BudgetAsk]) -> str | None:
+        """Reserve a call's spending in every budget scope at once (for every process), or none: the
+        first scope whose cap it would pass. ``budget_settle`` counts what the call really cost."""
+        ...
+
     async def budget_settle(
         self, reserved: list[BudgetAsk], actual_usd: float, actual_tokens: int
     ) -> None: ...
@@ -294,8 +318,15 @@ class Reading(Protocol):
         model's results at a time, never the whole run's at once."""
         ...
 
-    async def answers(self, query: AnswerQuery) -> AnswerPage: ...
-    async def spend(self) -> dict[str, float]: ...
+    async def answers(self, query: AnswerQuery) -> AnswerPage:
+        """One filtered page of the open-loop answers, a few fields each (never whole results), for lists
+        of large runs."""
+        ...
+
+    async def spend(self) -> dict[str, float]:
+        """Each model's recorded cost."""
+        ...
+
     async def model_tallies(self) -> dict[str, ModelTally]:
         """Each model's jobs of the plan per status, recorded cost, calls and cache hits, summed by the
         database (``status`` reads these, never every result)."""

@@ -20,7 +20,7 @@ from sqlalchemy import case, select, text, update
 from ..exceptions import QueueError
 from ..jobs import WHOLE_RUN, Cell, CellRows, Items, Job, JobRow, JobRows, job_rows
 from . import schema as s
-from .engine import RunStatements, safe_url
+from .engine import RunStatements, on_db_thread, safe_url
 from .first_plan import copy_jobs, defer_indexes, insert_cell, plan_cache
 from .roles import ASIDE
 from .tallies import kept_key
@@ -84,10 +84,8 @@ class RunTables(RunStatements):
 
     # -- runs and items -------------------------------------------------------------------------------
 
-    async def init_run(self, config_text: str, meta: dict[str, Any]) -> dict[str, Any]:
-        return await self._call(self._init_run, config_text, meta)
-
-    def _init_run(self, config_text: str, meta: dict[str, Any]) -> dict[str, Any]:
+    @on_db_thread
+    def init_run(self, config_text: str, meta: dict[str, Any]) -> dict[str, Any]:
         with self._engine.begin() as conn:
             stmt = self._insert(s.runs).values(
                 name=self.run,
@@ -105,9 +103,6 @@ class RunTables(RunStatements):
         assert info is not None
         return info
 
-    async def run_info(self) -> dict[str, Any] | None:
-        return await self._call(self._run_info)
-
     def _run_info(self) -> dict[str, Any] | None:
         with self._reading() as conn:
             row = conn.execute(select(s.runs).where(s.runs.c.name == self.run)).first()
@@ -122,11 +117,11 @@ class RunTables(RunStatements):
             "finalized_by": row.finalized_by,
         }
 
-    async def update_meta(self, patch: dict[str, Any]) -> dict[str, Any]:
-        """Merge ``patch`` into the run's meta (top-level keys replaced); returns the new meta."""
-        return await self._call(self._update_meta, patch)
+    run_info = on_db_thread(_run_info)  # ``init_run`` reads it inside its own statement
 
-    def _update_meta(self, patch: dict[str, Any]) -> dict[str, Any]:
+    @on_db_thread
+    def update_meta(self, patch: dict[str, Any]) -> dict[str, Any]:
+        """Merge ``patch`` into the run's meta (top-level keys replaced); returns the new meta."""
         with self._engine.begin() as conn:
             raw = conn.execute(select(s.runs.c.meta).where(s.runs.c.name == self.run)).scalar()
             if raw is None:
@@ -137,12 +132,10 @@ class RunTables(RunStatements):
             )
         return meta
 
-    async def merge_meta(self, key: str, merge: Callable[[Any], Any]) -> Any:
+    @on_db_thread
+    def merge_meta(self, key: str, merge: Callable[[Any], Any]) -> Any:
         """Set the meta's ``key`` to ``merge(its value)`` with the run's row locked: two processes merging at
         once take turns, each merging into what the other wrote. Returns the value written."""
-        return await self._call(self._merge_meta, key, merge)
-
-    def _merge_meta(self, key: str, merge: Callable[[Any], Any]) -> Any:
         with self._engine.begin() as conn:  # SQLite: BEGIN IMMEDIATE serialises; PostgreSQL: FOR UPDATE
             found = select(s.runs.c.meta).where(s.runs.c.name == self.run).with_for_update()
             raw = conn.execute(found).scalar()
@@ -155,12 +148,10 @@ class RunTables(RunStatements):
             )
         return meta[key]
 
-    async def set_draws(self, scenario_id: str, draws: dict[str, int]) -> int:
+    @on_db_thread
+    def set_draws(self, scenario_id: str, draws: dict[str, int]) -> int:
         """Give the jobs of ``scenario_id`` the claim order ``draws`` (by item), whatever their status; jobs
         of other items keep theirs. How many jobs changed."""
-        return await self._call(self._set_draws, scenario_id, draws)
-
-    def _set_draws(self, scenario_id: str, draws: dict[str, int]) -> int:
         t, changed, items = s.jobs, 0, sorted(draws)
         with self._engine.begin() as conn:
             for chunk in (items[i : i + _DRAW_CHUNK] for i in range(0, len(items), _DRAW_CHUNK)):
@@ -297,10 +288,8 @@ class RunTables(RunStatements):
             update(s.runs).where(s.runs.c.name == self.run).values(finalized_at=None, finalized_by=None)
         )
 
-    async def items(self, scenario_id: str | None = None, *, of_open_jobs: bool = False) -> Items:
-        return await self._call(self._items, scenario_id, of_open_jobs)
-
-    def _items(self, scenario_id: str | None, of_open_jobs: bool) -> Items:
+    @on_db_thread
+    def items(self, scenario_id: str | None = None, *, of_open_jobs: bool = False) -> Items:
         if of_open_jobs:  # the open jobs by the status index, then their items by key: O(work left)
             sql = (
                 "SELECT i.scenario, i.item, i.payload FROM (SELECT DISTINCT scenario, item FROM kw_jobs "
@@ -317,19 +306,15 @@ class RunTables(RunStatements):
         with self._reading() as conn:
             return {(r[0], r[1]): orjson.loads(r[2]) for r in conn.execute(q)}
 
-    async def take_stage(self, stage: str, worker: str) -> str:
-        return await self._call(self._take_stage, stage, worker)
-
-    def _take_stage(self, stage: str, worker: str) -> str:
+    @on_db_thread
+    def take_stage(self, stage: str, worker: str) -> str:
         key = "stage:" + hashlib.sha256(f"{self.run}\0{stage}".encode()).hexdigest()[:40]
         with self._engine.begin() as conn:
             conn.execute(self._insert(s.meta).values(key=key, value=worker).on_conflict_do_nothing())
             return str(conn.execute(select(s.meta.c.value).where(s.meta.c.key == key)).scalar_one())
 
-    async def take_finalize(self, worker: str) -> bool:
-        return await self._call(self._take_finalize, worker)
-
-    def _take_finalize(self, worker: str) -> bool:
+    @on_db_thread
+    def take_finalize(self, worker: str) -> bool:
         stmt = text(
             f"UPDATE kw_runs SET finalized_at = {self._clock.sql}, finalized_by = :w WHERE name = :run "
             "AND finalized_at IS NULL AND NOT EXISTS (SELECT 1 FROM kw_jobs WHERE run = :run "
@@ -338,10 +323,8 @@ class RunTables(RunStatements):
         with self._engine.begin() as conn:
             return bool(conn.execute(stmt, self._params(w=worker)).rowcount)
 
-    async def release_finalize(self, worker: str) -> None:
-        await self._call(self._release_finalize, worker)
-
-    def _release_finalize(self, worker: str) -> None:
+    @on_db_thread
+    def release_finalize(self, worker: str) -> None:
         with self._engine.begin() as conn:
             conn.execute(
                 update(s.runs)

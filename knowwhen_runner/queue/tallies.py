@@ -21,7 +21,7 @@ from sqlalchemy import text
 
 from ..jobs import job_spend
 from . import schema as s
-from .engine import RunStatements
+from .engine import RunStatements, on_db_thread
 from .roles import ModelTally
 
 __all__ = ["BY_TIME", "TallyTables", "kept_key", "tallies_of", "tally_values"]
@@ -87,10 +87,6 @@ def kept_key(run: str) -> str:
 class TallyTables(RunStatements):
     """``model_tallies`` of ``SqlQueue``."""
 
-    async def model_tallies(self) -> dict[str, ModelTally]:
-        """Each model's jobs of the plan per status, recorded cost, calls and cache hits (by model id)."""
-        return await self._call(self._model_tallies)
-
     def _sums(self, conn: Any, where: str, params: dict[str, Any], into: dict[str, ModelTally]) -> None:
         by = BY_TIME if self.dialect == "sqlite" and where in (_LATELY, _BETWEEN) else ""
         sql = (_COUNTS if where == _ASIDE else _SUMS).format(where=where, by=by)
@@ -99,7 +95,9 @@ class TallyTables(RunStatements):
             tally = into.setdefault(model_id, ModelTally(model_id))
             tally.add(status, int(n), float(cost or 0.0), int(calls or 0), int(hits or 0), scenario)
 
-    def _model_tallies(self) -> dict[str, ModelTally]:
+    @on_db_thread
+    def model_tallies(self) -> dict[str, ModelTally]:
+        """Each model's jobs of the plan per status, recorded cost, calls and cache hits (by model id)."""
         key = kept_key(self.run)
         with self._reading() as conn:
             now = float(conn.execute(text(f"SELECT {self._clock.sql}"), self._clock.params()).scalar_one())

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from . import schema as s
-from .engine import RunStatements
+from .engine import RunStatements, on_db_thread
 
 __all__ = ["SILENT_AFTER_S", "SideTables", "describe_workers"]
 
@@ -52,10 +52,8 @@ class SideTables(RunStatements):
 
     # -- workers --------------------------------------------------------------------------------------
 
-    async def register_worker(self, worker: str) -> None:
-        await self._call(self._register_worker, worker)
-
-    def _register_worker(self, worker: str) -> None:
+    @on_db_thread
+    def register_worker(self, worker: str) -> None:
         now = self._clock.expr()
         with self._engine.begin() as conn:
             conn.execute(
@@ -72,19 +70,15 @@ class SideTables(RunStatements):
                 .on_conflict_do_nothing()
             )
 
-    async def stop_worker(self, worker: str) -> None:
-        await self._call(self._stop_worker, worker)
-
-    def _stop_worker(self, worker: str) -> None:
+    @on_db_thread
+    def stop_worker(self, worker: str) -> None:
         with self._engine.begin() as conn:
             conn.execute(
                 update(s.workers).where(s.workers.c.id == worker).values(stopped_at=self._clock.expr())
             )
 
-    async def workers(self) -> list[dict[str, Any]]:
-        return await self._call(self._workers)
-
-    def _workers(self) -> list[dict[str, Any]]:
+    @on_db_thread
+    def workers(self) -> list[dict[str, Any]]:
         """Worker rows, with ``now`` read from the same clock as their heartbeats (for their age)."""
         q = select(s.workers, self._clock.expr().label("now")).where(s.workers.c.run == self.run)
         with self._reading() as conn:

@@ -97,10 +97,13 @@ def test_without_errors_the_agent_answers_the_bundled_states_as_the_answer_key_d
 def test_a_state_asked_open_loop_gets_the_tool_the_conversation_got(suite: str) -> None:
     """At every state of erring episodes, the question built from the rendered state gets the closed-loop choice."""
     sim = AgentSim(error_rate=0.2, seed=3)
+    states = 0
     for task in split_tasks(get_suite(suite), "fit", 40):
         descriptions = [t.description for t in task.tools]
         for state, chosen, _ok in _closed_loop(sim, task):
             assert _ask(sim, state, task.options, descriptions) == chosen, (task.task_id, state)
+            states += 1
+    assert states > 100  # about five states an episode
 
 
 def test_open_loop_errors_are_seeded_by_the_request() -> None:

@@ -12,8 +12,6 @@ PACKAGE = Path(__file__).resolve().parents[2] / "knowwhen_runner"
 
 FOLDER_LIMIT = 20
 TOP_LEVEL_LIMIT = 12
-BEING_SPLIT: dict[str, str] = {}
-"""Folders held to neither rule for now, each with its reason; this only shrinks."""
 
 _REASON = re.compile(r"#\s*(start-up|optional):\s*\S")
 
@@ -45,8 +43,6 @@ def unexplained_late_imports(package: Path = PACKAGE) -> list[str]:
     lines between them at most) share the reason given for the first."""
     problems = []
     for path in sorted(package.rglob("*.py")):
-        if _own(path, package).split("/")[0] in BEING_SPLIT:
-            continue
         lines = path.read_text().splitlines()
         said = False
         last = -1
@@ -83,7 +79,7 @@ def test_no_folder_holds_more_than_twenty_modules() -> None:
     counts: dict[str, int] = {}
     for path in PACKAGE.rglob("*.py"):
         counts[_own(path)] = counts.get(_own(path), 0) + 1
-    over = {f: n for f, n in counts.items() if n > FOLDER_LIMIT and f not in BEING_SPLIT}
+    over = {f: n for f, n in counts.items() if n > FOLDER_LIMIT}
     assert not over, f"folders over {FOLDER_LIMIT} modules (split them along a seam): {over}"
 
 

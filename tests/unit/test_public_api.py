@@ -363,10 +363,6 @@ def test_no_module_imports_a_peer_or_a_higher_layer() -> None:
     assert not wrong, "\n".join(wrong)
 
 
-KNOWN_CIRCLES: set[frozenset[str]] = set()
-"""Circles left to undo: this set only shrinks (a test fails when one of them is gone)."""
-
-
 def _circles(imports: list[_Import] | None = None) -> dict[frozenset[str], str]:
     """Each circle of imports (late and typing-only ones too), by its members, with one way round it.
 
@@ -396,12 +392,6 @@ def _circles(imports: list[_Import] | None = None) -> dict[frozenset[str], str]:
     return circles
 
 
-def test_known_circles_are_still_there() -> None:
-    """Every circle KNOWN_CIRCLES allows still exists, so one undone is struck off the list."""
-    gone = [sorted(c) for c in KNOWN_CIRCLES if c not in _circles()]
-    assert not gone, f"no longer a circle, strike it from KNOWN_CIRCLES: {gone}"
-
-
 def test_no_late_import_hides_a_circle() -> None:
     """No chain of imports leads back to where it started (inside a subpackage too), counting imports made
     late inside a function and imports under ``TYPE_CHECKING``: either one can hide an arrow running upward.
@@ -409,7 +399,7 @@ def test_no_late_import_hides_a_circle() -> None:
     A package's ``__init__`` may load its own modules late (the backends behind a protocol); any other
     circle means an arrow runs upward.
     """
-    circles = [way for members, way in _circles().items() if members not in KNOWN_CIRCLES]
+    circles = list(_circles().values())
     assert not circles, "imports run in a circle (an arrow runs upward):\n" + "\n".join(sorted(circles))
 
 

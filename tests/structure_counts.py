@@ -1,0 +1,10 @@
+"""The structure's counts a test measures (tests/unit/test_structure_counts.py): queue implementations,
+skips in the queue contract, and skips that stay skips under ``CI=true``. Printed once at the end of a run
+(tests/conftest.py); under pytest-xdist each worker hands its counts to the main process as it ends.
+"""
+
+from __future__ import annotations
+
+__all__ = ["COUNTS"]
+
+COUNTS: dict[str, int] = {}
