@@ -135,6 +135,7 @@ def run_server(
         access_log=False,
         log_level=log_level,
         timeout_keep_alive=30,
+        timeout_graceful_shutdown=5,  # a stop signal waits this long for requests in flight, then ends them
         backlog=4096,
     )
     uvicorn.Server(config).run(sockets=None if sock is None else [sock])
