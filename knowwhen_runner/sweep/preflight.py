@@ -27,7 +27,7 @@ from ..config import ModelSpec, SweepConfig
 from ..dataset.answer_rows import validate_response
 from ..exceptions import ConfigError, KnowwhenError, ProviderError
 from ..jobs import Items, Job
-from ..provider import CacheMode, Limiters, ModelClient, Secrets, Transport, token_prices
+from ..provider import AutoTransport, CacheMode, Limiters, ModelClient, Secrets, Transport, token_prices
 from ..queue import Queue
 from ..work.budget import BudgetGuard
 from ..work.calls import CachedCalls, CallResult, Lookup, QuestionCall, question_call
@@ -247,7 +247,7 @@ async def probe_models(
     client = ModelClient(
         limiters,
         secrets,
-        transport=transport,
+        transport=transport or AutoTransport(config.models, config.workers.transport),
         max_tries=2,
         max_backoff_s=2.0,
         set_aside_error_rate=config.workers.set_aside_error_rate,
@@ -259,12 +259,16 @@ async def probe_models(
     async def one(model: ModelSpec) -> None:
         probes[model.id] = await _probe_one(config, client, calls, model, items, open_jobs)
 
-    async with anyio.create_task_group() as tg:
-        for model in config.models:
-            if model.id in skip:
-                probes[model.id] = Probe(model.id, True, "skipped", problem="left out with --skip-model")
-            else:
-                tg.start_soon(one, model)
+    try:
+        async with anyio.create_task_group() as tg:
+            for model in config.models:
+                if model.id in skip:
+                    probes[model.id] = Probe(model.id, True, "skipped", problem="left out with --skip-model")
+                else:
+                    tg.start_soon(one, model)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await client.aclose()
     return [probes[m.id] for m in config.models]
 
 
