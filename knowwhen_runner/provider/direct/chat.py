@@ -5,7 +5,8 @@ into the normalised LLM response (``transport.llm_response``'s fields).
 JSON (``ensure_ascii`` off). ``hosted_vllm/`` models go litellm's own way: the same path unless the base
 already ends in it, and Python's default JSON (``ensure_ascii`` on, spaces after separators): the bytes
 match, so a server that counts tokens by size counts the same. Params go into the body as they are,
-``extra_body`` merged into it and ``extra_headers`` over the headers.
+``extra_body`` merged into it; ``extra_headers`` go over the SDK's headers (the key too), and under
+litellm's own key for ``hosted_vllm/``.
 """
 
 from __future__ import annotations
@@ -35,11 +36,16 @@ def chat_request(
     payload: dict[str, Any] = {"model": name, **body}
     payload.update({k: v for k, v in params.items() if k not in _SEPARATE})
     payload.update(params.get("extra_body") or {})
-    headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
-    _merge(headers, params.get("extra_headers") or {})
-    if provider == "openai":
+    extra = params.get("extra_headers") or {}
+    if provider == "openai":  # the SDK's headers, the extra ones over them (the key too)
+        headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
+        _merge(headers, extra)
         data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
         return f"{base}/chat/completions", data, headers
+    headers = {}  # litellm's: the extra headers, its key over them, a content type unless one is given
+    _merge(headers, {**extra, "Authorization": f"Bearer {api_key}"})
+    if not any(name.lower() == "content-type" for name in headers):
+        headers["Content-Type"] = "application/json"
     url = base if "chat/completions" in base else f"{base}/chat/completions"
     return url, json.dumps(payload).encode(), headers
 
