@@ -99,7 +99,7 @@ def _same_model(asked: str, answered: str) -> bool:
 
 
 class ModelSpec(_Frozen):
-    """A decision model or an LLM, reached through litellm."""
+    """A decision model or an LLM, reached through litellm or the runner's own HTTP client (``transport``)."""
 
     id: str = Field(pattern=_ID, description="Short id used in files and tables, e.g. 'e12'.")
     model: str = Field(min_length=1, description="litellm model string, e.g. 'hosted_vllm/lexical'.")
@@ -173,7 +173,7 @@ class ModelSpec(_Frozen):
         description=(
             "How requests are sent (runtime knob): 'direct' (the runner's own HTTP client, for System One "
             "and OpenAI-compatible chat servers given an api_base), 'litellm', or 'auto' (direct where the "
-            "wire is known, else litellm). Default: workers.transport."
+            "wire is known, else litellm). Default: workers.transport (docs/transport.md)."
         ),
     )
 

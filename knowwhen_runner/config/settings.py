@@ -93,7 +93,7 @@ class WorkerSettings(_Frozen):
         "auto",
         description=(
             "How requests are sent, for every model that does not say: 'auto' (the runner's own HTTP "
-            "client where it knows the wire, else litellm), 'direct' or 'litellm' (docs/models.md)."
+            "client where it knows the wire, else litellm), 'direct' or 'litellm' (docs/transport.md)."
         ),
     )
     quarantine_invalid_share: float | None = Field(
