@@ -37,7 +37,9 @@ class DirectTransport:
         return None  # nothing slow to start
 
     async def prepare(self, model: ModelSpec) -> None:
-        return None
+        # The pooled client now, before a rate-limit slot is taken: making one loads the CA certificates
+        # (tens of milliseconds on the event loop), which would hold up requests whose slots are due.
+        self._pool.client()
 
     async def aclose(self) -> None:
         """Close the pooled connections (at the end of the event loop that made them)."""
