@@ -52,8 +52,6 @@ def why_not_direct(
         return f"'{model}' names no provider (a direct wire is chosen by the prefix before '/')"
     if readout:
         return "a read-out goes through litellm"
-    if api_base is None:
-        return "it has no api_base"
     if kind == "decision":
         if provider not in SYSTEMONE_PROVIDERS:
             return (
@@ -68,6 +66,8 @@ def why_not_direct(
         if provider == "openai" and _special_openai_name(name):
             return f"litellm rewrites requests to {name} (o-series and GPT-5 rules)"
         known = DIRECT_CHAT_PARAMS
+    if api_base is None:
+        return "it has no api_base"
     unknown = sorted(set(params) - known)
     if unknown:
         return f"its params {', '.join(unknown)} are litellm's to translate"

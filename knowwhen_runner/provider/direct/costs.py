@@ -25,6 +25,10 @@ _FLAT_KEYS = frozenset(
 )
 
 
+# Prices of what a direct request never asks for (a service tier, web search): they never apply to it.
+_UNASKED = ("_priority", "_flex", "search_context_cost_per_query")
+
+
 def flat_price(model: ModelSpec) -> bool:
     """Whether ``reply_cost`` prices the model as litellm would: a configured price, a local model, no
     list price, or a list price per token alone."""
@@ -33,7 +37,11 @@ def flat_price(model: ModelSpec) -> bool:
     entry = listed_price(model)
     if entry is None:
         return True
-    priced = {key for key, value in entry.items() if ("cost" in key or "price" in key) and value}
+    priced = {
+        key
+        for key, value in entry.items()
+        if ("cost" in key or "price" in key) and value and not key.endswith(_UNASKED)
+    }
     return priced <= _FLAT_KEYS
 
 
