@@ -226,3 +226,18 @@ def test_a_refused_connection_is_read_alike() -> None:
         via_litellm, direct = _both(model, kind, body, None)
         assert _reading(direct) == _reading(via_litellm)
         assert transport_failure(direct) == "connection refused"  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["openai/gpt-4o-mini", "openai/gpt-4.1"])
+def test_a_listed_openai_model_s_request_is_the_same(recorder: WireRecorder, name: str) -> None:
+    """A name litellm lists (its catalog's request rules) gets the same request bytes either way; the
+    server serves no such model, so both answers are the same 404."""
+    model = ModelSpec(id="m", model=name, kind="llm", api_base=recorder.url + "/v1", params=PARAMS)
+    recorder.seen.clear()
+    via_litellm, direct = _both(model, "llm", llm_body(ITEM), "key")
+    sent_litellm, sent_direct = recorder.seen
+    recorder.seen.clear()
+    assert json.loads(sent_direct.body) == json.loads(sent_litellm.body)
+    assert len(sent_direct.body) == len(sent_litellm.body)
+    assert _headers_that_matter(sent_direct) == _headers_that_matter(sent_litellm)
+    assert _reading(direct) == _reading(via_litellm) and classify(direct).status == 404  # type: ignore[arg-type]
