@@ -62,15 +62,17 @@ def write_config(
     *,
     models: list[dict[str, Any]],
     concurrency: int = 32,
+    transport: str = "auto",
     **extra: Any,
 ) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
+    workers = {"concurrency": concurrency, "lease_seconds": 120, "batch_size": 64, "transport": transport}
     config = {
         "name": extra.pop("name", "bench"),
         "output": str(path.parent / "out"),
         "models": models,
         "scenarios": [{"id": "s", "path": str(scenario)}],
-        "workers": {"concurrency": concurrency, "lease_seconds": 120, "batch_size": 64},
+        "workers": workers,
         # A response store per config folder: a rerun of the same config replays it (the cached case),
         # but no measured run is answered by another's calls through the user-level store.
         "cache": {"path": str(path.parent / "responses.db")},
@@ -124,20 +126,23 @@ def server_rate(server: ServerProcess) -> tuple[float, int]:
 
 
 def overhead(server: ServerProcess, work: Path, n: int, rounds: int, concurrency: int = 32) -> dict[str, Any]:
-    """The same uncached calls in a bare litellm loop and through ``knowwhen run``, alternated per round."""
+    """The same uncached calls in a bare litellm loop and through ``knowwhen run``, direct and through
+    litellm (``transport:``), alternated per round."""
     from benchmarks.overhead import compare
 
     scenario = write_states(work / "overhead-qs", n)
     configs = {
-        kind: write_config(
-            work / f"overhead-{kind}" / "c.yaml",
+        (kind, transport): write_config(
+            work / f"overhead-{kind}-{transport}" / "c.yaml",
             server,
             scenario,
             models=[model],
             concurrency=concurrency,
+            transport=transport,
             modes=["model" if kind == "decision" else "llm"],
         )
         for kind, model in (("decision", decision_model(server)), ("llm", llm_model(server)))
+        for transport in ("direct", "litellm")
     }
     return compare(server, configs, n, rounds, concurrency)
 

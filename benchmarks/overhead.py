@@ -1,10 +1,13 @@
 """Runner against a bare litellm loop, alternated round by round on one server (the overhead case).
 
 Each round runs the hand-written loop (``bare_litellm.py``, litellm's defaults, in its own process)
-and ``knowwhen run`` over the same number of distinct 69-option questions at the same concurrency,
-decision path and LLM path. Per round and path it reports:
+and ``knowwhen run`` twice, with the direct transport and through litellm (``transport:``), over the
+same number of distinct 69-option questions at the same concurrency, decision path and LLM path. Per
+round and path it reports:
 
-- the ratio of request rates, each taken from the server's own timestamps (first to last request);
+- the ratio of request rates, each taken from the server's own timestamps (first to last request):
+  the direct runner's over the bare loop's (``ratio``), and the runner through litellm's
+  (``litellm_ratio``);
 - CPU ms per request in the steady phase (the child's CPU time, read from ``/proc`` while the server
   counted the middle 80% of the requests), so imports and exit are left out on both sides;
 - the runner's exit time: from the server's last request to the process's end (with finalising).
@@ -112,16 +115,17 @@ def _load() -> float | None:
 
 def compare(
     server: ServerProcess,
-    configs: dict[str, Path],
+    configs: dict[tuple[str, str], Path],
     n: int,
     rounds: int,
     concurrency: int = 32,
     *,
     finalize: bool = True,
 ) -> dict[str, Any]:
-    """``rounds`` alternated rounds per path; ``configs`` maps a path (decision, llm) to its run config."""
+    """``rounds`` alternated rounds per path; ``configs`` maps a path (decision, llm) and a transport
+    (direct, litellm) to its run config. ``ratio`` is the direct runner's rate over the bare loop's."""
     out: dict[str, Any] = {"calls": n, "concurrency": concurrency, "rounds": rounds, "load_before": _load()}
-    for kind, config in configs.items():
+    for kind in dict.fromkeys(k for k, _t in configs):
         per_round = []
         for r in range(rounds):
             bare = timed(
@@ -142,17 +146,24 @@ def compare(
                 ],
                 n,
             )
-            fresh_run(config)  # no answer from an earlier round's calls
-            args = ["run", str(config), "-q"] + ([] if finalize else ["--no-finalize"])
-            runner = timed(server, [sys.executable, "-m", "knowwhen_runner", *args], n)
-            assert runner["requests"] == n, runner
+            runs = {}
+            for transport in ("direct", "litellm"):
+                config = configs[(kind, transport)]
+                fresh_run(config)  # no answer from an earlier round's calls
+                args = ["run", str(config), "-q"] + ([] if finalize else ["--no-finalize"])
+                runs[transport] = timed(server, [sys.executable, "-m", "knowwhen_runner", *args], n)
+                assert runs[transport]["requests"] == n, runs[transport]
+            runner, through = runs["direct"], runs["litellm"]
             per_round.append(
                 {
                     "ratio": round(runner["per_s"] / bare["per_s"], 3),
+                    "litellm_ratio": round(through["per_s"] / bare["per_s"], 3),
                     "bare_per_s": round(bare["per_s"], 1),
                     "runner_per_s": round(runner["per_s"], 1),
+                    "runner_litellm_per_s": round(through["per_s"], 1),
                     "bare_cpu_ms": _round(bare["cpu_ms"]),
                     "runner_cpu_ms": _round(runner["cpu_ms"]),
+                    "runner_litellm_cpu_ms": _round(through["cpu_ms"]),
                     "bare_exit_s": round(bare["exit_s"], 2),
                     "runner_exit_s": round(runner["exit_s"], 2),
                     "runner_requests": runner["requests"],
@@ -168,12 +179,24 @@ def compare(
             "rounds": per_round,
             "ratio_median": round(statistics.median(ratios), 3),
             "ratio_min_max": [min(ratios), max(ratios)],
+            "litellm_ratio_median": round(statistics.median(r["litellm_ratio"] for r in per_round), 3),
             "cpu_ratio_median": round(statistics.median(cpu), 3) if cpu else None,
+            "runner_cpu_ms": _spread([r["runner_cpu_ms"] for r in per_round]),
+            "runner_litellm_cpu_ms": _spread([r["runner_litellm_cpu_ms"] for r in per_round]),
+            "bare_cpu_ms": _spread([r["bare_cpu_ms"] for r in per_round]),
             "runner_exit_s_median": round(statistics.median(r["runner_exit_s"] for r in per_round), 2),
             "bare_exit_s_median": round(statistics.median(r["bare_exit_s"] for r in per_round), 2),
         }
     out["load_after"] = _load()
     return out
+
+
+def _spread(values: list[float | None]) -> list[float] | None:
+    """Median, min and max of the figures that were measured (None: none was)."""
+    seen = [v for v in values if v is not None]
+    if not seen:
+        return None
+    return [round(statistics.median(seen), 3), min(seen), max(seen)]
 
 
 def _round(value: float | None) -> float | None:

@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from ..redaction import secret_digest
 from .fields import _ENV_NAME, _ID, _KEY_SHAPE, _RUNNER_PARAMS, _Frozen
 from .readout_spec import ReadoutSpec
+from .transport_spec import TransportChoice, Wire, direct_wire, why_not_direct
 
 
 class RateLimit(_Frozen):
@@ -98,7 +99,7 @@ def _same_model(asked: str, answered: str) -> bool:
 
 
 class ModelSpec(_Frozen):
-    """A decision model or an LLM, reached through litellm."""
+    """A decision model or an LLM, reached through litellm or the runner's own HTTP client (``transport``)."""
 
     id: str = Field(pattern=_ID, description="Short id used in files and tables, e.g. 'e12'.")
     model: str = Field(min_length=1, description="litellm model string, e.g. 'hosted_vllm/lexical'.")
@@ -167,6 +168,15 @@ class ModelSpec(_Frozen):
         ),
     )
 
+    transport: TransportChoice | None = Field(
+        None,
+        description=(
+            "How requests are sent (runtime knob): 'direct' (the runner's own HTTP client, for System One "
+            "and OpenAI-compatible chat servers given an api_base), 'litellm', or 'auto' (direct where the "
+            "wire is known, else litellm). Default: workers.transport (docs/transport.md)."
+        ),
+    )
+
     @field_validator("params")
     @classmethod
     def _params_not_ours(cls, value: dict[str, Any]) -> dict[str, Any]:
@@ -195,6 +205,23 @@ class ModelSpec(_Frozen):
                 "remove the batch section"
             )
         return self
+
+    @model_validator(mode="after")
+    def _direct_known(self) -> ModelSpec:
+        if self.transport == "direct" and (why := self.why_not_direct()) is not None:
+            raise ValueError(f"transport: direct: {why}; use auto or litellm")
+        return self
+
+    def why_not_direct(self) -> str | None:
+        """Why the runner cannot send this model's requests itself (a sentence), None when it can."""
+        return why_not_direct(self.model, self.kind, self.api_base, self.params, self.readout is not None)
+
+    def wire(self, default: TransportChoice = "auto") -> Wire | None:
+        """The wire the runner speaks itself to this model, None where litellm sends its requests
+        (``transport``; ``default``: the workers' choice, for a model that makes none)."""
+        if (self.transport or default) == "litellm":
+            return None
+        return direct_wire(self.model, self.kind, self.api_base, self.params, self.readout is not None)
 
     def batches(self) -> bool:
         """Whether this model's open-loop questions go to provider batches."""

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from .fields import CachePolicy, _Frozen
+from .transport_spec import TransportChoice
 
 
 class CacheSettings(_Frozen):
@@ -88,6 +89,13 @@ class WorkerSettings(_Frozen):
         ),
     )
     batch_size: int = Field(64, ge=1, le=1024, description="Jobs claimed and recorded per transaction.")
+    transport: TransportChoice = Field(
+        "auto",
+        description=(
+            "How requests are sent, for every model that does not say: 'auto' (the runner's own HTTP "
+            "client where it knows the wire, else litellm), 'direct' or 'litellm' (docs/transport.md)."
+        ),
+    )
     quarantine_invalid_share: float | None = Field(
         0.8,
         gt=0,

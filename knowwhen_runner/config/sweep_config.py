@@ -71,10 +71,22 @@ class SweepConfig(_Frozen):
         if self.gate and self.gate.llm not in {m.id for m in self.models if m.kind == "llm"}:
             raise ValueError(f"gate.llm {self.gate.llm!r} is not the id of an llm-kind model")
         self._check_episodes()
+        self._check_transport()
         self._check_budget()
         self._check_report()
         self._check_screen()
         return self
+
+    def _check_transport(self) -> None:
+        """``workers.transport: direct`` holds for every model that does not choose: each must allow it."""
+        if self.workers.transport != "direct":
+            return
+        for m in self.models:
+            if m.transport is None and (why := m.why_not_direct()) is not None:
+                raise ValueError(
+                    f"workers.transport: direct: model {m.id!r} cannot go direct ({why}); give it "
+                    "transport: litellm, or use auto"
+                )
 
     def _check_screen(self) -> None:
         """A screen names a states scenario, races models that answer it, and compares with one of them."""

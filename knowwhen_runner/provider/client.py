@@ -26,11 +26,12 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 from ..config import ModelSpec
 from ..exceptions import OtherModel, ProviderError
 from .adaptive import read_limit_headers
+from .direct import AutoTransport
 from .failing import FOR_JOB, FailingModels, ModelFailing
 from .ratelimit import Limiter, Limiters
 from .retry import Verdict, classify, error_headers, transport_failure
 from .secrets import Secrets
-from .transport import CallKind, LitellmTransport, Origin, Transport
+from .transport import CallKind, Origin, Transport
 
 __all__ = ["CallOutcome", "ModelClient"]
 
@@ -78,7 +79,7 @@ class ModelClient:
     ):
         self._limiters = limiters
         self._secrets = secrets
-        self._transport: Transport = transport or LitellmTransport()
+        self._transport: Transport = transport or AutoTransport()
         self._max_tries = max_tries
         self._max_backoff = max_backoff_s
         self._serials = itertools.count()
@@ -90,6 +91,12 @@ class ModelClient:
     def preload(self) -> None:
         """A request is coming soon: let the transport start its slow set-up (litellm's import)."""
         self._transport.preload()
+
+    async def aclose(self) -> None:
+        """Close what the transport keeps open (the direct transport's pooled connections)."""
+        close = getattr(self._transport, "aclose", None)
+        if close is not None:
+            await close()
 
     @property
     def secrets(self) -> Secrets:

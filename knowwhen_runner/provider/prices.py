@@ -16,7 +16,14 @@ from typing import Any
 from ..config import ModelSpec
 from .litellm_loader import litellm_loaded, load_litellm
 
-__all__ = ["BATCH_FALLBACK_RATE", "batch_token_prices", "call_cost", "register_price", "token_prices"]
+__all__ = [
+    "BATCH_FALLBACK_RATE",
+    "batch_token_prices",
+    "call_cost",
+    "listed_price",
+    "register_price",
+    "token_prices",
+]
 
 BATCH_FALLBACK_RATE = 0.5
 """A batch costs this share of the synchronous price when litellm lists no batch price for the model."""
@@ -35,7 +42,7 @@ def token_prices(model: ModelSpec) -> tuple[float, float] | None:
     """
     if model.pricing is not None:
         return model.pricing.input_per_million / 1e6, model.pricing.output_per_million / 1e6
-    info = _listed(model)
+    info = listed_price(model)
     if info:
         return float(info.get("input_cost_per_token") or 0.0), float(info.get("output_cost_per_token") or 0.0)
     return (0.0, 0.0) if _is_local(model) else None
@@ -80,7 +87,7 @@ def batch_token_prices(model: ModelSpec) -> tuple[tuple[float, float], bool] | N
     synchronous price (``BATCH_FALLBACK_RATE``, not listed); None when the synchronous price is unknown.
     """
     if model.pricing is None:
-        info = _listed(model)
+        info = listed_price(model)
         if info and info.get("input_cost_per_token_batches") is not None:
             out = info.get("output_cost_per_token_batches")
             return (float(info["input_cost_per_token_batches"]), float(out or 0.0)), True
@@ -90,26 +97,40 @@ def batch_token_prices(model: ModelSpec) -> tuple[tuple[float, float], bool] | N
     return (sync[0] * BATCH_FALLBACK_RATE, sync[1] * BATCH_FALLBACK_RATE), False
 
 
-def _listed(model: ModelSpec) -> dict[str, Any] | None:
-    """litellm's price entry of the model (by its name, or its name without the provider), if any."""
+def listed_price(model: ModelSpec) -> dict[str, Any] | None:
+    """litellm's price entry of the model (by its name, or its name without the provider), if any.
+
+    Until litellm is imported its price file is the whole list (litellm loads that file, there being no
+    network for its online list), so the entry is read from the file: no import for a price."""
     names = (model.model, model.model.split("/", 1)[-1])
-    if not litellm_loaded():  # nothing registered yet: the file's names are the whole list
-        listed = _price_file_names()
-        if listed is not None and not any(name in listed for name in names):
-            return None
-    cost = load_litellm().model_cost
-    return cost.get(names[0]) or cost.get(names[1])
+    cost = load_litellm().model_cost if litellm_loaded() else _price_file()
+    if cost is None:  # the file is not where litellm keeps it: litellm's own list, then
+        cost = load_litellm().model_cost
+    entry = cost.get(names[0]) or cost.get(names[1])
+    return _resolved(cost, entry) if isinstance(entry, dict) else None
+
+
+def _resolved(cost: dict[str, Any], entry: dict[str, Any], depth: int = 0) -> dict[str, Any]:
+    """An entry of the price file with its ``alias_of`` resolved as litellm resolves it on import: the
+    aliased entry's fields, the alias's own over them."""
+    target = cost.get(entry["alias_of"]) if "alias_of" in entry and depth < 8 else None
+    if not isinstance(target, dict):
+        return entry
+    own = {k: v for k, v in entry.items() if k != "alias_of"}
+    return {**_resolved(cost, target, depth + 1), **own}
 
 
 @functools.cache
-def _price_file_names() -> frozenset[str] | None:
-    """The model names in litellm's price file, read without importing litellm (None: not found)."""
+def _price_file() -> dict[str, Any] | None:
+    """litellm's price file, read without importing litellm (None: not found)."""
     spec = importlib.util.find_spec("litellm")
     folders = list(spec.submodule_search_locations or ()) if spec is not None else []
     for folder in folders:
         path = Path(folder) / "model_prices_and_context_window_backup.json"
         try:
-            return frozenset(json.loads(path.read_bytes()))
+            found = json.loads(path.read_bytes())
         except (OSError, ValueError):
             continue
+        if isinstance(found, dict):
+            return found
     return None

@@ -14,6 +14,7 @@ figure (answer rows derive the card's from ``probabilities``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -39,6 +40,7 @@ __all__ = [
     "chat_body_response",
     "decision_response",
     "llm_response",
+    "origin_from",
 ]
 
 CallKind = Literal["decision", "llm"]
@@ -347,13 +349,17 @@ def _origin(resp: Any) -> Origin:
     provider prefix put back) and a gateway's headers, as sent or as litellm forwards them
     (``llm_provider-``). litellm's decisions responses keep no headers: their body alone says."""
     hidden = getattr(resp, "_hidden_params", None) or {}
+    sources = (hidden.get("additional_headers"), hidden.get("headers")) if isinstance(hidden, dict) else ()
+    return origin_from(getattr(resp, "model", None), *sources)
+
+
+def origin_from(model: object, *header_maps: object) -> Origin:
+    """Who a reply says answered: the ``model`` of its body and a gateway's headers (each map as sent, or
+    as litellm forwards it, ``llm_provider-`` prefixed; a map that is not one is passed over)."""
     headers: dict[str, Any] = {}
-    for source in (
-        (hidden.get("additional_headers"), hidden.get("headers")) if isinstance(hidden, dict) else ()
-    ):
-        if isinstance(source, dict):
+    for source in header_maps:
+        if isinstance(source, Mapping):
             headers.update({str(k).lower().removeprefix("llm_provider-"): v for k, v in source.items()})
-    model = getattr(resp, "model", None)
     group = headers.get("x-litellm-model-group")
     try:
         fallbacks = int(str(headers.get("x-litellm-attempted-fallbacks", 0)).strip() or 0)

@@ -32,7 +32,7 @@ from ..jobs import Items
 
 # litellm is imported before a fleet process claims anything: the import takes seconds of CPU, which a
 # process should not spend holding leased jobs, and local workers then start calling together.
-from ..provider import FleetLimits, load_litellm, preload_litellm
+from ..provider import FleetLimits, litellm_needed, load_litellm
 from ..queue import (
     ModelControl,
     Queue,
@@ -136,7 +136,6 @@ def join_run(
 
 
 async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progress: bool) -> JoinSummary:
-    preload_litellm()  # a worker is there to call models: import litellm while the run is looked up
     name = await _run_name(db, run, wait_s)
     holder = new_worker_id()
     async with open_queue(db, name) as queue, open_ledger(db) as ledger:
@@ -147,7 +146,9 @@ async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progres
             set_max_db_outage(config.workers.max_db_outage_s)
             secrets = check_keys(config, " on this machine")
             items = await queue.items(of_open_jobs=True)
-            await anyio.to_thread.run_sync(load_litellm)  # done before claiming (see the import above)
+            if litellm_needed(config.models, config.workers.transport):
+                # before claiming: a claimed job must not wait seconds for the import (none goes direct)
+                await anyio.to_thread.run_sync(load_litellm)
             fleet = FleetLimits(ledger, holder)
             together = int(os.environ.get(_TOGETHER, "0"))
             stats, interrupted = await _work_stages(
@@ -257,7 +258,7 @@ def run_fleet(request: RunRequest) -> RunSummary:
     children = _spawn_workers(url, config.name, request.processes - 1, token)
     interrupted = True
     try:
-        if children:
+        if children and litellm_needed(config.models, config.workers.transport):
             load_litellm()  # while they import theirs: all start calling together
         alone = dataclasses.replace(request, finalize=False)  # finalised once, below, by the fleet's rule
         fleet = FleetLimits(ledger, holder)

@@ -27,7 +27,7 @@ from ..config import ModelSpec, SweepConfig
 from ..dataset.answer_rows import validate_response
 from ..exceptions import ConfigError, KnowwhenError, ProviderError
 from ..jobs import Items, Job
-from ..provider import CacheMode, Limiters, ModelClient, Secrets, Transport, token_prices
+from ..provider import AutoTransport, CacheMode, Limiters, ModelClient, Secrets, Transport, token_prices
 from ..queue import Queue
 from ..work.budget import BudgetGuard
 from ..work.calls import CachedCalls, CallResult, CallTally, Lookup, QuestionCall, question_call
@@ -266,7 +266,7 @@ async def probe_models(
     client = ModelClient(
         limiters,
         secrets,
-        transport=transport,
+        transport=transport or AutoTransport(config.models, config.workers.transport),
         max_tries=2,
         max_backoff_s=2.0,
         set_aside_error_rate=config.workers.set_aside_error_rate,
@@ -281,12 +281,16 @@ async def probe_models(
             config, client, calls, model, items, open_jobs, missing.get(model.id)
         )
 
-    async with anyio.create_task_group() as tg:
-        for model in config.models:
-            if model.id in skip:
-                probes[model.id] = Probe(model.id, True, "skipped", problem="left out with --skip-model")
-            else:
-                tg.start_soon(one, model)
+    try:
+        async with anyio.create_task_group() as tg:
+            for model in config.models:
+                if model.id in skip:
+                    probes[model.id] = Probe(model.id, True, "skipped", problem="left out with --skip-model")
+                else:
+                    tg.start_soon(one, model)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await client.aclose()
     if tally is not None:
         tally.add(calls.tally)
     return [probes[m.id] for m in config.models]

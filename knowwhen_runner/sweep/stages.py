@@ -26,7 +26,7 @@ from ..config import SweepConfig
 from ..jobs import WHOLE_RUN, Cell, Items
 from ..plan import Grid, cell_stamps, cells_of, expand, notes_stamps, plan_stamp
 from ..plan.draws import draw_places, order_unit
-from ..provider import CacheMode, preload_litellm
+from ..provider import CacheMode, preload_litellm_for
 from ..queue import Queue
 from ..scenarios import Scenario, load_scenario
 from ..work.calls import question_call
@@ -176,13 +176,14 @@ def _stage_key(fits: dict[str, Any]) -> str:
 async def _preload_if_calls_coming(
     config: SweepConfig, cache: CacheStore, grid: Grid, sample: int = 512
 ) -> None:
-    """Start importing litellm now (it takes seconds) if some job planned now will need a real call.
+    """Start importing litellm now (it takes seconds) if some job planned now will need a real call
+    through it (``preload_litellm_for``: a run whose models all go direct never imports it).
 
     Answered jobs have their responses in the cache, so a planned question whose key is missing from the
     cache will be called; a run answered wholly from the cache never imports litellm.
     """
     if not CacheMode(config.cache.policy).read or grid.has_episodes():
-        preload_litellm()
+        preload_litellm_for(config.models, config.workers.transport)
         return
     cells = grid.questions()
     step = max(1, sum(len(scenario.items) for _m, scenario in cells) // sample)
@@ -192,7 +193,7 @@ async def _preload_if_calls_coming(
         for item in list(scenario.items)[::step]
     ]
     if keys and len(await cache.get(keys)) < len(keys):
-        preload_litellm()
+        preload_litellm_for(config.models, config.workers.transport)
 
 
 class _Change(NamedTuple):

@@ -22,7 +22,7 @@ from ..plan.grid import Plan, plan
 from ..provider import (
     FleetLimits,
     Secrets,
-    preload_litellm,
+    preload_litellm_for,
 )
 from ..queue import (
     JobResult,
@@ -127,7 +127,8 @@ def run_sweep(
     # the pre-flight names every model whose key is unset in its table, beside every other no-go
     secrets = Secrets(config.models) if probes else check_keys(config)
     if not request.plan_only and _resuming_with_work_left(config):
-        preload_litellm()  # calls are coming: overlap the slow import with loading and planning
+        # calls are coming: overlap the slow import (where a model needs litellm) with loading and planning
+        preload_litellm_for(config.models, config.workers.transport)
     text = path.read_bytes().decode("utf-8")  # exactly the file (its hash is the file's)
     sweep = _Sweep(request, config, text, secrets, fleet, plan_token, together)
     return anyio.run(_run, sweep, backend_options=loop_options())

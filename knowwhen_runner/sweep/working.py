@@ -13,7 +13,15 @@ import anyio
 from ..cache import CacheStore, cache_url, open_cache
 from ..config import SweepConfig
 from ..jobs import Items
-from ..provider import FleetLimits, LearnedLimits, Limiters, ModelClient, ProviderTransport, Secrets
+from ..provider import (
+    AutoTransport,
+    FleetLimits,
+    LearnedLimits,
+    Limiters,
+    ModelClient,
+    ProviderTransport,
+    Secrets,
+)
 from ..provider.failing import PROBE_EVERY_S
 from ..queue import Queue, open_ledger
 from ..work.screen_pace import ScreenPace
@@ -41,7 +49,8 @@ async def work_queue(
     """Work the queue in this process with a progress bar; Ctrl-C stops gracefully, twice cancels.
 
     ``fleet``: rate limits shared by every process of the run; ``transport``: how requests and provider
-    batches are sent (litellm unless given: tests pass a ``MockTransport``); ``cache``: the response store (default: the
+    batches are sent (unless given, each model's ``transport:``: direct or litellm, ``AutoTransport``;
+    tests pass a ``MockTransport``); ``cache``: the response store (default: the
     one the config names, opened for this call); ``start_together``: the processes of a ``run --processes
     N`` start that wait for each other before their first claim (``work/start_together.py``); ``pace``: a
     screened run's claims kept in step with its screen (``screened_work``).
@@ -87,6 +96,7 @@ async def _work(
     limiters = Limiters(config.models, fleet=fleet, max_outage_s=config.workers.max_outage_s, learned=learned)
     limiters.tell_stated(_say_stated)
     tries, error_rate = max(2, config.workers.max_attempts + 1), config.workers.set_aside_error_rate
+    transport = transport or AutoTransport(config.models, config.workers.transport)
     client = ModelClient(
         limiters, secrets, transport=transport, max_tries=tries, set_aside_error_rate=error_rate
     )
@@ -108,8 +118,12 @@ async def _work(
         pace=pace,
     )
     display.batches = worker.batches.describe if worker.batches is not None else None
-    with display:
-        return await _until_done(worker, display, config.workers.stop_grace_s)
+    try:
+        with display:
+            return await _until_done(worker, display, config.workers.stop_grace_s)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await client.aclose()
 
 
 async def _until_done(worker: Worker, display: SweepProgress, grace: float) -> tuple[WorkStats, bool]:

@@ -35,9 +35,10 @@ def test_plan_prices_a_local_llm_instead_of_calling_the_estimate_unknown(tmp_pat
     assert report.calls_to_make > 0 and report.est_cost_usd == 0.0
 
 
-def test_pricing_a_model_litellm_does_not_list_imports_no_litellm() -> None:
-    """The price of a local model (and of a name nobody lists) is known without importing litellm, which
-    takes seconds; a listed name still gets litellm's own entry (aliases resolved), as before."""
+def test_pricing_a_model_imports_no_litellm() -> None:
+    """The price of a local model, of a name nobody lists and of a listed name is known without importing
+    litellm, which takes seconds: a listed name's entry is read from litellm's price file (aliases
+    resolved as litellm resolves them)."""
     import subprocess
     import sys
 
@@ -54,4 +55,18 @@ def test_pricing_a_model_litellm_does_not_list_imports_no_litellm() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["False", "True", "True"]
+    assert done.stdout.split() == ["False", "False", "True"]
+
+
+def test_the_price_file_read_without_litellm_is_litellm_s_own_list() -> None:
+    """Every entry read from litellm's price file (an alias resolved) is the entry litellm itself holds
+    once imported, so a price read without importing it is litellm's."""
+    from knowwhen_runner.provider import load_litellm
+    from knowwhen_runner.provider.prices import _price_file, _resolved
+
+    listed = _price_file()  # the file as read without litellm, whether or not it is imported by now
+    assert listed is not None
+    from_file = {name: _resolved(listed, entry) for name, entry in listed.items() if isinstance(entry, dict)}
+    held = load_litellm().model_cost
+    differ = [name for name in from_file if name in held and from_file[name] != held[name]]
+    assert len(from_file) > 1000 and not differ, differ[:5]
