@@ -27,6 +27,12 @@ The local server has errors of its own that never leave it (each becomes an HTTP
 ``UnsupportedEncoding``, ``UndecodableBody``, ``BodyTooLarge`` and ``BodyTimeout`` (serve.encoding),
 ``LogprobsRefusal`` (serve.readout.logprobs). A read-out's reply it cannot read is ``Unreadable``
 (provider.readout.reading): it becomes the answer's error, never leaves the read-out.
+
+The direct transport's error answers (provider.direct.failures) carry litellm's class names, so that the
+retry rules read a failure alike whichever transport sent it: ``WireError``, and under it
+``BadRequestError`` (``UnprocessableEntityError``), ``AuthenticationError``, ``PermissionDeniedError``,
+``NotFoundError``, ``RateLimitError``, ``InternalServerError``, ``BadGatewayError``,
+``ServiceUnavailableError``, ``Timeout`` and ``APIError``. They become a ``ProviderError`` in the client.
 """
 
 from __future__ import annotations

@@ -82,4 +82,6 @@ def test_missing_key_variable_is_named(tmp_path: Path) -> None:
     config = write_config(tmp_path / "c.yaml", "http://127.0.0.1:9", scenario, models=models)
     done = knowwhen("run", str(config))
     assert done.returncode == 2
-    assert "model 'm' needs its API key in the environment variable KW_SURELY_UNSET_KEY" in done.stderr
+    # the pre-flight's no-go row for it, among every other problem it found
+    assert "m cannot go: the environment variable KW_SURELY_UNSET_KEY is not set" in done.stderr
+    assert "--skip-model m" in done.stderr

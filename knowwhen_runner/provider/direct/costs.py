@@ -9,10 +9,13 @@ A listed price of another shape (per query, tiers above a context length) is lit
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+
 from ...config import ModelSpec
 from ..prices import listed_price, token_prices
 
-__all__ = ["flat_price", "reply_cost"]
+__all__ = ["flat_price", "reply_cost", "stated_cost"]
 
 _FLAT_KEYS = frozenset(
     {
@@ -60,3 +63,22 @@ def reply_cost(model: ModelSpec, tokens_in: int, tokens_out: int, cached_in: int
         return tokens_in * per_in + tokens_out * per_out
     cached = min(cached_in, tokens_in)
     return (tokens_in - cached) * per_in + cached * float(cached_price) + tokens_out * per_out
+
+
+_STATED = ("x-litellm-response-cost", "llm_provider-x-litellm-response-cost")
+
+
+def stated_cost(headers: Mapping[str, str]) -> float | None:
+    """The cost a gateway states of a reply (the LiteLLM Proxy's ``x-litellm-response-cost``, which
+    litellm's client reads as the response's cost where it knows no price); None where none is stated."""
+    for name in _STATED:
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            cost = float(value)
+        except ValueError:
+            continue
+        if math.isfinite(cost) and cost >= 0:
+            return cost
+    return None
