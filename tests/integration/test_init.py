@@ -1,5 +1,5 @@
 """``knowwhen init`` as a newcomer meets it: in a fresh folder it writes a config the schema in ``schemas/``
-accepts, that ``plan`` and ``run`` take as written (offline, on the session's local server) and that
+accepts, that ``plan`` and ``run`` take as written (offline, on the suite's local server) and that
 finishes with the models asked for; on a terminal with no flags it asks; it never overwrites a file.
 """
 

@@ -2,7 +2,7 @@
 ``lexic…`` and no line of a table is wider than the terminal; the columns that do not fit are said on a
 line under the table, per model, and a wide terminal still gets the whole table.
 
-One small run on the session's local server with long model ids; each command is then read at 80 and at
+One small run on the suite's local server with long model ids; each command is then read at 80 and at
 200 columns (``COLUMNS``, as rich reads it).
 """
 
