@@ -19,7 +19,7 @@ import httpx
 import orjson
 
 from ...config import ModelSpec
-from .costs import reply_cost, stated_cost
+from .costs import priced_reply
 from .failures import unreadable
 
 __all__ = ["chat_request", "read_chat"]
@@ -81,7 +81,7 @@ def read_chat(model: ModelSpec, response: httpx.Response) -> tuple[dict[str, Any
         "content": content if isinstance(content, str) else None,
         "input_tokens": tokens_in,
         "output_tokens": tokens_out,
-        "cost_usd": _cost(model, response, tokens_in, tokens_out, cached),
+        "cost_usd": priced_reply(model, response.headers, tokens_in, tokens_out, cached),
     }
     if len(calls) > 1:
         out["extra_tool_calls"] = [{"name": n, "arguments": a} for n, a in calls[1:]]
@@ -96,11 +96,3 @@ def _call(raw: dict[str, Any]) -> tuple[str, str]:
     if isinstance(arguments, dict):
         arguments = json.dumps(arguments)
     return function["name"], arguments
-
-
-def _cost(
-    model: ModelSpec, response: httpx.Response, tokens_in: int, tokens_out: int, cached: int
-) -> float | None:
-    """The runner's price of the reply, else the cost a gateway states of it (as litellm takes it)."""
-    cost = reply_cost(model, tokens_in, tokens_out, cached)
-    return cost if cost is not None else stated_cost(response.headers)

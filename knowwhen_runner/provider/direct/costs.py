@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from ...config import ModelSpec
 from ..prices import listed_price, token_prices
 
-__all__ = ["flat_price", "reply_cost", "stated_cost"]
+__all__ = ["flat_price", "priced_reply", "reply_cost", "stated_cost"]
 
 _FLAT_KEYS = frozenset(
     {
@@ -82,3 +82,11 @@ def stated_cost(headers: Mapping[str, str]) -> float | None:
         if math.isfinite(cost) and cost >= 0:
             return cost
     return None
+
+
+def priced_reply(
+    model: ModelSpec, headers: Mapping[str, str], tokens_in: int, tokens_out: int, cached: int
+) -> float | None:
+    """The runner's price of a reply, else the cost a gateway states of it (as litellm takes it)."""
+    cost = reply_cost(model, tokens_in, tokens_out, cached)
+    return cost if cost is not None else stated_cost(headers)

@@ -19,7 +19,7 @@ import orjson
 
 from ...config import ModelSpec
 from ..bodies import QUESTION_NAME
-from .costs import reply_cost, stated_cost
+from .costs import priced_reply
 from .failures import unreadable
 
 __all__ = ["read_decision", "systemone_request"]
@@ -85,7 +85,7 @@ def read_decision(model: ModelSpec, response: httpx.Response) -> tuple[dict[str,
         "probabilities": None,
         "input_tokens": tokens_in,
         "output_tokens": tokens_out,
-        "cost_usd": _cost(model, response, tokens_in, tokens_out, cached),
+        "cost_usd": priced_reply(model, response.headers, tokens_in, tokens_out, cached),
     }
     answer = answers.get(QUESTION_NAME)
     if answer is not None and answer["type"] == "choice":  # another type answers no choice question
@@ -105,11 +105,3 @@ def _choice(answer: dict[str, Any], response: httpx.Response, provider: str) -> 
     if any(v is None for v in read.values()):
         raise unreadable(response, provider, "a probability that is not a number")
     return {"choice": choice, "confidence": confidence, "probabilities": read or None}
-
-
-def _cost(
-    model: ModelSpec, response: httpx.Response, tokens_in: int, tokens_out: int, cached: int
-) -> float | None:
-    """The runner's price of the reply, else the cost a gateway states of it (as litellm takes it)."""
-    cost = reply_cost(model, tokens_in, tokens_out, cached)
-    return cost if cost is not None else stated_cost(response.headers)
