@@ -1,5 +1,6 @@
-"""The structure's counts a test measures (tests/unit/test_structure_counts.py): queue implementations,
-skips in the queue contract, and skips that stay skips under ``CI=true``. Printed once at the end of a run
+"""The structure's counts the tests measure: queue implementations, skips in the queue contract, and skips
+that stay skips under ``CI=true`` (tests/unit/test_structure_counts.py); the import contracts kept
+(tests/unit/test_import_contracts.py). Printed once at the end of a run
 (tests/conftest.py); under pytest-xdist each worker hands its counts to the main process as it ends.
 """
 

@@ -260,13 +260,14 @@ def test_the_readmes_walk_through_is_the_quickstart_config() -> None:
     assert walked == yaml.safe_load((ROOT / "configs" / "quickstart.yaml").read_text())
 
 
-def test_the_layers_drawn_in_development_md_are_the_ones_the_structure_test_holds() -> None:
-    """docs/development.md draws LAYERS of test_public_api top first, each line's modules in any order."""
-    from tests.unit.test_public_api import LAYERS
+def test_the_layers_drawn_in_development_md_are_the_ones_the_contract_holds() -> None:
+    """docs/development.md draws the layers contract of pyproject.toml top first, each line's modules in
+    any order."""
+    from tests.unit.test_import_contracts import LAYERS
 
     text = (ROOT / "docs" / "development.md").read_text()
     drawn = next(body for _lang, body in _fenced(text.split("**Layers.**", 1)[1]))
     lines = [re.split(r"\s{2,}|\(", line)[0] for line in drawn.strip().splitlines()]
     units = [{u.strip() for u in re.split(r",| and ", line) if u.strip()} for line in lines]
-    expected = [set(layer) - {"knowwhen_runner", "__main__"} for layer in reversed(LAYERS)]
+    expected = [layer - {"__main__"} for layer in LAYERS]
     assert units == [layer for layer in expected if layer]

@@ -1,5 +1,6 @@
-"""The package's shape: no folder holds more than 20 modules, the top level at most 12, and an import made
-late inside a function says why (start-up time, or an optional extra), so late imports cannot hide arrows.
+"""An import made late inside a function says why (start-up time, or an optional extra), so late imports
+cannot hide arrows. (How many modules each folder holds is a report, not a rule: ``python -m
+tests.size_report``; the structure is held by the import contracts, tests/unit/test_import_contracts.py.)
 """
 
 from __future__ import annotations
@@ -10,15 +11,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "knowwhen_runner"
 
-FOLDER_LIMIT = 20
-TOP_LEVEL_LIMIT = 12
-
 _REASON = re.compile(r"#\s*(start-up|optional):\s*\S")
-
-
-def _own(path: Path, package: Path = PACKAGE) -> str:
-    """The folder a module is in, relative to the package (``.`` for the top level)."""
-    return path.parent.relative_to(package).as_posix()
 
 
 def _late_imports(path: Path) -> list[ast.Import | ast.ImportFrom]:
@@ -72,18 +65,3 @@ def test_an_unexplained_late_import_is_found(tmp_path: Path) -> None:
         "def g():\n    # start-up: x\n    import json\n\n    import csv\n    print(json, csv)\n    import re\n"
     )
     assert unexplained_late_imports(tmp_path) == ["m.py:2: from .a import b", "m.py:11: import re"]
-
-
-def test_no_folder_holds_more_than_twenty_modules() -> None:
-    """Every folder of the package holds at most 20 modules (its __init__ counted), so each stays readable."""
-    counts: dict[str, int] = {}
-    for path in PACKAGE.rglob("*.py"):
-        counts[_own(path)] = counts.get(_own(path), 0) + 1
-    over = {f: n for f, n in counts.items() if n > FOLDER_LIMIT}
-    assert not over, f"folders over {FOLDER_LIMIT} modules (split them along a seam): {over}"
-
-
-def test_the_top_level_holds_at_most_twelve_modules() -> None:
-    """The package's top level keeps only what every layer shares: at most 12 modules."""
-    top = sorted(p.name for p in PACKAGE.glob("*.py"))
-    assert len(top) <= TOP_LEVEL_LIMIT, f"{len(top)} top-level modules: {top}"

@@ -257,30 +257,9 @@ def test_only_the_transport_imports_litellm() -> None:
     assert found == ["provider/litellm_loader.py"]
 
 
-# --- layers -------------------------------------------------------------------------------------------
-
-LAYERS: list[tuple[str, ...]] = [
-    ("knowwhen_runner", "exceptions", "crashpoints", "intervals", "screening", "redaction"),
-    ("jsonio",),
-    ("jobs",),
-    ("config",),
-    ("dataset",),
-    ("gym",),
-    ("scenarios", "serve", "provider"),
-    ("plan", "queue"),
-    ("cache",),
-    ("work",),
-    ("results",),
-    ("stored",),
-    ("view",),
-    ("sweep",),
-    ("schemas",),
-    ("cli",),
-    ("__main__",),
-]
-"""The package's layers, bottom first: a module imports only its own top-level module or subpackage and
-those of lower layers, never a peer's or a higher one's (``knowwhen_runner`` is the package's own
-``__init__``). The order is today's imports; changing it is a decision made here, in review."""
+# --- circles ------------------------------------------------------------------------------------------
+# The layers and the packages that stand apart are import-linter contracts (pyproject.toml), checked by
+# tests/unit/test_import_contracts.py; inside a folder, this test follows every road between modules.
 
 
 class _Import(NamedTuple):
@@ -336,35 +315,6 @@ def _package_imports() -> list[_Import]:
 
         visit(ast.parse(path.read_text()), False, False)
     return found
-
-
-def _unit(module: str) -> str:
-    """The top-level module or subpackage a module belongs to (``knowwhen_runner`` for the package itself)."""
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else parts[0]
-
-
-def test_every_top_level_module_and_subpackage_has_a_layer() -> None:
-    """A new top-level module or subpackage is given its place in LAYERS before it can be imported."""
-    placed = {unit for layer in LAYERS for unit in layer}
-    missing = sorted({_unit(m) for m in MODULES} - placed)
-    assert not missing, f"{', '.join(missing)}: not in LAYERS; put each in the layer its imports allow"
-
-
-def test_no_module_imports_a_peer_or_a_higher_layer() -> None:
-    """No import, at the top of a module or late inside a function, points at its own layer or one above."""
-    rank = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
-    wrong = sorted(
-        {
-            f"{imp.importer} imports {imp.imported}{' (inside a function)' if imp.late else ''}, but "
-            f"{_unit(imp.imported)} is {'a peer of' if rank[_unit(imp.imported)] == rank[_unit(imp.importer)] else 'above'} "
-            f"{_unit(imp.importer)} in LAYERS: move what both need below them, or hand it over from above"
-            for imp in _package_imports()
-            if _unit(imp.importer) != _unit(imp.imported)
-            and rank.get(_unit(imp.imported), -1) >= rank.get(_unit(imp.importer), len(LAYERS))
-        }
-    )
-    assert not wrong, "\n".join(wrong)
 
 
 def _circles(imports: list[_Import] | None = None) -> dict[frozenset[str], str]:
