@@ -101,14 +101,14 @@ def run_cli(
         with socket.socket(socket.AF_UNIX) as conn:
             conn.connect(server.path)
             conn.sendall(json.dumps(request).encode() + b"\n")
-            replies = conn.makefile("r")
-            pid = int(replies.readline())
-            conn.settimeout(timeout)
-            try:
-                status = replies.readline()
-            except TimeoutError:
-                _dump_and_kill(pid)
-                raise TimedOut(argv, timeout, Path(out).read_text(), Path(err).read_text()) from None
+            with conn.makefile("r") as replies:  # closed with the socket, or its close waits for GC
+                pid = int(replies.readline())
+                conn.settimeout(timeout)
+                try:
+                    status = replies.readline()
+                except TimeoutError:
+                    _dump_and_kill(pid)
+                    raise TimedOut(argv, timeout, Path(out).read_text(), Path(err).read_text()) from None
             if not status:
                 raise RuntimeError(f"the fork server went away while {argv[3:]} ran")
         stdout, stderr = Path(out).read_text(), Path(err).read_text()
@@ -178,7 +178,8 @@ def _serve(path: str) -> None:
     while os.getppid() == parent:  # the test process is gone (killed, crashed): so is its server
         for _key, _ in selector.select(timeout=0.02):
             conn, _addr = listener.accept()
-            request = json.loads(conn.makefile("r").readline())
+            with conn.makefile("r") as lines:
+                request = json.loads(lines.readline())
             pid = os.fork()
             if pid == 0:
                 selector.close()

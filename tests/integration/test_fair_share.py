@@ -48,24 +48,24 @@ def test_a_fast_model_keeps_its_rate_beside_a_slow_one_and_a_kill_loses_nothing(
     cfg = write_config(
         tmp_path / "c.yaml", server.base_url, scenario, models=_models(server.base_url, 60), workers=workers
     )
-    proc = subprocess.Popen(
+    with subprocess.Popen(  # its exit closes the stderr pipe
         [sys.executable, "-m", "knowwhen_runner", "run", str(cfg), "-q", "--no-finalize"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while _answered(server, FAST) < QUESTIONS and time.monotonic() < deadline:
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            time.sleep(0.1)
-        slow_then = _answered(server, SLOW)
-        assert _answered(server, FAST) == QUESTIONS
-        assert slow_then < QUESTIONS // 2, (
-            f"the slow model had {slow_then} answers when the fast one finished"
-        )
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+    ) as proc:
+        try:
+            deadline = time.monotonic() + 120
+            while _answered(server, FAST) < QUESTIONS and time.monotonic() < deadline:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                time.sleep(0.1)
+            slow_then = _answered(server, SLOW)
+            assert _answered(server, FAST) == QUESTIONS
+            assert slow_then < QUESTIONS // 2, (
+                f"the slow model had {slow_then} answers when the fast one finished"
+            )
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
     slow_before_resume = _answered(server, SLOW)
     # Resume with the slow model's limit raised (a runtime knob, not part of a job's identity).
     server.set_rpm_limits({})
