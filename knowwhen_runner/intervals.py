@@ -258,7 +258,8 @@ def bootstrap_over_clusters(
 def _binomial_two_sided(k: int, n: int) -> float:
     """Exact two-sided p-value of k or fewer of n under Binomial(n, 1/2), doubled and capped at 1."""
     tail = sum(math.comb(n, i) for i in range(min(k, n - k) + 1))
-    return min(1.0, 2.0 * tail / 2**n)
+    outcomes: int = 2**n
+    return min(1.0, 2.0 * tail / outcomes)
 
 
 def mcnemar(a_correct: Sequence[bool], b_correct: Sequence[bool]) -> PairedTest:

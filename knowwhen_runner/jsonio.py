@@ -144,7 +144,7 @@ def find_jsonl(folder: Path, stem: str) -> Path | None:
 
 def _open(path: Path) -> io.BufferedIOBase:
     if path.suffix == ".gz":
-        return gzip.open(path, "rb")  # type: ignore[return-value]
+        return gzip.open(path, "rb")
     return open(path, "rb")
 
 

@@ -35,9 +35,18 @@ from .sweep_config import SweepConfig
 
 __all__ = [
     "CONFIG_SCHEMA_VERSION",
+    "DEFAULT_MAX_STEPS",
+    "BatchSettings",
+    "Budget",
+    "CachePolicy",
     "CacheSettings",
+    "Cap",
     "GateSettings",
+    "IsolatedSource",
+    "Keep",
     "ModelSpec",
+    "NotWorseThanSpec",
+    "Notify",
     "Pricing",
     "RateLimit",
     "ReportSettings",
@@ -47,22 +56,9 @@ __all__ = [
     "SweepConfig",
     "TauFit",
     "WorkerSettings",
+    "config_hash",
     "load_config",
     "params_env_refs",
     "parse_config",
     "resolve_params",
 ]
-
-# Importable from here as before, though outside the pinned list above.
-_ALSO = (
-    BatchSettings,
-    Budget,
-    CachePolicy,
-    Cap,
-    DEFAULT_MAX_STEPS,
-    IsolatedSource,
-    Keep,
-    Notify,
-    NotWorseThanSpec,
-    config_hash,
-)

@@ -61,7 +61,7 @@ class BoundedLoader(yaml.SafeLoader):
         self._open: set[str] = set()
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
-        event = self.peek_event()
+        event = self.peek_event()  # type: ignore[no-untyped-call]  # untyped in types-PyYAML
         if isinstance(event, yaml.AliasEvent):
             if event.anchor in self._open:
                 raise TooLarge(f"the alias *{event.anchor} repeats the value that holds it", event.start_mark)

@@ -105,7 +105,8 @@ def fixed_sequence(p_values: NDArray[np.float64], delta: float) -> NDArray[np.in
     p = np.asarray(p_values, dtype=np.float64)
     passed = np.isnan(p) | (p <= delta)
     run = np.cumprod(passed, axis=-1).astype(bool)
-    return np.sum(run & ~np.isnan(p), axis=-1)
+    rejected: NDArray[np.int64] = np.sum(run & ~np.isnan(p), axis=-1)
+    return rejected
 
 
 def learn_then_test(

@@ -51,4 +51,4 @@ class Breaker:
         if self.down_since is None:
             self.down_since = self._clock.now()
         extra = self.failures_in_row - BREAKER_AFTER
-        return max(retry_after or 0.0, min(BREAKER_MAX_S, 1.0 * (2 ** min(extra, 6))))
+        return max(retry_after or 0.0, min(BREAKER_MAX_S, 2.0 ** min(extra, 6)))

@@ -282,7 +282,7 @@ class ModelClient:
         return ProviderError(message, kind="down", requests=tally.requests)
 
     def _backoff(self, charged: int) -> float:
-        base = min(self._max_backoff, 0.5 * 2 ** max(0, charged - 1))
+        base = min(self._max_backoff, 0.5 * 2.0 ** max(0, charged - 1))
         return base * (0.5 + random.random() / 2)
 
     def _describe(self, exc: BaseException, verdict: Verdict) -> str:

@@ -323,13 +323,16 @@ class _ReadoutWire:
         lines = []
         for choice in choices:
             lp = getattr(choice, "logprobs", None)
-            get = (
-                (lambda k, lp=lp: lp.get(k))
-                if isinstance(lp, dict)
-                else (lambda k, lp=lp: getattr(lp, k, None))
+            tokens, logprobs, offsets = (
+                _logprobs_field(lp, k) for k in ("tokens", "token_logprobs", "text_offset")
             )
-            lines.append(EchoLine(get("tokens") or [], get("token_logprobs") or [], get("text_offset") or []))
+            lines.append(EchoLine(tokens or [], logprobs or [], offsets or []))
         return EchoReply(lines, tokens_in, tokens_out, call_cost(self._model, resp, tokens_in, tokens_out))
+
+
+def _logprobs_field(logprobs: Any, key: str) -> Any:
+    """One field of a choice's ``logprobs``, a dict or an object (None where it has none)."""
+    return logprobs.get(key) if isinstance(logprobs, dict) else getattr(logprobs, key, None)
 
 
 def _token_logprob(entry: Any) -> tuple[str, Any]:

@@ -134,7 +134,8 @@ class RunData:
 
     async def _read(self, *, episodes: bool = True) -> _Results:
         """The whole results of the episodes scenarios, or of the others: seconds for a large run, so kept."""
-        return await self.kept(("results", episodes), lambda: self._read_results(episodes))
+        results: _Results = await self.kept(("results", episodes), lambda: self._read_results(episodes))
+        return results
 
     async def _read_results(self, episodic: bool) -> _Results:
         config = await self.config()

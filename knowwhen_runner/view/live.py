@@ -50,7 +50,7 @@ async def live_view(data: RunData) -> dict[str, Any]:
     meta = ((await data.queue.run_info()) or {}).get("meta")
     for t in models:
         t.update(ranked.describe(t["model"]))
-    return redact_all(  # served to a browser: stored texts pass the one redaction once more
+    view: dict[str, Any] = redact_all(  # served to a browser: stored texts pass the one redaction once more
         {
             "run": data.queue.run,
             "now": now,
@@ -66,6 +66,7 @@ async def live_view(data: RunData) -> dict[str, Any]:
             "screen": screen_status(meta, {t["model"]: t["pending"] for t in models}),
         }
     )
+    return view
 
 
 async def spend_view(data: RunData) -> dict[str, Any]:
