@@ -47,8 +47,8 @@ def score(
     A folder of episode files (an export's ``episodes/<scenario>/``, or the export itself when it has no
     questions file) gives the closed-loop success per model, mode and τ with the manifest's intervals."""
     # start-up: a command loads only the stages it runs
-    from ..dataset.score_folder import run_score
-    from ..results.episode_scores import episode_files, l3_recompute, run_episode_score
+    from ..results.episode_scores import episode_files, l3_recompute
+    from .score_tables import run_episode_score, run_score
 
     if not leaderboard and not any(path.glob("questions*.jsonl*")) and episode_files(path):
         raise typer.Exit(run_episode_score(path, model=model, as_json=as_json, console=out))
@@ -82,7 +82,7 @@ def compare(
 ) -> None:
     """What changed from run A to run B per model and scenario, and paired tests of what both share."""
     # start-up: a command loads only the stages it runs
-    from ..results import run_compare
+    from .score_tables import run_compare
 
     raise typer.Exit(run_compare(run_a, run_b, as_json=as_json, fail_on=fail_on, console=out))
 

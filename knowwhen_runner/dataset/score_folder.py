@@ -1,8 +1,7 @@
 """``knowwhen score``: score answer files of a question-set folder, and check the published leaderboard.
 
-The CLI command is a thin wrapper over ``run_score``; everything it prints is built here, as a JSON-able
-dict first (``score_report``, ``leaderboard_report``) and rendered as a rich table second, so ``--json``
-and the table can never disagree.
+Everything the command prints is built here as a JSON-able dict (``score_report``, ``leaderboard_report``),
+which the command line draws as a table or writes as JSON (``cli/score_tables.py``).
 """
 
 from __future__ import annotations
@@ -13,11 +12,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from rich.console import Console
-
 from ..exceptions import ScenarioError
 from ..intervals import miss
-from ..jsonio import dumps, find_jsonl
+from ..jsonio import find_jsonl
 from .files import (
     AnswerTable,
     LeaderboardRow,
@@ -28,7 +25,6 @@ from .files import (
 )
 from .files import read_leaderboard as _read_leaderboard
 from .leaderboard_ci import l1_interval, l2_interval
-from .score_render import render_all, render_leaderboard, render_model
 from .scoring import compile_key, gated_open_loop, score_l1, score_l2
 from .subset import SubsetRecord, read_subset
 
@@ -44,7 +40,6 @@ __all__ = [
     "leaderboard_report",
     "leaderboard_target",
     "load_variant",
-    "run_score",
     "score_report",
 ]
 
@@ -358,44 +353,3 @@ def leaderboard_report(
         "counts": counts,
         "rows": [asdict(r) for r in rows],
     }
-
-
-def run_score(
-    target_dir: Path,
-    *,
-    model: str | None = None,
-    variant: str = "main",
-    as_json: bool = False,
-    all_models: bool = False,
-    gate_with: str | None = None,
-    target: float = 0.99,
-    leaderboard: bool = False,
-    tolerance: Tolerance = "exact",
-    console: Console | None = None,
-    l3: L3Recompute | None = None,
-) -> int:
-    """Everything ``knowwhen score`` does; returns the exit code (1 when a leaderboard row differs)."""
-    console = console or Console(emoji=False)
-    if leaderboard:
-        report = leaderboard_report(target_dir, tolerance=tolerance, l3=l3)
-        code = 1 if report["counts"].get("differs") else 0
-    else:
-        report = score_report(
-            target_dir,
-            model=model,
-            variant=variant,
-            all_models=all_models,
-            gate_with=gate_with,
-            target=target,
-        )
-        code = 0
-    if as_json:
-        # Raw JSON, not rich's pretty printer: a pipe must get exactly one parseable document.
-        console.file.write(dumps(report).decode() + "\n")
-    elif leaderboard:
-        render_leaderboard(report, console)
-    elif all_models:
-        render_all(report, console)
-    else:
-        render_model(report, console)
-    return code

@@ -11,7 +11,7 @@ run as a dataset folder, with its headline numbers and card).
 
 from __future__ import annotations
 
-from .compare import compare_runs, run_compare
+from .compare import compare_runs
 from .finalize import finalize_run
 from .manifest import MANIFEST_SCHEMA_VERSION, CxsManifest, load_manifest, manifest_path
 
@@ -22,5 +22,4 @@ __all__ = [
     "finalize_run",
     "load_manifest",
     "manifest_path",
-    "run_compare",
 ]

@@ -2,7 +2,8 @@
 
 Per model and scenario: L2 accuracy, coverage at the fitted threshold and cost per 1,000 decisions (open
 loop); success, coverage and cost per episode per mode and τ (closed loop). ``compare_runs`` returns a
-JSON-able dict; the command prints only the values that changed, ``--json`` prints everything. Beside the
+JSON-able dict; the command (``cli/score_tables.py``) prints only the values that changed, ``--json``
+prints everything. Beside the
 deltas, ``paired`` tests what both runs share (``paired.py``): B − A with its interval and p-value, and
 ``--fail-on regression[:metric]`` makes the command exit 1 when B is significantly worse; a gated
 decision model's APGR and CPT get paired intervals too (``deferral``), with no verdict. A model a screen
@@ -15,20 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from ..exceptions import ScenarioError
-from ..jsonio import dumps
 from .manifest import ClosedLoopCell, CxsManifest, OpenLoopCell, load_manifest
 from .paired import ALPHA, PairedResult, deferral_pairs, paired_results, regressions
 from .screen_record import screen_mark, screened_out
 
-__all__ = ["compare_runs", "load_run_manifests", "run_compare"]
+__all__ = ["compare_runs", "load_run_manifests"]
 
 _TOLERANCE = 1e-9
 
@@ -133,129 +129,3 @@ def compare_runs(run_a: Path, run_b: Path, *, fail_on: str | None = None) -> dic
         "fail_on": fail_on,
         "regressions": len(failing),
     }
-
-
-def _fmt(name: str, value: float | None, *, signed: bool = False) -> str:
-    if value is None:
-        return "–"
-    sign = "+" if signed else ""
-    if name.endswith("_usd"):
-        return f"{value:{sign}.4f}"
-    scale = 1.0 if name.endswith("_pct") else 100.0  # fractions print as percents
-    return f"{scale * value:{sign}.1f}"
-
-
-_LABELS = {
-    "accuracy_pct": "L2 accuracy %",
-    "coverage": "coverage %",
-    "cost_per_1k_usd": "USD / 1k decisions",
-    "success_rate": "L3 success %",
-    "cost_per_episode_usd": "USD / episode",
-}
-
-
-def _changed_rows(report: dict[str, Any]) -> list[tuple[str, ...]]:
-    rows: list[tuple[str, ...]] = []
-    for model, entry in report["models"].items():
-        for loop in ("open_loop", "closed_loop"):
-            for cell in entry[loop]:
-                where = cell["mode"] if cell.get("tau") is None else f"{cell['mode']} τ={cell['tau']:g}"
-                for name, label in _LABELS.items():
-                    v = cell.get(name)
-                    if v is not None and v["changed"]:
-                        sides = [k.upper() for k in ("a", "b") if entry["screened_out"][k]]
-                        rows.append(
-                            (
-                                f"{model} (screened out in {' and '.join(sides)})" if sides else model,
-                                cell["scenario"],
-                                where,
-                                label,
-                                _fmt(name, v["a"]),
-                                _fmt(name, v["b"]),
-                                _fmt(name, v["delta"], signed=True),
-                            )
-                        )
-    return rows
-
-
-def _paired_table(report: dict[str, Any]) -> Table:
-    table = Table(title=f"paired tests (B − A, pp; {100 * (1 - report['alpha']):g}% interval)")
-    for col in ("model", "scenario", "mode", "metric", "n", "A", "B", "Δ [low, high]", "p", "test", ""):
-        table.add_column(
-            col, justify="left" if col in ("model", "scenario", "mode", "metric", "test") else "right"
-        )
-    for r in report["paired"]:
-        interval = "" if r["low"] is None else f" [{r['low']:+.1f}, {r['high']:+.1f}]"
-        test = r["method"] + (f"; McNemar p={r['mcnemar']['p_value']:.3g}" if r["metric"] == "l2" else "")
-        verdict = "regression" if r["regression"] else ("better" if r["p_value"] < report["alpha"] else "")
-        verdict = "screened out: no verdict" if r["screened_out"] else verdict
-        table.add_row(
-            r["model"], r["scenario"], r["mode"], r["metric"].upper(), str(r["n"]), f"{r['a']:.1f}",
-            f"{r['b']:.1f}", f"{r['difference']:+.1f}{interval}", f"{r['p_value']:.3g}", test, verdict,
-        )  # fmt: skip
-    return table
-
-
-def _deferral_value(v: float | None, sign: str = "", *, pct: bool) -> str:
-    return "–" if v is None else f"{(100 * v if pct else v):{sign}.{1 if pct else 3}f}"
-
-
-def _deferral_table(report: dict[str, Any]) -> Table:
-    table = Table(title=f"deferral (B − A; {100 * (1 - report['alpha']):g}% paired interval over tasks)")
-    for col in ("model", "scenario", "LLM", "metric", "tasks", "A", "B", "Δ [low, high]", "p"):
-        table.add_column(col, justify="left" if col in ("model", "scenario", "LLM", "metric") else "right")
-    for r in report["deferral"]:
-        pct = r["metric"] != "apgr"  # CPT is a share of LLM calls: shown in percent
-        show = partial(_deferral_value, pct=pct)
-        interval = "" if r["low"] is None else f" [{show(r['low'], '+')}, {show(r['high'], '+')}]"
-        table.add_row(
-            r["model"], r["scenario"], r["llm"], r["metric"].upper() + (" (% LLM calls)" if pct else ""),
-            str(r["n"]), show(r["a"]), show(r["b"]), show(r["difference"], "+") + interval,
-            "–" if r["p_value"] is None else f"{r['p_value']:.3g}",
-        )  # fmt: skip
-    return table
-
-
-def run_compare(
-    run_a: Path,
-    run_b: Path,
-    *,
-    as_json: bool = False,
-    fail_on: str | None = None,
-    console: Console | None = None,
-) -> int:
-    """Everything ``knowwhen compare`` does; returns the exit code (1: a regression ``fail_on`` names)."""
-    console = console or Console(emoji=False)
-    report = compare_runs(run_a, run_b, fail_on=fail_on)
-    code = 1 if report["regressions"] else 0
-    if as_json:
-        console.file.write(dumps(report).decode() + "\n")
-        return code
-    for model, entry in report["models"].items():
-        if entry["in"] != "both":
-            console.print(f"{model}: only in run {entry['in'].upper()}")
-        for side in ("a", "b"):
-            if entry["screened_out"][side]:
-                console.print(
-                    f"{model}: {entry['screened_out'][side]} in run {side.upper()}; its figures there cover "
-                    "only the tasks answered before the screen stopped it, not a finished model's"
-                )
-    if report["paired"]:
-        console.print(_paired_table(report))
-    if report["deferral"]:
-        console.print(_deferral_table(report))
-    if code:
-        console.print(
-            f"B is significantly worse than A in {report['regressions']} paired test(s) ({fail_on})"
-        )
-    rows = _changed_rows(report)
-    if not rows:
-        console.print(f"no changes between {run_a} and {run_b} in accuracy, coverage, success or cost")
-        return code
-    table = Table(title=f"changed: {run_a} (A) → {run_b} (B)")
-    for col in ("model", "scenario", "mode", "metric", "A", "B", "Δ"):
-        table.add_column(col, justify="right" if col in ("A", "B", "Δ") else "left")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
-    return code

@@ -15,18 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from ..dataset.score_folder import L3Recompute
 from ..exceptions import ScenarioError
 from ..intervals import Interval
-from ..jsonio import dumps
 from .cells import closed_loop_cell, episode_deferral
 from .episode_rows import EpisodeRow, episode_result, read_episode_file
 from .manifest import ClosedLoopCell
 
-__all__ = ["CellKey", "episode_cells", "episode_files", "l3_recompute", "run_episode_score", "score_episodes"]
+__all__ = ["CellKey", "episode_cells", "episode_files", "l3_recompute", "score_episodes"]
 
 CellKey = tuple[str, str, str, float | None]
 """(model whose manifest holds the cell, scenario, mode, τ)."""
@@ -146,41 +142,3 @@ def l3_recompute(root: Path) -> L3Recompute:
         return (None, None)
 
     return recompute
-
-
-def run_episode_score(path: Path, *, model: str | None, as_json: bool, console: Console) -> int:
-    """``knowwhen score`` on episode files: print the closed-loop cells (a table, or one JSON object)."""
-    report = score_episodes(path, model=model)
-    if as_json:
-        console.file.write(dumps(report).decode() + "\n")
-        return 0
-    table = Table(title=f"closed loop: {report['dataset']}")
-    for column in (
-        "model",
-        "scenario",
-        "mode",
-        "τ",
-        "episodes",
-        "failed",
-        "repeats",
-        "success %",
-        "95% interval",
-        "coverage %",
-    ):
-        table.add_column(column, justify="left" if column in ("model", "scenario", "mode") else "right")
-    for r in report["cells"]:
-        low_high = r["interval_pct"]
-        table.add_row(
-            r["model"],
-            r["scenario"],
-            r["mode"],
-            "–" if r["tau"] is None else f"{r['tau']:.4g}",
-            str(r["episodes"]),
-            str(r["failed"]),
-            str(r["repeats"]),
-            "–" if r["success_pct"] is None else f"{r['success_pct']:.1f}",
-            "–" if low_high is None else f"[{low_high[0]:.1f}, {low_high[1]:.1f}]",
-            "–" if r["coverage_pct"] is None else f"{r['coverage_pct']:.1f}",
-        )
-    console.print(table)
-    return 0

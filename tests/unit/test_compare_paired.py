@@ -14,13 +14,14 @@ import anyio
 import pytest
 from rich.console import Console
 
+from knowwhen_runner.cli.score_tables import run_compare
 from knowwhen_runner.config import SweepConfig
 from knowwhen_runner.dataset.answer_rows import answer_row
 from knowwhen_runner.dataset.files import load_question_set
 from knowwhen_runner.exceptions import KnowwhenError
 from knowwhen_runner.jobs import Job
 from knowwhen_runner.queue import open_queue
-from knowwhen_runner.results import compare_runs, run_compare
+from knowwhen_runner.results import compare_runs
 from knowwhen_runner.results.finalize import finalize_run
 from knowwhen_runner.scenarios.states import question_item
 from tests.golden.builders import META, WRONG, decision, episode

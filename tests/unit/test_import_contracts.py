@@ -17,6 +17,7 @@ import grimp
 import pytest
 from importlinter.api import read_configuration
 from importlinter.application.use_cases import lint_imports
+from importlinter.contracts.forbidden import ForbiddenContract
 from importlinter.contracts.independence import IndependenceContract
 from importlinter.contracts.layers import LayersContract
 
@@ -41,17 +42,19 @@ BREAKS: dict[str, list[tuple[str, str]]] = {
     ],
     "stages": [("knowwhen_runner.results.report", "knowwhen_runner.work.worker")],
     "foundations": [("knowwhen_runner.dataset.scoring", "knowwhen_runner.config")],
+    "presentation": [("knowwhen_runner.results.tables", "rich")],
     "results-siblings": [("knowwhen_runner.results.figures", "knowwhen_runner.results.export")],
 }
 """For each contract, imports (importer, imported) that break it; an empty ``imported`` adds a module only."""
 
-_KINDS = {"layers": LayersContract, "independence": IndependenceContract}
+_KINDS = {"layers": LayersContract, "independence": IndependenceContract, "forbidden": ForbiddenContract}
 
 
 @pytest.fixture(scope="module")
 def graph() -> grimp.ImportGraph:
     options = read_configuration(str(PYPROJECT))["session_options"]
-    return grimp.build_graph(*options["root_packages"], cache_dir=None)
+    external = options.get("include_external_packages") in ("True", "true", True)
+    return grimp.build_graph(*options["root_packages"], include_external_packages=external, cache_dir=None)
 
 
 def _kept(contract: dict[str, Any], graph: grimp.ImportGraph) -> bool:

@@ -130,7 +130,6 @@ PUBLIC = {
         "finalize_run",
         "load_manifest",
         "manifest_path",
-        "run_compare",
     ],
     "queue": [
         "ASIDE",

@@ -12,8 +12,9 @@ from typing import Any
 import anyio
 from rich.console import Console
 
+from knowwhen_runner.cli.score_tables import run_compare
 from knowwhen_runner.config import SweepConfig
-from knowwhen_runner.results.compare import compare_runs, run_compare
+from knowwhen_runner.results.compare import compare_runs
 from knowwhen_runner.results.finalize import finalize_run
 from knowwhen_runner.view import RunData
 from knowwhen_runner.view.live import live_view
