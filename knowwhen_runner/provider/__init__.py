@@ -4,7 +4,7 @@ retries, rate limits, cache keys, secrets and prices.
 Read in this order: ``bodies`` (what is sent), ``transport`` (every request, batches' too; only
 ``LitellmTransport`` sends through litellm), ``direct`` (the runner's own requests to the wires it
 knows, and ``AutoTransport``, which picks direct or litellm per model), ``mock_transport`` (the
-in-process fake), ``retry`` (what a failure means), ``ratelimit`` (a run's limiters, one per limit key:
+in-process fake), ``retry`` (what a failure means), ``limit_keys`` (a run's limiters, one per limit key:
 ``limiter`` for one process, with its slots, pauses and a down model, ``fleet_limiter`` for a fleet),
 ``adaptive`` (a limit nobody gave, learned from headers and 429s), ``client`` (a logical call: slots +
 requests + retries), ``failing`` (a model whose requests surely fail: set aside, probed), ``batch_wire``
@@ -19,10 +19,10 @@ from .cache_keys import CACHE_KEY_VERSION, CacheMode, cache_key, legacy_cache_ke
 from .client import CallOutcome, ModelClient
 from .direct import AutoTransport, DirectTransport, litellm_needed, preload_litellm_for
 from .failing import FOR_JOB, FailingModels, ModelFailing
+from .limit_keys import REQUEST_STARTED, FleetLimits, LearnedLimits, Limiter, Limiters
 from .litellm_loader import load_litellm, preload_litellm
 from .mock_transport import MockTransport, Sent
 from .prices import token_prices
-from .ratelimit import REQUEST_STARTED, FleetLimits, LearnedLimits, Limiter, Limiters
 from .retry import Verdict, classify, transport_failure
 from .secrets import Secrets
 from .transport import BatchTransport, CallKind, LitellmTransport, Origin, ProviderTransport, Reply, Transport

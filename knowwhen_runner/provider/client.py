@@ -28,7 +28,7 @@ from ..exceptions import OtherModel, ProviderError
 from .adaptive import read_limit_headers
 from .direct import AutoTransport
 from .failing import FOR_JOB, FailingModels, ModelFailing
-from .ratelimit import Limiter, Limiters
+from .limit_keys import Limiter, Limiters
 from .retry import Verdict, classify, error_headers, transport_failure
 from .secrets import Secrets
 from .transport import CallKind, Origin, Transport

@@ -1,6 +1,6 @@
 """The fleet's limits: a ``Limiter`` whose request slots and in-flight permits are reserved in a ledger.
 
-When several processes work one run (a shared database), ``ratelimit.Limiters`` given
+When several processes work one run (a shared database), ``limit_keys.Limiters`` given
 ``fleet=FleetLimits(ledger, holder)`` hand out ``FleetLimiter``s, so a model's limits hold for the whole
 fleet (the ledger is ``queue.limits.LimitLedger``).
 """

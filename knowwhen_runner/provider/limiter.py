@@ -7,7 +7,7 @@ unreachable (no HTTP response, 502/503/504: ``retry.Verdict``) is *down*: its ``
 paused for longer each time, and when a pause ends one request at a time probes it; its jobs wait
 meanwhile, up to ``max_outage_s``. A learned limit follows an ``AdaptiveRate`` shared through
 ``LearnedLimits``; without one, a limit the provider states is kept to when the config gives none or a
-higher one, wherever the server runs. ``ratelimit.Limiters`` hands out one per limit key;
+higher one, wherever the server runs. ``limit_keys.Limiters`` hands out one per limit key;
 ``fleet_limiter`` builds on ``Limiter`` for a fleet.
 """
 

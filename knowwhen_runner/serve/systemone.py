@@ -18,7 +18,7 @@ __all__ = [
     "MAX_LEVELS",
     "MIN_LEVELS",
     "InvalidRequest",
-    "Question",
+    "SystemOneQuestion",
     "SystemOneRequest",
     "build_answer",
     "choice_confidence",
@@ -49,7 +49,7 @@ class InvalidRequest(Exception):
 
 
 @dataclass(frozen=True)
-class Question:
+class SystemOneQuestion:
     """One question as the reference models see it: options with flattened descriptions.
 
     A noul's options are ``true`` and ``false``; a score's are its levels ``"0"``..``"n-1"``, with the
@@ -68,7 +68,7 @@ class SystemOneRequest:
 
     model: str
     state: object
-    questions: dict[str, Question]
+    questions: dict[str, SystemOneQuestion]
 
 
 def flatten_text(value: object) -> str:
@@ -90,7 +90,7 @@ def _text(value: object, loc: list[str | int], *, nullable: bool = True) -> str 
     return flatten_text(value)
 
 
-def _noul(q: Mapping[str, Any], loc: list[str | int]) -> Question:
+def _noul(q: Mapping[str, Any], loc: list[str | int]) -> SystemOneQuestion:
     criteria = q.get("criteria")
     if criteria is None:
         criteria = {}
@@ -101,10 +101,10 @@ def _noul(q: Mapping[str, Any], loc: list[str | int]) -> Question:
     instructions = _text(q.get("instructions"), [*loc, "instructions"])
     true = _text(criteria.get("true"), [*loc, "criteria", "true"])
     false = _text(criteria.get("false"), [*loc, "criteria", "false"])
-    return Question("noul", ("true", "false"), (true or instructions or "", false))
+    return SystemOneQuestion("noul", ("true", "false"), (true or instructions or "", false))
 
 
-def _choice(q: Mapping[str, Any], loc: list[str | int]) -> Question:
+def _choice(q: Mapping[str, Any], loc: list[str | int]) -> SystemOneQuestion:
     criteria = q.get("criteria")
     if not isinstance(criteria, dict):
         kind = "missing" if criteria is None else "dict_type"
@@ -117,10 +117,10 @@ def _choice(q: Mapping[str, Any], loc: list[str | int]) -> Question:
     # Plain strings and nulls, as the runner sends them, need no work: this is the hot path of a sweep.
     if not set(map(type, descriptions)) <= _PLAIN:
         descriptions = tuple(_text(d, [*loc, "criteria", label]) for label, d in criteria.items())
-    return Question("choice", tuple(criteria), descriptions)
+    return SystemOneQuestion("choice", tuple(criteria), descriptions)
 
 
-def _score(q: Mapping[str, Any], loc: list[str | int]) -> Question:
+def _score(q: Mapping[str, Any], loc: list[str | int]) -> SystemOneQuestion:
     levels = q.get("criteria")
     if not isinstance(levels, list):  # an object of levels is refused: the order must be explicit
         kind = "missing" if levels is None else "list_type"
@@ -132,7 +132,7 @@ def _score(q: Mapping[str, Any], loc: list[str | int]) -> Question:
     descriptions = tuple(
         _text(level, [*loc, "criteria", i], nullable=False) for i, level in enumerate(levels)
     )
-    return Question("score", tuple(str(i) for i in range(len(levels))), descriptions, tuple(levels))
+    return SystemOneQuestion("score", tuple(str(i) for i in range(len(levels))), descriptions, tuple(levels))
 
 
 _PARSERS = {"noul": _noul, "choice": _choice, "score": _score}
@@ -152,7 +152,7 @@ def parse_request(body: object) -> SystemOneRequest:
         raise InvalidRequest(["state"], "Input should be a valid string, object or array", "union_type")
     if not isinstance(questions, dict) or not questions:
         raise InvalidRequest(["questions"], "Input should be a non-empty object", "too_short")
-    parsed: dict[str, Question] = {}
+    parsed: dict[str, SystemOneQuestion] = {}
     for name, q in questions.items():
         loc: list[str | int] = ["questions", name]
         if not isinstance(q, dict):
@@ -188,7 +188,7 @@ def score_confidence(probs: Sequence[float]) -> float:
     return min(1.0, max(0.0, 1 - spread / uniform))
 
 
-def build_answer(question: Question, probs: Sequence[float]) -> dict[str, Any]:
+def build_answer(question: SystemOneQuestion, probs: Sequence[float]) -> dict[str, Any]:
     """The wire answer to ``question`` from one probability per option (in option order)."""
     if question.type == "noul":
         return {"type": "noul", "noul": probs[0]}

@@ -15,7 +15,7 @@ from knowwhen_runner.provider.adaptive import (
     parse_duration,
     read_limit_headers,
 )
-from knowwhen_runner.provider.ratelimit import Limiter, Limiters
+from knowwhen_runner.provider.limit_keys import Limiter, Limiters
 
 
 def test_durations_as_providers_write_them() -> None:

@@ -7,7 +7,7 @@ import time
 import anyio
 
 from knowwhen_runner.config import ModelSpec
-from knowwhen_runner.provider.ratelimit import FleetLimiter, FleetLimits, Limiter, Limiters
+from knowwhen_runner.provider.limit_keys import FleetLimiter, FleetLimits, Limiter, Limiters
 from knowwhen_runner.queue.limits import LimitLedger, fair_shares
 
 _counter = iter(range(1_000_000))

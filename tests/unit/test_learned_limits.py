@@ -9,7 +9,7 @@ import pytest
 
 from knowwhen_runner.config import ModelSpec
 from knowwhen_runner.provider.adaptive import LearnedLimit, LimitNews
-from knowwhen_runner.provider.ratelimit import FleetLimiter, FleetLimits, Limiter, Limiters
+from knowwhen_runner.provider.limit_keys import FleetLimiter, FleetLimits, Limiter, Limiters
 from knowwhen_runner.queue.limits import LimitLedger
 
 _counter = iter(range(1_000_000))

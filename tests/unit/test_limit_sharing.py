@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from knowwhen_runner.config.model_spec import ModelSpec
-from knowwhen_runner.provider.ratelimit import Limiters
+from knowwhen_runner.provider.limit_keys import Limiters
 
 _BASE = {"kind": "llm", "api_base": "https://api.example.com/v1", "api_key_env": "EXAMPLE_KEY"}
 _RATE = {"rate_limit": {"requests_per_minute": 600}}

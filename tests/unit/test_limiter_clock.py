@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from knowwhen_runner.config import RateLimit
-from knowwhen_runner.provider.ratelimit import FleetLimiter, FleetLimits, Limiter
+from knowwhen_runner.provider.limit_keys import FleetLimiter, FleetLimits, Limiter
 from tests.memory_ledger import MemoryLedger
 
 

@@ -16,7 +16,7 @@ import pytest
 from knowwhen_runner.config import SweepConfig
 from knowwhen_runner.plan import plan
 from knowwhen_runner.provider import MockTransport, Secrets
-from knowwhen_runner.provider.ratelimit import Limiter
+from knowwhen_runner.provider.limit_keys import Limiter
 from knowwhen_runner.queue import open_queue
 from knowwhen_runner.redaction import add_secret
 from knowwhen_runner.scenarios import load_scenario

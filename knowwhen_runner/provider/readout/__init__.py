@@ -12,7 +12,7 @@ from __future__ import annotations
 from .driver import ChatTop, EchoReply, ReadoutWire, read_out
 from .prompts import (
     TOKEN_SYSTEM_PROMPT,
-    Question,
+    ShownQuestion,
     constraint,
     likelihood_prompts,
     question_of,
@@ -25,8 +25,8 @@ __all__ = [
     "ChatTop",
     "EchoLine",
     "EchoReply",
-    "Question",
     "ReadoutWire",
+    "ShownQuestion",
     "Unreadable",
     "constraint",
     "likelihood_prompts",

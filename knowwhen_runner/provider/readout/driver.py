@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ...config.readout_spec import LABEL_SETS, ReadoutSpec
-from .prompts import Question, constraint, groups, likelihood_prompts, question_of, token_messages
+from .prompts import ShownQuestion, constraint, groups, likelihood_prompts, question_of, token_messages
 from .reading import EchoLine, Unreadable, continuation_logprobs, join_groups, read_labels, softmax
 
 __all__ = ["ChatTop", "EchoReply", "ReadoutWire", "read_out"]
@@ -124,7 +124,7 @@ def _refusal(count: int, spec: ReadoutSpec) -> str:
 
 
 async def _token(
-    question: Question, options: tuple[str, ...], spec: ReadoutSpec, wire: ReadoutWire, spent: _Spent
+    question: ShownQuestion, options: tuple[str, ...], spec: ReadoutSpec, wire: ReadoutWire, spent: _Spent
 ) -> dict[str, float]:
     """Each option's probability in a token question over ``options`` (groups and rounds when many)."""
     size = spec.group_size()
@@ -149,7 +149,7 @@ async def _token(
 
 
 async def _likelihood(
-    question: Question, spec: ReadoutSpec, wire: ReadoutWire, spent: _Spent, diag: dict[str, Any]
+    question: ShownQuestion, spec: ReadoutSpec, wire: ReadoutWire, spent: _Spent, diag: dict[str, Any]
 ) -> dict[str, float]:
     """Each option's probability from its log-likelihood as the prompt's continuation."""
     prompt, continuations = likelihood_prompts(question)

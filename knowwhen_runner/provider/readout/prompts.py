@@ -1,6 +1,6 @@
 """What a read-out asks (pure): the question of a System One body as labelled prompts or continuations.
 
-``Question`` is the decision body read back (state, instructions, options in the order shown). A token
+``ShownQuestion`` is the decision body read back (state, instructions, options in the order shown). A token
 question lists its options under labels and asks for one label; the server is asked to constrain its
 answer to the labels in its own dialect. A likelihood question is one prompt per option, the option's
 name as the continuation of a prompt shared by all of them.
@@ -17,7 +17,7 @@ from ...config.readout_spec import LABEL_SETS, ReadoutSpec
 
 __all__ = [
     "TOKEN_SYSTEM_PROMPT",
-    "Question",
+    "ShownQuestion",
     "constraint",
     "groups",
     "likelihood_prompts",
@@ -32,7 +32,7 @@ TOKEN_SYSTEM_PROMPT = (
 
 
 @dataclass(frozen=True, slots=True)
-class Question:
+class ShownQuestion:
     """One decision question as a read-out shows it: ``shown`` is the options in the order presented."""
 
     state: str
@@ -41,7 +41,7 @@ class Question:
     descriptions: dict[str, str]
 
 
-def question_of(body: dict[str, Any], spec: ReadoutSpec) -> Question:
+def question_of(body: dict[str, Any], spec: ReadoutSpec) -> ShownQuestion:
     """The question of a System One body (``decision_body``), its options in the order they are shown.
 
     With ``shuffle_seed`` the order is a permutation drawn from the seed and the question's own text, so
@@ -54,7 +54,7 @@ def question_of(body: dict[str, Any], spec: ReadoutSpec) -> Question:
         digest = hashlib.sha256(f"{spec.shuffle_seed}|{body['state']}|{'|'.join(options)}".encode()).digest()
         random.Random(digest).shuffle(options)
     descriptions = {name: str(desc or "") for name, desc in criteria.items()}
-    return Question(str(body["state"]), str(ask.get("instructions") or ""), tuple(options), descriptions)
+    return ShownQuestion(str(body["state"]), str(ask.get("instructions") or ""), tuple(options), descriptions)
 
 
 def groups(options: tuple[str, ...], size: int) -> list[tuple[str, ...]]:
@@ -69,7 +69,9 @@ def groups(options: tuple[str, ...], size: int) -> list[tuple[str, ...]]:
     return out
 
 
-def token_messages(question: Question, options: tuple[str, ...], spec: ReadoutSpec) -> list[dict[str, str]]:
+def token_messages(
+    question: ShownQuestion, options: tuple[str, ...], spec: ReadoutSpec
+) -> list[dict[str, str]]:
     """The chat messages of a token question over ``options`` (at most one group), labelled in order."""
     labels = LABEL_SETS[spec.labels]
     lines = [
@@ -101,7 +103,7 @@ def constraint(spec: ReadoutSpec, labels: tuple[str, ...]) -> dict[str, Any]:
     return {}
 
 
-def likelihood_prompts(question: Question) -> tuple[str, list[str]]:
+def likelihood_prompts(question: ShownQuestion) -> tuple[str, list[str]]:
     """The prompt every option continues, and the continuation of each option in ``question.shown``."""
     lines = [f"- {name}: {question.descriptions.get(name, '')}".rstrip(": ") for name in question.shown]
     prompt = f"{question.state}\n\n{question.instructions}\n\nOptions:\n" + "\n".join(lines) + "\n\nAnswer:"
