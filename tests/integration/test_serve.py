@@ -30,10 +30,10 @@ from typing import Any
 
 import anyio
 import httpx
+import litellm  # after knowwhen_runner, which tests/conftest.py imports first: no network for its prices
 import orjson
 import pytest
 
-import knowwhen_runner  # noqa: F401  (before litellm: no network for its price list)
 from knowwhen_runner.exceptions import ServeError
 from knowwhen_runner.serve import (
     FaultRule,
@@ -44,7 +44,6 @@ from knowwhen_runner.serve import (
 )
 from tests.helpers import knowwhen
 
-litellm = pytest.importorskip("litellm")
 litellm.suppress_debug_info = True
 
 pytestmark = pytest.mark.anyio

@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from knowwhen_runner.work.event_loop import loop_options
+from tests.judges import needs_judge
 
 
 def _loop_module() -> str:
@@ -19,9 +20,7 @@ def _loop_module() -> str:
     return anyio.run(which, backend_options=loop_options())
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("uvloop") is None or sys.platform == "win32", reason="uvloop not installed"
-)
+@needs_judge(importlib.util.find_spec("uvloop") is None or sys.platform == "win32", "uvloop not installed")
 def test_a_worker_loop_is_uvloop_when_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     """With uvloop installed and no setting, the loop ``anyio.run`` starts is uvloop's."""
     monkeypatch.delenv("KNOWWHEN_EVENT_LOOP", raising=False)

@@ -37,10 +37,7 @@ CONTRACT_SKIPS = Counter(
 
 SKIPPED_UNDER_CI = Counter(
     {
-        ("integration/test_serve.py", "needs litellm"): 1,
         ("peers/test_llama_live.py", "set KNOWWHEN_LIVE_LLM_URL (and KNOWWHEN_LIVE_LLM_MODEL)"): 1,
-        ("unit/test_event_loop.py", "uvloop not installed"): 1,
-        ("unit/test_figures.py", "the figures extra (matplotlib) is not installed"): 1,
         ("unit/test_plan_rows.py", "reads /proc"): 1,
         ("unit/test_sql_plans.py", "this SQLite has no UPDATE ... FROM or JSON functions"): 1,
     }
