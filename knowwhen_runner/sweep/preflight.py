@@ -270,6 +270,7 @@ async def probe_models(
         max_tries=2,
         max_backoff_s=2.0,
         set_aside_error_rate=config.workers.set_aside_error_rate,
+        set_aside_probe_s=config.workers.set_aside_probe_s,
     )
     budget = BudgetGuard(config, queue) if config.budget is not None else None
     calls = CachedCalls(store, client, config.cache.policy, budget=budget)  # probes count as spending

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 
 import anyio
@@ -22,7 +23,6 @@ from ..provider import (
     ProviderTransport,
     Secrets,
 )
-from ..provider.failing import PROBE_EVERY_S
 from ..queue import Queue, open_ledger
 from ..work.screen_pace import ScreenPace
 from ..work.stop_signals import watch_stop_signals
@@ -98,9 +98,14 @@ async def _work(
     tries, error_rate = max(2, config.workers.max_attempts + 1), config.workers.set_aside_error_rate
     transport = transport or AutoTransport(config.models, config.workers.transport)
     client = ModelClient(
-        limiters, secrets, transport=transport, max_tries=tries, set_aside_error_rate=error_rate
+        limiters,
+        secrets,
+        transport=transport,
+        max_tries=tries,
+        set_aside_error_rate=error_rate,
+        set_aside_probe_s=config.workers.set_aside_probe_s,
     )
-    client.failing.on_set_aside = _say_set_aside
+    client.failing.on_set_aside = functools.partial(_say_set_aside, config.workers.set_aside_probe_s)
     total, already = await progress_totals(queue)  # the open jobs alone, when the plan's size is kept
     display = SweepProgress(total, already, backing_off=limiters.backing_off, enabled=progress)
     worker = Worker(
@@ -178,9 +183,9 @@ def _set_aside_told(config: SweepConfig, model_id: str, cause: str | None) -> No
         )
 
 
-def _say_set_aside(model_id: str, reason: str) -> None:
+def _say_set_aside(probe_s: float, model_id: str, reason: str) -> None:
     print(
-        f"\nknowwhen: set aside {model_id}: {reason}; it is probed every {PROBE_EVERY_S:.0f} s and comes "
+        f"\nknowwhen: set aside {model_id}: {reason}; it is probed every {probe_s:g} s and comes "
         "back when it answers, its jobs wait, the other models go on",
         file=sys.stderr,
         flush=True,

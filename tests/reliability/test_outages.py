@@ -96,7 +96,7 @@ def test_a_server_that_answers_500_to_everything_is_set_aside_with_the_reason(
     down) by the sequential test, at the pre-flight (no-go after 14 requests) and in the run (14 requests,
     the calls in flight, a probe), and the run stops waiting for it after max_outage_s."""
     server.set_faults([{"fault": "500"}])
-    cfg = _config(tmp_path, server.base_url, max_outage_s=40)
+    cfg = _config(tmp_path, server.base_url, max_outage_s=8, set_aside_probe_s=3)
     probed = knowwhen("run", str(cfg), "-q")
     assert probed.returncode == 2, probed.stdout + probed.stderr
     assert "lexical cannot go" in probed.stderr and "HTTP 500" in probed.stderr
@@ -106,8 +106,8 @@ def test_a_server_that_answers_500_to_everything_is_set_aside_with_the_reason(
     assert done.returncode == 3, done.stdout + done.stderr
     said = _said(done) + " ".join(done.stderr.split())
     assert "set aside lexical" in said and "HTTP 500" in said and "is down" not in said
-    # 14 failed requests set it aside; at most the calls in flight (4) and two probes (every 30 s) beside
-    assert 14 <= server.count() <= 14 + 4 + 2
+    # 14 failed requests set it aside; at most the calls in flight (4) and three probes (every 3 s) beside
+    assert 14 <= server.count() <= 14 + 4 + 3
     assert _db(tmp_path, "SELECT status, count(*) FROM kw_jobs GROUP BY status") == [("pending", 18)]
 
 
