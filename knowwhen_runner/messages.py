@@ -82,9 +82,19 @@ _ALL = (
         "another worker, started on the run, finishes every job",
     ),
     Message(
+        "db.no_run",
+        "{url}: the database has no run; run it first",
+        "once `knowwhen run CONFIG --db URL --plan-only` planned it, the same command finds the run",
+    ),
+    Message(
+        "finalize.no_run",
+        "{output}: the database has no run {name!r}; run it first",
+        "once the run is planned and worked, the same finalize writes its results",
+    ),
+    Message(
         "worker.no_run",
-        "no run {run!r} in this database; plan it with knowwhen run CONFIG --db URL (or give --wait SECONDS "
-        "to wait for it)",
+        "no run {run!r} in this database; plan it with knowwhen run CONFIG --db URL --plan-only (or give "
+        "--wait SECONDS to wait for it)",
         "once `knowwhen run CONFIG --db URL --plan-only` planned it, the same worker works the run",
     ),
     Message(
@@ -165,11 +175,6 @@ _ALL = (
         "with the deployment back, the same command answers the model's jobs with its own replies",
     ),
     Message(
-        "quarantine.unknown_price",
-        "its price is unknown ({error}); give it a `pricing:` entry in the config",
-        "with a `pricing:` entry, the same command answers the model's jobs",
-    ),
-    Message(
         "quarantine.invalid",
         "{bad} of its {n} answers were invalid (last: {last}); check the model's output format and its "
         "`params`, or raise workers.quarantine_invalid_share",
@@ -228,8 +233,10 @@ _ALL = (
     Message(
         "serve.port_taken",
         "serve: port {port} on {host} is held by a server this run did not start (another program, or a "
-        "knowwhen serve started by hand or by another run); stop it or set serve.port to a free port",
-        "with serve.port set to a free port, the run starts its own server and finishes",
+        "knowwhen serve started by hand or by another run); stop it, or set serve.port and the api_base of "
+        "the models it serves to a free port",
+        "with serve.port and the models' api_base on a free port, the run starts its own server there and "
+        "finishes, sending the other server nothing",
     ),
     # --- data the run needs -------------------------------------------------------------------------
     Message(

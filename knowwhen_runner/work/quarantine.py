@@ -45,7 +45,7 @@ def quarantine_reason(model: ModelSpec, exc: ProviderError) -> str | None:
             "quarantine.unknown_model", model=model.model, where=_where(model), error=error, id=model.id
         )
     if any(mark in error.lower() for mark in _PRICE):
-        return say("quarantine.unknown_price", error=error)
+        return f"its price is unknown ({error}); give it a `pricing:` entry in the config"
     return None
 
 

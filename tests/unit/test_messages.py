@@ -22,7 +22,8 @@ REGISTRY = PACKAGE / "messages.py"
 
 _STEP = re.compile(
     r"run (?:the same command )?again|\brerun\b|(?:fetch|get) (?:it|the data) with|--retry-failed"
-    r"|knowwhen (?:resume|finalize|fetch-l1|fetch-dataset)\b|pip install|set serve\.|in the config",
+    r"|knowwhen (?:resume|finalize|fetch-l1|fetch-dataset)\b|pip install|set serve\.|in the config"
+    r"|run it first|to (?:start|create) it",
     re.I,
 )
 """Words of a sentence that tells the user what to do next."""
@@ -48,14 +49,24 @@ OUTSIDE = {
     ("dataset/publish.py", "pip install"): "installing needs the network",
     ("results/figures/paper.py", "pip install"): "installing needs the network",
     ("sweep/forecast.py", "run the shadow episodes first"): "a forecast's basis, not an instruction",
+    ("stored/reader.py", "run the config to start it"): "an empty file a run killed at its start leaves",
+    (
+        "sweep/importer.py",
+        "import with --config to create it",
+    ): "import's error; its step is the command's own",
+    (
+        "work/quarantine.py",
+        "give it a `pricing:` entry",
+    ): "litellm's price error; no model served offline raises it",
 }
 """Sentences with next-step words left outside the registry: (module, words it holds) -> why."""
 
 
 @functools.cache
-def _sources(folder: Path) -> tuple[tuple[Path, ast.Module], ...]:
-    """Every module under ``folder``, parsed once for all the tests here."""
-    return tuple((path, ast.parse(path.read_text(encoding="utf-8"))) for path in sorted(folder.rglob("*.py")))
+def _sources(folder: Path, holding: str = "") -> tuple[tuple[Path, ast.Module], ...]:
+    """The modules under ``folder`` whose text holds ``holding``, parsed once for all the tests here."""
+    texts = [(path, path.read_text(encoding="utf-8")) for path in sorted(folder.rglob("*.py"))]
+    return tuple((path, ast.parse(text)) for path, text in texts if holding in text)
 
 
 def _dotted(node: ast.expr) -> str:
@@ -162,7 +173,7 @@ def test_the_code_says_only_registered_ids_with_their_fields() -> None:
 
 def test_every_registered_sentence_has_a_journey() -> None:
     """Each id is followed by some test marked ``journey(ID)``, and every journey names a registered id."""
-    marked = {i for _path, tree in _sources(ROOT / "tests") for i in journeys(tree)}
+    marked = {i for _path, tree in _sources(ROOT / "tests", "journey") for i in journeys(tree)}
     unfollowed, unknown = sorted(set(MESSAGES) - marked), sorted(marked - set(MESSAGES))
     assert not unfollowed, f"sentences with no journey: {unfollowed}"
     assert not unknown, f"journeys of ids the registry does not have: {unknown}"
