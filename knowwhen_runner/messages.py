@@ -87,6 +87,11 @@ _ALL = (
         "once `knowwhen run CONFIG --db URL --plan-only` planned it, the same command finds the run",
     ),
     Message(
+        "db.empty_file",
+        "{db}: the database has no run (it is empty); run the config to start it",
+        "the config, run, starts the run afresh in that folder",
+    ),
+    Message(
         "finalize.no_run",
         "{output}: the database has no run {name!r}; run it first",
         "once the run is planned and worked, the same finalize writes its results",

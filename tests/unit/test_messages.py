@@ -49,7 +49,6 @@ OUTSIDE = {
     ("dataset/publish.py", "pip install"): "installing needs the network",
     ("results/figures/paper.py", "pip install"): "installing needs the network",
     ("sweep/forecast.py", "run the shadow episodes first"): "a forecast's basis, not an instruction",
-    ("stored/reader.py", "run the config to start it"): "an empty file a run killed at its start leaves",
     (
         "sweep/importer.py",
         "import with --config to create it",
