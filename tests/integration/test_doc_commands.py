@@ -1,5 +1,5 @@
 """The command blocks of the README and docs/*.md, run as a reader runs them (``tests/doc_blocks.py``): in
-one shared folder, against the session's ``knowwhen serve`` (``KNOWWHEN_SERVE``), each page from a fresh
+one shared folder, against the suite's ``knowwhen serve`` (``KNOWWHEN_SERVE``), each page from a fresh
 shell, and what a ``console`` block shows each command printing is compared with what it printed.
 
 The pages run in the order a reader meets them: ``commands.md`` first (its walk-through writes the sweep
@@ -37,7 +37,7 @@ def walked(serve: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> di
     """What each command of each block that is run printed, the pages in order, in one folder."""
     serve.reset()
     folder = tmp_path_factory.mktemp("docs")
-    given = {"KNOWWHEN_SERVE": serve.base_url}  # the session's server stands in for the page's
+    given = {"KNOWWHEN_SERVE": serve.base_url}  # the suite's server stands in for the page's
     ran: dict[str, Ran] = {}
     for page in PAGES:
         shell = Shell(folder, given, {"KNOWWHEN_CACHE_DIR": str(folder / "cache")})

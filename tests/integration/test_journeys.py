@@ -1,6 +1,6 @@
 """Journeys through the sentences of ``knowwhen_runner/messages.py`` that no other test follows: each test
 drives the CLI into the situation, takes the step the printed sentence names (the command it prints, run
-as printed) and checks what the sentence promised. Small runs on the session's local server."""
+as printed) and checks what the sentence promised. Small runs on the suite's local server."""
 
 from __future__ import annotations
 
