@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from ..exceptions import ConfigError
+from ..messages import say
 
 if TYPE_CHECKING:
     from ..config.starter import StarterEntry
@@ -77,7 +79,7 @@ def init(
     with path.open("x", encoding="utf-8") as fh:  # "x": a file made meanwhile is not overwritten either
         fh.write(text)
     out.print(said, highlight=False, soft_wrap=True)
-    out.print(f"next: knowwhen plan {path}, then knowwhen run {path}", highlight=False, soft_wrap=True)
+    out.print(Text(say("init.next", path=path)), soft_wrap=True)
 
 
 def _starter(

@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 
 from ..exceptions import ConfigError
+from ..messages import say
 from ..queue import Queue
 from .reader import open_existing
 
@@ -23,7 +24,7 @@ async def _known(queue: Queue, run_dir: str | Path, model_id: str) -> None:
     models = sorted({c.model_id for c in await queue.counts()})
     if model_id not in models:
         raise ConfigError(
-            f"{run_dir}: the run has no model {model_id!r}; its models are {', '.join(models) or 'none'}"
+            say("pause.unknown_model", run_dir=run_dir, model=model_id, models=", ".join(models) or "none")
         )
 
 

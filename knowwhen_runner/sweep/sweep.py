@@ -18,6 +18,7 @@ from ..cache import CacheStore, cache_url, open_cache
 from ..cache.legacy import move_run_entries
 from ..config import SweepConfig, load_config
 from ..exceptions import KnowwhenError
+from ..messages import say
 from ..plan.grid import Plan, plan
 from ..provider import (
     FleetLimits,
@@ -270,7 +271,7 @@ async def _summary(
     waiting = [note for note in stages.skipped if "waits for" in note]
     if waiting:
         reason = await waiting_reason(queue)
-        summary.waiting = [f"{note} ({reason})" for note in waiting]
+        summary.waiting = [say("run.waiting_stage", note=note, reason=reason) for note in waiting]
     summary.batches = batch_outcomes(await queue.batches())
     summary.held_back = await queue.controls()
     summary.open_by_model = await open_by_model(queue)

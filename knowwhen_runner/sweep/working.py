@@ -14,6 +14,7 @@ import anyio
 from ..cache import CacheStore, cache_url, open_cache
 from ..config import SweepConfig
 from ..jobs import Items
+from ..messages import say
 from ..provider import (
     AutoTransport,
     FleetLimits,
@@ -160,12 +161,14 @@ async def _until_done(worker: Worker, display: SweepProgress, grace: float) -> t
 
 
 def _say_stated(name: str, kind: str, stated: float, configured: float) -> None:
-    print(
-        f"\nknowwhen: {name}: its provider states a limit of {stated:,.0f} {kind}/min, below the configured "
-        f"{configured:,.0f}; sending at {stated:,.0f} (lower rate_limit in the config to match)",
-        file=sys.stderr,
-        flush=True,
+    said = say(
+        "progress.stated_limit",
+        name=name,
+        stated=f"{stated:,.0f}",
+        kind=kind,
+        configured=f"{configured:,.0f}",
     )
+    print(f"\nknowwhen: {said}", file=sys.stderr, flush=True)
 
 
 def _quarantined(config: SweepConfig, model_id: str, reason: str) -> None:
@@ -184,18 +187,13 @@ def _set_aside_told(config: SweepConfig, model_id: str, cause: str | None) -> No
 
 
 def _say_set_aside(probe_s: float, model_id: str, reason: str) -> None:
-    print(
-        f"\nknowwhen: set aside {model_id}: {reason}; it is probed every {probe_s:g} s and comes "
-        "back when it answers, its jobs wait, the other models go on",
-        file=sys.stderr,
-        flush=True,
-    )
+    said = say("progress.set_aside", model=model_id, reason=reason, every=f"{probe_s:g}")
+    print(f"\nknowwhen: {said}", file=sys.stderr, flush=True)
 
 
 def _say_quarantined(model_id: str, reason: str) -> None:
     print(
-        f"\nknowwhen: quarantined {model_id} for this run: {reason}; its jobs stay pending, "
-        "the other models go on",
+        f"\nknowwhen: {say('progress.quarantined', model=model_id, reason=reason)}",
         file=sys.stderr,
         flush=True,
     )

@@ -75,6 +75,7 @@ def _screened_run(
     return knowwhen("run", str(_config(tmp_path / "s.yaml", server.base_url, db, screen=True)), "-q", flag)
 
 
+@pytest.mark.journey("held.screened")
 def test_a_screen_stops_the_clearly_worse_model_and_a_full_run_finishes_it_without_asking_twice(
     server: ServerProcess, tmp_path: Path, fresh_db_url: str
 ) -> None:

@@ -5,6 +5,7 @@ fails 60 % of its requests, or in a burst, is not set aside. Requests are counte
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -67,6 +68,7 @@ def _set_aside(tmp_path: Path, db: list[str]) -> tuple[list[dict[str, object]], 
 CAUSE = "its requests surely fail (14 of 14 failed; the run's test at error rate 1%); probed every 3 s"
 
 
+@pytest.mark.journey("held.set_aside")
 def test_an_always_500_model_is_set_aside_in_a_few_requests_probed_and_the_others_finish(
     server: ServerProcess, tmp_path: Path, db: list[str], tally: Counter[str]
 ) -> None:
@@ -88,6 +90,7 @@ def test_an_always_500_model_is_set_aside_in_a_few_requests_probed_and_the_other
     assert server.count(model="lexical") == 45
     assert _counts(tmp_path, db) == {("lexical", "done"): 45, ("lexical-llm", "pending"): 45}
     assert f"set aside lexical-llm: {CAUSE}" in " ".join(first.stdout.split())  # the run's summary
+    assert re.search(r"set aside lexical-llm: .+; its 45 jobs wait for it", " ".join(first.stdout.split()))
     rows, shown = _set_aside(tmp_path, db)
     assert [(r["model"], str(r["reason"]).startswith(CAUSE)) for r in rows] == [("lexical-llm", True)], rows
     assert "HTTP 500" in str(rows[0]["reason"])
@@ -103,6 +106,7 @@ def test_an_always_500_model_is_set_aside_in_a_few_requests_probed_and_the_other
     assert _set_aside(tmp_path, db)[0] == []  # a new run's test starts from nothing
 
 
+@pytest.mark.journey("progress.set_aside")
 def test_a_model_set_aside_comes_back_in_the_same_run_when_its_probe_answers(
     server: ServerProcess, tmp_path: Path, tally: Counter[str]
 ) -> None:
@@ -132,6 +136,10 @@ def test_a_model_set_aside_comes_back_in_the_same_run_when_its_probe_answers(
     out, err = run.communicate(timeout=240)
     assert run.returncode == 0, out + err
     assert "set aside lexical-llm" in err and sent >= SET_ASIDE
+    assert (
+        "it is probed every 3 s and comes back when it answers, its jobs wait, the other models go on"
+        in (" ".join(err.split()))
+    )
     assert [r["model"] for r in rows] == ["lexical-llm"] and str(rows[0]["reason"]).startswith(CAUSE)
     assert f"set aside lexical-llm: {CAUSE}" in shown
     assert _counts(tmp_path, []) == {("lexical", "done"): 45, ("lexical-llm", "done"): 45}

@@ -260,7 +260,7 @@ def test_only_the_transport_imports_litellm() -> None:
 # --- layers -------------------------------------------------------------------------------------------
 
 LAYERS: list[tuple[str, ...]] = [
-    ("knowwhen_runner", "exceptions", "crashpoints", "intervals", "screening", "redaction"),
+    ("knowwhen_runner", "exceptions", "crashpoints", "intervals", "screening", "redaction", "messages"),
     ("jsonio",),
     ("jobs",),
     ("config",),
