@@ -99,15 +99,15 @@ def _say_outcome(summary: RunSummary) -> None:
     """What this run did, what waits, and where the results are (an interrupted run exits here)."""
     st = summary.stats
     if summary.processes > 1:  # counted by the database: every process's jobs (requests are each one's)
-        who = (
-            f"its {summary.processes} processes answered {st.done} "
-            f"({st.cache_hits} from cache, {st.calls} by calling a model)"
+        who = (  # jobs, then calls: an episode is one job of many calls
+            f"its {summary.processes} processes answered {st.done} jobs, made {st.calls} model calls "
+            f"and took {st.cache_hits} answers from the cache"
         )
     else:  # the calls this process made, its pre-flight's included: what its cost and budgets count
         probes = f" (the pre-flight's {st.probe_calls} included)" if st.probe_calls else ""
-        who = (
-            f"this run answered {st.done} ({st.cache_hits} from cache), "
-            f"made {st.calls} model calls, {st.requests} requests{probes}"
+        who = (  # jobs, then calls: an episode is one job of many calls
+            f"this run answered {st.done} jobs, made {st.calls} model calls, {st.requests} "
+            f"requests{probes}, took {st.cache_hits} answers from the cache"
         )
     out.print(
         f"{summary.run}: {summary.planned} jobs planned ({summary.added} new); {who}, failed {st.failed}, "

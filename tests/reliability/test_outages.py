@@ -213,6 +213,6 @@ def test_episodes_wait_for_their_agent_llm_without_spinning(tmp_path: Path) -> N
                 server.stop()
     assert run.returncode == 0, out + err
     said = " ".join(out.split())
-    assert "answered 24" in said and "went back to the queue to wait" in said
-    hits = int(said.split(" from cache")[0].rsplit("(", 1)[1])
+    assert "answered 24 jobs" in said and "went back to the queue to wait" in said
+    hits = int(said.split(" answers from the cache")[0].rsplit(" ", 1)[1])
     assert hits < 24 * 15, said  # a replay per wait, not one per claim loop turn (thousands)

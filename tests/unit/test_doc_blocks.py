@@ -62,7 +62,7 @@ def test_blocks_are_read_with_their_commands_output_and_exit_codes(tmp_path: Pat
 
 def test_printed_lines_are_found_in_order_whitespace_aside_with_dots_for_anything() -> None:
     """A line wrapped by the terminal still matches; ``...`` matches anything; order matters."""
-    said = "sweep: 16 jobs planned (0 new); this run answered 0\n(0 from cache), made 0 model\ncalls\nqueue: done 16\n"
+    said = "sweep: 16 jobs planned (0 new); this run answered 0 jobs,\nmade 0 model\ncalls, 0 requests, took 0 answers from the cache\nqueue: done 16\n"
     assert (
         missing_lines(("sweep: 16 jobs planned (0 new); ... made 0 model calls", "queue: done 16"), said)
         == []
