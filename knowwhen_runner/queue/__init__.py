@@ -2,9 +2,9 @@
 can share a run, stop anywhere and pick it up again (model responses are cached apart, in ``cache/``).
 
 ``Queue`` is the union of a few small roles (``roles``, where each operation's contract is written); a
-caller takes the one it needs. ``SqlQueue`` keeps it in SQLite (default, a file in the run folder) or
-PostgreSQL (many machines), ``MemoryQueue`` in one process's dicts (tests); ``tests/contract`` holds
-them to one contract. SQLAlchemy is touched only here and in ``cache/``.
+caller takes the one it needs. ``SqlQueue`` keeps it in SQLite (default, a file in the run folder; ``memory://``
+for a database in memory) or PostgreSQL (many machines); ``tests/contract`` holds it to one contract on
+both. SQLAlchemy is touched only here and in ``cache/``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from .budget import BudgetAsk, BudgetTally
 from .controls import CONTROL_STATES, HOLDING_STATES, ControlState, ModelControl, state_words
 from .engine import is_shared_url
 from .limits import LimitLedger
-from .memory import MemoryQueue
 from .outage import down_since as database_down_since
 from .outage import set_max_db_outage
 from .roles import (
@@ -82,9 +81,8 @@ __all__ = [
 
 
 def open_queue(url: str, run: str) -> Queue:
-    """Open the queue at ``url`` (``memory://``, ``sqlite:///path``, ``postgresql://...``) for ``run``."""
-    if url.startswith("memory://"):
-        return MemoryQueue(run)
+    """Open the queue at ``url`` (``sqlite:///path``, ``postgresql://...``, or ``memory://``: a SQLite
+    database in memory, its own, gone once closed) for ``run``."""
     return SqlQueue(url, run)
 
 

@@ -3,7 +3,7 @@
 Every process of the run reserves a call's expected cost here before making it (refused when a cap
 would be passed) and settles the actual cost after, so the caps hold across processes and machines
 and an overshoot is bounded by what the calls in flight cost beyond their reservations. A mixin of
-``SqlQueue``; ``MemoryBudget`` keeps the same rows for ``MemoryQueue``.
+``SqlQueue``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 from . import schema as s
 from .engine import RunStatements, on_db_thread
 
-__all__ = ["BudgetAsk", "BudgetTally", "ControlBudget", "MemoryBudget"]
+__all__ = ["BudgetAsk", "BudgetTally", "ControlBudget"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,48 +136,3 @@ class ControlBudget(RunStatements):
         t = s.budget
         with self._engine.begin() as conn:
             conn.execute(update(t).where(t.c.run == self.run).values(reserved_usd=0.0, reserved_tokens=0))
-
-
-class MemoryBudget:
-    """The same ledger for ``MemoryQueue``."""
-
-    def __init__(self) -> None:
-        self._budget: dict[str, BudgetTally] = {}
-
-    def _row(self, scope: str) -> BudgetTally:
-        return self._budget.setdefault(scope, BudgetTally(scope, 0.0, 0.0, 0, 0, 0))
-
-    async def budget_reserve(self, asks: list[BudgetAsk]) -> str | None:
-        for ask in sorted(asks, key=lambda a: a.scope):
-            if _over(self._row(ask.scope), ask):
-                return ask.scope
-        for ask in asks:
-            r = self._row(ask.scope)
-            self._budget[ask.scope] = BudgetTally(
-                ask.scope,
-                r.spent_usd,
-                r.reserved_usd + ask.usd,
-                r.spent_tokens,
-                r.reserved_tokens + ask.tokens,
-                r.calls,
-            )
-        return None
-
-    async def budget_settle(self, reserved: list[BudgetAsk], actual_usd: float, actual_tokens: int) -> None:
-        for ask in reserved:
-            r = self._row(ask.scope)
-            self._budget[ask.scope] = BudgetTally(
-                ask.scope,
-                r.spent_usd + actual_usd,
-                r.reserved_usd - ask.usd,
-                r.spent_tokens + actual_tokens,
-                r.reserved_tokens - ask.tokens,
-                r.calls + 1,
-            )
-
-    async def budget_tallies(self) -> list[BudgetTally]:
-        return [self._budget[k] for k in sorted(self._budget)]
-
-    async def budget_forget_reservations(self) -> None:
-        for scope, r in list(self._budget.items()):
-            self._budget[scope] = BudgetTally(scope, r.spent_usd, 0.0, r.spent_tokens, 0, r.calls)

@@ -7,8 +7,7 @@ A ``set_aside`` row only tells: a process's sequential test says the model's req
 (``provider/failing.py``), and ``status``, the live view and the hooks name it; each process runs its own
 test and probes, so no process holds back on another's row (``HOLDING_STATES`` are those obeyed). The
 last process to set the model aside writes its cause; a probe answered clears the row.
-A mixin of ``SqlQueue`` (it uses the queue's ``_call``, ``_engine``, ``_insert`` and ``_clock``);
-``MemoryQueue`` keeps the same rows in a dict.
+A mixin of ``SqlQueue`` (it uses the queue's ``_call``, ``_engine``, ``_insert`` and ``_clock``).
 """
 
 from __future__ import annotations
@@ -91,30 +90,3 @@ class ControlTables(RunStatements):
                 .order_by(t.c.since, t.c.model_id)
             ).fetchall()
         return [ModelControl(r[0], r[1], r[2], float(r[3])) for r in rows]
-
-
-class MemoryControls:
-    """The same rows for ``MemoryQueue``."""
-
-    def __init__(self) -> None:
-        self._controls: dict[tuple[str, str], ModelControl] = {}
-
-    async def set_control(
-        self, model_id: str, state: ControlState, reason: str, *, replace: bool = False
-    ) -> bool:
-        known = (model_id, state) in self._controls
-        if not known or replace:
-            self._controls[(model_id, state)] = ModelControl(model_id, state, redact(reason), time.time())
-        return not known
-
-    async def clear_controls(self, state: ControlState, model_id: str | None = None) -> int:
-        gone = [k for k in self._controls if k[1] == state and model_id in (None, k[0])]
-        for k in gone:
-            del self._controls[k]
-        info = getattr(self, "_info", None)
-        if gone and state == "screened" and info is not None:  # open again: finalise once more
-            info.update(finalized_at=None, finalized_by=None)
-        return len(gone)
-
-    async def controls(self) -> list[ModelControl]:
-        return sorted(self._controls.values(), key=lambda c: (c.since, c.model_id))

@@ -2,8 +2,8 @@
 trade in (a job's status, a failed attempt, a claim's quota, a model's tally).
 
 A caller takes the role it needs (the budget guard ``HoldingBack``, say); what needs them all (the
-worker, the sweep) takes ``Queue``. ``MemoryQueue`` and ``SqlQueue`` implement every role, and
-``tests/contract`` holds each of them to one contract.
+worker, the sweep) takes ``Queue``. ``SqlQueue`` implements every role, and
+``tests/contract`` holds it to one contract on SQLite and PostgreSQL.
 """
 
 from __future__ import annotations

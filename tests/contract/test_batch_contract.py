@@ -1,4 +1,4 @@
-"""The provider-batch rows behave the same on memory, SQLite and PostgreSQL."""
+"""The provider-batch rows behave the same on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 

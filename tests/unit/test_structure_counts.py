@@ -21,18 +21,10 @@ from tests.structure_counts import COUNTS
 
 TESTS = Path(__file__).resolve().parents[1]
 
-QUEUE_IMPLEMENTATIONS = {"MemoryQueue", "SqlQueue"}
+QUEUE_IMPLEMENTATIONS = {"SqlQueue"}
 """Classes of ``queue/`` with every operation of ``Queue``."""
 
-CONTRACT_SKIPS = Counter(
-    {
-        ("test_queue_contract.py", "the memory backend holds one run"): 1,
-        ("test_queue_contract.py", "the memory backend has no schema"): 1,
-        ("test_queue_contract.py", "the memory backend is one process's dicts"): 2,
-        ("test_queue_contract.py", "SQLite is one machine's file: its processes share one clock"): 1,
-        ("test_tally_columns.py", "this SQLite has no UPDATE ... FROM or JSON functions"): 1,
-    }
-)
+CONTRACT_SKIPS: Counter[tuple[str, str]] = Counter()
 """Skips in tests/contract, by module and reason."""
 
 SKIPPED_UNDER_CI = Counter(
