@@ -1,6 +1,6 @@
-"""The provider batch operations of ``SqlQueue`` (``batch_rows`` says what a batch row means).
+"""The provider batch operations of a run (``batch_rows`` says what a batch row means).
 
-``BatchTable`` is a mixin: it uses the queue's ``_call``, ``_engine`` and ``_clock``. Leasing a batch
+``BatchTable`` is the store (``SqlQueue.batching``), over the queue's ``RunDatabase``. Leasing a batch
 locks its row (``FOR UPDATE SKIP LOCKED`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` serialises), so two
 processes never poll, or submit, the same batch at once.
 """
@@ -38,7 +38,7 @@ def _record(row: Any) -> BatchRecord:
 
 
 class BatchTable(RunStatements):
-    """Provider batch operations of ``SqlQueue``."""
+    """The provider batches of a run (the ``Batching`` role)."""
 
     @on_db_thread
     def batch_open(self, worker: str, key: str, model_id: str, job_ids: list[str], lease_s: float) -> int:

@@ -2,8 +2,8 @@
 
 Shared by the queue (``sql.py``) and the fleet's rate-limit ledger (``limits.py``), which open their own
 engines on the same URL. On PostgreSQL every time that other machines compare against (lease expiries,
-heartbeats, rate-limit slots) is the database server's clock, read in SQL. ``RunStatements`` is the
-plumbing the queue's mixins share (``sql.py``).
+heartbeats, rate-limit slots) is the database server's clock, read in SQL. ``RunDatabase`` is one run's
+database; ``RunStatements`` is the plumbing of every store over it (``sql.py``).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from .sqlite_file import DAMAGED_LEAVE, check_sqlite_file
 __all__ = [
     "DbClock",
     "OnOneThread",
+    "RunDatabase",
     "RunStatements",
     "ensure_schema",
     "is_shared_url",
@@ -327,16 +328,44 @@ def _sqlite_has_bulk() -> bool:
 _SQLITE_BULK = _sqlite_has_bulk()
 
 
-class RunStatements(OnOneThread):
-    """The plumbing every run table's statements use: the run, its dialect and clock, and their spellings.
+class RunDatabase(OnOneThread):
+    """One run's database: its engine, its clock, and the one thread its statements run on.
 
-    ``SqlQueue``'s mixins subclass it and keep only their own operations; ``SqlQueue.__init__`` sets the
-    attributes.
+    The queue and the stores beside it (``SqlQueue.holding``, ``SqlQueue.batching``) are composed over one
+    ``RunDatabase``: they share its connections and take turns on its thread. Closing it closes them all.
+    """
+
+    def __init__(self, url: str, run: str) -> None:
+        self.url = url
+        self.run = run
+        self._engine = make_engine(url)
+        self.dialect = self._engine.dialect.name
+        self._clock = DbClock(self.dialect)
+
+
+class RunStatements(OnOneThread):
+    """A store of a run's tables over a ``RunDatabase``: the run, its dialect and clock, and their spellings.
+
+    Its statements run on the database's thread (``_call`` goes there); it owns no connection of its own.
     """
 
     run: str
     dialect: str
     _clock: DbClock
+
+    def __init__(self, db: RunDatabase) -> None:
+        self.db = db
+        self.url, self.run, self.dialect = db.url, db.run, db.dialect
+        self._engine, self._clock = db._engine, db._clock
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self.db._call(fn, *args)
+
+    def _call_blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        return self.db._call_blocking(fn, *args)
 
     def _insert(self, table: Any) -> Any:
         return (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(table)

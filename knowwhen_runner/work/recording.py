@@ -19,7 +19,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from ..config import WorkerSettings
 from ..jobs import job_spend
 from ..provider import CacheMode
-from ..queue import Queue
+from ..queue import WorkerQueue
 from .calls import CachedCalls
 from .holds import Holds
 from .outcome import Outcome, WorkStats
@@ -38,7 +38,7 @@ class Recording:
     """The record and heartbeat loops of ``Worker``."""
 
     id: str
-    queue: Queue
+    queue: WorkerQueue
     stats: WorkStats
     calls: CachedCalls
     holds: Holds

@@ -45,7 +45,7 @@ from ..provider import (
     ModelFailing,
 )
 from ..provider.batch_client import BatchClient
-from ..queue import Failure, Queue
+from ..queue import Failure, WorkerQueue
 from .batch_lane import BatchLane
 from .budget import BudgetGuard, BudgetSpent
 from .calls import CachedCalls, Lookup, question_call
@@ -74,7 +74,7 @@ class Worker(Recording):
     def __init__(
         self,
         config: SweepConfig,
-        queue: Queue,
+        queue: WorkerQueue,
         client: ModelClient,
         items: Items,
         *,
@@ -103,10 +103,10 @@ class Worker(Recording):
         self._models: dict[str, ModelSpec] = {m.id: m for m in config.models}
         self._cache = CacheMode(config.cache.policy)
         self._settings = config.workers
-        self.budget = BudgetGuard(config, queue) if config.budget is not None else None
+        self.budget = BudgetGuard(config, queue.holding) if config.budget is not None else None
         self.calls = CachedCalls(cache, client, config.cache.policy, budget=self.budget)
         self.holds = Holds(
-            queue, self._models, self._settings, limiters, on_quarantine, client.failing, on_set_aside
+            queue.holding, self._models, self._settings, limiters, on_quarantine, client.failing, on_set_aside
         )
         self.lanes = Lanes(config.models, limiters, self._settings)
         self._requests: dict[str, Question] = {}  # questions looked up in the cache, waiting for a caller

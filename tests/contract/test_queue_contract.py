@@ -344,12 +344,12 @@ def test_a_run_whose_open_jobs_are_all_screened_out_is_finished_until_they_are_r
     q = make_queue()
     run(q.init_run, "name: r", {})
     run(q.enqueue, [*_jobs(1), *_jobs(2, model="out")], {})
-    run(q.set_control, "out", "screened", "screened out after 3 tasks")
+    run(q.holding.set_control, "out", "screened", "screened out after 3 tasks")
     assert not run(q.take_finalize, "a")  # m's job is pending, and m is not held back
     job = run(q.claim_each, "a", [ClaimQuota(frozenset({"m"}), 5)], 30.0)[0]
     run(q.complete, "a", [(job.id, {})])
     assert run(q.take_finalize, "a")  # only the screened-out model's jobs are open
-    assert run(q.clear_controls, "screened") == 1
+    assert run(q.holding.clear_controls, "screened") == 1
     assert run(q.run_info)["finalized_at"] is None and not run(q.take_finalize, "b")
 
 
@@ -621,20 +621,20 @@ def test_model_controls_hold_back_a_model_until_cleared(make_queue) -> None:
 
     async def go() -> None:
         await q.init_run("c", {})
-        assert await q.controls() == []
-        assert await q.set_control("m", "quarantined", "HTTP 401: check KEY") is True
-        assert await q.set_control("m", "quarantined", "again") is False
-        assert await q.set_control("m", "paused", "paused by hand") is True
-        held = await q.controls()
+        assert await q.holding.controls() == []
+        assert await q.holding.set_control("m", "quarantined", "HTTP 401: check KEY") is True
+        assert await q.holding.set_control("m", "quarantined", "again") is False
+        assert await q.holding.set_control("m", "paused", "paused by hand") is True
+        held = await q.holding.controls()
         assert {(c.model_id, c.state, c.reason) for c in held} == {
             ("m", "quarantined", "HTTP 401: check KEY"),
             ("m", "paused", "paused by hand"),
         }
-        assert await q.clear_controls("quarantined") == 1
-        assert [(c.model_id, c.state) for c in await q.controls()] == [("m", "paused")]
-        assert await q.clear_controls("paused", "other") == 0
-        assert await q.clear_controls("paused", "m") == 1
-        assert await q.controls() == []
+        assert await q.holding.clear_controls("quarantined") == 1
+        assert [(c.model_id, c.state) for c in await q.holding.controls()] == [("m", "paused")]
+        assert await q.holding.clear_controls("paused", "other") == 0
+        assert await q.holding.clear_controls("paused", "m") == 1
+        assert await q.holding.controls() == []
 
     run(go)
 
@@ -649,18 +649,18 @@ def test_a_set_aside_row_keeps_the_last_cause_and_holds_no_worker_back(make_queu
 
     async def go() -> None:
         await q.init_run("c", {})
-        assert await q.set_control("m", "set_aside", "14 of 14 failed", replace=True) is True
-        assert await q.set_control("m", "set_aside", "20 of 20 failed", replace=True) is False
-        assert await q.set_control("k", "quarantined", "HTTP 401: check KEY") is True
-        assert {(c.model_id, c.state, c.reason) for c in await q.controls()} == {
+        assert await q.holding.set_control("m", "set_aside", "14 of 14 failed", replace=True) is True
+        assert await q.holding.set_control("m", "set_aside", "20 of 20 failed", replace=True) is False
+        assert await q.holding.set_control("k", "quarantined", "HTTP 401: check KEY") is True
+        assert {(c.model_id, c.state, c.reason) for c in await q.holding.controls()} == {
             ("m", "set_aside", "20 of 20 failed"),
             ("k", "quarantined", "HTTP 401: check KEY"),
         }
-        holds = Holds(q, {}, WorkerSettings(), None)
+        holds = Holds(q.holding, {}, WorkerSettings(), None)
         await holds.refresh(now=True)
         assert holds.models() == {"k": "HTTP 401: check KEY"}
-        assert await q.clear_controls("set_aside", "m") == 1
-        assert [(c.model_id, c.state) for c in await q.controls()] == [("k", "quarantined")]
+        assert await q.holding.clear_controls("set_aside", "m") == 1
+        assert [(c.model_id, c.state) for c in await q.holding.controls()] == [("k", "quarantined")]
 
     run(go)
 
@@ -674,17 +674,17 @@ def test_budget_reserves_all_or_nothing_and_settles_the_actual_cost(make_queue) 
     async def go() -> None:
         await q.init_run("c", {})
         asks = [BudgetAsk("run", 0.4, 100, cap_usd=1.0), BudgetAsk("model:m", 0.4, 100, cap_tokens=250)]
-        assert await q.budget_reserve(asks) is None
-        assert await q.budget_reserve(asks) is None
-        assert await q.budget_reserve(asks) == "model:m"  # tokens 300 > 250 (the run's $1.2 too)
-        tallies = {t.scope: t for t in await q.budget_tallies()}
+        assert await q.holding.budget_reserve(asks) is None
+        assert await q.holding.budget_reserve(asks) is None
+        assert await q.holding.budget_reserve(asks) == "model:m"  # tokens 300 > 250 (the run's $1.2 too)
+        tallies = {t.scope: t for t in await q.holding.budget_tallies()}
         assert tallies["run"].reserved_usd == pytest.approx(0.8) and tallies["run"].spent_usd == 0
-        await q.budget_settle(asks, 0.5, 120)
-        tallies = {t.scope: t for t in await q.budget_tallies()}
+        await q.holding.budget_settle(asks, 0.5, 120)
+        tallies = {t.scope: t for t in await q.holding.budget_tallies()}
         assert tallies["run"].reserved_usd == pytest.approx(0.4) and tallies["run"].spent_usd == 0.5
         assert tallies["model:m"].spent_tokens == 120 and tallies["model:m"].calls == 1
-        await q.budget_forget_reservations()
-        tallies = {t.scope: t for t in await q.budget_tallies()}
+        await q.holding.budget_forget_reservations()
+        tallies = {t.scope: t for t in await q.holding.budget_tallies()}
         assert tallies["run"].reserved_usd == 0 and tallies["run"].spent_usd == 0.5
 
     run(go)

@@ -166,9 +166,12 @@ PUBLIC = {
         "Batching",
         "Claiming",
         "HoldingBack",
+        "Leasing",
         "Reading",
         "Recording",
         "RunBookkeeping",
+        "WorkerQueue",
+        "WorkerRegistry",
     ],
     "results.export": ["ExportSummary", "RunSource", "set_folder_name", "write_export"],
     "results.figures": [
