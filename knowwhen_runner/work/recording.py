@@ -25,7 +25,7 @@ from .holds import Holds
 from .outcome import Outcome, WorkStats
 from .screen_pace import ScreenPace
 
-__all__ = ["STALE_AFTER_S", "Recording"]
+__all__ = ["STALE_AFTER_S", "RecordLoops"]
 
 _RECORD_LINGER_S = 0.05  # how long the recorder waits for more outcomes before writing a batch
 _RECORD_MAX = 512
@@ -34,7 +34,7 @@ _BEAT_MAX_S = 5.0  # the longest pause between heartbeats
 STALE_AFTER_S = 15.0
 
 
-class Recording:
+class RecordLoops:
     """The record and heartbeat loops of ``Worker``."""
 
     id: str

@@ -54,7 +54,7 @@ from .holds import Holds
 from .lanes import Lanes
 from .outcome import Outcome, Outcomes, Question, WorkStats
 from .quarantine import quarantine_reason
-from .recording import STALE_AFTER_S, Recording
+from .recording import STALE_AFTER_S, RecordLoops
 from .runner_errors import RunnerErrors
 from .screen_pace import ScreenPace
 from .start_together import start_together
@@ -68,7 +68,7 @@ def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
-class Worker(Recording):
+class Worker(RecordLoops):
     """Works one run's queue until no job is left (or it is told to stop)."""
 
     def __init__(
