@@ -116,13 +116,22 @@ def test_the_queue_implementations_are_counted() -> None:
 
 
 def test_the_worker_seam_is_counted() -> None:
-    """The methods of ``WorkerQueue``, the worker's seam: at most ``WORKER_SEAM_CAP``, and every one of them
-    a method of ``Queue`` (the seam narrows the queue; it adds nothing the queue lacks)."""
+    """The methods of ``WorkerQueue``, the worker's seam: at most ``WORKER_SEAM_CAP``, every one of them a
+    method of ``Queue`` (the seam narrows the queue; it adds nothing the queue lacks), and no module of
+    ``work/`` imports the whole ``Queue``."""
     seam = _methods(WorkerQueue)
     COUNTS["worker seam methods"] = len(seam)
     print(f"worker seam methods: {len(seam)} ({', '.join(sorted(seam))})")
     assert 0 < len(seam) <= WORKER_SEAM_CAP
     assert seam <= _methods(Queue)
+    work = Path(queue_package.__file__).parents[1] / "work"
+    union = [
+        f"{p.name}:{node.lineno}"
+        for p in sorted(work.glob("*.py"))
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.ImportFrom) and any(a.name == "Queue" for a in node.names)
+    ]
+    assert union == [], f"the worker takes WorkerQueue, never the whole Queue: {union}"
 
 
 def test_the_contract_skips_are_counted() -> None:
