@@ -157,7 +157,8 @@ async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progres
             )
             process = f"{socket.gethostname()}:{os.getpid()}"  # how status names its workers, too
             summary = JoinSummary(name, process, stats, await _counts(queue), interrupted, config.output)
-            summary.held_back, summary.open_by_model = await queue.controls(), await open_by_model(queue)
+            summary.held_back = await queue.holding.controls()
+            summary.open_by_model = await open_by_model(queue)
             summary.db_shown = redact(db)
             if finalize and not interrupted:
                 summary.note = await finalize_once(config, queue, holder)

@@ -273,7 +273,7 @@ async def probe_models(
         set_aside_error_rate=config.workers.set_aside_error_rate,
         set_aside_probe_s=config.workers.set_aside_probe_s,
     )
-    budget = BudgetGuard(config, queue) if config.budget is not None else None
+    budget = BudgetGuard(config, queue.holding) if config.budget is not None else None
     calls = CachedCalls(store, client, config.cache.policy, budget=budget)  # probes count as spending
     probes: dict[str, Probe] = {}
     missing = dict(secrets.missing()[::-1])  # a model's first unset variable is the one to name
@@ -322,7 +322,7 @@ async def preflight_models(
     for model_id in sorted(preflight.skip):
         if model_id not in known:
             raise ConfigError(f"--skip-model {model_id}: no model with that id in the config")
-        await queue.set_control(model_id, "quarantined", "left out of this run with --skip-model")
+        await queue.holding.set_control(model_id, "quarantined", "left out of this run with --skip-model")
     tally = CallTally()
     if not preflight.probe:
         secrets.require(skip=preflight.skip)  # not probed: an unset key variable still stops the run here

@@ -62,7 +62,7 @@ def _state(url: str) -> tuple[dict[str, dict[str, int]], dict[str, Any], dict[st
             for c in await queue.counts():
                 counts.setdefault(c.model_id, {})[c.status] = c.n
             info = await queue.run_info()
-            held = {c.model_id: c.state for c in await queue.controls()}
+            held = {c.model_id: c.state for c in await queue.holding.controls()}
             return counts, (info or {}).get("meta", {}).get("screen") or {}, held
 
     return anyio.run(read)
