@@ -136,9 +136,8 @@ def test_a_model_set_aside_comes_back_in_the_same_run_when_its_probe_answers(
     out, err = run.communicate(timeout=240)
     assert run.returncode == 0, out + err
     assert "set aside lexical-llm" in err and sent >= SET_ASIDE
-    assert (
-        "it is probed every 3 s and comes back when it answers, its jobs wait, the other models go on"
-        in (" ".join(err.split()))
+    assert "it is probed every 3 s and comes back when it answers, its jobs wait, the other models go on" in (
+        " ".join(err.split())
     )
     assert [r["model"] for r in rows] == ["lexical-llm"] and str(rows[0]["reason"]).startswith(CAUSE)
     assert f"set aside lexical-llm: {CAUSE}" in shown
