@@ -57,7 +57,13 @@ def init(
     ] = None,
     limit: Annotated[
         int | None,
-        typer.Option(min=1, help="Ask a seeded sample of this many questions (L2), or this many tasks (L3)."),
+        typer.Option(
+            min=1,
+            help=(
+                "Ask a seeded sample: whole tasks of at most this many questions in all, one task at least "
+                "(L2), or this many tasks (L3)."
+            ),
+        ),
     ] = None,
     port: Annotated[int, typer.Option(help="Port of the local server the run starts.")] = 8765,
     base_url: Annotated[
