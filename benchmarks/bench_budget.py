@@ -62,7 +62,7 @@ def measure(folder: Path, price: float, factor: float) -> tuple[float, int]:
             stats, _ = await work_queue(
                 config, queue, Secrets(config.models), the_plan.items, progress=False, transport=transport
             )
-            (tally,) = [t for t in await queue.budget_tallies() if t.scope == "run"]
+            (tally,) = [t for t in await queue.holding.budget_tallies() if t.scope == "run"]
             return tally.spent_usd, stats.calls
 
     return anyio.run(go)

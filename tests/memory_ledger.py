@@ -6,6 +6,7 @@ of both, now and the pause asked for; a give-back moves it back only if nobody
 reserved after. In-flight shares are the ledger's too when ``shares`` is set: each holder gets its
 max-min fair share of the cap, never what the others still hold (else every holder may use the cap).
 One key, as the limiter tests use one. The ledger's clock is the fake clock plus ``offset``.
+``tests/contract/test_ledger_twin.py`` holds it to the real ledger's answers on SQLite and PostgreSQL.
 """
 
 from __future__ import annotations

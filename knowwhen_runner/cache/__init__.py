@@ -9,7 +9,7 @@ config's ``cache: {path | url}`` says. The first response stored for a key is th
 
 Read in this order: ``store`` (the protocol and its entries), ``cache_url`` here (where a config's store
 is), ``sql`` (SQLite and
-PostgreSQL; the only module here touching SQL), ``memory`` (for in-process tests), ``bundle`` (replay
+PostgreSQL, or a SQLite database in memory; the only module here touching SQL), ``bundle`` (replay
 bundles: export and import).
 """
 
@@ -68,11 +68,8 @@ def cache_url(config: SweepConfig) -> str:
 
 
 def open_cache(url: str) -> CacheStore:
-    """Open the store at ``url`` (``memory://``, ``sqlite:///path``, ``postgresql://...``)."""
-    if url.startswith("memory://"):
-        from .memory import MemoryCacheStore  # start-up: each backend is loaded when a store is opened
-
-        return MemoryCacheStore()
+    """Open the store at ``url`` (``sqlite:///path``, ``postgresql://...``, or ``memory://``: a SQLite
+    database in memory, its own, gone once closed)."""
     from .sql import SqlCacheStore  # start-up: SQLAlchemy, only when a SQL store is opened
 
     return SqlCacheStore(url)

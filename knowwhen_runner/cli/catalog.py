@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from ..messages import say
 from .tables import Cell, Column, print_table
 
 if TYPE_CHECKING:
@@ -155,10 +156,7 @@ def _print_sets(title: str, sets: list[QuestionSetSize], *, variants: bool) -> N
 def _print_fetched(found: Catalog) -> None:
     """The dataset and the L1 data where the paper configs look for them, or the command that fetches each."""
     if found.dataset is None:
-        out.print(
-            f"AgentDecisionBench: not in {found.dataset_path} (knowwhen fetch-dataset --out {found.dataset_path})",
-            highlight=False,
-        )
+        out.print(Text(say("scenarios.fetch_dataset", path=found.dataset_path)), soft_wrap=True)
     else:
         _print_sets(
             f"AgentDecisionBench question sets in {found.dataset_path}", found.dataset, variants=False
@@ -167,9 +165,7 @@ def _print_fetched(found: Catalog) -> None:
         columns = [Column("set"), Column("tasks", right=True), Column("task list (kind: episodes)", wanted=0)]
         print_table(out, "AgentDecisionBench task sets (L3)", columns, rows)
     if found.l1 is None:
-        out.print(
-            f"L1 data: not in {found.l1_path} (knowwhen fetch-l1 --out {found.l1_path})", highlight=False
-        )
+        out.print(Text(say("scenarios.fetch_l1", path=found.l1_path)), soft_wrap=True)
         return
     items = found.l1.items
     total = sum(items.values())

@@ -7,8 +7,10 @@ from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from ..exceptions import KnowwhenError
+from ..messages import say
 
 __all__ = ["compare", "fetch_dataset", "fetch_l1", "import_", "score"]
 
@@ -120,7 +122,7 @@ def import_(
         out.print(f"joined the run as imported/<id>: {', '.join(summary.added_models)}")
     for note in summary.skipped:
         out.print(f"skipped {note}")
-    out.print(f"next: knowwhen finalize {summary.output}")
+    out.print(Text(say("import.next", output=summary.output)), soft_wrap=True)
 
 
 def fetch_dataset(

@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from ..exceptions import ConfigError
+from ..messages import say
 
 if TYPE_CHECKING:
     from ..config.starter import StarterEntry
@@ -55,7 +57,13 @@ def init(
     ] = None,
     limit: Annotated[
         int | None,
-        typer.Option(min=1, help="Ask a seeded sample of this many questions (L2), or this many tasks (L3)."),
+        typer.Option(
+            min=1,
+            help=(
+                "Ask a seeded sample: whole tasks of at most this many questions in all, one task at least "
+                "(L2), or this many tasks (L3)."
+            ),
+        ),
     ] = None,
     port: Annotated[int, typer.Option(help="Port of the local server the run starts.")] = 8765,
     base_url: Annotated[
@@ -77,7 +85,7 @@ def init(
     with path.open("x", encoding="utf-8") as fh:  # "x": a file made meanwhile is not overwritten either
         fh.write(text)
     out.print(said, highlight=False, soft_wrap=True)
-    out.print(f"next: knowwhen plan {path}, then knowwhen run {path}", highlight=False, soft_wrap=True)
+    out.print(Text(say("init.next", path=path)), soft_wrap=True)
 
 
 def _starter(

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.text import Text
 
 from ..exceptions import EXIT_REQUEUE
-from .held import Held, held_lines, resume_command
+from ..messages import say
+from .held import Held, held_lines, red_head, resume_command
 from .tables import Column, print_forecast, print_probes, print_table
 
 if TYPE_CHECKING:
@@ -99,15 +99,15 @@ def _say_outcome(summary: RunSummary) -> None:
     """What this run did, what waits, and where the results are (an interrupted run exits here)."""
     st = summary.stats
     if summary.processes > 1:  # counted by the database: every process's jobs (requests are each one's)
-        who = (
-            f"its {summary.processes} processes answered {st.done} "
-            f"({st.cache_hits} from cache, {st.calls} by calling a model)"
+        who = (  # jobs, then calls: an episode is one job of many calls
+            f"its {summary.processes} processes answered {st.done} jobs, made {st.calls} model calls "
+            f"and took {st.cache_hits} answers from the cache"
         )
     else:  # the calls this process made, its pre-flight's included: what its cost and budgets count
         probes = f" (the pre-flight's {st.probe_calls} included)" if st.probe_calls else ""
-        who = (
-            f"this run answered {st.done} ({st.cache_hits} from cache), "
-            f"made {st.calls} model calls, {st.requests} requests{probes}"
+        who = (  # jobs, then calls: an episode is one job of many calls
+            f"this run answered {st.done} jobs, made {st.calls} model calls, {st.requests} "
+            f"requests{probes}, took {st.cache_hits} answers from the cache"
         )
     out.print(
         f"{summary.run}: {summary.planned} jobs planned ({summary.added} new); {who}, failed {st.failed}, "
@@ -123,18 +123,15 @@ def _say_outcome(summary: RunSummary) -> None:
             + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(summary.batches.items()))
         )
     if summary.counts.get("set_aside"):
-        out.print(
-            f"set aside: {summary.counts['set_aside']} jobs of an earlier version of the config "
-            "(kept, not worked, not finalised; they come back if the config does)"
-        )
-    for note in summary.waiting:
-        out.print(f"waiting: {note}")
+        out.print(Text(say("run.stale_jobs", n=summary.counts["set_aside"])))
+    for sentence in summary.waiting:
+        out.print(Text(sentence))
     for note in summary.left_out:
         out.print(f"left out: {note}", highlight=False, soft_wrap=True)
     _say_other_models(st)
     _say_runner_errors(st, summary.output)
     if summary.interrupted:
-        out.print("interrupted: run the same command again to resume")
+        out.print(say("run.interrupted"))
         raise typer.Exit(EXIT_REQUEUE if st.handed_over else EXIT_INTERRUPTED)
     if summary.finalized:
         # one line, never wrapped: paths are copied from it
@@ -152,12 +149,13 @@ _WAITED = {
 """Why a job went back to the queue unanswered (``work.Cause``), as the summary says it."""
 
 
-def _say_held(summary: Any, *, then: str) -> int:
-    """Each model the run holds back, why, and its next step; the open jobs whose step was said."""
+def _say_held(summary: Any, *, paused: str) -> int:
+    """Each model the run holds back, why, and its next step (``paused``: the id of a paused model's
+    sentence); the open jobs whose step was said."""
     db = summary.db_shown
     resume = resume_command(summary.output, "{model}", db, summary.run if db is not None else None)
     held = [Held(h.model_id, h.state, h.reason) for h in summary.held_back]
-    lines, stepped = held_lines(held, summary.open_by_model, resume, then=then)
+    lines, stepped = held_lines(held, summary.open_by_model, resume, paused=paused)
     for line in lines:
         out.print(line, soft_wrap=True, highlight=False)
     return stepped
@@ -166,11 +164,16 @@ def _say_held(summary: Any, *, then: str) -> int:
 def _say_other_models(stats: Any) -> None:
     """Replies that came from another model than the one asked (a gateway's fallback): none was kept."""
     for model_id, n in sorted(stats.other_model.items()):
+        last = stats.other_model_last.get(model_id, "?")
         out.print(
-            f"[red]{n} replies to {model_id} came from another model[/red] (not recorded, not cached; last: "
-            f"{stats.other_model_last.get(model_id, '?')})",
-            soft_wrap=True,
+            red_head(say("run.other_model_replies", n=n, model=model_id, last=last), " ("), soft_wrap=True
         )
+
+
+def _say_given_up(stats: Any) -> None:
+    """The models the run stopped waiting for (down, or set aside, for longer than it waits), and why."""
+    for model_id, error in sorted(stats.given_up.items()):
+        out.print(red_head(say("run.stopped_waiting", model=model_id, reason=error)), soft_wrap=True)
 
 
 def _say_runner_errors(stats: Any, folder: Path) -> None:
@@ -185,28 +188,22 @@ def _verdict(summary: RunSummary) -> int:
     """Say what is left to fix, if anything, and the exit code that goes with it."""
     if summary.stats.runner_errors:
         return EXIT_RUNNER_ERROR
-    for model_id, error in sorted(summary.stats.given_up.items()):
-        out.print(f"[red]stopped waiting for {model_id}[/red]: {escape(error)}", soft_wrap=True)
-    stepped = _say_held(summary, then=", then run the same command again")
+    _say_given_up(summary.stats)
+    stepped = _say_held(summary, paused="held.paused.run")
     # finalised with jobs pending: they are all of models the screen held back (a full run asks them)
     left = 0 if summary.finalized else summary.counts.get("pending", 0) + summary.counts.get("running", 0)
     for sentence in summary.budget_spent:
-        out.print(f"[red]{sentence}[/red]")
+        out.print(Text(sentence, style="red"))
     if summary.budget_spent and left:
         return EXIT_BUDGET
     if left:
         if left > stepped:  # those of paused models wait for their resume: a rerun alone would not ask them
-            out.print(
-                f"[red]{left - stepped} jobs are still pending[/red]: run the same command again to continue"
-            )
+            out.print(red_head(say("run.pending", n=left - stepped)))
         return EXIT_PENDING
     failed = summary.counts.get("failed", 0)
     if failed:
         (reason, n), *_ = summary.failure_reasons.most_common(1) or [("unknown", failed)]
-        out.print(
-            f"[red]{failed} jobs failed[/red] (most common, {n} of them: {reason}); "
-            "fix the cause and rerun with --retry-failed"
-        )
+        out.print(red_head(say("run.failed", n=failed, k=n, reason=reason), " ("), soft_wrap=True)
         return EXIT_FAILED
     return 0
 
@@ -257,7 +254,7 @@ def plan(
         # start-up: a command loads only the stages it runs
         from ..sweep.preflight import no_go_message
 
-        out.print(f"[red]{no_go_message(probes)}[/red]")
+        out.print(Text(no_go_message(probes), style="red"))
         raise typer.Exit(2)
 
 
@@ -323,13 +320,12 @@ def worker(
     out.print("queue: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())))
     for cause, n in sorted(st.waited_for.items()):
         out.print(f"{n} times a job went back to the queue {_WAITED.get(cause, cause)}")
-    for model_id, error in sorted(st.given_up.items()):
-        out.print(f"[red]stopped waiting for {model_id}[/red]: {escape(error)}", soft_wrap=True)
-    _say_held(summary, then=", then start a worker again")
+    _say_given_up(st)
+    _say_held(summary, paused="held.paused.worker")
     _say_other_models(st)
     _say_runner_errors(st, summary.output)
     if summary.interrupted:
-        out.print("interrupted: its unfinished jobs are back in the queue for the other workers")
+        out.print(say("worker.interrupted"))
         raise typer.Exit(EXIT_REQUEUE if st.handed_over else EXIT_INTERRUPTED)
     if st.runner_errors:
         raise typer.Exit(EXIT_RUNNER_ERROR)

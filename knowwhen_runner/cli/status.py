@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from ..messages import say
 from .held import Held, held_lines, resume_command
 from .tables import Cell, Column, print_table
 
@@ -43,10 +44,7 @@ def status(
         f"cache: {report['cache'] or 'unknown (the stored config cannot be read here)'}", highlight=False
     )
     if report["set_aside"]:
-        out.print(
-            f"{report['set_aside']} jobs of an earlier version of the config set aside "
-            "(kept, not worked, not in the results)"
-        )
+        out.print(Text(say("status.stale_jobs", n=report["set_aside"])))
     if report["batches"]:
         _print_batches(report["batches"], report["batch_outcomes"])
     _print_held(report, resume_command(run_dir, "{model}", db, run_name if db is not None else None))

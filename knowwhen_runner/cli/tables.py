@@ -17,6 +17,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from ..messages import say
+
 if TYPE_CHECKING:
     from ..sweep import PlanReport, Probe
 
@@ -115,7 +117,7 @@ def print_forecast(out: Console, report: PlanReport) -> None:
         f"(range ${fc.low:,.4f}–${fc.high:,.4f}){priced}"
     )
     for missing in fc.unpriced:
-        out.print(f"no price for {missing.model}: add to it in the config  {missing.config_line}")
+        out.print(Text(say("plan.no_price", model=missing.model, line=missing.config_line)), soft_wrap=True)
     for note in [*(n for n in report.skipped if "waits for" not in n), *fc.caveats]:
         out.print(f"note: {note}", soft_wrap=True)
 

@@ -11,6 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from ..exceptions import ConfigError
+from ..messages import say
 from .credentials import ENV_REF, expand_env, literal_credential, register_written
 from .fields import _KEY_SHAPE, _SECRET_FIELDS
 from .scenario_spec import ScenarioSpec
@@ -264,8 +265,12 @@ def _parse(text: str, *, base: Path, source: str, check_files: bool, stored: boo
     for i, sc in enumerate(config.scenarios if check_files else ()):
         if sc.path is not None and not sc.path.exists():
             line = _line_of(root, ("scenarios", i, "path"))
-            fetch = f"; fetch it with `knowwhen fetch-l1 --out {sc.path}`" if sc.kind == "isolated" else ""
-            raise ConfigError(f"{path}:{line}: scenarios.{i}.path: {sc.path} does not exist{fetch}")
+            gone = (
+                say("l1.folder_missing", path=sc.path)
+                if sc.kind == "isolated"
+                else f"{sc.path} does not exist"
+            )
+            raise ConfigError(f"{path}:{line}: scenarios.{i}.path: {gone}")
         missing = _missing_layout(sc)
         if missing:
             line = _line_of(root, ("scenarios", i, "path"))

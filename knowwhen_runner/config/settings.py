@@ -115,8 +115,17 @@ class WorkerSettings(_Frozen):
             "them (failed with an answer: a 5xx other than 502/503/504, a malformed reply; failures for at "
             "least 3 different jobs since its last answer), with this false set-aside rate for a model that "
             "answers 30 % or more (1 %: 14 failed requests when it never answered, 48 after hours of "
-            "answers). A model set aside is probed every 30 s and comes back when a probe answers; its jobs "
-            "wait unspent, and the run waits for it alone up to max_outage_s. None: never."
+            "answers). A model set aside is probed every set_aside_probe_s and comes back when a probe "
+            "answers; its jobs wait unspent, and the run waits for it alone up to max_outage_s. None: never."
+        ),
+    )
+    set_aside_probe_s: float = Field(
+        30.0,
+        ge=0.5,
+        le=3600,
+        description=(
+            "A model set aside is sent one probe request this often (seconds); a model back up is noticed "
+            "within this. Shorter for a server of one's own that restarts in seconds."
         ),
     )
 

@@ -267,7 +267,9 @@ def _logit(p: NDArray[np.float64]) -> NDArray[np.float64]:
 def platt_fit(conf: Floats, correct: Bools) -> PlattFit | None:
     """Platt scaling by Newton's method on the logit of the confidence (HELM fits the same model with
     scikit-learn's barely regularised ``LogisticRegression``); None when every answer is right or every one
-    wrong, where the maximum-likelihood fit does not exist."""
+    wrong, where the maximum-likelihood fit does not exist. The parameters are rounded to 12 decimals, the
+    step the fit stops at: the last bits of a matrix product differ between CPUs, and a published manifest
+    must read the same on every machine."""
     x, y = _logit(np.asarray(conf, dtype=np.float64)), _bools(correct)
     if not y.size or y.min() == y.max():
         return None
@@ -284,7 +286,7 @@ def platt_fit(conf: Floats, correct: Bools) -> PlattFit | None:
         w += step
         if np.max(np.abs(step)) < 1e-12:
             break
-    return PlattFit(coef=float(w[0]), intercept=float(w[1]))
+    return PlattFit(coef=round(float(w[0]), 12), intercept=round(float(w[1]), 12))
 
 
 def platt_scale(conf: Floats, fit: PlattFit) -> NDArray[np.float64]:

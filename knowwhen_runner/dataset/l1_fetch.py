@@ -31,6 +31,7 @@ from typing import Any
 
 from ..exceptions import KnowwhenError, ScenarioError
 from ..jsonio import atomic_write_bytes, file_sha256, loads, read_json, read_limits
+from ..messages import say
 from .hub import fetch_verified
 
 __all__ = [
@@ -280,10 +281,16 @@ def fetch_l1(
             if not fetched:
                 raise
             # what is in the folder is what its manifest says: the sources fetched, each recorded
-            raise KnowwhenError(
-                f"{exc}; {' and '.join(fetched)} {'is' if len(fetched) == 1 else 'are'} in place and recorded "
-                f"in {out / L1_MANIFEST}, {source} is not: run the same command again to fetch it"
-            ) from None
+            are = "is" if len(fetched) == 1 else "are"
+            said = say(
+                "fetch_l1.partial",
+                error=exc,
+                fetched=" and ".join(fetched),
+                are=are,
+                manifest=out / L1_MANIFEST,
+                source=source,
+            )
+            raise KnowwhenError(said) from None
         # recorded as each source lands: a later one that fails leaves no file its manifest does not name
         atomic_write_bytes(out / L1_MANIFEST, _manifest_bytes(result))
         fetched.append(source)

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..exceptions import ScenarioError
 from ..jsonio import atomic_write_bytes, find_jsonl, iter_jsonl, write_jsonl
+from ..messages import say
 
 __all__ = [
     "DEFAULT_SEED",
@@ -59,7 +60,14 @@ class SubsetRecord:
     def sentence(self) -> str:
         """``a seeded sample of 30 of 2,391 items (seed 0)``."""
         tasks = f", {self.tasks_asked:,} of {self.tasks_of:,} tasks" if self.tasks_of is not None else ""
-        return f"a seeded sample of {self.asked:,} of {self.of:,} {self.unit}{tasks} (seed {self.seed})"
+        return say(
+            "subset.sample",
+            asked=f"{self.asked:,}",
+            of=f"{self.of:,}",
+            unit=self.unit,
+            tasks=tasks,
+            seed=self.seed,
+        )
 
 
 def _place(seed: int, key: str) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 from ..config import ModelSpec, ScenarioSpec, SweepConfig, TauFit
 from ..jobs import Cell, CellRows, Items, Job, JobRow, Mode, id_halves, job_id, job_ids, job_rows
 from ..jsonio import dumps
+from ..messages import say
 from ..scenarios import Scenario
 from .cells import open_loop_mode
 from .draws import draw_places
@@ -196,9 +197,18 @@ def _once(grid: Grid, episodes: list[list[Job]]) -> None:
 
 def missing_source_notes(scenario: Scenario, answering: int) -> list[str]:
     """One sentence per L1 source left out for want of its files: what, how many jobs, how to fetch it."""
+    models = f"{answering} model{'' if answering == 1 else 's'}"
     return [
-        f"{scenario.id}: {m.source} is missing ({m.where}), which leaves out up to {m.items * answering:,} "
-        f"jobs ({m.items:,} items x {answering} model{'' if answering == 1 else 's'}); fetch it with `{m.fetch}`"
+        say(
+            "l1.source_missing",
+            scenario=scenario.id,
+            source=m.source,
+            where=m.where,
+            jobs=f"{m.items * answering:,}",
+            items=f"{m.items:,}",
+            models=models,
+            fetch=m.fetch,
+        )
         for m in scenario.missing
     ]
 

@@ -27,7 +27,7 @@ from ..config import ModelSpec
 from ..exceptions import OtherModel, ProviderError
 from .adaptive import read_limit_headers
 from .direct import AutoTransport
-from .failing import FOR_JOB, FailingModels, ModelFailing
+from .failing import FOR_JOB, PROBE_EVERY_S, FailingModels, ModelFailing
 from .limit_keys import Limiter, Limiters
 from .retry import Verdict, classify, error_headers, transport_failure
 from .secrets import Secrets
@@ -76,6 +76,7 @@ class ModelClient:
         max_tries: int = 6,
         max_backoff_s: float = 30.0,
         set_aside_error_rate: float | None = None,
+        set_aside_probe_s: float = PROBE_EVERY_S,
     ):
         self._limiters = limiters
         self._secrets = secrets
@@ -84,7 +85,7 @@ class ModelClient:
         self._max_backoff = max_backoff_s
         self._serials = itertools.count()
         # models a sequential test sets aside (None: never); probed again, given up with the limiter's wait
-        self.failing = FailingModels(set_aside_error_rate, limiters.max_outage_s)
+        self.failing = FailingModels(set_aside_error_rate, limiters.max_outage_s, probe_s=set_aside_probe_s)
         self.other_models: Counter[str] = Counter()  # replies refused as another model's, per model asked
         self.other_names: dict[str, str] = {}  # per model asked: the last such reply's error
 

@@ -19,7 +19,8 @@ of its requests (its own drift). The failures since the
 last answer must also be for ``MIN_JOBS`` different jobs (``FOR_JOB``, set by the worker for each job; a
 logical call without one counts as its own): one job the server cannot take, retried, sets nothing aside.
 
-A model set aside is sent nothing but a probe, one request at a time, every ``PROBE_EVERY_S``: a probe
+A model set aside is sent nothing but a probe, one request at a time, every ``probe_s`` (``PROBE_EVERY_S``
+unless the run says otherwise, ``workers.set_aside_probe_s``): a probe
 answered brings it back (the test starts again from nothing); its calls meanwhile raise ``ModelFailing``
 of kind ``down`` (the job goes back to the queue, no attempt spent). Set aside for longer than
 ``max_outage_s``, the run stops waiting for it alone (it is probed while other work goes on).
@@ -111,10 +112,15 @@ class FailingModels:
     quarantined (sent nothing more). ``error_rate`` None: no model is ever set aside."""
 
     def __init__(
-        self, error_rate: float | None, max_outage_s: float = math.inf, clock: Clock = MONOTONIC
+        self,
+        error_rate: float | None,
+        max_outage_s: float = math.inf,
+        clock: Clock = MONOTONIC,
+        probe_s: float = PROBE_EVERY_S,
     ) -> None:
         self.error_rate = error_rate
         self.max_outage_s = max_outage_s
+        self.probe_s = probe_s
         self._clock = clock
         self._threshold = math.log(1 / error_rate) if error_rate is not None else math.inf
         self._evidence: dict[str, _Evidence] = {}
@@ -140,10 +146,10 @@ class FailingModels:
         )
         cause = (
             f"its requests surely fail ({ev.failed} of {ev.requests} failed; the run's test at error rate "
-            f"{self.error_rate * 100:g}%); probed every {PROBE_EVERY_S:.0f} s (last: {error})"
+            f"{self.error_rate * 100:g}%); probed every {self.probe_s:g} s (last: {error})"
         )
         now = self._clock.now()
-        self.aside[model_id] = SetAside(reason, now, now + PROBE_EVERY_S, cause=cause)
+        self.aside[model_id] = SetAside(reason, now, now + self.probe_s, cause=cause)
         self._evidence.pop(model_id)  # a model that comes back starts the test again from nothing
         if self.on_set_aside is not None:
             self.on_set_aside(model_id, reason)
@@ -187,7 +193,7 @@ class FailingModels:
         aside = self.aside.get(model_id)
         if aside is not None:
             aside.probing = False
-            aside.probe_at = self._clock.now() + PROBE_EVERY_S
+            aside.probe_at = self._clock.now() + self.probe_s
 
     def resting(self) -> set[str]:
         """Models set aside that may not be probed now (nothing of theirs is worth starting)."""

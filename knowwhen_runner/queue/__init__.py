@@ -2,20 +2,28 @@
 can share a run, stop anywhere and pick it up again (model responses are cached apart, in ``cache/``).
 
 ``Queue`` is the union of a few small roles (``roles``, where each operation's contract is written); a
-caller takes the one it needs. ``SqlQueue`` keeps it in SQLite (default, a file in the run folder) or
-PostgreSQL (many machines), ``MemoryQueue`` in one process's dicts (tests); ``tests/contract`` holds
-them to one contract. SQLAlchemy is touched only here and in ``cache/``.
+caller takes the one it needs, and the worker its narrow seam, ``WorkerQueue``. Controls and budgets
+(``queue.holding``) and provider batches (``queue.batching``) are stores beside the queue, over the same
+database. ``SqlQueue`` keeps it in SQLite (default, a file in the run folder; ``memory://``
+for a database in memory) or PostgreSQL (many machines); ``tests/contract`` holds it to one contract on
+both. SQLAlchemy is touched only here and in ``cache/``.
 """
 
 from __future__ import annotations
 
 from .answers import AnswerPage, AnswerQuery, RecordedAnswer
 from .batch_rows import BatchRecord
-from .budget import BudgetAsk, BudgetTally
-from .controls import CONTROL_STATES, HOLDING_STATES, ControlState, ModelControl, state_words
 from .engine import is_shared_url
+from .holding import (
+    CONTROL_STATES,
+    HOLDING_STATES,
+    BudgetAsk,
+    BudgetTally,
+    ControlState,
+    ModelControl,
+    state_words,
+)
 from .limits import LimitLedger
-from .memory import MemoryQueue
 from .outage import down_since as database_down_since
 from .outage import set_max_db_outage
 from .roles import (
@@ -30,11 +38,14 @@ from .roles import (
     JobCounts,
     JobResult,
     JobStatus,
+    Leasing,
     ModelTally,
     Queue,
     Reading,
     Recording,
     RunBookkeeping,
+    WorkerQueue,
+    WorkerRegistry,
     aside_status,
     live_status,
 )
@@ -61,6 +72,7 @@ __all__ = [
     "JobCounts",
     "JobResult",
     "JobStatus",
+    "Leasing",
     "ModelControl",
     "ModelTally",
     "Queue",
@@ -68,6 +80,8 @@ __all__ = [
     "RecordedAnswer",
     "Recording",
     "RunBookkeeping",
+    "WorkerQueue",
+    "WorkerRegistry",
     "aside_status",
     "database_down_since",
     "describe_workers",
@@ -82,9 +96,8 @@ __all__ = [
 
 
 def open_queue(url: str, run: str) -> Queue:
-    """Open the queue at ``url`` (``memory://``, ``sqlite:///path``, ``postgresql://...``) for ``run``."""
-    if url.startswith("memory://"):
-        return MemoryQueue(run)
+    """Open the queue at ``url`` (``sqlite:///path``, ``postgresql://...``, or ``memory://``: a SQLite
+    database in memory, its own, gone once closed) for ``run``."""
     return SqlQueue(url, run)
 
 

@@ -5,19 +5,17 @@ shows a few fields of one page. ``answers(AnswerQuery)`` filters the done questi
 scenario, model, item and confidence, orders them by question or by confidence, and returns one page
 (``limit``/``offset``) with the number that matched; ``spend()`` sums what each model's done jobs spent
 (the column written beside each result). The database does the work (SQLite's or PostgreSQL's JSON functions): ``AnswerTables`` is a mixin of
-``SqlQueue``; ``answer_page`` and ``spend_of`` do the same over ``MemoryQueue``'s rows.
+``SqlQueue``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 import orjson
 from sqlalchemy import text
 
-from ..jobs import Job, job_spend
 from .engine import RunStatements, on_db_thread
 
 __all__ = [
@@ -26,8 +24,6 @@ __all__ = [
     "AnswerQuery",
     "AnswerTables",
     "RecordedAnswer",
-    "answer_page",
-    "spend_of",
 ]
 
 AnswerOrder = Literal["question", "confidence"]
@@ -71,44 +67,6 @@ class AnswerPage(NamedTuple):
 
 def _sort_key(row: RecordedAnswer) -> tuple[Any, ...]:
     return (row.scenario_id, row.model_id, row.item)
-
-
-def answer_page(done: Iterable[tuple[Job, dict[str, Any]]], query: AnswerQuery) -> AnswerPage:
-    """``query`` over done jobs and their results (the memory backend; the SQL one says the same in SQL)."""
-    rows = []
-    for job, result in done:
-        if job.kind != "question":
-            continue
-        if not all(
-            allowed is None or value in allowed
-            for allowed, value in ((query.scenarios, job.scenario_id), (query.models, job.model_id),
-                                   (query.items, job.item))
-        ):  # fmt: skip
-            continue
-        answer, confidence = result.get("answer"), result.get("confidence")
-        sure = float(confidence) if isinstance(confidence, int | float) else None
-        if query.min_confidence is not None and (sure is None or sure < query.min_confidence):
-            continue
-        if query.max_confidence is not None and (sure is None or sure > query.max_confidence):
-            continue
-        text_answer = (
-            None if answer is None else answer if isinstance(answer, str) else orjson.dumps(answer).decode()
-        )
-        whole = result if query.with_result else None
-        rows.append(RecordedAnswer(job.scenario_id, job.model_id, job.item, text_answer, sure, whole))
-    rows.sort(key=_sort_key)
-    if query.order == "confidence":
-        rows.sort(key=lambda r: (r.confidence is None, -(r.confidence or 0.0)))
-    end = None if query.limit is None else query.offset + query.limit
-    return AnswerPage(rows[query.offset : end], len(rows))
-
-
-def spend_of(done: Iterable[tuple[Job, dict[str, Any]]]) -> dict[str, float]:
-    """Per model, what its done jobs spent (``job_spend``: a cache hit nothing, an episode its parts summed)."""
-    out: dict[str, float] = {}
-    for job, result in done:
-        out[job.model_id] = out.get(job.model_id, 0.0) + job_spend(result)
-    return out
 
 
 class _Dialect(NamedTuple):

@@ -1,14 +1,12 @@
-"""The provider batch operations of both backends: ``BatchTable`` for ``SqlQueue`` and its memory twin
-``MemoryBatches`` for ``MemoryQueue``, one contract (``batch_rows`` says what a batch row means).
+"""The provider batch operations of a run (``batch_rows`` says what a batch row means).
 
-``BatchTable`` is a mixin: it uses the queue's ``_call``, ``_engine`` and ``_clock``. Leasing a batch
+``BatchTable`` is the store (``SqlQueue.batching``), over the queue's ``RunDatabase``. Leasing a batch
 locks its row (``FOR UPDATE SKIP LOCKED`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` serialises), so two
 processes never poll, or submit, the same batch at once.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -21,7 +19,7 @@ from .batch_rows import OPEN_BATCH, PARKED_UNTIL, BatchRecord, batch_owner
 from .claims import held_by, job_from_row, jobs_where
 from .engine import RunStatements, on_db_thread
 
-__all__ = ["BatchTable", "MemoryBatches"]
+__all__ = ["BatchTable"]
 
 
 def _record(row: Any) -> BatchRecord:
@@ -40,7 +38,7 @@ def _record(row: Any) -> BatchRecord:
 
 
 class BatchTable(RunStatements):
-    """Provider batch operations of ``SqlQueue``."""
+    """The provider batches of a run (the ``Batching`` role)."""
 
     @on_db_thread
     def batch_open(self, worker: str, key: str, model_id: str, job_ids: list[str], lease_s: float) -> int:
@@ -131,72 +129,3 @@ class BatchTable(RunStatements):
         q = select(s.batches).where(s.batches.c.run == self.run).order_by(s.batches.c.created_at)
         with self._reading() as conn:
             return [_record(r) for r in conn.execute(q)]
-
-
-class MemoryBatches:
-    """Batch rows in a dict; jobs parked in the queue's own rows."""
-
-    _rows: dict[str, Any]
-    _batch_rows: dict[str, BatchRecord]
-    _batch_leases: dict[str, float]
-
-    def _init_batches(self) -> None:
-        self._batch_rows = {}
-        self._batch_leases = {}
-
-    async def batch_open(
-        self, worker: str, key: str, model_id: str, job_ids: list[str], lease_s: float
-    ) -> int:
-        n = 0
-        for job_id in job_ids:
-            row = self._rows.get(job_id)
-            if row is not None and row.status == "running" and row.lease_owner == worker:
-                row.lease_owner, row.lease_expires, n = batch_owner(key), PARKED_UNTIL, n + 1
-        now = time.time()
-        self._batch_rows[key] = BatchRecord(
-            key, model_id, tuple(sorted(job_ids)), "submitting", owner=worker, created_at=now, updated_at=now
-        )
-        self._batch_leases[key] = now + lease_s
-        return n
-
-    async def batch_note(
-        self,
-        key: str,
-        *,
-        status: str | None = None,
-        provider_id: str | None = None,
-        counts: dict[str, int] | None = None,
-        error: str | None = None,
-    ) -> None:
-        old = self._batch_rows.get(key)
-        if old is None:
-            return
-        self._batch_rows[key] = replace(
-            old,
-            status=status or old.status,
-            provider_id=provider_id or old.provider_id,
-            counts=dict(counts) if counts is not None else old.counts,
-            error=error or old.error,
-            updated_at=time.time(),
-        )
-
-    async def batch_lease(self, worker: str, lease_s: float, model_ids: frozenset[str]) -> list[BatchRecord]:
-        now, out = time.time(), []
-        for key, rec in sorted(self._batch_rows.items(), key=lambda kv: kv[1].created_at):
-            free = rec.owner in (None, worker) or self._batch_leases.get(key, 0.0) < now
-            if rec.status in OPEN_BATCH and rec.model_id in model_ids and free:
-                self._batch_rows[key] = rec = replace(rec, owner=worker)
-                self._batch_leases[key] = now + lease_s
-                out.append(rec)
-        return out
-
-    async def batch_take(self, worker: str, key: str, lease_s: float) -> list[Job]:
-        until, out = time.time() + lease_s, []
-        for row in sorted(self._rows.values(), key=lambda r: r.job.id):
-            if row.status == "running" and row.lease_owner == batch_owner(key):
-                row.lease_owner, row.lease_expires = worker, until
-                out.append(replace(row.job, attempts=row.attempts))
-        return out
-
-    async def batches(self) -> list[BatchRecord]:
-        return sorted(self._batch_rows.values(), key=lambda r: r.created_at)

@@ -2,8 +2,8 @@
 
 Shared by the queue (``sql.py``) and the fleet's rate-limit ledger (``limits.py``), which open their own
 engines on the same URL. On PostgreSQL every time that other machines compare against (lease expiries,
-heartbeats, rate-limit slots) is the database server's clock, read in SQL. ``RunStatements`` is the
-plumbing the queue's mixins share (``sql.py``).
+heartbeats, rate-limit slots) is the database server's clock, read in SQL. ``RunDatabase`` is one run's
+database; ``RunStatements`` is the plumbing of every store over it (``sql.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..exceptions import DatabaseUnavailable, QueueError, SchemaVersionError
@@ -45,6 +46,7 @@ from .sqlite_file import DAMAGED_LEAVE, check_sqlite_file
 __all__ = [
     "DbClock",
     "OnOneThread",
+    "RunDatabase",
     "RunStatements",
     "ensure_schema",
     "is_shared_url",
@@ -76,7 +78,13 @@ def is_shared_url(url: str) -> bool:
 
 
 def make_engine(url: str, *, pool_size: int = 2) -> Engine:
-    """An engine for SQLite (WAL, ``BEGIN IMMEDIATE``) or PostgreSQL (psycopg 3)."""
+    """An engine for SQLite (WAL, ``BEGIN IMMEDIATE``) or PostgreSQL (psycopg 3).
+
+    ``memory://`` (and ``sqlite://``) is a SQLite database in memory, private to the engine and gone
+    when it is disposed: one connection, which every thread the statements run on shares.
+    """
+    if url.startswith("memory://"):
+        url = "sqlite://"
     try:
         parsed = make_url(url)
     except ArgumentError:
@@ -86,46 +94,53 @@ def make_engine(url: str, *, pool_size: int = 2) -> Engine:
     # A password given by --db or KNOWWHEN_DB (no ``${NAME}`` registered it) is redacted all the same.
     add_secret(parsed.password if isinstance(parsed.password, str) else None)
     if parsed.get_backend_name() == "sqlite":
-        if parsed.database and parsed.database != ":memory:":
-            check_sqlite_file(parsed.database)  # before SQLite writes a damaged file over
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        # No busy_timeout: SQLite's own wait sleeps 1, 2, 5, 10 ... 100 ms between tries, and with two
-        # processes on one file most transactions would sleep milliseconds for a lock held 0.1 ms. A
-        # transaction that finds the file locked fails at once and is run again (``outage.wait_for_lock``),
-        # whether at BEGIN or, switching a new file to WAL, at connect (which needs the file alone for an
-        # instant, e.g. when ``--processes`` starts on a new file).
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 0})
-
-        @event.listens_for(engine, "connect")
-        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-            dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
-            cur = dbapi_conn.cursor()
-            try:
-                cur.execute("PRAGMA journal_mode=WAL")
-            except sqlite3.DatabaseError as exc:
-                if isinstance(exc, sqlite3.OperationalError):
-                    raise
-                raise QueueError(
-                    f"{parsed.database}: the database is damaged ({exc}); {DAMAGED_LEAVE}"
-                ) from None
-            cur.execute("PRAGMA synchronous=NORMAL")
-            cur.close()
-
-        @event.listens_for(engine, "begin")
-        def _on_begin(conn: Connection) -> None:
-            # Writers take the write lock at BEGIN: two processes then wait for each other instead of
-            # failing with "database is locked" when a reader upgrades to a writer. Reads (see
-            # ``OnOneThread._reading``) begin deferred and never wait for a writer (WAL).
-            raw = conn.connection.driver_connection
-            assert raw is not None
-            raw.execute("BEGIN" if conn.get_execution_options().get("kw_read") else "BEGIN IMMEDIATE")
-
-        return engine
+        return _sqlite_engine(url, parsed.database or "")
     if parsed.get_backend_name() == "postgresql":
         if parsed.drivername == "postgresql":
             parsed = parsed.set(drivername="postgresql+psycopg")
         return create_engine(parsed, pool_pre_ping=True, pool_size=pool_size, max_overflow=2)
     raise QueueError(f"{safe_url(url)}: unsupported database (use sqlite:///FILE or postgresql://...)")
+
+
+def _sqlite_engine(url: str, database: str) -> Engine:
+    in_memory = database in ("", ":memory:")
+    if not in_memory:
+        check_sqlite_file(database)  # before SQLite writes a damaged file over
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    # No busy_timeout: SQLite's own wait sleeps 1, 2, 5, 10 ... 100 ms between tries, and with two
+    # processes on one file most transactions would sleep milliseconds for a lock held 0.1 ms. A
+    # transaction that finds the file locked fails at once and is run again (``outage.wait_for_lock``),
+    # whether at BEGIN or, switching a new file to WAL, at connect (which needs the file alone for an
+    # instant, e.g. when ``--processes`` starts on a new file).
+    engine = create_engine(
+        url,
+        connect_args={"check_same_thread": False, "timeout": 0},
+        **({"poolclass": StaticPool} if in_memory else {}),
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+        cur = dbapi_conn.cursor()
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):
+                raise
+            raise QueueError(f"{database}: the database is damaged ({exc}); {DAMAGED_LEAVE}") from None
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        # Writers take the write lock at BEGIN: two processes then wait for each other instead of
+        # failing with "database is locked" when a reader upgrades to a writer. Reads (see
+        # ``OnOneThread._reading``) begin deferred and never wait for a writer (WAL).
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        raw.execute("BEGIN" if conn.get_execution_options().get("kw_read") else "BEGIN IMMEDIATE")
+
+    return engine
 
 
 class DbClock:
@@ -313,16 +328,44 @@ def _sqlite_has_bulk() -> bool:
 _SQLITE_BULK = _sqlite_has_bulk()
 
 
-class RunStatements(OnOneThread):
-    """The plumbing every run table's statements use: the run, its dialect and clock, and their spellings.
+class RunDatabase(OnOneThread):
+    """One run's database: its engine, its clock, and the one thread its statements run on.
 
-    ``SqlQueue``'s mixins subclass it and keep only their own operations; ``SqlQueue.__init__`` sets the
-    attributes.
+    The queue and the stores beside it (``SqlQueue.holding``, ``SqlQueue.batching``) are composed over one
+    ``RunDatabase``: they share its connections and take turns on its thread. Closing it closes them all.
+    """
+
+    def __init__(self, url: str, run: str) -> None:
+        self.url = url
+        self.run = run
+        self._engine = make_engine(url)
+        self.dialect = self._engine.dialect.name
+        self._clock = DbClock(self.dialect)
+
+
+class RunStatements(OnOneThread):
+    """A store of a run's tables over a ``RunDatabase``: the run, its dialect and clock, and their spellings.
+
+    Its statements run on the database's thread (``_call`` goes there); it owns no connection of its own.
     """
 
     run: str
     dialect: str
     _clock: DbClock
+
+    def __init__(self, db: RunDatabase) -> None:
+        self.db = db
+        self.url, self.run, self.dialect = db.url, db.run, db.dialect
+        self._engine, self._clock = db._engine, db._clock
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self.db._call(fn, *args)
+
+    def _call_blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        return self.db._call_blocking(fn, *args)
 
     def _insert(self, table: Any) -> Any:
         return (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(table)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ..config import SweepConfig
 from ..provider.adaptive import LearnedLimit
-from .budget import BudgetTally
+from .holding import BudgetTally
 
 __all__ = ["PACE_WINDOW_S", "Pace", "model_pace", "spent_models"]
 

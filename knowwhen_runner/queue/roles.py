@@ -1,9 +1,10 @@
-"""The queue's roles: small protocols a backend implements, ``Queue``, their union, and the values they
-trade in (a job's status, a failed attempt, a claim's quota, a model's tally).
+"""The queue's roles: small protocols a backend implements, ``Queue``, their union, ``WorkerQueue``, the
+worker's seam, and the values they trade in (a job's status, a failed attempt, a claim's quota, a tally).
 
-A caller takes the role it needs (the budget guard ``HoldingBack``, say); what needs them all (the
-worker, the sweep) takes ``Queue``. ``MemoryQueue`` and ``SqlQueue`` implement every role, and
-``tests/contract`` holds each of them to one contract.
+A caller takes the role it needs (the budget guard ``HoldingBack``, say), the worker ``WorkerQueue``, the
+sweep, finaliser and CLI ``Queue``. Controls and budgets (``HoldingBack``) and provider batches
+(``Batching``) are stores beside the queue, over its database: ``queue.holding``, ``queue.batching``.
+``SqlQueue`` implements every role; ``tests/contract`` holds it to one contract on SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ if TYPE_CHECKING:
     from ..jobs import Items
     from .answers import AnswerPage, AnswerQuery
     from .batch_rows import BatchRecord
-    from .budget import BudgetAsk, BudgetTally
-    from .controls import ControlState, ModelControl
+    from .holding import BudgetAsk, BudgetTally, ControlState, ModelControl
 
 __all__ = [
     "ASIDE",
@@ -36,11 +36,14 @@ __all__ = [
     "JobCounts",
     "JobResult",
     "JobStatus",
+    "Leasing",
     "ModelTally",
     "Queue",
     "Reading",
     "Recording",
     "RunBookkeeping",
+    "WorkerQueue",
+    "WorkerRegistry",
     "aside_status",
     "live_status",
 ]
@@ -145,14 +148,12 @@ class ModelTally:
         self.cache_hits += cache_hits
 
 
-class Claiming(Protocol):
-    """Taking jobs to work under a lease, keeping the lease, and giving jobs back."""
+class Leasing(Protocol):
+    """What a worker does with leases: take jobs under one, keep it, give jobs back, take back the jobs of
+    workers gone silent."""
 
     run: str
 
-    async def claim(
-        self, worker: str, n: int, lease_s: float, exclude_models: frozenset[str] = frozenset()
-    ) -> list[Job]: ...
     async def claim_each(
         self, worker: str, quotas: Sequence[ClaimQuota], lease_s: float, *, key: str | None = None
     ) -> list[Job]:
@@ -176,6 +177,13 @@ class Claiming(Protocol):
         that, go back to pending; how many."""
         ...
 
+
+class Claiming(Leasing, Protocol):
+    """Taking jobs to work under a lease, keeping the lease, and giving jobs back."""
+
+    async def claim(
+        self, worker: str, n: int, lease_s: float, exclude_models: frozenset[str] = frozenset()
+    ) -> list[Job]: ...
     async def requeue_failed(self) -> int: ...
 
 
@@ -196,7 +204,15 @@ class Recording(Protocol):
         ...
 
 
-class RunBookkeeping(Protocol):
+class WorkerRegistry(Protocol):
+    """The workers of the fleet: who is working the run, and since when it was last heard from."""
+
+    async def register_worker(self, worker: str) -> None: ...
+    async def stop_worker(self, worker: str) -> None: ...
+    async def workers(self) -> list[dict[str, Any]]: ...
+
+
+class RunBookkeeping(WorkerRegistry, Protocol):
     """The run itself: its config and meta, its plan and items, who plans a stage and who finalises, and
     the workers of the fleet."""
 
@@ -252,9 +268,6 @@ class RunBookkeeping(Protocol):
         ...
 
     async def release_finalize(self, worker: str) -> None: ...
-    async def register_worker(self, worker: str) -> None: ...
-    async def stop_worker(self, worker: str) -> None: ...
-    async def workers(self) -> list[dict[str, Any]]: ...
 
 
 class HoldingBack(Protocol):
@@ -360,9 +373,26 @@ class Batching(Protocol):
     async def batches(self) -> list[BatchRecord]: ...
 
 
-class Queue(Claiming, Recording, RunBookkeeping, HoldingBack, Reading, Batching, Protocol):
-    """Every role at once: what the worker, planner, finaliser and CLI may ask of a run's database."""
+class WorkerQueue(Leasing, Recording, WorkerRegistry, Protocol):
+    """The worker's seam: leases (claim, heartbeat, release, requeue the silent's jobs), outcomes, the
+    registry, and the open jobs' counts (``Reading.counts``: is the run finished for this worker?). What
+    holds models back and provider batches it reaches through their stores, ``holding`` and ``batching``."""
 
+    async def counts(self, *, open_only: bool = False) -> list[JobCounts]: ...
+    @property
+    def holding(self) -> HoldingBack: ...
+    @property
+    def batching(self) -> Batching: ...
+
+
+class Queue(Claiming, Recording, RunBookkeeping, Reading, Protocol):
+    """Every role of the jobs at once, and the stores beside them: what the planner, finaliser and CLI may
+    ask of a run's database (the worker takes ``WorkerQueue``)."""
+
+    @property
+    def holding(self) -> HoldingBack: ...
+    @property
+    def batching(self) -> Batching: ...
     async def close(self) -> None: ...
     async def __aenter__(self) -> Queue: ...
     async def __aexit__(self, *exc: object) -> None: ...

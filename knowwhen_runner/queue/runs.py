@@ -19,6 +19,7 @@ from sqlalchemy import case, select, text, update
 
 from ..exceptions import QueueError
 from ..jobs import WHOLE_RUN, Cell, CellRows, Items, Job, JobRow, JobRows, job_rows
+from ..messages import say
 from . import schema as s
 from .engine import RunStatements, on_db_thread, safe_url
 from .first_plan import copy_jobs, defer_indexes, insert_cell, plan_cache
@@ -71,7 +72,7 @@ class RunTables(RunStatements):
         """The name of the only run in this database (for commands given just a run folder)."""
         names = self._call_blocking(self._run_names)  # waits out a database away for now
         if not names:
-            raise QueueError(f"{safe_url(self.url)}: the database has no run; run it first")
+            raise QueueError(say("db.no_run", url=safe_url(self.url)))
         if len(names) != 1:
             raise QueueError(
                 f"{safe_url(self.url)}: expected one run, found {', '.join(names)}; name one with --run"

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from .answers import AnswerTables
 from .batches import BatchTable
-from .budget import ControlBudget
 from .claims import LeaseTables
-from .controls import ControlTables
-from .engine import DbClock, make_engine, safe_url
+from .engine import RunDatabase, safe_url
+from .holding import HoldingTables
 from .outcomes import OutcomeTables
 from .runs import RunTables
 from .tallies import TallyTables
-from .workers import SideTables
+from .workers import WorkerTables
 
 __all__ = ["SqlQueue", "safe_url"]
 
@@ -29,21 +28,19 @@ class SqlQueue(
     OutcomeTables,
     AnswerTables,
     TallyTables,
-    ControlTables,
-    ControlBudget,
-    SideTables,
-    BatchTable,
+    WorkerTables,
 ):
     """A ``Queue`` in a SQLite file or a PostgreSQL database.
 
-    Its operations come in mixins by the queue's roles (``roles``): the run and its jobs (``runs``),
-    claims and leases (``claims``), outcomes (``outcomes``), answers, tallies, controls, budget, the
-    worker registry (``workers``) and provider batches (``batches``); their common plumbing (``_insert``, ``_params``, ``_placeholder``, ``_bulk``) is ``RunStatements``.
+    Its jobs' operations come in parts by the queue's roles (``roles``): the run and its jobs (``runs``),
+    claims and leases (``claims``), outcomes (``outcomes``), answers, tallies and the worker registry
+    (``workers``). What holds models back (controls and budgets, ``holding``) and provider batches
+    (``batches``) are stores of their own beside it, over the same ``RunDatabase``: ``holding`` and
+    ``batching``. The common plumbing (``_insert``, ``_params``, ``_placeholder``, ``_bulk``) is
+    ``RunStatements``.
     """
 
     def __init__(self, url: str, run: str) -> None:
-        self.run = run
-        self.url = url
-        self._engine = make_engine(url)
-        self.dialect = self._engine.dialect.name
-        self._clock = DbClock(self.dialect)
+        super().__init__(RunDatabase(url, run))
+        self.holding = HoldingTables(self.db)
+        self.batching = BatchTable(self.db)

@@ -5,9 +5,9 @@ time that follows the whole plan (a million-job run's results are gigabytes). A 
 written beside its result, in plain columns (``tally_values``: cost, call, cache hit), and
 ``model_tallies()`` asks the database for the sums of those columns, grouped by model, status and
 scenario: the done jobs' sums read one index (``kw_jobs_tally``), never a result. ``TallyTables`` is a
-mixin of ``SqlQueue``, ``tallies_of`` does the same over ``MemoryQueue``'s rows. Set-aside jobs are
-counted under ``set_aside`` only (their results are the record of an earlier plan, not this one's
-spending); a job counts as a call when it has a result that is not a cache hit.
+part of ``SqlQueue``; ``tallies_of`` does the same over results read whole (what the tests check it by).
+Set-aside jobs are counted under ``set_aside`` only (their results are the record of an earlier plan, not
+this one's spending); a job counts as a call when it has a result that is not a cache hit.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The fleet's workers: the registry the SQL backends keep, and whether each is working, silent or stopped.
 
-``SideTables`` is a mixin of ``SqlQueue``: it uses the queue's ``_call`` (the database thread),
-``_engine``, ``_insert`` and ``_clock``. ``describe_workers`` is one rule, read from the rows
-``Queue.workers()`` keeps by the run's start (are others working?), ``status`` and the viewer's live
-page; it lives below all of them so none reaches up into another for it.
+``WorkerTables`` is a part of ``SqlQueue`` (the registry is in the worker's seam, ``WorkerQueue``).
+``describe_workers`` is one rule, read from the rows ``Queue.workers()`` keeps by the run's start (are
+others working?), ``status`` and the viewer's live page; it lives below all of them so none reaches up
+into another for it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from sqlalchemy import select, update
 from . import schema as s
 from .engine import RunStatements, on_db_thread
 
-__all__ = ["SILENT_AFTER_S", "SideTables", "describe_workers"]
+__all__ = ["SILENT_AFTER_S", "WorkerTables", "describe_workers"]
 
 #: A running worker not heard from for this long is taken to be gone (status shows it as silent).
 SILENT_AFTER_S = 30.0
@@ -47,7 +47,7 @@ def describe_workers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return described
 
 
-class SideTables(RunStatements):
+class WorkerTables(RunStatements):
     """Worker operations of ``SqlQueue``."""
 
     # -- workers --------------------------------------------------------------------------------------

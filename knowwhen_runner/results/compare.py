@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import ScenarioError
+from ..messages import say
 from .manifest import ClosedLoopCell, CxsManifest, OpenLoopCell, load_manifest
 from .paired import ALPHA, PairedResult, deferral_pairs, paired_results, regressions
 from .screen_record import screen_mark, screened_out
@@ -35,7 +36,7 @@ def load_run_manifests(run: Path) -> dict[str, CxsManifest]:
     folder = run / "manifests" if (run / "manifests").is_dir() else run
     paths = sorted(folder.glob("*.cxs.json"))
     if not paths:
-        raise ScenarioError(f"{run}: no CXS manifests (manifests/*.cxs.json); run `knowwhen finalize` on it")
+        raise ScenarioError(say("compare.not_finalised", run=run))
     manifests = [load_manifest(p) for p in paths]
     return {m.model.id: m for m in manifests}
 

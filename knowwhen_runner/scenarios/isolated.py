@@ -36,6 +36,7 @@ from ..config import IsolatedSource, ScenarioSpec
 from ..dataset.subset import DEFAULT_SEED, SubsetRecord, stratified
 from ..exceptions import ScenarioError
 from ..jsonio import bounded_lines, file_sha256, iter_jsonl, loads
+from ..messages import say
 from .isolated_params import argument_items, read_calls
 from .scenario import MissingSource, Scenario
 
@@ -338,8 +339,9 @@ def load_isolated(spec: ScenarioSpec) -> Scenario:
             ids = stratified({i: by_id[i].stratum for i in ids}, spec.limit, seed)
             subset = SubsetRecord(of=len(by_id), asked=len(ids), seed=seed, unit="items")
     if not ids:
-        hint = f"; fetch the data with `knowwhen fetch-l1 --out {spec.path}`" if missing else ""
-        raise ScenarioError(f"scenario {spec.id!r}: no isolated items left (check caps and exclude){hint}")
+        if missing:
+            raise ScenarioError(say("l1.no_items", scenario=spec.id, path=spec.path))
+        raise ScenarioError(f"scenario {spec.id!r}: no isolated items left (check caps and exclude)")
     items = {i: isolated_item(by_id[i]) for i in ids}
     if spec.params not in (None, "off"):
         arguments = _argument_items(spec, [by_id[i] for i in ids], items)

@@ -1,6 +1,6 @@
 """Live control of a running run: pause a model, resume it (``knowwhen pause``/``resume``).
 
-A pause is a row in the run's database (``Queue.set_control``); every worker of the fleet reads those
+A pause is a row in the run's database (``queue.holding.set_control``); every worker of the fleet reads those
 rows every few seconds and stops claiming the model's jobs, which stay pending; calls in flight finish.
 A pause outlasts the run (a rerun keeps it) until ``resume``.
 """
@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 
 from ..exceptions import ConfigError
+from ..messages import say
 from ..queue import Queue
 from .reader import open_existing
 
@@ -23,7 +24,7 @@ async def _known(queue: Queue, run_dir: str | Path, model_id: str) -> None:
     models = sorted({c.model_id for c in await queue.counts()})
     if model_id not in models:
         raise ConfigError(
-            f"{run_dir}: the run has no model {model_id!r}; its models are {', '.join(models) or 'none'}"
+            say("pause.unknown_model", run_dir=run_dir, model=model_id, models=", ".join(models) or "none")
         )
 
 
@@ -34,7 +35,7 @@ def pause_model(run_dir: str | Path, model_id: str, *, db: str | None = None, ru
         queue, _name = open_existing(Path(run_dir), db, run)
         async with queue:
             await _known(queue, run_dir, model_id)
-            return await queue.set_control(model_id, "paused", "paused with knowwhen pause")
+            return await queue.holding.set_control(model_id, "paused", "paused with knowwhen pause")
 
     return anyio.run(go)
 
@@ -48,6 +49,6 @@ def resume_model(
         queue, _name = open_existing(Path(run_dir), db, run)
         async with queue:
             await _known(queue, run_dir, model_id)
-            return await queue.clear_controls("paused", model_id) > 0
+            return await queue.holding.clear_controls("paused", model_id) > 0
 
     return anyio.run(go)

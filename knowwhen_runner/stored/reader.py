@@ -11,6 +11,7 @@ from typing import Any
 
 from ..config import SweepConfig, parse_config
 from ..exceptions import ConfigError
+from ..messages import say
 from ..queue import Queue, find_run_name, open_queue
 
 __all__ = ["RUN_MARK", "open_existing", "stored_config", "with_db"]
@@ -56,7 +57,7 @@ def open_existing(run_dir: Path, db: str | None, run: str | None) -> tuple[Queue
                 f"{run_dir}: no run here (no knowwhen.db); give the run folder of a config's output"
             )
         if db_file.stat().st_size == 0:  # what a run killed as it created its file leaves: left as it is
-            raise ConfigError(f"{db_file}: the database has no run (it is empty); run the config to start it")
+            raise ConfigError(say("db.empty_file", db=db_file))
         db = f"sqlite:///{db_file}"
     if run is None:
         run = find_run_name(db)

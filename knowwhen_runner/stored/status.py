@@ -48,14 +48,14 @@ async def _status(run_dir: Path, db: str | None, run: str | None) -> dict[str, A
                 "calls": tally.calls,
                 "cache_hits": tally.cache_hits,
             }
-        records = await queue.batches()
-        controls = await queue.controls()
+        records = await queue.batching.batches()
+        controls = await queue.holding.controls()
         held = [
             {"model": c.model_id, "state": c.state, "reason": c.reason, "since": c.since} for c in controls
         ]
         workers = await queue.workers()
         _add_eta(by_model, await queue.done_lately(_ETA_WINDOW_S), {c.model_id for c in controls})
-        tallies = await queue.budget_tallies()
+        tallies = await queue.holding.budget_tallies()
         budget = [_budget_row(t) for t in tallies]
         info = await queue.run_info()
         config, unreadable = _readable_config(info, db)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..config import SweepConfig
 from ..jobs import Items
+from ..messages import say
 from ..plan import expand
 from ..queue import Queue
 from ..scenarios import load_scenario
@@ -52,5 +53,5 @@ async def waiting_reason(queue: Queue) -> str:
     """Why a τ fit waits: its shadow episodes failed, or are not all done yet."""
     shadow = [c for c in await queue.counts() if c.mode == "shadow"]
     if any(c.status == "failed" and c.n for c in shadow):
-        return "some shadow episodes failed: rerun with --retry-failed"
-    return "its shadow episodes are not all done yet; any run or worker plans it once they are"
+        return say("stage.fit_failed")
+    return say("stage.fit_pending")

@@ -29,6 +29,7 @@ import anyio.to_thread
 from ..config import SweepConfig, load_config
 from ..exceptions import EXIT_REQUEUE, ConfigError, DatabaseUnavailable, QueueError, SchemaVersionError
 from ..jobs import Items
+from ..messages import say
 
 # litellm is imported before a fleet process claims anything: the import takes seconds of CPU, which a
 # process should not spend holding leased jobs, and local workers then start calling together.
@@ -82,7 +83,7 @@ async def finalize_once(config: SweepConfig, queue: Queue, who: str) -> str | No
 
     missing = [spec.path for spec in config.scenarios if spec.path is not None and not spec.path.exists()]
     if missing:
-        return f"not finalised here: {missing[0]} is not on this machine; run knowwhen finalize where it is"
+        return say("worker.not_finalised_here", path=missing[0])
     await advance_stages(config, queue, who)  # a stage its finished jobs release is planned first
     waiting = await waiting_stages(config, queue)
     if waiting and not any(c.status == "failed" and c.mode == "shadow" for c in await queue.counts()):
@@ -156,7 +157,8 @@ async def _join(db: str, run: str | None, wait_s: float, finalize: bool, progres
             )
             process = f"{socket.gethostname()}:{os.getpid()}"  # how status names its workers, too
             summary = JoinSummary(name, process, stats, await _counts(queue), interrupted, config.output)
-            summary.held_back, summary.open_by_model = await queue.controls(), await open_by_model(queue)
+            summary.held_back = await queue.holding.controls()
+            summary.open_by_model = await open_by_model(queue)
             summary.db_shown = redact(db)
             if finalize and not interrupted:
                 summary.note = await finalize_once(config, queue, holder)
@@ -228,10 +230,7 @@ async def _planned_run(queue: Queue, wait_s: float) -> dict[str, Any]:
             return info
         if time.monotonic() >= deadline:
             if info is None:
-                raise ConfigError(
-                    f"no run {queue.run!r} in this database; plan it with knowwhen run CONFIG --db URL "
-                    "(or give --wait SECONDS to wait for it)"
-                )
+                raise ConfigError(say("worker.no_run", run=queue.run))
             return info
         await anyio.sleep(1.0)
 

@@ -18,6 +18,7 @@ import httpx
 
 from ..config import SweepConfig
 from ..exceptions import ConfigError, ServeError
+from ..messages import say
 
 __all__ = ["ensure_server", "server_instance"]
 
@@ -56,10 +57,7 @@ def _served_models(base: str) -> set[str]:
 def _foreign(config: SweepConfig) -> ConfigError:
     assert config.serve is not None
     host, port = config.serve.host, config.serve.port
-    return ConfigError(
-        f"serve: port {port} on {host} is held by a server this run did not start (another program, or a "
-        f"knowwhen serve started by hand or by another run); stop it or set serve.port to a free port"
-    )
+    return ConfigError(say("serve.port_taken", port=port, host=host))
 
 
 def ensure_server(config: SweepConfig, stack: ExitStack) -> None:

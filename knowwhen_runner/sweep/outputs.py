@@ -15,6 +15,7 @@ import anyio
 
 from ..config import load_config
 from ..exceptions import ConfigError
+from ..messages import say
 from ..stored import config_from_run, with_db
 from .guards import claim_output_folder
 
@@ -37,7 +38,7 @@ async def finalize_with_drilldown(config: SweepConfig, queue: Queue) -> dict[str
         return await drilldown_html(RunData(queue, given_config=config), manifests)
 
     if await queue.run_info() is None:  # nothing recorded (a new or empty database): write nothing over
-        raise ConfigError(f"{config.output}: the database has no run {config.name!r}; run it first")
+        raise ConfigError(say("finalize.no_run", output=config.output, name=config.name))
     claim_output_folder(config.output, config.output)  # a folder of the user's that is no run: refused
     return await finalize_run(config, queue, drilldown)
 

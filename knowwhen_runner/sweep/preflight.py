@@ -27,6 +27,7 @@ from ..config import ModelSpec, SweepConfig
 from ..dataset.answer_rows import validate_response
 from ..exceptions import ConfigError, KnowwhenError, ProviderError
 from ..jobs import Items, Job
+from ..messages import say
 from ..provider import AutoTransport, CacheMode, Limiters, ModelClient, Secrets, Transport, token_prices
 from ..queue import Queue
 from ..work.budget import BudgetGuard
@@ -84,7 +85,7 @@ def no_go_message(probes: list[Probe]) -> str:
     said = "; ".join(f"{p.model_id} cannot go: {p.problem}" for p in bad)
     them = "it" if len(bad) == 1 else "them"
     skips = " ".join(f"--skip-model {p.model_id}" for p in bad)
-    return f"pre-flight: {said}; fix {them}, or leave {them} out of this run with {skips}"
+    return say("preflight.no_go", said=said, them=them, skips=skips)
 
 
 async def _first_unanswered(
@@ -176,7 +177,7 @@ async def _ask(
 def _price_fix(config: SweepConfig, model: ModelSpec) -> str:
     """What to do about a model whose price is unknown (under a budget, nothing it spends would count)."""
     spent = " (the run's budget cannot count what it spends)" if config.budget is not None else ""
-    return f"its price is unknown{spent}: give {model.id} a `pricing:` entry in the config"
+    return say("preflight.unknown_price", spent=spent, id=model.id)
 
 
 async def _probe_one(
@@ -270,8 +271,9 @@ async def probe_models(
         max_tries=2,
         max_backoff_s=2.0,
         set_aside_error_rate=config.workers.set_aside_error_rate,
+        set_aside_probe_s=config.workers.set_aside_probe_s,
     )
-    budget = BudgetGuard(config, queue) if config.budget is not None else None
+    budget = BudgetGuard(config, queue.holding) if config.budget is not None else None
     calls = CachedCalls(store, client, config.cache.policy, budget=budget)  # probes count as spending
     probes: dict[str, Probe] = {}
     missing = dict(secrets.missing()[::-1])  # a model's first unset variable is the one to name
@@ -320,7 +322,7 @@ async def preflight_models(
     for model_id in sorted(preflight.skip):
         if model_id not in known:
             raise ConfigError(f"--skip-model {model_id}: no model with that id in the config")
-        await queue.set_control(model_id, "quarantined", "left out of this run with --skip-model")
+        await queue.holding.set_control(model_id, "quarantined", "left out of this run with --skip-model")
     tally = CallTally()
     if not preflight.probe:
         secrets.require(skip=preflight.skip)  # not probed: an unset key variable still stops the run here

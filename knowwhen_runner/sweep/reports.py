@@ -14,6 +14,7 @@ import anyio
 from ..cache import cache_url, open_cache
 from ..config import SweepConfig, load_config
 from ..jobs import Job
+from ..messages import say
 from ..plan import Grid, expand
 from ..provider import CacheMode, Secrets
 from ..provider.prices import BATCH_FALLBACK_RATE, batch_token_prices
@@ -141,11 +142,7 @@ async def _plan_report(config: SweepConfig, scenarios: dict[str, Scenario]) -> P
     ]
     skipped = grid.skipped + (notes if episodes else [])
     tokens = {job_keys[k]: tok for k, (_m, tok) in calls.items()}
-    waiting = [
-        f"{note}: these episodes are planned once the fit is done, and are not in the forecast"
-        for note in grid.skipped
-        if "waits for" in note
-    ]
+    waiting = [say("plan.waits_for_fit", note=note) for note in grid.skipped if "waits for" in note]
     outlook = forecast(config, todo, tokens, left.finished, waiting)
     batched = any(m.batches() for m in config.models)
     with_batches = forecast(config, todo, tokens, left.finished, waiting, batch=True).usd if batched else None

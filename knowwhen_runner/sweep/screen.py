@@ -195,7 +195,7 @@ class Screen:
         if before is not None and not self._same(
             before
         ):  # another screen's decisions: not this one's to keep
-            await self._queue.clear_controls(SCREENED)
+            await self._queue.holding.clear_controls(SCREENED)
         kept = self._kept(before)
         decided = {m: _standing(d) for m, d in kept.items() if d.get("decision")}
         await self._read()
@@ -209,7 +209,7 @@ class Screen:
         now = {m: _standing(d) for m, d in record["models"].items()}
         for model, s in now.items():
             if s.decision is Decision.DROP:
-                await self._queue.set_control(model, SCREENED, _reason(self.rule, s, self.key.unit))
+                await self._queue.holding.set_control(model, SCREENED, _reason(self.rule, s, self.key.unit))
         return now
 
     def prefix(self, model: str) -> int:
@@ -325,7 +325,7 @@ def _reason(rule: Rule, s: Standing, unit: str) -> str:
 
 
 def screened_models(controls: Iterable[Any]) -> set[str]:
-    """The models a screen holds back, from ``Queue.controls``."""
+    """The models a screen holds back, from ``queue.holding.controls``."""
     return {c.model_id for c in controls if c.state == SCREENED}
 
 
@@ -396,7 +396,7 @@ async def open_beyond_screen(queue: Queue, counts: Mapping[str, int]) -> bool:
     """Whether jobs are still open other than the pending jobs of models a screen held back."""
     if not counts.get("pending") and not counts.get("running"):
         return False
-    held = screened_models(await queue.controls())
+    held = screened_models(await queue.holding.controls())
     return any(c.status == "running" or c.model_id not in held for c in await queue.counts(open_only=True))
 
 
@@ -412,7 +412,7 @@ async def open_screen(
             scenario = load_scenario(spec)  # a resumed run reads no scenario it does not re-plan
         return None if scenario is None else Screen(config, queue, screen_key(config, scenario))
     if release:
-        await queue.clear_controls(SCREENED)
+        await queue.holding.clear_controls(SCREENED)
         info = await queue.run_info()
         if ((info or {}).get("meta") or {}).get("screen"):
             await queue.update_meta({"screen": None})

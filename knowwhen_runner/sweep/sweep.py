@@ -18,6 +18,7 @@ from ..cache import CacheStore, cache_url, open_cache
 from ..cache.legacy import move_run_entries
 from ..config import SweepConfig, load_config
 from ..exceptions import KnowwhenError
+from ..messages import say
 from ..plan.grid import Plan, plan
 from ..provider import (
     FleetLimits,
@@ -204,10 +205,10 @@ async def _start(sweep: _Sweep, queue: Queue) -> dict[str, Any]:
     if sweep.request.retry_failed:
         await queue.requeue_failed()
     if sweep.works:  # a quarantine lasts one run: the user may have fixed the cause
-        await queue.clear_controls("quarantined")
-        await queue.clear_controls("set_aside")  # each process's test starts from nothing
+        await queue.holding.clear_controls("quarantined")
+        await queue.holding.clear_controls("set_aside")  # each process's test starts from nothing
         if not await _others_working(queue):  # else their calls in flight still hold theirs
-            await queue.budget_forget_reservations()  # calls of an earlier (killed) run are over
+            await queue.holding.budget_forget_reservations()  # calls of an earlier (killed) run are over
     meta_now: dict[str, Any] = info["meta"]
     return meta_now
 
@@ -270,9 +271,9 @@ async def _summary(
     waiting = [note for note in stages.skipped if "waits for" in note]
     if waiting:
         reason = await waiting_reason(queue)
-        summary.waiting = [f"{note} ({reason})" for note in waiting]
-    summary.batches = batch_outcomes(await queue.batches())
-    summary.held_back = await queue.controls()
+        summary.waiting = [say("run.waiting_stage", note=note, reason=reason) for note in waiting]
+    summary.batches = batch_outcomes(await queue.batching.batches())
+    summary.held_back = await queue.holding.controls()
     summary.open_by_model = await open_by_model(queue)
     summary.db_shown = None if config.db is None else redact(config.db)
     if total.over_budget:
@@ -315,8 +316,8 @@ async def _budget_sentences(
     config: SweepConfig, queue: Queue, open_jobs: dict[str, int], scopes: list[str]
 ) -> list[str]:
     """What each spent budget bought and how many of its models' jobs wait."""
-    tallies = await queue.budget_tallies()
-    guard = BudgetGuard(config, queue)
+    tallies = await queue.holding.budget_tallies()
+    guard = BudgetGuard(config, queue.holding)
     return [
         budget_sentence(config, scope, tallies, sum(open_jobs.get(m, 0) for m in guard.models_under(scope)))
         for scope in scopes

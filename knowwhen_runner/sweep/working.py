@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 
 import anyio
@@ -13,6 +14,7 @@ import anyio
 from ..cache import CacheStore, cache_url, open_cache
 from ..config import SweepConfig
 from ..jobs import Items
+from ..messages import say
 from ..provider import (
     AutoTransport,
     FleetLimits,
@@ -22,7 +24,6 @@ from ..provider import (
     ProviderTransport,
     Secrets,
 )
-from ..provider.failing import PROBE_EVERY_S
 from ..queue import Queue, open_ledger
 from ..work.screen_pace import ScreenPace
 from ..work.stop_signals import watch_stop_signals
@@ -98,9 +99,14 @@ async def _work(
     tries, error_rate = max(2, config.workers.max_attempts + 1), config.workers.set_aside_error_rate
     transport = transport or AutoTransport(config.models, config.workers.transport)
     client = ModelClient(
-        limiters, secrets, transport=transport, max_tries=tries, set_aside_error_rate=error_rate
+        limiters,
+        secrets,
+        transport=transport,
+        max_tries=tries,
+        set_aside_error_rate=error_rate,
+        set_aside_probe_s=config.workers.set_aside_probe_s,
     )
-    client.failing.on_set_aside = _say_set_aside
+    client.failing.on_set_aside = functools.partial(_say_set_aside, config.workers.set_aside_probe_s)
     total, already = await progress_totals(queue)  # the open jobs alone, when the plan's size is kept
     display = SweepProgress(total, already, backing_off=limiters.backing_off, enabled=progress)
     worker = Worker(
@@ -155,12 +161,14 @@ async def _until_done(worker: Worker, display: SweepProgress, grace: float) -> t
 
 
 def _say_stated(name: str, kind: str, stated: float, configured: float) -> None:
-    print(
-        f"\nknowwhen: {name}: its provider states a limit of {stated:,.0f} {kind}/min, below the configured "
-        f"{configured:,.0f}; sending at {stated:,.0f} (lower rate_limit in the config to match)",
-        file=sys.stderr,
-        flush=True,
+    said = say(
+        "progress.stated_limit",
+        name=name,
+        stated=f"{stated:,.0f}",
+        kind=kind,
+        configured=f"{configured:,.0f}",
     )
+    print(f"\nknowwhen: {said}", file=sys.stderr, flush=True)
 
 
 def _quarantined(config: SweepConfig, model_id: str, reason: str) -> None:
@@ -178,19 +186,14 @@ def _set_aside_told(config: SweepConfig, model_id: str, cause: str | None) -> No
         )
 
 
-def _say_set_aside(model_id: str, reason: str) -> None:
-    print(
-        f"\nknowwhen: set aside {model_id}: {reason}; it is probed every {PROBE_EVERY_S:.0f} s and comes "
-        "back when it answers, its jobs wait, the other models go on",
-        file=sys.stderr,
-        flush=True,
-    )
+def _say_set_aside(probe_s: float, model_id: str, reason: str) -> None:
+    said = say("progress.set_aside", model=model_id, reason=reason, every=f"{probe_s:g}")
+    print(f"\nknowwhen: {said}", file=sys.stderr, flush=True)
 
 
 def _say_quarantined(model_id: str, reason: str) -> None:
     print(
-        f"\nknowwhen: quarantined {model_id} for this run: {reason}; its jobs stay pending, "
-        "the other models go on",
+        f"\nknowwhen: {say('progress.quarantined', model=model_id, reason=reason)}",
         file=sys.stderr,
         flush=True,
     )

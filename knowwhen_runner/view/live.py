@@ -43,7 +43,7 @@ async def live_view(data: RunData) -> dict[str, Any]:
     data.done_samples.append((now, done))
     rate = _rate(data, now)
     spend: dict[str, float] | None = data.known(("spend",))
-    controls = await data.queue.controls()
+    controls = await data.queue.holding.controls()
     models = _models(cells.values(), spend, controls)
     await _add_pace(data, models, controls)
     ranked = await standings(data)
@@ -87,7 +87,7 @@ async def _add_pace(data: RunData, models: list[dict[str, Any]], controls: list[
     config = await data.config()
     lately = await data.queue.done_lately(PACE_WINDOW_S)
     held = {
-        **spent_models(config, await data.queue.budget_tallies()),
+        **spent_models(config, await data.queue.holding.budget_tallies()),
         **{c.model_id: state_words(c.state) for c in controls},
     }
     for t in models:

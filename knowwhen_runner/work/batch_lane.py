@@ -36,7 +36,7 @@ from ..exceptions import QueueError
 from ..jobs import Items, Job
 from ..provider import Secrets, classify
 from ..provider.batch_client import BatchClient, BatchLine, BatchState, LineResult
-from ..queue import BatchRecord, Failure, Queue
+from ..queue import BatchRecord, Failure, WorkerQueue
 from .calls import QuestionCall, question_call
 
 __all__ = ["BatchLane", "BatchStats"]
@@ -68,7 +68,7 @@ class BatchLane:
 
     def __init__(
         self,
-        queue: Queue,
+        queue: WorkerQueue,
         worker_id: str,
         models: dict[str, ModelSpec],
         items: Items,
@@ -81,7 +81,8 @@ class BatchLane:
         client: BatchClient | None = None,
         new_batches: bool = True,
     ) -> None:
-        self._queue = queue
+        self._queue = queue  # outcomes are recorded by the queue
+        self._batches = queue.batching  # the batches' rows, a store beside it
         self._store = store
         self._worker = worker_id
         # Every model with a ``batch`` section is polled (``enabled: false`` finishes its batches in flight);
@@ -121,7 +122,7 @@ class BatchLane:
         if job.attempts <= 1:
             return True
         if time.time() - self._known_at > 2.0:  # a job back from a batch: how long since its first one?
-            for rec in await self._queue.batches():
+            for rec in await self._batches.batches():
                 for jid in rec.job_ids:
                     self._first_batched.setdefault(jid, rec.created_at)
             self._known_at = time.time()
@@ -162,7 +163,7 @@ class BatchLane:
         self._submitting.add(key)
         try:
             with anyio.CancelScope(shield=True):
-                await self._queue.batch_open(self._worker, key, model.id, ids, self._settings.lease_seconds)
+                await self._batches.batch_open(self._worker, key, model.id, ids, self._settings.lease_seconds)
             self._unhold(ids)  # parked under the batch: no longer this worker's to heartbeat or release
             crashpoint("batch_open")
             lines = [BatchLine(w.job.id, self._client.request_body(model, w.call.body)) for w in chunk]
@@ -175,11 +176,11 @@ class BatchLane:
                     await self._give_back(key, f"batch refused: {error}", "failed", time.time())
                     return
                 # Unknown whether the provider made it (a timeout, a 5xx): the poll loop finds out.
-                await self._queue.batch_note(key, error=error)
+                await self._batches.batch_note(key, error=error)
                 return
             crashpoint("batch_submit")
             with anyio.CancelScope(shield=True):
-                await self._queue.batch_note(key, status="submitted", provider_id=provider_id)
+                await self._batches.batch_note(key, status="submitted", provider_id=provider_id)
             self._created.add(key)
             self.stats.submitted += 1
         finally:
@@ -189,7 +190,7 @@ class BatchLane:
         every = min(m.batch.poll_s for m in self._models.values() if m.batch is not None)
         ids = frozenset(self._models)
         while True:
-            leased = await self._queue.batch_lease(self._worker, self._settings.lease_seconds, ids)
+            leased = await self._batches.batch_lease(self._worker, self._settings.lease_seconds, ids)
             self._in_flight = leased
             for rec in leased:
                 if rec.key in self._submitting or (rec.status == "submitting" and rec.key in self._created):
@@ -224,7 +225,7 @@ class BatchLane:
                 why = f"batch never created ({rec.error})" if rec.error else "batch never created"
                 await self._give_back(rec.key, why, "failed", rec.created_at)
                 return
-            await self._queue.batch_note(rec.key, status="submitted", provider_id=found)
+            await self._batches.batch_note(rec.key, status="submitted", provider_id=found)
             self.stats.adopted += 1
             return
         assert rec.provider_id is not None and model.batch is not None
@@ -247,7 +248,7 @@ class BatchLane:
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         reason = self._secrets.redact(f"{what} failed {n}/{limit}: {detail}")[:500]
         if n < limit:
-            await self._queue.batch_note(rec.key, error=reason)
+            await self._batches.batch_note(rec.key, error=reason)
             return
         self._errors.pop(rec.key, None)
         if rec.provider_id is not None:  # ask once that it stop: its answers will never be read
@@ -258,14 +259,14 @@ class BatchLane:
 
     async def _give_back(self, key: str, reason: str, status: str, since: float) -> None:
         """Return a batch's parked jobs to the queue as a failed attempt with ``reason``; close the batch."""
-        jobs = await self._queue.batch_take(self._worker, key, self._settings.lease_seconds)
+        jobs = await self._batches.batch_take(self._worker, key, self._settings.lease_seconds)
         limit = self._settings.max_attempts
         failures = [Failure(j.id, reason, kind="batch", final=j.attempts >= limit) for j in jobs]
         for job in jobs:
             self._first_batched.setdefault(job.id, since)
         with anyio.CancelScope(shield=True):
             await self._queue.record(self._worker, [], failures)
-            await self._queue.batch_note(key, status=status, counts={"returned": len(jobs)}, error=reason)
+            await self._batches.batch_note(key, status=status, counts={"returned": len(jobs)}, error=reason)
         self.stats.returned += len(jobs)
         self._on_recorded([], sum(f.final for f in failures))
 
@@ -273,9 +274,9 @@ class BatchLane:
         self, model: ModelSpec, rec: BatchRecord, state: BatchState, lines: list[LineResult]
     ) -> None:
         by_id = {ln.custom_id: ln for ln in lines}
-        jobs = await self._queue.batch_take(self._worker, rec.key, self._settings.lease_seconds)
+        jobs = await self._batches.batch_take(self._worker, rec.key, self._settings.lease_seconds)
         if not jobs:  # another poller recorded it first (a lease that ran out mid-poll): just close it
-            await self._queue.batch_note(rec.key, status=state.status)
+            await self._batches.batch_note(rec.key, status=state.status)
             return
         wall_ms = (time.time() - rec.created_at) * 1000
         results: list[tuple[str, dict[str, Any]]] = []
@@ -308,7 +309,7 @@ class BatchLane:
             await self._store.put(entries)
             await self._queue.record(self._worker, results, failures)
             counts = {"answered": len(results), "returned": len(failures), "lines": len(lines)}
-            await self._queue.batch_note(rec.key, status=state.status, counts=counts)
+            await self._batches.batch_note(rec.key, status=state.status, counts=counts)
         self.stats.answered += len(results)
         self.stats.returned += len(failures)
         self.stats.finished[state.status] = self.stats.finished.get(state.status, 0) + 1

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..config import Cap, ModelSpec, SweepConfig
 from ..exceptions import ProviderError
+from ..messages import say
 from ..provider import token_prices
 from ..queue import BudgetAsk, BudgetTally, HoldingBack
 
@@ -45,9 +46,9 @@ def budget_sentence(config: SweepConfig, scope: str, tallies: list[BudgetTally],
         limits.append(f"${tally.spent_usd:.4f} of ${cap.usd:g}")
     if cap is not None and cap.tokens is not None:
         limits.append(f"{tally.spent_tokens:,} of {cap.tokens:,} tokens")
-    return (
-        f"{scope_label(scope)} is spent ({', '.join(limits) or 'capped'}): it bought {tally.calls} model "
-        f"calls; {pending} jobs wait. Raise {scope_label(scope)} in the config and run again to continue"
+    label = scope_label(scope)
+    return say(
+        "budget.spent", scope=label, limits=", ".join(limits) or "capped", calls=tally.calls, pending=pending
     )
 
 

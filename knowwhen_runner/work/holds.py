@@ -1,6 +1,6 @@
 """What a worker leaves alone, and why: the one place its loops ask.
 
-Models the run holds back (``Queue.controls``: quarantined or paused by hand, read every few seconds),
+Models the run holds back (``queue.holding.controls``: quarantined or paused by hand, read every few seconds),
 models this worker found fatally failing or answering invalidly too often (quarantined at once, written
 to the queue with their reason and told to ``on_quarantine``), models whose budget is spent, models down
 or set aside (``provider.failing``) for longer than the run waits (given up), models set aside until

@@ -15,6 +15,7 @@ from collections import Counter
 
 from ..config import ModelSpec
 from ..exceptions import OtherModel, ProviderError
+from ..messages import say
 from ..redaction import public_url
 
 __all__ = ["InvalidAnswers", "quarantine_reason"]
@@ -38,11 +39,10 @@ def quarantine_reason(model: ModelSpec, exc: ProviderError) -> str | None:
     error = str(exc)
     if exc.status in _AUTH or any(name in error for name in _AUTH_NAMES):
         key = f"the environment variable {model.api_key_env}" if model.api_key_env else "its API key"
-        return f"the provider refused the key ({error}); check {key}"
+        return say("quarantine.refused_key", error=error, key=key)
     if exc.status == 404 or any(mark in error for mark in _UNKNOWN_MODEL):
-        return (
-            f"the provider does not know the model {model.model!r}{_where(model)} ({error}); "
-            f"fix `model:` (or `api_base:`) of {model.id} in the config"
+        return say(
+            "quarantine.unknown_model", model=model.model, where=_where(model), error=error, id=model.id
         )
     if any(mark in error.lower() for mark in _PRICE):
         return f"its price is unknown ({error}); give it a `pricing:` entry in the config"
@@ -51,17 +51,10 @@ def quarantine_reason(model: ModelSpec, exc: ProviderError) -> str | None:
 
 def _other_model(model: ModelSpec, exc: OtherModel) -> str:
     """Every try of a call got another model's reply: what the gateway or the config should change."""
-    said = "every try of a call got another model's reply (none was recorded)"
     if exc.fallbacks:
-        return (
-            f"{said}: the gateway{_where(model)} falls back from {exc.asked!r} to "
-            f"{exc.answered or 'another model'}; bring its deployment back (or remove the fallback) and run again"
-        )
-    return (
-        f"{said}: the replies to {exc.asked!r} came from {exc.answered!r}; if that is the provider's own name "
-        f"for it, add `served_as: {exc.answered}` to {model.id} in the config, else fix its `model:` "
-        "(or `api_base:`)"
-    )
+        answered = exc.answered or "another model"
+        return say("quarantine.fallback", where=_where(model), asked=exc.asked, answered=answered)
+    return say("quarantine.other_model", asked=exc.asked, answered=exc.answered, id=model.id)
 
 
 class InvalidAnswers:
@@ -82,7 +75,4 @@ class InvalidAnswers:
         n, bad = self.answers[model_id], self.invalid[model_id]
         if self.share is None or n < self.min_answers or bad < self.share * n:
             return None
-        return (
-            f"{bad} of its {n} answers were invalid (last: {self.last_error[model_id]}); check the model's "
-            "output format and its `params`, or raise workers.quarantine_invalid_share"
-        )
+        return say("quarantine.invalid", bad=bad, n=n, last=self.last_error[model_id])

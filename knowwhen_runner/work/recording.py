@@ -19,13 +19,13 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from ..config import WorkerSettings
 from ..jobs import job_spend
 from ..provider import CacheMode
-from ..queue import Queue
+from ..queue import WorkerQueue
 from .calls import CachedCalls
 from .holds import Holds
 from .outcome import Outcome, WorkStats
 from .screen_pace import ScreenPace
 
-__all__ = ["STALE_AFTER_S", "Recording"]
+__all__ = ["STALE_AFTER_S", "RecordLoops"]
 
 _RECORD_LINGER_S = 0.05  # how long the recorder waits for more outcomes before writing a batch
 _RECORD_MAX = 512
@@ -34,11 +34,11 @@ _BEAT_MAX_S = 5.0  # the longest pause between heartbeats
 STALE_AFTER_S = 15.0
 
 
-class Recording:
+class RecordLoops:
     """The record and heartbeat loops of ``Worker``."""
 
     id: str
-    queue: Queue
+    queue: WorkerQueue
     stats: WorkStats
     calls: CachedCalls
     holds: Holds

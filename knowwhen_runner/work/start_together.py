@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 
-from ..queue import Queue
+from ..queue import WorkerRegistry
 
 __all__ = ["WAIT_S", "joined", "start_together"]
 
@@ -38,7 +38,7 @@ def joined(rows: list[dict[str, Any]], me: str) -> int:
     )
 
 
-async def start_together(queue: Queue, me: str, together: int, stopped: Callable[[], bool]) -> float:
+async def start_together(queue: WorkerRegistry, me: str, together: int, stopped: Callable[[], bool]) -> float:
     """Wait until ``together`` processes of this start have registered (this one included), or
     ``WAIT_S`` has passed, or ``stopped()``; returns the seconds waited."""
     began = anyio.current_time()

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import anyio
 
 from ..exceptions import EXIT_REQUEUE
+from ..messages import say
 from .worker import Worker
 
 __all__ = ["watch_stop_signals"]
@@ -29,24 +30,15 @@ async def watch_stop_signals(
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
             if signum == signal.SIGTERM and not worker.stats.handed_over:
-                print(
-                    f"\nknowwhen: SIGTERM — handing over: unstarted jobs go back now, calls in flight get "
-                    f"{grace_s:.0f} s; exit code {EXIT_REQUEUE} (may be requeued)",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                said = say("signal.handover", grace=f"{grace_s:.0f}", code=EXIT_REQUEUE)
+                print(f"\nknowwhen: {said}", file=sys.stderr, flush=True)
                 once = True
                 stopped()
                 worker.hand_over(grace_s)
             elif not once:
                 once = True
                 stopped()
-                print(
-                    "\nknowwhen: stopping — finishing the calls in flight "
-                    "(Ctrl-C again to cancel them); rerun to resume",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                print(f"\nknowwhen: {say('signal.stopping')}", file=sys.stderr, flush=True)
                 worker.stop()
             elif signum == signal.SIGINT:
                 cancel()

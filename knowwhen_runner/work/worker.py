@@ -45,7 +45,7 @@ from ..provider import (
     ModelFailing,
 )
 from ..provider.batch_client import BatchClient
-from ..queue import Failure, Queue
+from ..queue import Failure, WorkerQueue
 from .batch_lane import BatchLane
 from .budget import BudgetGuard, BudgetSpent
 from .calls import CachedCalls, Lookup, question_call
@@ -54,7 +54,7 @@ from .holds import Holds
 from .lanes import Lanes
 from .outcome import Outcome, Outcomes, Question, WorkStats
 from .quarantine import quarantine_reason
-from .recording import STALE_AFTER_S, Recording
+from .recording import STALE_AFTER_S, RecordLoops
 from .runner_errors import RunnerErrors
 from .screen_pace import ScreenPace
 from .start_together import start_together
@@ -68,13 +68,13 @@ def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
-class Worker(Recording):
+class Worker(RecordLoops):
     """Works one run's queue until no job is left (or it is told to stop)."""
 
     def __init__(
         self,
         config: SweepConfig,
-        queue: Queue,
+        queue: WorkerQueue,
         client: ModelClient,
         items: Items,
         *,
@@ -103,10 +103,10 @@ class Worker(Recording):
         self._models: dict[str, ModelSpec] = {m.id: m for m in config.models}
         self._cache = CacheMode(config.cache.policy)
         self._settings = config.workers
-        self.budget = BudgetGuard(config, queue) if config.budget is not None else None
+        self.budget = BudgetGuard(config, queue.holding) if config.budget is not None else None
         self.calls = CachedCalls(cache, client, config.cache.policy, budget=self.budget)
         self.holds = Holds(
-            queue, self._models, self._settings, limiters, on_quarantine, client.failing, on_set_aside
+            queue.holding, self._models, self._settings, limiters, on_quarantine, client.failing, on_set_aside
         )
         self.lanes = Lanes(config.models, limiters, self._settings)
         self._requests: dict[str, Question] = {}  # questions looked up in the cache, waiting for a caller

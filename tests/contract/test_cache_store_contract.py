@@ -1,4 +1,4 @@
-"""One contract for every response store: memory, SQLite and PostgreSQL behave the same."""
+"""One contract for the response store on both engines: SQLite and PostgreSQL behave the same."""
 
 from __future__ import annotations
 
@@ -22,11 +22,9 @@ def pg_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "memory":
-        yield "memory://"
-    elif request.param == "sqlite":
+    if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'cache.db'}"
     else:
         url = request.getfixturevalue("pg_url")

@@ -1,4 +1,4 @@
-"""One contract for every queue backend: memory, SQLite and PostgreSQL behave the same."""
+"""One contract for the queue on both engines: SQLite and PostgreSQL behave the same."""
 
 from __future__ import annotations
 
@@ -28,16 +28,12 @@ def pg_url() -> Iterator[str]:
 _counter = iter(range(1_000_000))
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql"])
 def make_queue(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator:
     opened: list[Queue] = []
 
     def make(run: str = "r") -> Queue:
-        if request.param == "memory":
-            if opened:
-                return opened[0]
-            q = open_queue("memory://", run)
-        elif request.param == "sqlite":
+        if request.param == "sqlite":
             q = open_queue(f"sqlite:///{tmp_path / 'q.db'}", run)
         else:
             url = request.getfixturevalue("pg_url")
@@ -212,10 +208,8 @@ def test_a_rerun_records_its_config_and_keeps_the_meta(make_queue) -> None:
     assert run(q.run_info)["meta"] == merged
 
 
-def test_runs_are_isolated(make_queue, request) -> None:
+def test_runs_are_isolated(make_queue) -> None:
     """Two runs in one database never see each other's jobs."""
-    if "memory" in request.node.name:
-        pytest.skip("the memory backend holds one run")
     a = make_queue("run-a")
     b = make_queue("run-b")
     run(a.enqueue, _jobs(2), {})
@@ -223,30 +217,24 @@ def test_runs_are_isolated(make_queue, request) -> None:
     assert len(run(a.claim, "w", 10, 30.0)) == 2
 
 
-def _backend(request: pytest.FixtureRequest) -> str:
-    return str(request.node.callspec.params["make_queue"])
-
-
-def _sql_url(q: Queue, request: pytest.FixtureRequest) -> str:
-    if _backend(request) == "memory":
-        pytest.skip("the memory backend has no schema")
+def _sql_url(q: Queue) -> str:
     return q.url  # type: ignore[attr-defined]
 
 
-def _planned_sql_run(make_queue, request: pytest.FixtureRequest, n_jobs: int) -> tuple[Queue, str, Any]:
+def _planned_sql_run(make_queue, n_jobs: int) -> tuple[Queue, str, Any]:
     """A run of ``n_jobs`` jobs in an SQL backend: its queue, its URL and an engine on its database."""
     q = make_queue()
-    url = _sql_url(q, request)
+    url = _sql_url(q)
     run(q.init_run, "name: r", {})
     run(q.enqueue, _jobs(n_jobs), {})
     return q, url, create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
 
 
 @pytest.mark.parametrize(("written", "word"), [(99, "newer"), (1, "older")])
-def test_database_of_another_schema_version_is_refused(make_queue, request, written, word) -> None:
+def test_database_of_another_schema_version_is_refused(make_queue, written, word) -> None:
     """A database whose kw_meta says another schema version is refused in one line that says what to do."""
     q = make_queue()
-    url = _sql_url(q, request)
+    url = _sql_url(q)
     run(q.run_info)  # creates the schema
     engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
     version = text("UPDATE kw_meta SET value = :v WHERE key = 'schema_version'")
@@ -356,12 +344,12 @@ def test_a_run_whose_open_jobs_are_all_screened_out_is_finished_until_they_are_r
     q = make_queue()
     run(q.init_run, "name: r", {})
     run(q.enqueue, [*_jobs(1), *_jobs(2, model="out")], {})
-    run(q.set_control, "out", "screened", "screened out after 3 tasks")
+    run(q.holding.set_control, "out", "screened", "screened out after 3 tasks")
     assert not run(q.take_finalize, "a")  # m's job is pending, and m is not held back
     job = run(q.claim_each, "a", [ClaimQuota(frozenset({"m"}), 5)], 30.0)[0]
     run(q.complete, "a", [(job.id, {})])
     assert run(q.take_finalize, "a")  # only the screened-out model's jobs are open
-    assert run(q.clear_controls, "screened") == 1
+    assert run(q.holding.clear_controls, "screened") == 1
     assert run(q.run_info)["finalized_at"] is None and not run(q.take_finalize, "b")
 
 
@@ -378,9 +366,9 @@ def test_setting_jobs_aside_clears_the_finalize_marker(make_queue) -> None:
     assert run(q.run_info)["finalized_at"] is not None
 
 
-def test_a_database_of_the_previous_schema_version_is_upgraded_in_place(make_queue, request) -> None:
+def test_a_database_of_the_previous_schema_version_is_upgraded_in_place(make_queue) -> None:
     """A version-2 run database (before jobs could be set aside) opens as the current version, jobs kept."""
-    q, url, engine = _planned_sql_run(make_queue, request, 2)
+    q, url, engine = _planned_sql_run(make_queue, 2)
     version = text("SELECT value FROM kw_meta WHERE key = 'schema_version'")
     try:
         with engine.begin() as conn:
@@ -396,11 +384,11 @@ def test_a_database_of_the_previous_schema_version_is_upgraded_in_place(make_que
         engine.dispose()
 
 
-def test_a_version_7_database_gains_the_claim_key_in_place(make_queue, request) -> None:
+def test_a_version_7_database_gains_the_claim_key_in_place(make_queue) -> None:
     """A run database of version 7 (jobs without ``claim_key``, no index of done jobs by time) is upgraded
     on open to this version: its jobs are kept and claimed, a claim sent again finds them, and the index
     is there."""
-    q, url, engine = _planned_sql_run(make_queue, request, 2)
+    q, url, engine = _planned_sql_run(make_queue, 2)
     try:
         with engine.begin() as conn:
             _as_version_9(conn)
@@ -451,10 +439,10 @@ def _as_version_9(conn) -> None:
     conn.execute(text("UPDATE kw_meta SET value = '9' WHERE key = 'schema_version'"))
 
 
-def test_a_version_9_database_gains_the_claim_order_in_place(make_queue, request) -> None:
+def test_a_version_9_database_gains_the_claim_order_in_place(make_queue) -> None:
     """A run database of version 9 (jobs without ``draw``) is upgraded on open: its jobs are kept, claimed
     in id order as before, and jobs enqueued after it with a drawn place are claimed first."""
-    q, url, engine = _planned_sql_run(make_queue, request, 3)
+    q, url, engine = _planned_sql_run(make_queue, 3)
     try:
         with engine.begin() as conn:
             _as_version_9(conn)
@@ -478,10 +466,10 @@ def test_a_version_9_database_gains_the_claim_order_in_place(make_queue, request
         engine.dispose()
 
 
-def test_a_version_10_database_keeps_only_leased_jobs_in_the_owner_index(make_queue, request) -> None:
+def test_a_version_10_database_keeps_only_leased_jobs_in_the_owner_index(make_queue) -> None:
     """A run database of version 10 (every job in the lease-owner index, NULL or not) is upgraded on open:
     the index then holds the leased jobs alone, and claims, heartbeats and completions work as before."""
-    q, url, engine = _planned_sql_run(make_queue, request, 3)
+    q, url, engine = _planned_sql_run(make_queue, 3)
     try:
         with engine.begin() as conn:
             conn.execute(text("DROP INDEX kw_jobs_owner"))
@@ -520,10 +508,8 @@ def test_workers_report_jobs_and_heartbeat_age(make_queue) -> None:
     assert 0.0 <= row["heartbeat_age_s"] < 5.0
 
 
-def test_concurrent_claimers_never_share_a_job(make_queue, request) -> None:
+def test_concurrent_claimers_never_share_a_job(make_queue) -> None:
     """Four claimers on their own connections, racing: each job is leased once, no claim exceeds its batch."""
-    if _backend(request) == "memory":
-        pytest.skip("the memory backend is one process's dicts")
     first = make_queue()
     run(first.enqueue, _jobs(200), {})
     queues = [first, *(open_queue(first.url, first.run) for _ in range(3))]  # type: ignore[attr-defined]
@@ -548,14 +534,12 @@ def test_concurrent_claimers_never_share_a_job(make_queue, request) -> None:
 
 
 def test_batched_claims_of_racing_processes_record_each_job_once_and_recover_a_killed_ones_batch(
-    make_queue, request
+    make_queue,
 ) -> None:
     """Claimers on their own connections take per-model batches (``claim_each``) and record them in bulk
     while racing; one is killed holding a batch (never records, stops beating): its batch goes back, the
     others finish it, every job is leased to one live claimer at a time and recorded once, and the killed
     one's late record of its batch changes nothing."""
-    if _backend(request) == "memory":
-        pytest.skip("the memory backend is one process's dicts")
     first = make_queue()
     models = ("a", "b", "c")
     run(first.enqueue, [j for m in models for j in _jobs(40, m)], {})
@@ -601,17 +585,19 @@ def test_batched_claims_of_racing_processes_record_each_job_once_and_recover_a_k
     assert sum(w["jobs_done"] for w in run(first.workers)) == 120
 
 
-def test_postgresql_leases_use_the_server_clock(make_queue, request, monkeypatch) -> None:
-    """On PostgreSQL a worker whose clock runs an hour ahead cannot take live leases from the others."""
-    if _backend(request) != "postgresql":
-        pytest.skip("SQLite is one machine's file: its processes share one clock")
-    q = make_queue()
-    run(q.enqueue, _jobs(1), {})
-    assert len(run(q.claim, "a", 1, 30.0)) == 1
-    real = time.time
-    monkeypatch.setattr(time, "time", lambda: real() + 3600)
-    assert run(q.claim, "skewed", 1, 30.0) == []
-    assert run(q.requeue_expired) == 0
+def test_postgresql_leases_use_the_server_clock(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On PostgreSQL a worker whose clock runs an hour ahead cannot take live leases from the others (SQLite
+    is one machine's file: its processes share one clock)."""
+    q = open_queue(pg_url, f"clock{next(_counter)}")
+    try:
+        run(q.enqueue, _jobs(1), {})
+        assert len(run(q.claim, "a", 1, 30.0)) == 1
+        real = time.time
+        monkeypatch.setattr(time, "time", lambda: real() + 3600)
+        assert run(q.claim, "skewed", 1, 30.0) == []
+        assert run(q.requeue_expired) == 0
+    finally:
+        run(q.close)
 
 
 def test_processes_opening_a_new_sqlite_file_together_all_get_in(tmp_path: Path) -> None:
@@ -635,20 +621,20 @@ def test_model_controls_hold_back_a_model_until_cleared(make_queue) -> None:
 
     async def go() -> None:
         await q.init_run("c", {})
-        assert await q.controls() == []
-        assert await q.set_control("m", "quarantined", "HTTP 401: check KEY") is True
-        assert await q.set_control("m", "quarantined", "again") is False
-        assert await q.set_control("m", "paused", "paused by hand") is True
-        held = await q.controls()
+        assert await q.holding.controls() == []
+        assert await q.holding.set_control("m", "quarantined", "HTTP 401: check KEY") is True
+        assert await q.holding.set_control("m", "quarantined", "again") is False
+        assert await q.holding.set_control("m", "paused", "paused by hand") is True
+        held = await q.holding.controls()
         assert {(c.model_id, c.state, c.reason) for c in held} == {
             ("m", "quarantined", "HTTP 401: check KEY"),
             ("m", "paused", "paused by hand"),
         }
-        assert await q.clear_controls("quarantined") == 1
-        assert [(c.model_id, c.state) for c in await q.controls()] == [("m", "paused")]
-        assert await q.clear_controls("paused", "other") == 0
-        assert await q.clear_controls("paused", "m") == 1
-        assert await q.controls() == []
+        assert await q.holding.clear_controls("quarantined") == 1
+        assert [(c.model_id, c.state) for c in await q.holding.controls()] == [("m", "paused")]
+        assert await q.holding.clear_controls("paused", "other") == 0
+        assert await q.holding.clear_controls("paused", "m") == 1
+        assert await q.holding.controls() == []
 
     run(go)
 
@@ -663,18 +649,18 @@ def test_a_set_aside_row_keeps_the_last_cause_and_holds_no_worker_back(make_queu
 
     async def go() -> None:
         await q.init_run("c", {})
-        assert await q.set_control("m", "set_aside", "14 of 14 failed", replace=True) is True
-        assert await q.set_control("m", "set_aside", "20 of 20 failed", replace=True) is False
-        assert await q.set_control("k", "quarantined", "HTTP 401: check KEY") is True
-        assert {(c.model_id, c.state, c.reason) for c in await q.controls()} == {
+        assert await q.holding.set_control("m", "set_aside", "14 of 14 failed", replace=True) is True
+        assert await q.holding.set_control("m", "set_aside", "20 of 20 failed", replace=True) is False
+        assert await q.holding.set_control("k", "quarantined", "HTTP 401: check KEY") is True
+        assert {(c.model_id, c.state, c.reason) for c in await q.holding.controls()} == {
             ("m", "set_aside", "20 of 20 failed"),
             ("k", "quarantined", "HTTP 401: check KEY"),
         }
-        holds = Holds(q, {}, WorkerSettings(), None)
+        holds = Holds(q.holding, {}, WorkerSettings(), None)
         await holds.refresh(now=True)
         assert holds.models() == {"k": "HTTP 401: check KEY"}
-        assert await q.clear_controls("set_aside", "m") == 1
-        assert [(c.model_id, c.state) for c in await q.controls()] == [("k", "quarantined")]
+        assert await q.holding.clear_controls("set_aside", "m") == 1
+        assert [(c.model_id, c.state) for c in await q.holding.controls()] == [("k", "quarantined")]
 
     run(go)
 
@@ -688,17 +674,17 @@ def test_budget_reserves_all_or_nothing_and_settles_the_actual_cost(make_queue) 
     async def go() -> None:
         await q.init_run("c", {})
         asks = [BudgetAsk("run", 0.4, 100, cap_usd=1.0), BudgetAsk("model:m", 0.4, 100, cap_tokens=250)]
-        assert await q.budget_reserve(asks) is None
-        assert await q.budget_reserve(asks) is None
-        assert await q.budget_reserve(asks) == "model:m"  # tokens 300 > 250 (the run's $1.2 too)
-        tallies = {t.scope: t for t in await q.budget_tallies()}
+        assert await q.holding.budget_reserve(asks) is None
+        assert await q.holding.budget_reserve(asks) is None
+        assert await q.holding.budget_reserve(asks) == "model:m"  # tokens 300 > 250 (the run's $1.2 too)
+        tallies = {t.scope: t for t in await q.holding.budget_tallies()}
         assert tallies["run"].reserved_usd == pytest.approx(0.8) and tallies["run"].spent_usd == 0
-        await q.budget_settle(asks, 0.5, 120)
-        tallies = {t.scope: t for t in await q.budget_tallies()}
+        await q.holding.budget_settle(asks, 0.5, 120)
+        tallies = {t.scope: t for t in await q.holding.budget_tallies()}
         assert tallies["run"].reserved_usd == pytest.approx(0.4) and tallies["run"].spent_usd == 0.5
         assert tallies["model:m"].spent_tokens == 120 and tallies["model:m"].calls == 1
-        await q.budget_forget_reservations()
-        tallies = {t.scope: t for t in await q.budget_tallies()}
+        await q.holding.budget_forget_reservations()
+        tallies = {t.scope: t for t in await q.holding.budget_tallies()}
         assert tallies["run"].reserved_usd == 0 and tallies["run"].spent_usd == 0.5
 
     run(go)
@@ -1000,7 +986,7 @@ def _said(q: Queue) -> dict:
 
 @pytest.mark.parametrize("refresh", ["kept", "added_to"])
 def test_model_tallies_stay_exact_across_kept_sums_new_results_and_a_set_aside(
-    make_queue, request, monkeypatch, refresh
+    make_queue, monkeypatch, refresh
 ) -> None:
     """Tallies of jobs done long ago (kept and summed once), then of jobs done since (added live, or to
     the kept sums when they are renewed at once), then after a plan sets a done job aside and brings it
@@ -1013,11 +999,11 @@ def test_model_tallies_stay_exact_across_kept_sums_new_results_and_a_set_aside(
         monkeypatch.setattr(tallies, "_REFRESH_S", 0.0)
     q = make_queue()
     _answered(q)
-    if _backend(request) != "memory":  # the first answers were done an hour ago: kept sums hold them
-        engine = create_engine(q.url.replace("postgresql://", "postgresql+psycopg://"))  # type: ignore[attr-defined]
-        with engine.begin() as conn:
-            conn.execute(text("UPDATE kw_jobs SET updated_at = updated_at - 3600 WHERE status = 'done'"))
-        engine.dispose()
+    # the first answers were done an hour ago: kept sums hold them
+    engine = create_engine(q.url.replace("postgresql://", "postgresql+psycopg://"))  # type: ignore[attr-defined]
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE kw_jobs SET updated_at = updated_at - 3600 WHERE status = 'done'"))
+    engine.dispose()
     assert _said(q) == _tallies_from_results(q)
     run(q.enqueue, _jobs(3, "a"), {})
     claimed = run(q.claim, "w", 10, 30.0)

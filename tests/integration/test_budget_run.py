@@ -21,6 +21,7 @@ def _counts(config: Path) -> dict[str, int]:
         return dict(conn.execute("SELECT status, count(*) FROM kw_jobs GROUP BY status").fetchall())
 
 
+@pytest.mark.journey("budget.spent")
 def test_budget_parks_jobs_and_raising_it_resumes(server: ServerProcess, tmp_path: Path) -> None:
     """A $0.02 budget at $0.001 a call buys about 20 answers of 45 (exit 4, the rest pending, none failed);
     at $1 the rerun answers the rest, each question called once in all."""
@@ -39,7 +40,7 @@ def test_budget_parks_jobs_and_raising_it_resumes(server: ServerProcess, tmp_pat
     said = " ".join(first.stdout.split())
     assert first.returncode == 4, first.stdout + first.stderr
     assert "budget is spent ($0.0200 of $0.02)" in said and "bought 20 model calls" in said
-    assert "Raise budget in the config" in said
+    assert "25 jobs wait. Raise budget in the config and run again to continue" in said
     counts = _counts(config)
     assert "failed" not in counts and counts["done"] == 20 and counts["pending"] == 25
     assert server.count() == 20

@@ -53,12 +53,14 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def imported(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A run made of the published answers alone: import, then finalize."""
+    """A run made of the published answers alone: import, then the finalize it prints as the next step."""
     config = _config(tmp_path_factory.mktemp("run") / "c.yaml", dataset, [E12], "published")
     done = knowwhen("import", str(dataset), "--config", str(config))
     assert done.returncode == 0, done.stderr
     assert "joined the run as imported/<id>: gemini, jev, sl4b" in done.stdout
-    final = knowwhen("finalize", str(config.parent / "published"))
+    step = " ".join(done.stdout.split()).split("next: ", 1)[1]
+    assert step == f"knowwhen finalize {config.parent / 'published'}", step
+    final = knowwhen(*step.split()[1:])
     assert final.returncode == 0, final.stderr
     return config.parent / "published"
 
@@ -69,6 +71,7 @@ def _score(folder: Path, variant: str) -> dict[str, Any]:
     return json.loads(done.stdout)["models"]
 
 
+@pytest.mark.journey("import.next")
 def test_manifests_for_every_published_model(imported: Path) -> None:
     """The config's model and the published ones absent from it all get a manifest; the LLM stays an LLM."""
     refs = {

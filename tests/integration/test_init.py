@@ -55,6 +55,7 @@ def test_the_written_config_is_valid_against_the_config_schema(fresh: dict[str, 
     assert "next: knowwhen plan sweep.yaml, then knowwhen run sweep.yaml" in " ".join(fresh["wrote"].split())
 
 
+@pytest.mark.journey("init.next")
 def test_plan_and_run_take_it_as_written_and_finish_with_the_models_asked(fresh: dict[str, Any]) -> None:
     """plan's cells and run's manifests are those of the two models; the run answered every job."""
     assert {cell["model"] for cell in fresh["plan"]["cells"]} == set(MODELS)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import shlex
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,8 @@ from knowwhen_runner.results.manifest import load_manifest
 from knowwhen_runner.scenarios.isolated import ASK_OPTION
 from knowwhen_runner.serve import ServerProcess
 from tests.helpers import knowwhen, make_question_set, write_config
+from tests.hub_server import local_hub
+from tests.l1data import when2call_repo
 
 pytestmark = pytest.mark.slow
 
@@ -82,13 +86,13 @@ def test_comparison_table_shows_l1(run: Path) -> None:
     assert "L1 isolated" in table and "L2 all states" in table
 
 
+@pytest.mark.journey("l1.source_missing")
 def test_run_without_when2call_answers_the_rest_and_says_what_is_left_out(
     serve: ServerProcess, tmp_path: Path
 ) -> None:
     """With When2Call's files absent, `run` answers the BFCL items and names the missing source, the jobs
-    it leaves out and the command that fetches it; once the files are there, the next run adds its items."""
-    import shutil
-
+    it leaves out and the command that fetches it; that command, run as printed (against a local Hub),
+    fetches them, and the next run adds its items."""
     serve.reset()
     data = tmp_path / "l1"
     shutil.copytree(FIXTURE, data)
@@ -108,7 +112,11 @@ def test_run_without_when2call_answers_the_rest_and_says_what_is_left_out(
     ) in done.stdout
     rows = _rows(tmp_path / "out" / "l1" / "answers.jsonl.gz")
     assert len(rows) == 2 * 13 and all(r["source"].startswith("bfcl:") for r in rows)
-    shutil.copytree(FIXTURE / "when2call", data / "when2call")  # as fetch-l1 --source when2call would
+    fetch = " ".join(done.stdout.split()).split("fetch it with `", 1)[1].split("`", 1)[0]
+    with local_hub(when2call_repo()) as endpoint:
+        env = {"HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "0"}
+        fetched = knowwhen(*shlex.split(fetch)[1:], env=env)
+    assert fetched.returncode == 0, fetched.stdout + fetched.stderr
     again = knowwhen("run", str(config), "-q")
     assert again.returncode == 0, again.stderr
     assert "left out" not in again.stdout
@@ -116,6 +124,7 @@ def test_run_without_when2call_answers_the_rest_and_says_what_is_left_out(
     assert len(rows) == 2 * 18 and sum(r["source"] == "when2call:mcq" for r in rows) == 2 * 5
 
 
+@pytest.mark.journey("subset.sample")
 def test_a_limited_run_asks_every_category_and_its_tables_say_subset(
     serve: ServerProcess, tmp_path: Path
 ) -> None:

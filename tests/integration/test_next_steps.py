@@ -1,7 +1,8 @@
 """Every next step the runner prints works when followed literally: after a pause, the resume it names
 and then the rerun finish the run; `resume` of a model the run does not have names the ones it has; a
-worker that stops on a held-back model says why; `plan` of a finished run counts the gated episodes its
-τ fit released; a screened-out model with nothing left is not told to finish its jobs."""
+worker that stops on a held-back model says why; gated episodes said to wait for a τ fit are planned
+once it is done, and `plan` of the finished run counts them; a screened-out model with nothing left is
+not told to finish its jobs. More journeys: tests/integration/test_journeys.py."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ def _two_models(folder: Path, base_url: str, second: str = "hosted_vllm/prior") 
     return write_config(folder / "c.yaml", base_url, scenario, models=models)
 
 
+@pytest.mark.journey("held.paused.run", "held.paused.status", "pause.unknown_model")
 def test_after_a_pause_the_printed_steps_finish_the_run(server: ServerProcess, tmp_path: Path) -> None:
     """A run that ends with a model paused names `knowwhen resume` for it (status does too), and not a
     rerun alone, which would not ask its jobs; running the printed command and then the same command again
@@ -79,9 +81,10 @@ def test_a_worker_that_stops_on_a_quarantined_model_says_so(server: ServerProces
 
 
 @pytest.fixture(scope="module")
-def fitted(serve: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def fitted(serve: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     """A finished run of a decision model and the simulated agent over 2 fit tasks (shadow) and 2 bench
-    tasks in every mode, the gated ones at the τ their fit gives."""
+    tasks in every mode, the gated ones at the τ their fit gives; and what `run --plan-only` and `plan`
+    said of them before it."""
     folder = tmp_path_factory.mktemp("fitted")
     base = serve.base_url
     config = {
@@ -106,15 +109,29 @@ def fitted(serve: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Pa
     }
     path = folder / "c.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
+    planned = knowwhen("run", str(path), "-q", "--plan-only")
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    before = knowwhen("plan", str(path))
+    assert before.returncode == 0, before.stdout + before.stderr
     done = knowwhen("run", str(path), "-q", "--no-probe")
     assert done.returncode == 0, done.stdout + done.stderr
-    return path
+    return path, _said(planned), _said(before)
 
 
-def test_plan_of_a_finished_run_counts_the_gated_episodes_its_fit_released(fitted: Path) -> None:
-    """Once the τ fit is done and its gated episodes answered, `plan` lists them as done and says nothing
-    waits for the fit."""
-    shown = knowwhen("plan", str(fitted))
+@pytest.mark.journey("plan.waits_for_fit", "stage.fit_pending", "run.waiting_stage")
+def test_plan_of_a_finished_run_counts_the_gated_episodes_its_fit_released(
+    fitted: tuple[Path, str, str],
+) -> None:
+    """Before the fit, `run --plan-only` says the gated episodes wait for it and that a run plans them once
+    the shadow episodes are done, and `plan` leaves them out of the forecast until then; once the run that
+    follows is done, `plan` lists them as done and says nothing waits for the fit."""
+    path, planned, before = fitted
+    waits = "prior x gated x bench: waits for the τ fit on fit"
+    assert (
+        f"waiting: {waits} (its shadow episodes are not all done yet; any run or worker plans it once they are)"
+    ) in planned, planned
+    assert f"{waits}: these episodes are planned once the fit is done, and are not in the forecast" in before
+    shown = knowwhen("plan", str(path))
     assert shown.returncode == 0, shown.stdout + shown.stderr
     said = _said(shown)
     assert "waits for the τ fit" not in said and "planned once the fit is done" not in said, said

@@ -97,6 +97,7 @@ def test_a_model_that_refuses_every_probe_with_a_client_error_is_a_no_go(
     assert probes["lexical-llm"]["go"] is True and "HTTP 422" in probes["lexical-llm"]["note"]
 
 
+@pytest.mark.journey("preflight.no_go")
 def test_every_no_go_is_reported_at_once_and_an_unpriced_model_is_one_reachable_or_not(
     server: ServerProcess, tmp_path: Path
 ) -> None:

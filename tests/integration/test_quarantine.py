@@ -4,6 +4,7 @@ its jobs stay pending (never failed), the other models finish, and fixing it and
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,10 +36,12 @@ def _counts(config: Path) -> dict[tuple[str, str], int]:
         return {(m, s): n for m, s, n in rows}
 
 
+@pytest.mark.journey("quarantine.unknown_model", "held.quarantined", "progress.quarantined")
 def test_typo_model_is_quarantined_not_failed_and_fixing_it_continues(
     server: ServerProcess, tmp_path: Path, scenario: Path
 ) -> None:
-    """A typo'd model (404) leaves its jobs pending with exit 3 naming it; the fixed config finishes with exit 0."""
+    """A typo'd model (404) leaves its jobs pending with exit 3 naming it and the `model:` to fix, said as it
+    happens too while the other model goes on; the config fixed as told finishes with exit 0."""
     models = [
         {"id": "lexical", "model": "hosted_vllm/lexical", "kind": "decision", "api_base": server.base_url},
         {"id": "prior", "model": "hosted_vllm/priorr", "kind": "decision", "api_base": server.base_url},
@@ -46,7 +49,16 @@ def test_typo_model_is_quarantined_not_failed_and_fixing_it_continues(
     config = write_config(tmp_path / "c.yaml", server.base_url, scenario, models=models)
     first = knowwhen("run", str(config), "-q", "--no-probe")
     assert first.returncode == 3, first.stdout + first.stderr
-    assert "quarantined prior" in first.stdout and "priorr" in first.stdout and "model:" in first.stdout
+    said = " ".join(first.stdout.split())
+    fix = "fix `model:` (or `api_base:`) of prior in the config"
+    assert (
+        f"quarantined prior: the provider does not know the model 'hosted_vllm/priorr' at {server.base_url}"
+        in said
+    )
+    assert f"{fix}; its 45 jobs stay pending" in said, said
+    told = " ".join(first.stderr.split())
+    assert "quarantined prior for this run: the provider does not know the model 'hosted_vllm/priorr'" in told
+    assert f"{fix}; its jobs stay pending, the other models go on" in told, told
     counts = _counts(config)
     assert counts[("lexical", "done")] == 45
     assert counts[("prior", "pending")] == 45
@@ -66,15 +78,19 @@ def test_typo_model_is_quarantined_not_failed_and_fixing_it_continues(
     assert "| prior |" in (tmp_path / "out" / "table.md").read_text()
 
 
+@pytest.mark.journey("quarantine.refused_key")
 def test_bad_key_401_quarantines_only_that_model(
     server: ServerProcess, tmp_path: Path, scenario: Path
 ) -> None:
-    """A 401 for one model quarantines it with a sentence about its key; the other model answers everything."""
+    """A 401 for one model quarantines it with a sentence naming its key to check; the other model answers
+    everything, and once the provider takes the key (the fault cleared), the same command finishes."""
     server.set_faults([{"fault": "401", "model": "lexical-llm"}])
     config = write_config(tmp_path / "c.yaml", server.base_url, scenario)
     result = knowwhen("run", str(config), "-q", "--no-probe")
     assert result.returncode == 3, result.stdout + result.stderr
-    assert "quarantined lexical-llm" in result.stdout and "key" in result.stdout
+    said = " ".join(result.stdout.split())
+    assert "quarantined lexical-llm: the provider refused the key (HTTP 401" in said, said
+    assert "; check its API key; its 45 jobs stay pending" in said, said
     counts = _counts(config)
     assert counts == {("lexical", "done"): 45, ("lexical-llm", "pending"): 45}
     status = knowwhen("status", str(tmp_path / "out"))
@@ -85,10 +101,12 @@ def test_bad_key_401_quarantines_only_that_model(
     assert _counts(config) == {("lexical", "done"): 45, ("lexical-llm", "done"): 45}
 
 
+@pytest.mark.journey("quarantine.invalid")
 def test_invalid_answers_past_the_threshold_quarantine_the_model(
     server: ServerProcess, tmp_path: Path, scenario: Path
 ) -> None:
-    """A model whose answers are all invalid is quarantined after quarantine_min_answers; the rest stay pending."""
+    """A model whose answers are all invalid is quarantined after quarantine_min_answers, told to check its
+    output format; the rest stay pending, and once it answers in its format the same command answers them."""
     server.set_faults([{"fault": "bad_choice", "model": "lexical"}])
     config = write_config(
         tmp_path / "c.yaml",
@@ -98,11 +116,18 @@ def test_invalid_answers_past_the_threshold_quarantine_the_model(
     )
     result = knowwhen("run", str(config), "-q", "--no-probe")
     assert result.returncode == 3, result.stdout + result.stderr
-    assert "quarantined lexical" in result.stdout and "invalid" in result.stdout
+    said = " ".join(result.stdout.split())
+    assert re.search(r"quarantined lexical: (\d+) of its \1 answers were invalid \(last: .+\); check the model's "
+                     r"output format and its `params`, or raise workers.quarantine_invalid_share; its \d+ jobs "
+                     r"stay pending", said), said  # fmt: skip
     counts = _counts(config)
     assert counts[("lexical-llm", "done")] == 45
     assert 10 <= counts[("lexical", "done")] < 45
     assert counts[("lexical", "pending")] == 45 - counts[("lexical", "done")]
+    server.clear_faults()  # the model answers in its format again
+    again = knowwhen("run", str(config), "-q", "--no-probe")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert _counts(config) == {("lexical", "done"): 45, ("lexical-llm", "done"): 45}
 
 
 @pytest.fixture

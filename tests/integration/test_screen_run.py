@@ -62,7 +62,7 @@ def _state(url: str) -> tuple[dict[str, dict[str, int]], dict[str, Any], dict[st
             for c in await queue.counts():
                 counts.setdefault(c.model_id, {})[c.status] = c.n
             info = await queue.run_info()
-            held = {c.model_id: c.state for c in await queue.controls()}
+            held = {c.model_id: c.state for c in await queue.holding.controls()}
             return counts, (info or {}).get("meta", {}).get("screen") or {}, held
 
     return anyio.run(read)
@@ -75,6 +75,7 @@ def _screened_run(
     return knowwhen("run", str(_config(tmp_path / "s.yaml", server.base_url, db, screen=True)), "-q", flag)
 
 
+@pytest.mark.journey("held.screened")
 def test_a_screen_stops_the_clearly_worse_model_and_a_full_run_finishes_it_without_asking_twice(
     server: ServerProcess, tmp_path: Path, fresh_db_url: str
 ) -> None:

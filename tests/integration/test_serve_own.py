@@ -66,8 +66,8 @@ def _refused(config: Path, port: int) -> None:
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert lines == [
         f"error: serve: port {port} on 127.0.0.1 is held by a server this run did not start (another "
-        "program, or a knowwhen serve started by hand or by another run); stop it or set serve.port to a "
-        "free port"
+        "program, or a knowwhen serve started by hand or by another run); stop it, or set serve.port and the "
+        "api_base of the models it serves to a free port"
     ]
     assert not (config.parent / "out" / "answers").exists()
 
@@ -87,14 +87,24 @@ def test_an_http_server_passing_for_ours_is_refused(tmp_path: Path, port: int) -
     assert _Impostor.posts == []
 
 
+@pytest.mark.journey("serve.port_taken")
 def test_a_knowwhen_serve_started_by_hand_is_refused(tmp_path: Path, port: int) -> None:
     """A ``knowwhen serve`` on the port that this run did not start (no instance id, or another run's) is
-    refused, and answers no model request."""
+    refused, and answers no model request; with serve.port and the models' api_base on a free port, as the
+    sentence says, the run starts its own server there and finishes, sending the other nothing."""
     config = _config(tmp_path, port)
     for instance in (None, "another-run"):
         with start_server_process(port, instance=instance) as other:
             _refused(config, port)
             assert other.count(endpoint="systemone") == other.count(endpoint="chat") == 0
+    with start_server_process(port) as other:  # the step the sentence names: the run's server elsewhere
+        free = free_port("127.0.0.1")
+        text = config.read_text().replace(f"http://127.0.0.1:{port}", f"http://127.0.0.1:{free}")
+        config.write_text(text.replace(f"port: {port}", f"port: {free}"))
+        done = knowwhen("run", str(config), "-q")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "queue: done 18" in done.stdout
+        assert other.count(endpoint="systemone") == other.count(endpoint="chat") == 0
 
 
 def test_a_listener_that_never_answers_is_refused(tmp_path: Path, port: int) -> None:

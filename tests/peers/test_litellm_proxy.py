@@ -106,6 +106,7 @@ def _jobs(config: Path) -> dict[tuple[str, str, str], tuple[int, int]]:
         return {(m, sc, st): (n, a) for m, sc, st, n, a in rows}
 
 
+@pytest.mark.journey("quarantine.fallback")
 def test_a_sweep_through_a_litellm_proxy_keeps_only_the_models_own_answers(
     server: ServerProcess, proxy: LitellmProxy, tmp_path: Path
 ) -> None:
@@ -113,7 +114,8 @@ def test_a_sweep_through_a_litellm_proxy_keeps_only_the_models_own_answers(
     cached, the summary names the replies and the set-aside model, and the run exits 3; the System One
     model's 429s, whose hint the proxy forwards as llm_provider-retry-after, spend no attempt; the
     proxy's stated limit for lexical-llm is kept without `adaptive`, and its configured limit above it
-    is named."""
+    is named. With agent-sim's deployment back, as the quarantine's sentence says, the same command answers
+    its jobs with its own replies."""
     server.set_faults(
         [
             {"fault": "503", "model": "agent-sim", "endpoint": "chat"},  # the primary deployment is down
@@ -142,6 +144,15 @@ def test_a_sweep_through_a_litellm_proxy_keeps_only_the_models_own_answers(
 
     # the proxy states 200 requests/min for lexical-llm (two deployments of 100): kept and named
     assert "lexical-llm: its provider states a limit of 200 requests/min, below the configured 6,000" in said
+
+    assert "bring its deployment back (or remove the fallback) and run again" in " ".join(said.split())
+    server.clear_faults()  # the deployment is back
+    again = knowwhen(
+        "run", str(config), "--no-probe", "-q", env={"KW_PROXY_KEY": proxy.master_key}, timeout=240
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "another model" not in again.stdout
+    assert {k[2] for k in _jobs(config) if k[0] == "agent-sim"} == {"done"}
 
 
 def test_a_gateway_that_states_its_price_is_priced_whatever_name_reaches_it(

@@ -298,6 +298,7 @@ def test_damaged_run_file_is_refused_by_every_command_and_left_as_it_is(
     assert (out / "table.md").read_text() == "the table of an earlier finalise\n"
 
 
+@pytest.mark.journey("db.empty_file")
 def test_an_empty_run_file_is_a_new_database_that_holds_no_run(
     planned_run: tuple[Path, bytes], tally: Counter[str]
 ) -> None:
@@ -317,7 +318,10 @@ def test_an_empty_run_file_is_a_new_database_that_holds_no_run(
         ("export", str(out), "--out", str(cfg.parent / "export-empty")),
     ]:
         tally["bad inputs tried"] += 1
-        _one_line_error(knowwhen(*command), "has no run")
+        done = knowwhen(*command)
+        _one_line_error(done, "has no run")
+        if command[0] == "status":  # the first to open it: the file is still empty
+            assert f"{db}: the database has no run (it is empty); run the config to start it" in done.stderr
     assert (out / "table.md").read_text() == "the table of an earlier finalise\n"
     assert knowwhen("run", str(cfg)).returncode == 0
     assert "the table of an earlier finalise" not in (out / "table.md").read_text()

@@ -5,6 +5,7 @@ fails 60 % of its requests, or in a burst, is not set aside. Requests are counte
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -24,8 +25,9 @@ pytestmark = pytest.mark.slow
 
 SET_ASIDE = 14  # failed requests that set a never-answering model aside (workers.set_aside_error_rate: 1 %)
 IN_FLIGHT = 4  # workers.concurrency: requests already sent when the model is set aside
-WAIT_S = 40  # workers.max_outage_s: how long the run waits for a model set aside alone
-PROBES = 2  # probes (one every 30 s) while the run waits
+WAIT_S = 8  # workers.max_outage_s: how long the run waits for a model set aside alone
+PROBE_S = 3  # workers.set_aside_probe_s (30 by default): a probe this often while it waits
+PROBES = WAIT_S // PROBE_S + 1  # probes while the run waits, and one a late give-up lets through
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -63,30 +65,32 @@ def _set_aside(tmp_path: Path, db: list[str]) -> tuple[list[dict[str, object]], 
     return rows, _said(shown)
 
 
-CAUSE = "its requests surely fail (14 of 14 failed; the run's test at error rate 1%); probed every 30 s"
+CAUSE = "its requests surely fail (14 of 14 failed; the run's test at error rate 1%); probed every 3 s"
 
 
+@pytest.mark.journey("held.set_aside")
 def test_an_always_500_model_is_set_aside_in_a_few_requests_probed_and_the_others_finish(
     server: ServerProcess, tmp_path: Path, db: list[str], tally: Counter[str]
 ) -> None:
     """Every request of lexical-llm a 500: at most 14 (+ in flight) reach it before it is set aside, one
-    probe 30 s later, lexical finishes; the run stops waiting for it after max_outage_s (exit 3, jobs
+    probe every 3 s (workers.set_aside_probe_s), lexical finishes; the run stops waiting for it after max_outage_s (exit 3, jobs
     pending, unspent), its summary and `status` after it name it set aside with the test's cause; the server
     fixed, the same command finishes it (on SQLite: the rerun is the same) and no longer names it."""
     server.set_faults([{"fault": "500", "model": "lexical-llm"}])
     scenario = make_question_set(tmp_path / "qs", n_tasks=10)  # 45 questions
-    workers = {"concurrency": IN_FLIGHT, "max_outage_s": WAIT_S}
+    workers = {"concurrency": IN_FLIGHT, "max_outage_s": WAIT_S, "set_aside_probe_s": PROBE_S}
     config = write_config(tmp_path / "c.yaml", server.base_url, scenario, workers=workers)
     first = knowwhen("run", str(config), "-q", "--no-probe", *db)
     tally["faults injected"] += server.count(model="lexical-llm")
     assert first.returncode == 3, first.stdout + first.stderr
     said = _said(first)
-    assert "set aside lexical-llm" in said and "HTTP 500" in said and "probed every 30 s" in said
+    assert "set aside lexical-llm" in said and "HTTP 500" in said and "probed every 3 s" in said
     assert "stopped waiting for lexical-llm" in said and "quarantined" not in said
     assert SET_ASIDE <= server.count(model="lexical-llm") <= SET_ASIDE + IN_FLIGHT + PROBES
     assert server.count(model="lexical") == 45
     assert _counts(tmp_path, db) == {("lexical", "done"): 45, ("lexical-llm", "pending"): 45}
     assert f"set aside lexical-llm: {CAUSE}" in " ".join(first.stdout.split())  # the run's summary
+    assert re.search(r"set aside lexical-llm: .+; its 45 jobs wait for it", " ".join(first.stdout.split()))
     rows, shown = _set_aside(tmp_path, db)
     assert [(r["model"], str(r["reason"]).startswith(CAUSE)) for r in rows] == [("lexical-llm", True)], rows
     assert "HTTP 500" in str(rows[0]["reason"])
@@ -102,6 +106,7 @@ def test_an_always_500_model_is_set_aside_in_a_few_requests_probed_and_the_other
     assert _set_aside(tmp_path, db)[0] == []  # a new run's test starts from nothing
 
 
+@pytest.mark.journey("progress.set_aside")
 def test_a_model_set_aside_comes_back_in_the_same_run_when_its_probe_answers(
     server: ServerProcess, tmp_path: Path, tally: Counter[str]
 ) -> None:
@@ -112,7 +117,7 @@ def test_a_model_set_aside_comes_back_in_the_same_run_when_its_probe_answers(
     scenario = make_question_set(tmp_path / "qs", n_tasks=10)  # 45 questions
     log = tmp_path / "events.txt"
     hook = {"command": f"sh -c 'echo \"$KNOWWHEN_EVENT $KNOWWHEN_MESSAGE\" >> {log}'"}
-    workers = {"concurrency": IN_FLIGHT}
+    workers = {"concurrency": IN_FLIGHT, "set_aside_probe_s": PROBE_S}
     config = write_config(tmp_path / "c.yaml", server.base_url, scenario, workers=workers, notify=hook)
     run = subprocess.Popen(
         [sys.executable, "-m", "knowwhen_runner", "run", str(config), "-q", "--no-probe"],
@@ -122,7 +127,7 @@ def test_a_model_set_aside_comes_back_in_the_same_run_when_its_probe_answers(
     while server.count(model="lexical-llm") < SET_ASIDE and time.monotonic() < deadline:
         time.sleep(0.2)
     rows: list[dict[str, object]] = []
-    while not rows and time.monotonic() < deadline:  # its first probe is 30 s after it was set aside
+    while not rows and time.monotonic() < deadline:  # its first probe is PROBE_S after it was set aside
         time.sleep(0.5)
         rows, shown = _set_aside(tmp_path, [])
     sent = server.count(model="lexical-llm")
@@ -131,6 +136,9 @@ def test_a_model_set_aside_comes_back_in_the_same_run_when_its_probe_answers(
     out, err = run.communicate(timeout=240)
     assert run.returncode == 0, out + err
     assert "set aside lexical-llm" in err and sent >= SET_ASIDE
+    assert "it is probed every 3 s and comes back when it answers, its jobs wait, the other models go on" in (
+        " ".join(err.split())
+    )
     assert [r["model"] for r in rows] == ["lexical-llm"] and str(rows[0]["reason"]).startswith(CAUSE)
     assert f"set aside lexical-llm: {CAUSE}" in shown
     assert _counts(tmp_path, []) == {("lexical", "done"): 45, ("lexical-llm", "done"): 45}
@@ -184,7 +192,7 @@ def _episodes_config(path: Path, base_url: str) -> Path:
                 "n": 6,
             },
         ],
-        "workers": {"concurrency": IN_FLIGHT, "max_outage_s": WAIT_S},
+        "workers": {"concurrency": IN_FLIGHT, "max_outage_s": WAIT_S, "set_aside_probe_s": PROBE_S},
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config, sort_keys=False))

@@ -70,6 +70,7 @@ def _wait_until_working(server: ServerProcess, proc: subprocess.Popen[str], url:
         time.sleep(0.05)
 
 
+@pytest.mark.journey("signal.handover", "worker.interrupted")
 def test_sigterm_hands_the_jobs_back_and_exits_for_requeue(
     server: ServerProcess, tmp_path: Path, tally: Counter[str]
 ) -> None:
@@ -81,12 +82,14 @@ def test_sigterm_hands_the_jobs_back_and_exits_for_requeue(
         _wait_until_working(server, first, url)
         first.send_signal(signal.SIGTERM)
         asked = time.monotonic()
-        _out, err = first.communicate(timeout=60)
+        out, err = first.communicate(timeout=60)
         took = time.monotonic() - asked
         tally["sigterm hand-overs"] += 1
         assert first.returncode == EXIT_REQUEUE, err
         assert took < 30  # within Slurm's KillWait; generous, the machine may be busy
         assert "Traceback" not in err
+        assert f"exit code {EXIT_REQUEUE} (may be requeued)" in err and "SIGTERM — handing over" in err
+        assert "interrupted: its unfinished jobs are back in the queue for the other workers" in out
         assert _held_by(url, first.pid) == 0  # nothing left to a 300 s lease
         assert "running" not in _statuses(url)
         second = _worker(url)

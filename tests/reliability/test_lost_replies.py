@@ -225,7 +225,7 @@ def test_jobs_parked_in_a_provider_batch_are_not_given_back(tmp_path: Path, fres
             await queue.init_run("", {})
             await queue.enqueue(_jobs(8), {})
             parked = await queue.claim_each("w", [ClaimQuota(frozenset({"m"}), 3)], LEASE_S)
-            await queue.batch_open("w", "k1", "m", [j.id for j in parked], LEASE_S)
+            await queue.batching.batch_open("w", "k1", "m", [j.id for j in parked], LEASE_S)
             await queue.claim_each("w", [ClaimQuota(frozenset({"m"}), 2)], LEASE_S)  # its reply lost
             released = await queue.release_unheld("w", frozenset())
             running = [r.job.id for r in await queue.results() if r.status == "running"]

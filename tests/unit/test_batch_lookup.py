@@ -81,7 +81,9 @@ def test_a_lookup_that_keeps_failing_gives_the_batch_up_to_the_synchronous_path(
         await queue.init_run("", {})
         await queue.enqueue(the_plan.jobs, the_plan.items)
         jobs = await queue.claim("old", len(the_plan.jobs), 0.01)
-        await queue.batch_open("old", "lost", "m", [j.id for j in jobs], 0.01)  # then the process died
+        await queue.batching.batch_open(
+            "old", "lost", "m", [j.id for j in jobs], 0.01
+        )  # then the process died
         await anyio.sleep(0.05)
         lane = BatchLane(
             queue, "w", models, the_plan.items, Secrets(config.models), config.workers,
@@ -91,11 +93,11 @@ def test_a_lookup_that_keeps_failing_gives_the_batch_up_to_the_synchronous_path(
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(lane.run)
-                while (await queue.batches())[0].status == "submitting":  # noqa: ASYNC110 (the queue's state)
+                while (await queue.batching.batches())[0].status == "submitting":  # noqa: ASYNC110 (the queue's state)
                     await anyio.sleep(0.02)
                 tg.cancel_scope.cancel()
         back = await queue.claim("w", len(jobs), 5)
-        return await queue.batches(), back, [await lane.takes(j) for j in back]
+        return await queue.batching.batches(), back, [await lane.takes(j) for j in back]
 
     batches, back, batched = anyio.run(go)
     assert transport.batch_ops == ["list"] * calls

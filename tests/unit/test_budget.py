@@ -73,7 +73,7 @@ def test_overshoot_is_bounded_by_the_calls_in_flight(tmp_path: Path, price: floa
             counts: dict[str, int] = {}
             for c in await queue.counts():
                 counts[c.status] = counts.get(c.status, 0) + c.n
-            spent = {t.scope: t for t in await queue.budget_tallies()}["run"]
+            spent = {t.scope: t for t in await queue.holding.budget_tallies()}["run"]
             assert spent.reserved_usd == pytest.approx(0.0, abs=1e-9)  # every reservation settled
             return stats, counts, spent.spent_usd
 

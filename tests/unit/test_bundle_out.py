@@ -12,8 +12,7 @@ import anyio
 import pytest
 from typer.testing import CliRunner
 
-from knowwhen_runner.cache import StoredEntry
-from knowwhen_runner.cache.memory import MemoryCacheStore
+from knowwhen_runner.cache import StoredEntry, open_cache
 from knowwhen_runner.cache.sql import SqlCacheStore
 from knowwhen_runner.cli.main import app
 from knowwhen_runner.exceptions import KnowwhenError
@@ -77,7 +76,7 @@ def test_an_existing_file_that_is_not_a_bundle_is_refused_and_kept(tmp_path: Pat
     from knowwhen_runner.cache.bundle import export_bundle
 
     with pytest.raises(KnowwhenError, match=r"notes\.txt: a file that is not a bundle"):
-        anyio.run(export_bundle, MemoryCacheStore(), notes)
+        anyio.run(export_bundle, open_cache("memory://"), notes)
     assert notes.read_text() == "mine"
 
 

@@ -62,7 +62,9 @@ def test_request_slots_are_spaced_across_holders(db_url: str) -> None:
 
     starts = anyio.run(go)
     busiest = max(sum(1 for s in starts if t <= s < t + 0.5) for t in starts)
-    assert busiest <= 10 + 1  # 0.5 s holds 10 intervals; +1 for a start a timer woke late
+    # 0.5 s holds 10 intervals; +2 for starts whose timers a loaded machine woke late, bunched with the
+    # next ones (seen at 12 with every core busy; a limiter that let both holders take the same slots gives 20)
+    assert busiest <= 10 + 2
     # and the rate is reached, not just respected: far from a limiter that waits whole seconds or spaces
     # the two holders' slots one after the other (a loaded machine's timers wake late, so not to the ms)
     assert starts[-1] - starts[0] < 39 * 0.05 * 3

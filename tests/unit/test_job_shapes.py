@@ -20,11 +20,9 @@ def pg_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql"])
 def queue(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Queue]:
-    if request.param == "memory":
-        q = open_queue("memory://", "r")
-    elif request.param == "sqlite":
+    if request.param == "sqlite":
         q = open_queue(f"sqlite:///{tmp_path / 'q.db'}", "r")
     else:
         q = open_queue(request.getfixturevalue("pg_url"), f"shapes{id(request)}")

@@ -269,6 +269,7 @@ def test_a_download_unlike_what_the_hub_states_leaves_the_folder_as_it_was(
 
 
 @pytest.mark.slow
+@pytest.mark.journey("fetch_l1.partial")
 def test_a_fetch_cut_short_midway_keeps_what_landed_recorded_and_rerunning_it_finishes(
     tmp_path: Path,
 ) -> None:

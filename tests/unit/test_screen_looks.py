@@ -115,7 +115,7 @@ def test_two_processes_looking_at_once_write_each_decision_once(fresh_db_url: st
                         assert decided_at.setdefault(model, row["decided_at"]) == row["decided_at"]
             assert "lexical" in decided_at
             dropped = sorted(m for m, row in record.items() if row["decision"] == "drop")
-            held = [c.model_id for c in await b.controls() if c.state == "screened"]
+            held = [c.model_id for c in await b.holding.controls() if c.state == "screened"]
             assert "lexical" in dropped and sorted(held) == dropped  # each dropped model held back once
 
     anyio.run(go)
@@ -187,7 +187,7 @@ def test_another_screen_releases_what_the_last_one_held_back_and_decides_anew(fr
     gold = _gold(floor)
 
     async def held(queue: Queue) -> dict[str, str]:
-        return {c.model_id: c.reason for c in await queue.controls() if c.state == "screened"}
+        return {c.model_id: c.reason for c in await queue.holding.controls() if c.state == "screened"}
 
     async def go() -> None:
         async with open_queue(fresh_db_url, floor.name) as queue:

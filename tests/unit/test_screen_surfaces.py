@@ -49,7 +49,7 @@ def _finalised(tmp: Path) -> tuple[SweepConfig, dict[str, Any]]:
             "weak-01": (0.0, 0.6, 8, None),
         }
         await queue.update_meta({"screen": _screen(screen)})
-        await queue.set_control(STOPPED, "screened", "screened out after 3 tasks")
+        await queue.holding.set_control(STOPPED, "screened", "screened out after 3 tasks")
         await finalize_run(config, queue)
         data = RunData(queue, output=config.output, given_config=config)
         first = (await question_page(data, QuestionFilter(model=STOPPED)))["rows"][0]

@@ -11,8 +11,7 @@ import yaml
 
 from knowwhen_runner.config import SweepConfig, parse_config
 from knowwhen_runner.plan.grid import FitRequest, fit_requests, plan
-from knowwhen_runner.queue import Failure
-from knowwhen_runner.queue.memory import MemoryQueue
+from knowwhen_runner.queue import Failure, open_queue
 from knowwhen_runner.scenarios import load_scenario
 from knowwhen_runner.sweep.fits import compute_fits, fit_from_results
 
@@ -96,7 +95,7 @@ def test_the_fit_is_made_once_every_shadow_episode_is_done(tmp_path: Path) -> No
     assert {j.mode for j in first.jobs} == {"shadow"}
 
     async def go() -> tuple[dict[str, Any], ...]:
-        queue = MemoryQueue("t")
+        queue = open_queue("memory://", "t")
         await queue.enqueue(first.jobs, first.items)
         before = await compute_fits(config, queue)
         jobs = await queue.claim("w", 10, 60.0)

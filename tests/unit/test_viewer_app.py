@@ -157,9 +157,9 @@ def test_live_flags_held_models_and_spend_comes_apart(data: RunData) -> None:
     spent (a cache hit nothing)."""
 
     async def hold() -> float:
-        await data.queue.set_control("dm", "paused", "paused by hand")
-        await data.queue.set_control("llm", "quarantined", "HTTP 401: check LLM_KEY")
-        await data.queue.set_control("dm", "set_aside", "its requests surely fail (14 of 14 failed)")
+        await data.queue.holding.set_control("dm", "paused", "paused by hand")
+        await data.queue.holding.set_control("llm", "quarantined", "HTTP 401: check LLM_KEY")
+        await data.queue.holding.set_control("dm", "set_aside", "its requests surely fail (14 of 14 failed)")
         total = 0.0
         for _job, status, result, _error in await data.queue.results():
             if status != "done" or (result or {}).get("cache_hit"):

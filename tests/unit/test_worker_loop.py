@@ -154,7 +154,7 @@ def test_a_401_quarantines_the_model_and_fails_no_job(tmp_path: Path) -> None:
     queue, results = anyio.run(_run, config, transport)
     assert _statuses(results) == {"pending": 2 * QUESTIONS}
     assert len(transport.sent) <= 2 * config.workers.concurrency  # the calls in flight, per model
-    held = anyio.run(queue.controls)
+    held = anyio.run(queue.holding.controls)
     assert {c.model_id for c in held} == {m.id for m in config.models}
     assert all(c.state == "quarantined" and "refused the key" in c.reason for c in held)
 
@@ -271,7 +271,7 @@ def test_a_gateways_fallback_is_never_an_answer_and_sets_the_model_aside(tmp_pat
     by_model = Counter((r.job.model_id, r.status) for r in results)
     assert by_model == {("a", "pending"): QUESTIONS, ("b", "done"): QUESTIONS}
     assert anyio.run(store.stats) == {"hosted_vllm/dm2": QUESTIONS}  # b's answers alone
-    held = anyio.run(queue.controls)
+    held = anyio.run(queue.holding.controls)
     assert [(c.model_id, c.state) for c in held] == [("a", "quarantined")]
     assert "falls back from 'hosted_vllm/dm' to lexical-llm" in held[0].reason
     assert stats.other_model["a"] >= config.workers.max_attempts + 1  # every try of the first failed call

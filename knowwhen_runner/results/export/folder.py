@@ -26,6 +26,7 @@ from ...dataset.files import find_answer_files, read_questions
 from ...dataset.subset import SUBSET_FILE, SubsetRecord, read_subset, write_subset_files, write_subset_record
 from ...exceptions import ScenarioError
 from ...jsonio import find_jsonl, iter_jsonl, write_jsonl
+from ...messages import say
 from ..episode_rows import read_episode_row
 from ..manifest import load_manifest, manifest_path
 from .card import CARD_MARK, write_card
@@ -292,7 +293,7 @@ def _copy_manifests(config: SweepConfig, out: Path) -> list[Path]:
             shutil.copyfile(src, dest)
             written.append(dest)
     if not written:
-        raise ScenarioError(f"{config.output}: no manifests; finalise the run first (knowwhen finalize)")
+        raise ScenarioError(say("export.not_finalised", output=config.output))
     return written
 
 
