@@ -304,10 +304,10 @@ def on_db_thread(
     on the store's database thread (``OnOneThread._call``: one call at a time, a lock or an outage waited
     out)."""
 
-    @functools.wraps(method)
-    async def on_thread(self: TSelf, *args: P.args, **kwargs: P.kwargs) -> T:
+    async def on_thread(self: TSelf, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return await self._call(functools.partial(method, self, *args, **kwargs))
 
+    functools.update_wrapper(on_thread, method)  # its name and docstring; the coroutine's type kept
     return on_thread
 
 

@@ -223,7 +223,7 @@ class LimitLedger(OnOneThread):
                 ),
                 {**params, "p": permits, "w": want},
             )
-        return share
+        return int(share)
 
     # -- learned limits ---------------------------------------------------------------------------------
 
