@@ -15,7 +15,7 @@ from ..jobs import Job
 from ..queue import Failure
 from .calls import QuestionCall
 
-__all__ = ["Cause", "Outcome", "Outcomes", "Question", "WorkStats"]
+__all__ = ["Cause", "Outcome", "Outcomes", "QuestionJob", "WorkStats"]
 
 Cause = Literal["down", "set aside", "quarantined", "paused", "over budget", "screened out"]
 """Why a job went back to the queue unanswered, its attempt unspent: each cause is said in its own words."""
@@ -59,7 +59,7 @@ class WorkStats:
         self.other_model_last.update(other.other_model_last)
 
 
-class Question(NamedTuple):
+class QuestionJob(NamedTuple):
     """An open-loop question job with what it needs: its model, its item and the call it makes."""
 
     job: Job

@@ -52,7 +52,7 @@ from .calls import CachedCalls, Lookup, question_call
 from .handover import Stopping
 from .holds import Holds
 from .lanes import Lanes
-from .outcome import Outcome, Outcomes, Question, WorkStats
+from .outcome import Outcome, Outcomes, QuestionJob, WorkStats
 from .quarantine import quarantine_reason
 from .recording import STALE_AFTER_S, RecordLoops
 from .runner_errors import RunnerErrors
@@ -109,7 +109,7 @@ class Worker(RecordLoops):
             queue.holding, self._models, self._settings, limiters, on_quarantine, client.failing, on_set_aside
         )
         self.lanes = Lanes(config.models, limiters, self._settings)
-        self._requests: dict[str, Question] = {}  # questions looked up in the cache, waiting for a caller
+        self._requests: dict[str, QuestionJob] = {}  # questions looked up in the cache, waiting for a caller
         self._held: set[str] = set()  # job ids claimed and not yet recorded
         self._lost_at = -math.inf  # when this worker last looked for jobs leased to it but not held
         self._slots = anyio.CapacityLimiter(self._settings.concurrency or math.inf)
@@ -126,13 +126,13 @@ class Worker(RecordLoops):
 
     # -- the job ------------------------------------------------------------------------------------------
 
-    def _request(self, job: Job) -> Question:
+    def _request(self, job: Job) -> QuestionJob:
         known = self._requests.pop(job.id, None)
         if known is not None:
             return known
         model = self._models[job.model_id]
         item = self.items[(job.scenario_id, job.item)]
-        return Question(job, model, item, question_call(model, item))
+        return QuestionJob(job, model, item, question_call(model, item))
 
     def _row(self, job: Job, item: dict[str, Any], response: dict[str, Any], **kw: Any) -> dict[str, Any]:
         return answer_row(
