@@ -70,12 +70,12 @@ def _sweep(folder: Path, models: list[dict[str, Any]], questions: int) -> dict[s
     return out
 
 
-def _llama(folder: Path, questions: int) -> dict[str, Any]:
+def _llama(folder: Path, questions: int, threads: int) -> dict[str, Any]:
     if questions <= 0:
         return {"skipped": "--llama-questions 0"}
     if not (SERVER.is_file() and MODEL.is_file()):
         return {"skipped": f"no llama-server or model file in {CACHE} (run .ci/llama-server)"}
-    with llama_server(threads=2) as base:
+    with llama_server(threads=threads) as base:
         model = {
             "id": "gemma-token",
             "model": "openai/gemma-3-270m",
@@ -89,6 +89,7 @@ def _llama(folder: Path, questions: int) -> dict[str, Any]:
         figures = _sweep(folder, [model], questions)
         if "run_seconds" in figures:
             asked, seconds = figures["questions"], figures["run_seconds"]
+            figures["threads"] = threads
             figures["questions_per_s"] = round(asked / seconds, 3)
             figures["requests_per_s"] = round(
                 asked * figures["gemma-token"]["requests_per_question"] / seconds, 3
@@ -104,6 +105,12 @@ def main() -> None:
         type=int,
         default=12,
         help="common states on llama.cpp (383: all, the quickstart's)",
+    )
+    parser.add_argument(
+        "--llama-threads",
+        type=int,
+        default=2,
+        help="llama.cpp's threads (1 on a machine busy with other work)",
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -128,7 +135,7 @@ def main() -> None:
             (work / "serve").mkdir()
             local = _sweep(work / "serve", models, args.questions)
         (work / "llama").mkdir()
-        llama = _llama(work / "llama", args.llama_questions)
+        llama = _llama(work / "llama", args.llama_questions, args.llama_threads)
     print(json.dumps({"local_server": local, "llama_cpp": llama}, indent=2))
 
 
