@@ -4,7 +4,9 @@ Sweeps DecisionGym's common states (69 options) with ``knowwhen run``: ``prior``
 read out by ``token`` (20 top_logprobs, as vLLM returns by default) and by ``likelihood``; then, when
 llama.cpp's server and the Gemma 3 270M file are in the cache ``.ci/llama-server`` fills, the ``token``
 read-out of that real model (69 top_logprobs: four requests a question), one request at a time.
-Prints one JSON object. Run from the repository root: ``python -m benchmarks.bench_readout``.
+Prints one JSON object (and writes it to ``--json FILE``). Run from the repository root:
+``python -m benchmarks.bench_readout``; ``--llama-questions 383`` sweeps every common state, the
+quickstart's, through llama.cpp (more than an hour on two busy cores).
 """
 
 from __future__ import annotations
@@ -112,6 +114,7 @@ def main() -> None:
         default=2,
         help="llama.cpp's threads (1 on a machine busy with other work)",
     )
+    parser.add_argument("--json", type=Path, help="write the figures here too")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -136,7 +139,10 @@ def main() -> None:
             local = _sweep(work / "serve", models, args.questions)
         (work / "llama").mkdir()
         llama = _llama(work / "llama", args.llama_questions, args.llama_threads)
-    print(json.dumps({"local_server": local, "llama_cpp": llama}, indent=2))
+    figures = {"local_server": local, "llama_cpp": llama}
+    print(json.dumps(figures, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
 
 
 if __name__ == "__main__":
