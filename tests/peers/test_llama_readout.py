@@ -4,8 +4,9 @@ The server is llama.cpp's own ``llama-server``, built from the source PyPI ships
 clone by ``.ci/llama-server`` (``KNOWWHEN_LLAMA_CACHE``, default ``~/.cache``). What this proves: the
 probabilities ``knowwhen run`` records for common states, read through litellm from the OpenAI-compatible
 chat endpoint, equal those computed here from the same model file through the server's native
-``/completion`` endpoint (``n_probs``) with the server's own chat template, within 1e-3; and the common
-states run end to end. The likelihood read-out is not judged here: this server ignores ``echo``.
+``/completion`` endpoint (``n_probs``) with the server's own chat template, within 1e-3; and the states
+run end to end (all 383 common states do in ``python -m benchmarks.bench_readout --llama-questions
+383``, too long for a test). The likelihood read-out is not judged here: this server ignores ``echo``.
 
 Both sides evaluate every prompt from scratch in the same batches (``cache_prompt: false``, and
 ``--ctx-checkpoints 0`` so a chat prompt is not split at its last user message): with a 4-bit model the
@@ -50,7 +51,7 @@ READOUT = {"method": "token", "server": "llama.cpp", "top_logprobs": 69}
 
 @pytest.fixture(scope="module")
 def llama() -> Iterator[str]:
-    """llama-server serving the model on a free loopback port (its base URL, without /v1)."""
+    """llama-server serving the model on a free loopback port, on one thread (its base URL, without /v1)."""
     if not (SERVER.is_file() and MODEL.is_file()):
         judge_missing(f"llama.cpp's server or the model file is not in {CACHE}: run .ci/llama-server")
     with llama_server() as base:
