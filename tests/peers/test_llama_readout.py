@@ -14,11 +14,12 @@ logits depend on how a prompt is batched, by up to 0.07 in a renormalised label 
 base model, which puts 6 % of its first token's mass on the labels.
 
 Each prompt evaluated from scratch costs the CPU, so the test asks little: the runner reads the common
-state of the shortest text (a question set of its own: four requests of about 560 prompt tokens, 3 to 4
-s each beside a busy suite) and it is recomputed, on one server for the module. A reused prompt prefix
-would save little (the options, not the shared state, are most of each prompt) and, with Gemma 3's
-sliding window, only with ``--swa-full``; it would also split the runner's and the recomputation's
-prompts at different places unless both met the server's cache in the same state.
+state of the shortest text (a question set of its own: four requests of about 560 prompt tokens, about
+1.5 s each with two cores to itself, up to 5 s beside a busy suite) and it is recomputed, on one server
+for the module. A reused prompt prefix would save little (the options, not the shared state, are most
+of each prompt) and, with Gemma 3's sliding window, only with ``--swa-full``; it would also split the
+runner's and the recomputation's prompts at different places unless both met the server's cache in
+the same state.
 """
 
 from __future__ import annotations
