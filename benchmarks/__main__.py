@@ -49,7 +49,8 @@ TARGETS = {
     "screen_pace": "quickstart's decision models, keep top 1: the dropped model's calls saved >= 50 % of 383, with no rate limit and at 100/s",
     "readout": (
         "read-outs of 69-option states: requests and tokens per question (token: 5 at 20 top_logprobs, "
-        "4 at 69 on llama.cpp; likelihood: 1), questions/s on the local server and on llama.cpp's"
+        "4 at 69 on llama.cpp; likelihood: 1), questions/s on the local server, questions/s and calls/s "
+        "on llama.cpp's serving Gemma 3 270M"
     ),
     "failing_model": "requests to an always-500 agent in the quickstart <= 5% of the run without the rule",
     "fair_share": (
@@ -176,11 +177,16 @@ def main() -> None:
         if figures.is_file():
             results["cases"]["screen_pace"]["figures"] = json.loads(figures.read_text())
     if "readout" in wanted:
+        figures = work / "readout.json"
         results["cases"]["readout"] = _script(
             # quick: the local server only (the real llama.cpp server is the peers test's, minutes here)
             "bench_readout.py",
             *(["--questions", "3", "--llama-questions", "0"] if q else []),
+            "--json",
+            str(figures),
         )
+        if figures.is_file():
+            results["cases"]["readout"]["figures"] = json.loads(figures.read_text())
     if "failing_model" in wanted:
         figures = work / "failing_model.json"
         extra = ["--tasks", "1"] if q else []

@@ -4,7 +4,9 @@ Sweeps DecisionGym's common states (69 options) with ``knowwhen run``: ``prior``
 read out by ``token`` (20 top_logprobs, as vLLM returns by default) and by ``likelihood``; then, when
 llama.cpp's server and the Gemma 3 270M file are in the cache ``.ci/llama-server`` fills, the ``token``
 read-out of that real model (69 top_logprobs: four requests a question), one request at a time.
-Prints one JSON object. Run from the repository root: ``python -m benchmarks.bench_readout``.
+Prints one JSON object (and writes it to ``--json FILE``). Run from the repository root:
+``python -m benchmarks.bench_readout``; ``--llama-questions 383`` sweeps every common state, the
+quickstart's, through llama.cpp (more than an hour on two busy cores).
 """
 
 from __future__ import annotations
@@ -51,29 +53,31 @@ def _sweep(folder: Path, models: list[dict[str, Any]], questions: int) -> dict[s
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         return {"error": done.stderr.strip().splitlines()[-3:]}
-    out: dict[str, Any] = {"questions": questions, "run_seconds": round(seconds, 1)}
+    out: dict[str, Any] = {"run_seconds": round(seconds, 1)}
     for model in models:
         manifest = json.loads((folder / "out" / "manifests" / f"{model['id']}.cxs.json").read_text())
         readout, totals = manifest["readout"], manifest["totals"]
         latency = totals.get("latency", {})
         tokens = totals.get("tokens", {})
+        # The limit takes whole tasks: the questions asked, not the limit, divide the totals.
+        asked = out["questions"] = readout["answers"]
         out[model["id"]] = {
             "invalid": readout["invalid"],
             "requests_per_question": readout["requests_per_answer"],
-            "input_tokens_per_question": round((tokens.get("input") or 0) / questions, 1),
-            "output_tokens_per_question": round((tokens.get("output") or 0) / questions, 2),
+            "input_tokens_per_question": round((tokens.get("input") or 0) / max(asked, 1), 1),
+            "output_tokens_per_question": round((tokens.get("output") or 0) / max(asked, 1), 2),
             "p50_latency_ms": latency.get("p50_ms"),
             "label_mass_mean": readout["label_mass_mean"],
         }
     return out
 
 
-def _llama(folder: Path, questions: int) -> dict[str, Any]:
+def _llama(folder: Path, questions: int, threads: int) -> dict[str, Any]:
     if questions <= 0:
         return {"skipped": "--llama-questions 0"}
     if not (SERVER.is_file() and MODEL.is_file()):
         return {"skipped": f"no llama-server or model file in {CACHE} (run .ci/llama-server)"}
-    with llama_server() as base:
+    with llama_server(threads=threads) as base:
         model = {
             "id": "gemma-token",
             "model": "openai/gemma-3-270m",
@@ -86,9 +90,11 @@ def _llama(folder: Path, questions: int) -> dict[str, Any]:
         }
         figures = _sweep(folder, [model], questions)
         if "run_seconds" in figures:
-            figures["questions_per_s"] = round(questions / figures["run_seconds"], 3)
+            asked, seconds = figures["questions"], figures["run_seconds"]
+            figures["threads"] = threads
+            figures["questions_per_s"] = round(asked / seconds, 3)
             figures["requests_per_s"] = round(
-                questions * figures["gemma-token"]["requests_per_question"] / figures["run_seconds"], 3
+                asked * figures["gemma-token"]["requests_per_question"] / seconds, 3
             )
         return figures
 
@@ -96,7 +102,19 @@ def _llama(folder: Path, questions: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--questions", type=int, default=120, help="common states on the local server")
-    parser.add_argument("--llama-questions", type=int, default=12, help="common states on llama.cpp")
+    parser.add_argument(
+        "--llama-questions",
+        type=int,
+        default=12,
+        help="common states on llama.cpp (383: all, the quickstart's)",
+    )
+    parser.add_argument(
+        "--llama-threads",
+        type=int,
+        default=2,
+        help="llama.cpp's threads (1 on a machine busy with other work)",
+    )
+    parser.add_argument("--json", type=Path, help="write the figures here too")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -120,8 +138,11 @@ def main() -> None:
             (work / "serve").mkdir()
             local = _sweep(work / "serve", models, args.questions)
         (work / "llama").mkdir()
-        llama = _llama(work / "llama", args.llama_questions)
-    print(json.dumps({"local_server": local, "llama_cpp": llama}, indent=2))
+        llama = _llama(work / "llama", args.llama_questions, args.llama_threads)
+    figures = {"local_server": local, "llama_cpp": llama}
+    print(json.dumps(figures, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
 
 
 if __name__ == "__main__":

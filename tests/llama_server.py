@@ -1,7 +1,11 @@
 """llama.cpp's server serving the Gemma 3 270M file, both built once per machine by ``.ci/llama-server``
 into a cache outside the clone (``KNOWWHEN_LLAMA_CACHE``, default ``~/.cache``): started the same way for
 the read-out test and its benchmark, with the settings that make its log-probabilities repeatable
-(no context checkpoints; the callers send ``cache_prompt: false``)."""
+(no context checkpoints; the callers send ``cache_prompt: false``).
+
+The test's server computes on one thread: beside the rest of a parallel suite, two threads that wait for
+each other at every step of a matrix product took two to three times as long as one (9.5 s against 23 to
+30 s for the same three prompts with the machine's two cores busy). The benchmark gives it two."""
 
 from __future__ import annotations
 
@@ -24,13 +28,14 @@ MODEL = CACHE / "gemma-3-270m-q4_k_m.gguf"
 
 
 @contextmanager
-def llama_server(wait_s: float = 120) -> Iterator[str]:
-    """The server on a free loopback port, up (its base URL, without /v1); stopped afterwards."""
+def llama_server(threads: int = 1, wait_s: float = 120) -> Iterator[str]:
+    """The server on a free loopback port, computing on ``threads``, up (its base URL, without /v1);
+    stopped afterwards."""
     port = free_port()
     # fmt: off
     process = subprocess.Popen(
         [str(SERVER), "-m", str(MODEL), "--alias", "gemma-3-270m", "--host", "127.0.0.1",
-         "--port", str(port), "-c", "4096", "-t", "2", "-np", "1", "--ctx-checkpoints", "0"],
+         "--port", str(port), "-c", "4096", "-t", str(threads), "-np", "1", "--ctx-checkpoints", "0"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

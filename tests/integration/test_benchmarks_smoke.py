@@ -60,5 +60,9 @@ def test_python_m_benchmarks_quick_writes_every_case(tmp_path: Path) -> None:
     assert cases["scoring"]["exit"] == 0, cases["scoring"]["stderr"]
     assert cases["screen"]["exit"] == 0, cases["screen"]["stderr"]
     assert cases["readout"]["exit"] == 0, cases["readout"]["stderr"]
+    readout = cases["readout"]["figures"]  # --quick: the local server only, never llama.cpp's
+    assert readout["local_server"]["prior-token"]["requests_per_question"] == 5  # 69 options at 20 a request
+    assert readout["local_server"]["prior-likelihood"]["requests_per_question"] == 1
+    assert "skipped" in readout["llama_cpp"]
     assert cases["big_body"]["body_mb"] == 64
     assert any("top: 5" in line and "calls" in line for line in cases["screen"]["output"])
