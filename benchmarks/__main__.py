@@ -60,6 +60,13 @@ TARGETS = {
 }
 
 
+NAMED_ONLY = frozenset({"fair_share", "failing_model", "screen_pace", "plan_resume_1.5m"})
+"""Minutes each: run only when named with ``--case``."""
+QUICK_NAMED_ONLY = frozenset({"plan_resume_15k"})
+"""Left out of ``--quick`` unless named: at the quick sizes plan_resume_15k is plan_resume over again (3
+models, 50 questions, 20 open)."""
+
+
 def _script(name: str, *args: str) -> dict[str, Any]:
     """Run one of the stand-alone benchmark scripts and keep its printed output."""
     started = time.perf_counter()
@@ -92,16 +99,8 @@ def main() -> None:
     parser.add_argument("--case", action="append", choices=sorted(TARGETS), help="run only these cases")
     parser.add_argument("--out", type=Path, default=HERE / "results.json")
     args = parser.parse_args()
-    named_only = {
-        "fair_share",
-        "failing_model",
-        "screen_pace",
-        "plan_resume_1.5m",
-    }  # minutes each: run when asked for
     q = args.quick
-    if q:
-        # At the quick sizes plan_resume_15k is plan_resume over again (3 models, 50 questions, 20 open).
-        named_only.add("plan_resume_15k")
+    named_only = set(NAMED_ONLY | (QUICK_NAMED_ONLY if q else set()))
     wanted = set(args.case or TARGETS) - (named_only if not args.case else set())
     work = cases.scratch()
     results: dict[str, Any] = {
