@@ -11,11 +11,13 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..dataset.score_folder import L3Recompute, Tolerance, leaderboard_report, score_report
 from ..jsonio import dumps
 from ..results import compare_runs
 from ..results.episode_scores import score_episodes
+from .tables import Cell, Column, print_table
 
 __all__ = ["run_compare", "run_episode_score", "run_score"]
 
@@ -223,42 +225,58 @@ def _changed_rows(report: dict[str, Any]) -> list[tuple[str, ...]]:
     return rows
 
 
-def _paired_table(report: dict[str, Any]) -> Table:
-    table = Table(title=f"paired tests (B − A, pp; {100 * (1 - report['alpha']):g}% interval)")
-    for col in ("model", "scenario", "mode", "metric", "n", "A", "B", "Δ [low, high]", "p", "test", ""):
-        table.add_column(
-            col, justify="left" if col in ("model", "scenario", "mode", "metric", "test") else "right"
-        )
+# Each terminal table's columns and how much each is wanted on a narrow terminal (``Column.wanted``: the
+# least wanted leave first and are named under the table, row by row); the first is the row's name.
+_PAIRED = [
+    Column("model", wanted=9), Column("scenario", wanted=6), Column("mode", wanted=5),
+    Column("metric", wanted=6), Column("n", right=True, wanted=2), Column("A", right=True, wanted=4),
+    Column("B", right=True, wanted=4), Column("Δ [low, high]", right=True, wanted=8),
+    Column("p", right=True, wanted=3), Column("test", wanted=1), Column("", wanted=7),
+]  # fmt: skip
+_DEFERRAL = [
+    Column("model", wanted=9), Column("scenario", wanted=6), Column("LLM", wanted=3),
+    Column("metric", wanted=6), Column("tasks", right=True, wanted=2), Column("A", right=True, wanted=4),
+    Column("B", right=True, wanted=4), Column("Δ [low, high]", right=True, wanted=8),
+    Column("p", right=True, wanted=3),
+]  # fmt: skip
+_CHANGED = [
+    Column("model", wanted=9), Column("scenario", wanted=6), Column("mode", wanted=5),
+    Column("metric", wanted=6), Column("A", right=True, wanted=4), Column("B", right=True, wanted=4),
+    Column("Δ", right=True, wanted=8),
+]  # fmt: skip
+
+
+def _paired_rows(report: dict[str, Any]) -> list[list[Cell]]:
+    rows: list[list[Cell]] = []
     for r in report["paired"]:
         interval = "" if r["low"] is None else f" [{r['low']:+.1f}, {r['high']:+.1f}]"
         test = r["method"] + (f"; McNemar p={r['mcnemar']['p_value']:.3g}" if r["metric"] == "l2" else "")
         verdict = "regression" if r["regression"] else ("better" if r["p_value"] < report["alpha"] else "")
         verdict = "screened out: no verdict" if r["screened_out"] else verdict
-        table.add_row(
-            r["model"], r["scenario"], r["mode"], r["metric"].upper(), str(r["n"]), f"{r['a']:.1f}",
-            f"{r['b']:.1f}", f"{r['difference']:+.1f}{interval}", f"{r['p_value']:.3g}", test, verdict,
-        )  # fmt: skip
-    return table
+        rows.append([
+            Text(r["model"]), Text(r["scenario"]), r["mode"], r["metric"].upper(), str(r["n"]),
+            f"{r['a']:.1f}", f"{r['b']:.1f}", f"{r['difference']:+.1f}{interval}", f"{r['p_value']:.3g}",
+            Text(test), verdict,
+        ])  # fmt: skip
+    return rows
 
 
 def _deferral_value(v: float | None, sign: str = "", *, pct: bool) -> str:
     return "–" if v is None else f"{(100 * v if pct else v):{sign}.{1 if pct else 3}f}"
 
 
-def _deferral_table(report: dict[str, Any]) -> Table:
-    table = Table(title=f"deferral (B − A; {100 * (1 - report['alpha']):g}% paired interval over tasks)")
-    for col in ("model", "scenario", "LLM", "metric", "tasks", "A", "B", "Δ [low, high]", "p"):
-        table.add_column(col, justify="left" if col in ("model", "scenario", "LLM", "metric") else "right")
+def _deferral_rows(report: dict[str, Any]) -> list[list[Cell]]:
+    rows: list[list[Cell]] = []
     for r in report["deferral"]:
         pct = r["metric"] != "apgr"  # CPT is a share of LLM calls: shown in percent
         show = partial(_deferral_value, pct=pct)
         interval = "" if r["low"] is None else f" [{show(r['low'], '+')}, {show(r['high'], '+')}]"
-        table.add_row(
-            r["model"], r["scenario"], r["llm"], r["metric"].upper() + (" (% LLM calls)" if pct else ""),
-            str(r["n"]), show(r["a"]), show(r["b"]), show(r["difference"], "+") + interval,
-            "–" if r["p_value"] is None else f"{r['p_value']:.3g}",
-        )  # fmt: skip
-    return table
+        rows.append([
+            Text(r["model"]), Text(r["scenario"]), Text(r["llm"]),
+            r["metric"].upper() + (" (% LLM calls)" if pct else ""), str(r["n"]), show(r["a"]), show(r["b"]),
+            show(r["difference"], "+") + interval, "–" if r["p_value"] is None else f"{r['p_value']:.3g}",
+        ])  # fmt: skip
+    return rows
 
 
 def run_compare(
@@ -285,10 +303,12 @@ def run_compare(
                     f"{model}: {entry['screened_out'][side]} in run {side.upper()}; its figures there cover "
                     "only the tasks answered before the screen stopped it, not a finished model's"
                 )
+    alpha = f"{100 * (1 - report['alpha']):g}%"
     if report["paired"]:
-        console.print(_paired_table(report))
+        print_table(console, f"paired tests (B − A, pp; {alpha} interval)", _PAIRED, _paired_rows(report))
     if report["deferral"]:
-        console.print(_deferral_table(report))
+        title = f"deferral (B − A; {alpha} paired interval over tasks)"
+        print_table(console, title, _DEFERRAL, _deferral_rows(report))
     if code:
         console.print(
             f"B is significantly worse than A in {report['regressions']} paired test(s) ({fail_on})"
@@ -297,10 +317,6 @@ def run_compare(
     if not rows:
         console.print(f"no changes between {run_a} and {run_b} in accuracy, coverage, success or cost")
         return code
-    table = Table(title=f"changed: {run_a} (A) → {run_b} (B)")
-    for col in ("model", "scenario", "mode", "metric", "A", "B", "Δ"):
-        table.add_column(col, justify="right" if col in ("A", "B", "Δ") else "left")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    cells: list[list[Cell]] = [[Text(row[0]), Text(row[1]), *row[2:]] for row in rows]
+    print_table(console, f"changed: {run_a} (A) → {run_b} (B)", _CHANGED, cells)
     return code

@@ -51,7 +51,8 @@ def _table(
 ) -> Table:
     table = Table(title=title)
     for i in kept:  # fold, never "…": a cell too long for the terminal goes on over lines, whole
-        table.add_column(columns[i].header, justify="right" if columns[i].right else "left", overflow="fold")
+        header = Text(columns[i].header)  # as written: "Δ [low, high]" is not a style
+        table.add_column(header, justify="right" if columns[i].right else "left", overflow="fold")
     for row in rows:
         table.add_row(*(row[i] for i in kept))
     return table

@@ -162,3 +162,24 @@ def test_fail_on_refuses_an_unknown_spec(tmp_path: Path, qs: Path) -> None:
     done = knowwhen("compare", str(a), str(a), "--fail-on", "regression:l4")
     assert done.returncode == 2 and "--fail-on" in done.stderr and "Traceback" not in done.stderr
     assert knowwhen("compare", str(a), str(a), "--fail-on", "regression").returncode == 0
+
+
+def test_at_80_columns_the_comparison_fits_and_names_every_figure(tmp_path: Path, qs: Path) -> None:
+    """On an 80-column terminal no line of ``compare`` is wider, and each row's figures that left the
+    paired table are named under it (the Δ stays in the table); at 200 columns the table is whole."""
+    correct, outcomes = _baseline(qs, 5)
+    a = _build_run(tmp_path, "a", qs, correct, outcomes)
+    b = _build_run(tmp_path, "b", qs, _regressed(correct, 5), outcomes)
+    said = {}
+    for width in (80, 200):
+        path = tmp_path / f"out{width}.txt"
+        with path.open("w") as handle:
+            run_compare(a, b, console=Console(file=handle, width=width))
+        said[width] = path.read_text()
+    narrow, wide = said[80].splitlines(), said[200].splitlines()
+    assert max(len(line) for line in narrow) <= 80 < max(len(line) for line in wide)
+    header = next(line for line in narrow if "Δ [low, high]" in line)
+    assert "test" not in header.split("│")  # the least wanted column left ...
+    l2 = _l2(compare_runs(a, b))
+    assert f"test {l2['method']}" in " ".join(said[80].split())  # ... and is named under its row
+    assert f"{l2['difference']:+.1f}" in header or f"{l2['difference']:+.1f}" in said[80]
