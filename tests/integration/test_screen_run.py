@@ -76,6 +76,9 @@ def _screened_run(
 
 
 @pytest.mark.journey("held.screened")
+# One backend each for the two long runs (a minute or more): the screen's record, controls and claims are
+# held to both by tests/contract and by the third test here; the workers' run is the fleet's, on PostgreSQL.
+@pytest.mark.parametrize("fresh_db_url", ["sqlite"], indirect=True)
 def test_a_screen_stops_the_clearly_worse_model_and_a_full_run_finishes_it_without_asking_twice(
     server: ServerProcess, tmp_path: Path, fresh_db_url: str
 ) -> None:
@@ -144,6 +147,9 @@ def test_a_screen_stops_the_clearly_worse_model_and_a_full_run_finishes_it_witho
     assert compared["models"]["lexical"]["screened_out"]["b"] is None
 
 
+@pytest.mark.parametrize(
+    "fresh_db_url", [pytest.param("postgresql", marks=pytest.mark.postgres)], indirect=True
+)
 def test_a_screened_run_worked_by_workers_alone_still_stops_the_worse_model(
     server: ServerProcess, tmp_path: Path, fresh_db_url: str
 ) -> None:
