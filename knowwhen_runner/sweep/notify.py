@@ -2,7 +2,7 @@
 
 Events: ``finish`` (every job answered), ``failure`` (jobs failed or were left pending), ``budget`` (a
 budget is spent), ``quarantine`` (a model was quarantined), ``set_aside`` (a process's test says a model's
-requests surely fail: it is probed every 30 s) and ``back`` (a probe of a model set aside answered); each of
+requests surely fail: it is probed every workers.set_aside_probe_s) and ``back`` (a probe of a model set aside answered); each of
 the last two once per model for the fleet (the process that wrote or cleared its row). A command gets ``KNOWWHEN_EVENT``,
 ``KNOWWHEN_RUN`` and ``KNOWWHEN_MESSAGE`` in its environment; a URL gets ``{run, event, message}`` as
 JSON. Word back never stops or fails a run: a hook that fails is reported on stderr in one line.
